@@ -1,0 +1,15 @@
+/** Documented bounds of what a check may ask for (README "Limits"). */
+export const MAX_KEY_LENGTH = 512;
+/** The sliding log stores one member per admitted unit: ~100 bytes each in Redis at this size. */
+export const MAX_LIMIT = 100_000;
+export const MIN_WINDOW_MS = 1;
+export const MAX_WINDOW_MS = 7 * 86_400_000;
+/** Policy (rule) names appear in Redis keys and headers: keep them to a safe alphabet. */
+export const POLICY_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/**
+ * Ad-hoc checks (`limit` + `window` in a /check body) use the policy `check.<window>ms`: one log
+ * per client key and window, so two windows never trim each other's log. Rule names may not
+ * start with it, so an ad-hoc check never shares a rule's log.
+ */
+export const ADHOC_POLICY_PREFIX = "check.";

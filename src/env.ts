@@ -1,0 +1,13 @@
+/** The worker's bindings (wrangler.toml vars and secrets). */
+export interface Env {
+  /** Upstash REST endpoint (or the local bridge). Secret. */
+  UPSTASH_REDIS_REST_URL?: string;
+  /** Upstash REST token. Secret. */
+  UPSTASH_REDIS_REST_TOKEN?: string;
+  /** Bearer token `/check` requires; without it `/check` is closed. Secret. */
+  LIMITER_TOKEN?: string;
+  /** Rules and knobs: a JSON string or a TOML table (README "Configuration"). */
+  LIMITER_CONFIG?: string | Record<string, unknown>;
+  /** Where the proxy forwards allowed requests locally (production forwards to the request URL). */
+  ORIGIN_URL?: string;
+}

@@ -1,0 +1,114 @@
+import type { Context } from "hono";
+import type { Env } from "../env";
+import type { Decision } from "../limiter/decision";
+import { getRuntime } from "../runtime";
+import { bearerTokenMatches } from "./bearer-token";
+import { parseCheckRequest } from "./check-request";
+import { problem } from "./problem";
+import { rateLimitHeaders } from "./rate-limit-headers";
+
+/** A check body is a few fields; anything bigger is refused before it is read. */
+export const MAX_CHECK_BODY_BYTES = 8 * 1024;
+
+/** POST /check: the decision service (README "The /check contract"). */
+export async function checkHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
+  const expected = c.env.LIMITER_TOKEN;
+  if (!expected) {
+    // Closed, never open by default: a decision service anyone can drain is a liability.
+    return problem(
+      c,
+      401,
+      { title: "Unauthorized", detail: "LIMITER_TOKEN is not configured: /check is closed" },
+      { "WWW-Authenticate": "Bearer" },
+    );
+  }
+  if (!(await bearerTokenMatches(c.req.header("Authorization"), expected))) {
+    return problem(
+      c,
+      401,
+      { title: "Unauthorized", detail: "missing or wrong bearer token" },
+      { "WWW-Authenticate": "Bearer" },
+    );
+  }
+
+  const runtime = getRuntime(c.env);
+  if (!runtime.ok) {
+    return problem(c, 503, {
+      title: "Limiter misconfigured",
+      detail: `${runtime.field} ${runtime.detail}`,
+      field: runtime.field,
+    });
+  }
+
+  const contentType = c.req.header("Content-Type") ?? "";
+  if (!/^application\/json\s*(;|$)/i.test(contentType)) {
+    return problem(c, 415, {
+      title: "Unsupported Media Type",
+      detail: "send Content-Type: application/json",
+    });
+  }
+  const body = await readBody(c.req.raw);
+  if (body === "too-large") {
+    return problem(c, 413, {
+      title: "Payload Too Large",
+      detail: `a check body is at most ${MAX_CHECK_BODY_BYTES} bytes`,
+    });
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(body);
+  } catch {
+    return problem(c, 400, {
+      title: "Bad Request",
+      detail: "body is not valid JSON",
+      field: "body",
+    });
+  }
+  const request = parseCheckRequest(json, runtime.config.rules);
+  if (!request.ok) {
+    return problem(c, 400, {
+      title: "Bad Request",
+      detail: `${request.field} ${request.detail}`,
+      field: request.field,
+    });
+  }
+
+  const decision = await runtime.limiter.limit(request.value);
+  return c.json(
+    checkAnswer(decision),
+    decision.allowed ? 200 : 429,
+    Object.fromEntries(rateLimitHeaders([decision])),
+  );
+}
+
+function checkAnswer(decision: Decision) {
+  const { allowed, limit, remaining, reset, retryAfterMs, source, policy } = decision;
+  return { allowed, limit, remaining, reset, retryAfterMs, source, policy };
+}
+
+/** Reads at most MAX_CHECK_BODY_BYTES, streaming, so a huge body is never buffered. */
+async function readBody(request: Request): Promise<string | "too-large"> {
+  const declared = Number(request.headers.get("Content-Length") ?? "0");
+  if (declared > MAX_CHECK_BODY_BYTES) return "too-large";
+  if (!request.body) return "";
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_CHECK_BODY_BYTES) {
+      await reader.cancel();
+      return "too-large";
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return new TextDecoder().decode(bytes);
+}

@@ -1,0 +1,23 @@
+import type { Context } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+export interface Problem {
+  title: string;
+  detail?: string;
+  /** The request field the problem is about (our extension member). */
+  field?: string;
+  [extension: string]: unknown;
+}
+
+/** An RFC 9457 problem+json response. */
+export function problem(
+  c: Context,
+  status: ContentfulStatusCode,
+  body: Problem,
+  headers?: Record<string, string>,
+): Response {
+  return c.body(JSON.stringify({ type: "about:blank", status, ...body }), status, {
+    "Content-Type": "application/problem+json",
+    ...headers,
+  });
+}

@@ -1,0 +1,49 @@
+import type { Redis } from "@upstash/redis";
+
+/** The narrow slice of the Upstash client the store needs. */
+export type ScriptClient = Pick<Redis, "evalsha" | "eval">;
+
+/** Argument values as the REST protocol carries them. */
+export type ScriptArg = string | number;
+
+// SHA-1 of each script text, computed once per isolate. crypto.subtle is async, so it cannot run
+// at module scope (workerd forbids I/O-like work there); the promise is cached on first use.
+const shaCache = new Map<string, Promise<string>>();
+
+export function scriptSha(script: string): Promise<string> {
+  let sha = shaCache.get(script);
+  if (!sha) {
+    sha = crypto.subtle.digest("SHA-1", new TextEncoder().encode(script)).then(toHex);
+    shaCache.set(script, sha);
+  }
+  return sha;
+}
+
+function toHex(buffer: ArrayBuffer): string {
+  let hex = "";
+  for (const byte of new Uint8Array(buffer)) hex += byte.toString(16).padStart(2, "0");
+  return hex;
+}
+
+/**
+ * EVALSHA, and on NOSCRIPT (a fresh Redis, a failover, `SCRIPT FLUSH`) EVAL once: EVAL also
+ * loads the script, so the next EVALSHA hits again. Any other error is the caller's to handle.
+ */
+export async function runScript<T>(
+  client: ScriptClient,
+  script: string,
+  keys: string[],
+  args: ScriptArg[],
+): Promise<T> {
+  const sha = await scriptSha(script);
+  try {
+    return await client.evalsha<ScriptArg[], T>(sha, keys, args);
+  } catch (error) {
+    if (!isNoScript(error)) throw error;
+    return await client.eval<ScriptArg[], T>(script, keys, args);
+  }
+}
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.includes("NOSCRIPT");
+}
