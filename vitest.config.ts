@@ -8,7 +8,19 @@ export default defineConfig({
         test: { name: "node", include: ["test/node/**/*.test.ts"], environment: "node" },
       },
       {
-        plugins: [cloudflareTest({ wrangler: { configPath: "./wrangler.toml" } })],
+        // The worker runs in real workerd; its store is the bridge the global setup started.
+        plugins: [
+          cloudflareTest(({ inject }) => ({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              bindings: {
+                UPSTASH_REDIS_REST_URL: inject<string>("bridgeUrl"),
+                UPSTASH_REDIS_REST_TOKEN: inject<string>("bridgeToken"),
+                LIMITER_TOKEN: "test-limiter-token",
+              },
+            },
+          })),
+        ],
         test: { name: "worker", include: ["test/worker/**/*.test.ts"] },
       },
     ],
