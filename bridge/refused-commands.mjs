@@ -1,0 +1,75 @@
+// @ts-check
+// Commands the bridge will not forward. Every request shares one Redis connection, so a command
+// that changes that connection's state (database, user, protocol, transaction, subscriber or
+// monitor mode) would leak into other callers' commands, and one that blocks would stall them.
+// Upstash's REST API refuses the same families.
+
+const CHANGES_CONNECTION = new Set([
+  "select",
+  "auth",
+  "hello",
+  "client",
+  "quit",
+  "reset",
+  "readonly",
+  "readwrite",
+  "multi",
+  "exec",
+  "discard",
+  "watch",
+  "unwatch",
+  "subscribe",
+  "psubscribe",
+  "ssubscribe",
+  "unsubscribe",
+  "punsubscribe",
+  "sunsubscribe",
+  "monitor",
+  "sync",
+  "psync",
+  "replconf",
+]);
+
+const BLOCKS = new Set([
+  "blpop",
+  "brpop",
+  "blmove",
+  "brpoplpush",
+  "bzpopmin",
+  "bzpopmax",
+  "blmpop",
+  "bzmpop",
+  "wait",
+  "waitaof",
+]);
+
+/**
+ * Why the command is refused, as a Redis-style error text, or null if it may run.
+ * @param {readonly string[]} command name first, then arguments
+ * @returns {string | null}
+ */
+export function refusal(command) {
+  const name = (command[0] ?? "").toLowerCase();
+  const shown = name.toUpperCase();
+  if (CHANGES_CONNECTION.has(name)) {
+    return `ERR ${shown} is not allowed through the REST bridge: it would change the shared Redis connection`;
+  }
+  if (
+    BLOCKS.has(name) ||
+    ((name === "xread" || name === "xreadgroup") && hasBlockOption(command))
+  ) {
+    return `ERR ${shown} is not allowed through the REST bridge: blocking commands would stall the shared Redis connection`;
+  }
+  return null;
+}
+
+/** XREAD / XREADGROUP options come before STREAMS; a BLOCK among them makes the call blocking. */
+/** @param {readonly string[]} command */
+function hasBlockOption(command) {
+  for (let i = 1; i < command.length; i++) {
+    const word = command[i]?.toLowerCase();
+    if (word === "streams") return false;
+    if (word === "block") return true;
+  }
+  return false;
+}
