@@ -64,6 +64,17 @@ for (const signal of /** @type {const} */ (["SIGINT", "SIGTERM", "SIGHUP"])) {
   });
 }
 
+// `npm start` runs this under `sh -c`; npm 11 does not pass a SIGTERM it receives on to us, so
+// an npm killed by a process manager would leave everything running. Watch for the parent
+// going away (we get re-parented) and stop then too.
+const parentPid = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parentPid && !shuttingDown) {
+    log(`parent process ${parentPid} exited: stopping`);
+    void shutdown(0);
+  }
+}, 500).unref();
+
 try {
   await main();
 } catch (error) {
