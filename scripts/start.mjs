@@ -11,16 +11,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { freePort, isPortOpen, portFromEnv } from "./lib/ports.mjs";
 import { hasExited, spawnGroup, stopGroup } from "./lib/process-group.mjs";
 import { ensureRedis, redactUrl } from "./lib/redis.mjs";
 
-/**
- * The bridge's contract (bridge/server.mjs); loaded lazily, only when it is needed.
- * @typedef {{ url: string, port: number, close(): Promise<void> }} Bridge
- * @typedef {(options: { host?: string, port?: number, token: string, redisUrl: string }) => Promise<Bridge>} StartBridge
- */
+/** @typedef {import("../bridge/server.mjs").Bridge} Bridge */
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const HOST = "127.0.0.1";
@@ -158,13 +154,19 @@ async function main() {
  * @returns {Promise<Bridge>}
  */
 async function startLocalBridge({ port, token, redisUrl }) {
-  const moduleUrl = pathToFileURL(path.join(ROOT, "bridge", "server.mjs")).href;
-  /** @type {{ startBridge: StartBridge }} */
-  const { startBridge } = await import(moduleUrl);
+  // Loaded only when needed: with UPSTASH_REDIS_REST_URL/_TOKEN set, npm start never touches it.
+  const { startBridge } = await import("../bridge/server.mjs");
   try {
-    return await startBridge({ host: HOST, port, token, redisUrl });
+    return await startBridge({
+      host: HOST,
+      port,
+      token,
+      redisUrl,
+      log: (line) => console.error(`[bridge] ${line}`),
+    });
   } catch (error) {
-    if (/** @type {NodeJS.ErrnoException} */ (error)?.code === "EADDRINUSE") {
+    const err = /** @type {NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException }} */ (error);
+    if (err?.code === "EADDRINUSE" || err?.cause?.code === "EADDRINUSE") {
       throw new Error(
         `BRIDGE_PORT ${port} is already in use on ${HOST}. Set BRIDGE_PORT to a free port ` +
           "(0 = any), or point UPSTASH_REDIS_REST_URL/UPSTASH_REDIS_REST_TOKEN at the bridge " +
