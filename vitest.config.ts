@@ -5,7 +5,12 @@ export default defineConfig({
   test: {
     projects: [
       {
-        test: { name: "node", include: ["test/node/**/*.test.ts"], environment: "node" },
+        test: {
+          name: "node",
+          include: ["test/node/**/*.test.ts"],
+          environment: "node",
+          globalSetup: ["./test/support/global-setup.ts"],
+        },
       },
       {
         // The worker runs in real workerd; its store is the bridge the global setup started.
@@ -21,7 +26,11 @@ export default defineConfig({
             },
           })),
         ],
-        test: { name: "worker", include: ["test/worker/**/*.test.ts"] },
+        test: {
+          name: "worker",
+          include: ["test/worker/**/*.test.ts"],
+          globalSetup: ["./test/support/global-setup.ts"],
+        },
       },
     ],
   },
