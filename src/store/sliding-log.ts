@@ -1,17 +1,8 @@
-import { runScript, type ScriptClient } from "./script-runner";
-import { SLIDING_LOG_SCRIPT } from "./sliding-log.lua";
+import { evaluatePolicy } from "./evaluate";
+import type { ScriptClient } from "./script-runner";
+import type { StoreResult } from "./store-result";
 
-/** What the store answers for one evaluation; the limiter turns it into a decision. */
-export interface StoreResult {
-  allowed: boolean;
-  remaining: number;
-  /** Store-clock ms when capacity next frees. */
-  reset: number;
-  /** ms from the store's `now` until a denied request of this cost could pass (0 when allowed). */
-  retryAfterMs: number;
-  /** The store's clock when it decided (ms). */
-  now: number;
-}
+export { StoreReplyError, type StoreResult } from "./store-result";
 
 export interface SlidingLogRequest {
   key: string;
@@ -24,34 +15,17 @@ export interface SlidingLogRequest {
   now?: number;
 }
 
-type ScriptReply = [number, number, number, number, number];
-
+/**
+ * The exact sliding-window log for one policy (the default algorithm). Kept as its own entry
+ * point for the limiter; `evaluatePolicy` / `evaluate` take any algorithm and several policies.
+ */
 export async function slidingLog(
   client: ScriptClient,
   request: SlidingLogRequest,
 ): Promise<StoreResult> {
-  const reply = await runScript<unknown>(
-    client,
-    SLIDING_LOG_SCRIPT,
-    [request.key],
-    [request.limit, request.windowMs, request.cost, request.memberId, request.now ?? ""],
-  );
-  const [allowed, remaining, reset, retryAfterMs, now] = parseReply(reply);
-  return { allowed: allowed === 1, remaining, reset, retryAfterMs, now };
-}
-
-/** A reply that is not five integers means the endpoint is not what we think: say so loudly. */
-function parseReply(reply: unknown): ScriptReply {
-  if (
-    Array.isArray(reply) &&
-    reply.length === 5 &&
-    reply.every((value) => typeof value === "number" && Number.isFinite(value))
-  ) {
-    return reply as ScriptReply;
-  }
-  throw new StoreReplyError(`unexpected sliding-log reply: ${JSON.stringify(reply)}`);
-}
-
-export class StoreReplyError extends Error {
-  override name = "StoreReplyError";
+  const { replayed: _, ...result } = await evaluatePolicy(client, {
+    ...request,
+    algorithm: "sliding-log",
+  });
+  return result;
 }

@@ -1,0 +1,25 @@
+/**
+ * The counting algorithms the store implements, each as a Lua fragment composed into the scripts
+ * (see lua/scripts.ts). Which to use when: README "Algorithms".
+ *
+ * - `sliding-log`: exact; one sorted-set member per admitted unit (memory grows with the limit).
+ * - `fixed-window`: aligned windows, O(1); allows up to 2× the limit across a window boundary.
+ * - `sliding-counter`: two-window weighted approximation, O(1); assumes the previous window's
+ *   admissions were spread evenly over it.
+ * - `token-bucket`: GCRA, O(1); bursts up to `limit`, refilled continuously at `limit` per window.
+ */
+export type Algorithm = "sliding-log" | "fixed-window" | "sliding-counter" | "token-bucket";
+
+export const ALGORITHMS: readonly Algorithm[] = [
+  "sliding-log",
+  "fixed-window",
+  "sliding-counter",
+  "token-bucket",
+];
+
+/** The exact log is the default: the product's promise is exactness. */
+export const DEFAULT_ALGORITHM: Algorithm = "sliding-log";
+
+export function isAlgorithm(value: unknown): value is Algorithm {
+  return typeof value === "string" && (ALGORITHMS as readonly string[]).includes(value);
+}

@@ -1,0 +1,177 @@
+import type { Algorithm } from "../algorithm";
+import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
+import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
+import { SLIDING_LOG_LUA } from "./sliding-log.lua";
+import { TOKEN_BUCKET_LUA } from "./token-bucket.lua";
+
+/**
+ * Every script is composed from one fragment per algorithm plus a driver, so one policy and many
+ * policies run the very same Lua. A fragment registers `ALG[name] = { check, commit, report,
+ * refund }` on a table `p` for one policy (key, limit, window, cost, member, at):
+ *   check(p, now)              reads state, sets p.allowed (this policy alone would admit)
+ *   commit(p, now)             consumes p.cost (only called when every policy admits)
+ *   report(p, now) → remaining, reset, retryAfterMs (after commit, or as nothing were consumed)
+ *   refund(p, now) → units     gives back what a request consumed
+ *
+ * The shebang lets Upstash run scripts on different keys in parallel (every key is in KEYS); the
+ * local bridge strips the flag for stock Redis. Time is the Redis clock (TIME) unless the caller
+ * passes its own in ARGV[1]: one clock for every isolate in every location, by default.
+ */
+const PRELUDE = `#!lua flags=allow-key-locking
+local ALG = {}
+local function clock(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- ARGV[from + 1 ..] holds n policies of 4 values each: algorithm, limit, window ms, cost.
+local function policies(n, from, member, at)
+  local ps = {}
+  for i = 1, n do
+    local b = from + (i - 1) * 4
+    local alg = ALG[ARGV[b + 1]]
+    if not alg then return nil, 'unknown algorithm: ' .. tostring(ARGV[b + 1]) end
+    ps[i] = { key = KEYS[i], alg = alg, limit = tonumber(ARGV[b + 2]),
+      window = tonumber(ARGV[b + 3]), cost = tonumber(ARGV[b + 4]), member = member, at = at }
+  end
+  return ps
+end
+`;
+
+/**
+ * Evaluate n policies for one request, all or nothing.
+ *
+ * KEYS[1..n]  one key per policy; KEYS[n + 1] the request-id record when ARGV[4] is "1".
+ * ARGV[1]     the caller's clock in ms, or "" for the Redis clock
+ * ARGV[2]     a member id unique to this call (log members are `<id>.<n>`)
+ * ARGV[3]     n
+ * ARGV[4]     "1" when KEYS[n + 1] is a request-id record, else "0"
+ * ARGV[5..]   per policy: algorithm, limit, window ms, cost
+ *
+ * Phase 1 checks every policy; phase 2 commits every policy only if all admit: a request denied
+ * by one policy consumes nothing in any. Returns
+ *   {allowed, deniedBy (1-based, 0 = none), replayed (0|1), now,
+ *    then per policy: allowed, remaining, reset, retryAfterMs}
+ * `deniedBy` is the denying policy with the longest wait (the one Retry-After must honour); the
+ * per-policy `allowed` says what each policy alone would do.
+ *
+ * With a request id, the reply is stored in KEYS[n + 1] and returned (replayed = 1) to a retry:
+ * for the longest window when admitted (the request is counted once), until retryAfterMs when
+ * denied (it consumed nothing, so re-deciding after that counts nothing twice, and a retry that
+ * honours Retry-After is not denied forever). Commands: GET (+ SET … PX) on that record.
+ */
+const EVALUATE_DRIVER = `
+local now = clock(ARGV[1])
+local n = tonumber(ARGV[3])
+local record = nil
+if ARGV[4] == '1' then record = KEYS[n + 1] end
+if record then
+  local stored = redis.call('GET', record)
+  if stored then
+    local out = {}
+    for v in string.gmatch(stored, '[^,]+') do out[#out + 1] = tonumber(v) end
+    out[3] = 1
+    return out
+  end
+end
+
+local ps, err = policies(n, 4, ARGV[2], now)
+if not ps then return redis.error_reply(err) end
+local all = true
+for i = 1, n do
+  ps[i].alg.check(ps[i], now)
+  if not ps[i].allowed then all = false end
+end
+local longestWindow = 0
+for i = 1, n do
+  if all then ps[i].alg.commit(ps[i], now) end
+  if ps[i].window > longestWindow then longestWindow = ps[i].window end
+end
+
+local out = {all and 1 or 0, 0, 0, now}
+local longestWait = -1
+for i = 1, n do
+  local p = ps[i]
+  local remaining, reset, wait = p.alg.report(p, now, all)
+  out[#out + 1] = p.allowed and 1 or 0
+  out[#out + 1] = remaining
+  out[#out + 1] = reset
+  out[#out + 1] = wait
+  if not p.allowed and wait > longestWait then out[2], longestWait = i, wait end
+end
+
+if record then
+  local ttl = longestWindow
+  if not all then ttl = longestWait end
+  if ttl > 0 then redis.call('SET', record, table.concat(out, ','), 'PX', ttl) end
+end
+return out
+`;
+
+/**
+ * Give back what one request consumed.
+ *
+ * KEYS[1..n]  the keys the request was evaluated on; KEYS[n + 1] its request-id record when
+ *             ARGV[4] is "1"
+ * ARGV[1]     the caller's clock in ms, or "" (only the token bucket reads the clock)
+ * ARGV[2]     the request's member id
+ * ARGV[3]     n
+ * ARGV[4]     "1" when KEYS[n + 1] is a request-id record
+ * ARGV[5]     the store's `now` of the original decision (which window it was counted in)
+ * ARGV[6..]   per policy: algorithm, limit, window ms, cost (as evaluated)
+ *
+ * With a request-id record, the refund happens only if the record exists and says "admitted",
+ * and the record is deleted: a second refund gives back nothing, and a retry of the request is
+ * decided (and counted) afresh. Returns {refunded (0|1), then units given back per policy}.
+ */
+const REFUND_DRIVER = `
+local n = tonumber(ARGV[3])
+local ps, err = policies(n, 5, ARGV[2], tonumber(ARGV[5]))
+if not ps then return redis.error_reply(err) end
+local out = {0}
+if ARGV[4] == '1' then
+  local record = KEYS[n + 1]
+  local stored = redis.call('GET', record)
+  if not stored or string.sub(stored, 1, 1) ~= '1' then
+    for i = 1, n do out[i + 1] = 0 end
+    return out
+  end
+  redis.call('DEL', record)
+end
+local now = nil
+out[1] = 1
+for i = 1, n do
+  local p = ps[i]
+  if p.alg == ALG['token-bucket'] and now == nil then now = clock(ARGV[1]) end
+  out[i + 1] = p.alg.refund(p, now)
+end
+return out
+`;
+
+const FRAGMENTS: Record<Algorithm, string> = {
+  "sliding-log": SLIDING_LOG_LUA,
+  "fixed-window": FIXED_WINDOW_LUA,
+  "sliding-counter": SLIDING_COUNTER_LUA,
+  "token-bucket": TOKEN_BUCKET_LUA,
+};
+
+function compose(algorithms: readonly Algorithm[], driver: string): string {
+  return PRELUDE + algorithms.map((name) => FRAGMENTS[name]).join("") + driver;
+}
+
+const ALL = Object.keys(FRAGMENTS) as Algorithm[];
+
+/**
+ * One script per algorithm (the short text EVAL sends after NOSCRIPT, and the SHA a benchmark of
+ * one algorithm sees) and one for calls that mix algorithms.
+ */
+export const EVALUATE_SCRIPTS: Record<Algorithm | "mixed", string> = {
+  "sliding-log": compose(["sliding-log"], EVALUATE_DRIVER),
+  "fixed-window": compose(["fixed-window"], EVALUATE_DRIVER),
+  "sliding-counter": compose(["sliding-counter"], EVALUATE_DRIVER),
+  "token-bucket": compose(["token-bucket"], EVALUATE_DRIVER),
+  mixed: compose(ALL, EVALUATE_DRIVER),
+};
+
+export const REFUND_SCRIPT = compose(ALL, REFUND_DRIVER);

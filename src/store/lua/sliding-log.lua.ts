@@ -1,0 +1,70 @@
+/**
+ * The exact sliding-window log, as a fragment of the composed scripts (see scripts.ts for the
+ * interface every algorithm implements).
+ *
+ * Key: a sorted set; one member per admitted unit of cost, `<member id>.<n>`, scored by admission
+ * time. Member ids are unique per call (isolate id + counter), never the timestamp alone, or
+ * requests sharing a millisecond would collapse into one member. Because members belong to a
+ * request, a refund is exact: ZREM exactly those members.
+ *
+ * Redis commands: check = ZREMRANGEBYSCORE, ZCARD; commit = ZADD (one per 500 units of cost),
+ * PEXPIRE; report = ZRANGE (allowed with count > 0, or denied). Allowed: 5 (4 on an empty log);
+ * denied: 3. A denial writes nothing but the trim of members that have already left the window.
+ * Refund: ZREM (one per 500 units).
+ * Memory: one member per admitted unit in the window (see README "Algorithms").
+ */
+export const SLIDING_LOG_LUA = `
+ALG['sliding-log'] = {
+  check = function(p, now)
+    -- A member admitted at s is inside the window while now < s + window.
+    redis.call('ZREMRANGEBYSCORE', p.key, '-inf', now - p.window)
+    p.count = redis.call('ZCARD', p.key)
+    p.allowed = p.count + p.cost <= p.limit
+  end,
+  commit = function(p, now)
+    -- ZADD in chunks: unpack() of more than a few thousand values overflows Lua's C stack.
+    local args = {}
+    for i = 1, p.cost do
+      args[#args + 1] = now
+      args[#args + 1] = p.member .. '.' .. i
+      if #args >= 1000 then
+        redis.call('ZADD', p.key, unpack(args))
+        args = {}
+      end
+    end
+    if #args > 0 then redis.call('ZADD', p.key, unpack(args)) end
+    p.count = p.count + p.cost
+    -- Every member has left the window \`window\` ms after the newest: the TTL is exact.
+    redis.call('PEXPIRE', p.key, p.window)
+  end,
+  report = function(p, now, committed)
+    local remaining = p.limit - p.count
+    if p.allowed then
+      if p.count == 0 then return remaining, now, 0 end
+      local oldest = tonumber(redis.call('ZRANGE', p.key, 0, 0, 'WITHSCORES')[2])
+      return remaining, oldest + p.window, 0
+    end
+    -- Denied: this cost fits when the (count + cost - limit)-th oldest member leaves. Only time
+    -- frees capacity in a log (others can only consume), so this instant is exact.
+    local need = p.count + p.cost - p.limit
+    if need > p.count then
+      -- cost > limit never fits; callers validate this, but never return garbage.
+      return remaining, now + p.window, p.window
+    end
+    local score = tonumber(redis.call('ZRANGE', p.key, need - 1, need - 1, 'WITHSCORES')[2])
+    return remaining, score + p.window, score + p.window - now
+  end,
+  refund = function(p, now)
+    local removed, args = 0, {}
+    for i = 1, p.cost do
+      args[#args + 1] = p.member .. '.' .. i
+      if #args >= 500 then
+        removed = removed + redis.call('ZREM', p.key, unpack(args))
+        args = {}
+      end
+    end
+    if #args > 0 then removed = removed + redis.call('ZREM', p.key, unpack(args)) end
+    return removed
+  end,
+}
+`;
