@@ -109,21 +109,20 @@ function encodeCommands(commands) {
 
 const CRLF = Buffer.from("\r\n", "latin1");
 
-/** Sentinel: the buffer does not yet hold a whole reply. */
-const INCOMPLETE = -1;
-
 /**
- * Incremental RESP2 reader. Replies are parsed from the start of the unconsumed bytes; when one is
- * incomplete, `need` remembers how many bytes it takes at least, so a large bulk string arriving
- * in many chunks is concatenated once, not once per chunk.
+ * Incremental RESP2 reader. It keeps the arrays under construction on a stack, so each element
+ * is parsed once however the bytes are split into chunks (a 10 MB ZRANGE arrives in ~150 chunks;
+ * re-parsing from the start of the reply each time was quadratic). An element whose bytes are
+ * not all there yet is left unconsumed; `#need` says how many bytes it takes at least, so a large
+ * bulk string is concatenated once, not once per chunk.
  */
-class RespReader {
+export class RespReader {
   /** @type {Buffer[]} */
   #chunks = [];
   #total = 0;
   #need = 0;
-  /** @type {{ value: Reply, need: number }} */
-  #state = { value: null, need: 0 };
+  /** @type {{ items: Reply[], filled: number }[]} arrays being filled, innermost last */
+  #stack = [];
 
   /**
    * @param {Buffer} chunk
@@ -134,89 +133,69 @@ class RespReader {
     this.#total += chunk.length;
     if (this.#total < this.#need) return;
     const buf = this.#chunks.length === 1 ? chunk : Buffer.concat(this.#chunks, this.#total);
-    let offset = 0;
+    let pos = 0;
     this.#need = 0;
-    while (offset < buf.length) {
-      const end = parseReply(buf, offset, this.#state);
-      if (end === INCOMPLETE) {
-        this.#need = this.#state.need - offset;
+    while (pos < buf.length) {
+      const eol = buf.indexOf(CRLF, pos + 1);
+      if (eol < 0) {
+        this.#need = buf.length - pos + 1;
         break;
       }
-      onReply(this.#state.value);
-      offset = end;
+      const type = buf[pos];
+      /** @type {Reply} */
+      let value;
+      let next = eol + 2;
+      if (type === 0x24) {
+        // '$' bulk string
+        const length = Number(buf.toString("latin1", pos + 1, eol));
+        if (length < 0) {
+          value = null;
+        } else {
+          next = eol + 2 + length + 2;
+          if (buf.length < next) {
+            this.#need = next - pos;
+            break;
+          }
+          value = buf.subarray(eol + 2, next - 2);
+        }
+      } else if (type === 0x2a) {
+        // '*' array: later elements fill it
+        const count = Number(buf.toString("latin1", pos + 1, eol));
+        if (count > 0) {
+          this.#stack.push({ items: new Array(count), filled: 0 });
+          pos = next;
+          continue;
+        }
+        value = count < 0 ? null : [];
+      } else if (type === 0x3a) {
+        // ':' integer
+        value = Number(buf.toString("latin1", pos + 1, eol));
+      } else if (type === 0x2b) {
+        // '+' status
+        value = buf.subarray(pos + 1, eol);
+      } else if (type === 0x2d) {
+        // '-' error
+        value = new RedisReplyError(buf.toString("utf8", pos + 1, eol));
+      } else {
+        throw new Error(`RESP protocol error: unexpected byte 0x${(type ?? 0).toString(16)}`);
+      }
+      pos = next;
+      // Place the value; every array it completes becomes a value for its parent in turn.
+      for (;;) {
+        const top = this.#stack[this.#stack.length - 1];
+        if (!top) {
+          onReply(value);
+          break;
+        }
+        top.items[top.filled++] = value;
+        if (top.filled < top.items.length) break;
+        this.#stack.pop();
+        value = top.items;
+      }
     }
-    const rest = buf.subarray(offset);
+    const rest = buf.subarray(pos);
     this.#chunks = rest.length > 0 ? [rest] : [];
     this.#total = rest.length;
-  }
-}
-
-/**
- * Parses one reply at `pos`; returns the position after it (the value in `state.value`), or
- * INCOMPLETE with `state.need` = the buffer length needed at least before trying again.
- * @param {Buffer} buf
- * @param {number} pos
- * @param {{ value: Reply, need: number }} state
- * @returns {number}
- */
-function parseReply(buf, pos, state) {
-  const eol = buf.indexOf(CRLF, pos + 1);
-  if (eol < 0) {
-    state.need = buf.length + 1;
-    return INCOMPLETE;
-  }
-  const type = buf[pos];
-  const header = buf.toString("latin1", pos + 1, eol);
-  switch (type) {
-    case 0x2b: // '+' status
-      state.value = buf.subarray(pos + 1, eol);
-      return eol + 2;
-    case 0x2d: // '-' error
-      state.value = new RedisReplyError(buf.toString("utf8", pos + 1, eol));
-      return eol + 2;
-    case 0x3a: // ':' integer
-      state.value = Number(header);
-      return eol + 2;
-    case 0x24: {
-      // '$' bulk string
-      const length = Number(header);
-      if (length < 0) {
-        state.value = null;
-        return eol + 2;
-      }
-      const start = eol + 2;
-      const end = start + length;
-      if (buf.length < end + 2) {
-        state.need = end + 2;
-        return INCOMPLETE;
-      }
-      state.value = buf.subarray(start, end);
-      return end + 2;
-    }
-    case 0x2a: {
-      // '*' array
-      const count = Number(header);
-      if (count < 0) {
-        state.value = null;
-        return eol + 2;
-      }
-      /** @type {Reply[]} */
-      const items = new Array(count);
-      let next = eol + 2;
-      for (let i = 0; i < count; i++) {
-        if (next >= buf.length) {
-          state.need = next + 1;
-          return INCOMPLETE;
-        }
-        next = parseReply(buf, next, state);
-        if (next === INCOMPLETE) return INCOMPLETE;
-        items[i] = state.value;
-      }
-      state.value = items;
-      return next;
-    }
-    default:
-      throw new Error(`RESP protocol error: unexpected byte 0x${(type ?? 0).toString(16)}`);
   }
 }
 
