@@ -22,6 +22,7 @@ export default defineConfig({
                 UPSTASH_REDIS_REST_URL: inject<string>("bridgeUrl"),
                 UPSTASH_REDIS_REST_TOKEN: inject<string>("bridgeToken"),
                 LIMITER_TOKEN: "test-limiter-token",
+                ORIGIN_URL: inject<string>("originUrl"),
               },
             },
           })),
@@ -29,7 +30,7 @@ export default defineConfig({
         test: {
           name: "worker",
           include: ["test/worker/**/*.test.ts"],
-          globalSetup: ["./test/support/global-setup.ts"],
+          globalSetup: ["./test/support/global-setup.ts", "./test/support/origin-setup.ts"],
         },
       },
     ],

@@ -1,17 +1,29 @@
 import { type LimiterConfig, parseLimiterConfig } from "./config/limiter-config";
 import type { Validated } from "./config/validation";
 import type { Env } from "./env";
+import { type CompiledRule, compileRules } from "./http/rule-matcher";
 import { createLimiter, type Limiter } from "./limiter/limiter";
+import type { QuotaClient } from "./store/quota";
 import { createStoreClient } from "./store/upstash-client";
 
-/** What one isolate builds once from its bindings: the parsed config and the limiter. */
+/** What one isolate builds once from its bindings: the parsed config, rules and the limiter. */
 export type Runtime =
-  | { ok: true; config: LimiterConfig; limiter: Limiter }
+  | {
+      ok: true;
+      config: LimiterConfig;
+      /** The rules with their `match` compiled, in config order. */
+      rules: CompiledRule[];
+      limiter: Limiter;
+      /** The store itself, for the admin routes (read a quota, reset a key). */
+      store: QuotaClient;
+    }
   | { ok: false; field: string; detail: string };
 
 // Per-isolate state lives at module scope, built lazily on the first request (workerd forbids
-// I/O and randomness at module scope) and rebuilt only if the bindings change.
-let cached: { signature: string; runtime: Runtime } | undefined;
+// I/O and randomness at module scope) and rebuilt only if the bindings change. A few entries,
+// not one: a test (or an app) handing the worker two configurations must not rebuild per request.
+const cache = new Map<string, Runtime>();
+const MAX_RUNTIMES = 4;
 
 export function getRuntime(env: Env): Runtime {
   const signature = JSON.stringify([
@@ -19,8 +31,13 @@ export function getRuntime(env: Env): Runtime {
     env.UPSTASH_REDIS_REST_TOKEN,
     env.LIMITER_CONFIG,
   ]);
-  if (cached?.signature !== signature) cached = { signature, runtime: buildRuntime(env) };
-  return cached.runtime;
+  let runtime = cache.get(signature);
+  if (!runtime) {
+    runtime = buildRuntime(env);
+    if (cache.size >= MAX_RUNTIMES) cache.delete(cache.keys().next().value as string);
+    cache.set(signature, runtime);
+  }
+  return runtime;
 }
 
 function buildRuntime(env: Env): Runtime {
@@ -52,5 +69,5 @@ function buildRuntime(env: Env): Runtime {
     onStoreError: (error) =>
       console.error(JSON.stringify({ event: "store-error", error: String(error) })),
   });
-  return { ok: true, config, limiter };
+  return { ok: true, config, rules: compileRules(config.rules), limiter, store };
 }

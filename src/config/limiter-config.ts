@@ -1,4 +1,6 @@
+import * as v from "valibot";
 import type { Clock, FailMode } from "../limiter/limiter";
+import { firstIssue } from "./config-issue";
 import { parseDuration } from "./duration";
 import {
   ADHOC_POLICY_PREFIX,
@@ -7,7 +9,18 @@ import {
   MIN_WINDOW_MS,
   POLICY_NAME,
 } from "./limits";
-import { invalid, isIntegerIn, isPlainObject, unknownField, type Validated } from "./validation";
+import { invalid, type Validated } from "./validation";
+
+/** What a rule does for a request that lacks its key material (no IP, no such header). */
+export type MissingKeyOutcome = "shared" | "skip" | "deny";
+
+/** Which requests a rule applies to. Both parts must fit; an absent part fits everything. */
+export interface RuleMatch {
+  /** Path patterns ("/api/*", "/login", "/users/:id"); any one may fit. @default every path */
+  paths?: string[];
+  /** Upper-case methods. @default every method */
+  methods?: string[];
+}
 
 export interface RuleConfig {
   name: string;
@@ -15,11 +28,32 @@ export interface RuleConfig {
   windowMs: number;
   /** @default 1 */
   cost: number;
-  /** Where the client key comes from: "ip", "header:<name>" or "global". @default "ip" */
+  /** Where the client key comes from: "ip", "header:<name>" (lower-cased) or "global". @default "ip" */
   key: string;
   /** Overrides the global fail mode for this rule. */
   failMode?: FailMode;
-  match?: Record<string, unknown>;
+  /** Decide, log and add headers, but never deny. @default false */
+  shadow: boolean;
+  /** @default "shared" (every request without key material shares one log) */
+  missingKey: MissingKeyOutcome;
+  /** @default every request */
+  match?: RuleMatch;
+}
+
+/** Where "ip" keys come from and how addresses are grouped. */
+export interface ClientIpConfig {
+  /**
+   * A header set by a proxy you run in front of the worker, trusted instead of CF-Connecting-IP.
+   * Unset, only CF-Connecting-IP is read: any client can forge the others.
+   * @default undefined
+   */
+  trustedProxyHeader?: "x-forwarded-for" | "x-real-ip" | "true-client-ip";
+  /** For X-Forwarded-For: how many of your proxies append to it (the entry this far from the right). @default 1 */
+  trustedProxyHops: number;
+  /** IPv6 addresses are grouped by this prefix: one subscriber owns a whole /64. @default 64 */
+  ipv6PrefixLength: number;
+  /** IPv4 addresses are grouped by this prefix. @default 32 */
+  ipv4PrefixLength: number;
 }
 
 export interface LimiterConfig {
@@ -32,13 +66,142 @@ export interface LimiterConfig {
   prefix: string;
   /** @default "redis" */
   clock: Clock;
+  /** Also send X-RateLimit-Limit / -Remaining / -Reset. @default false */
+  legacyHeaders: boolean;
+  clientIp: ClientIpConfig;
 }
 
 export const DEFAULT_TIMEOUT_MS = 500;
 const MAX_TIMEOUT_MS = 30_000;
 
-const TOP_LEVEL = ["rules", "timeoutMs", "failMode", "prefix", "clock"] as const;
-const RULE_FIELDS = ["name", "match", "limit", "window", "key", "cost", "failMode"] as const;
+const integerIn = (min: number, max: number) =>
+  v.pipe(
+    v.number(`must be an integer from ${min} to ${max}`),
+    v.integer(`must be an integer from ${min} to ${max}`),
+    v.minValue(min, `must be an integer from ${min} to ${max}`),
+    v.maxValue(max, `must be an integer from ${min} to ${max}`),
+  );
+
+const failModeSchema = v.picklist(["open", "closed"], 'must be "open" or "closed"');
+
+const windowSchema = v.pipe(
+  v.custom<string | number>((input) => {
+    const ms = parseDuration(input);
+    return ms !== undefined && ms >= MIN_WINDOW_MS && ms <= MAX_WINDOW_MS;
+  }, 'must be a duration ("500ms", "10s", "1m", "1h", "1d" or ms) up to 7d'),
+  v.transform((input) => parseDuration(input) as number),
+);
+
+// A path pattern: literal segments, ":name" (one segment) and "*" (anything, including "/").
+const PATH_PATTERN = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,255}$/;
+const pathSchema = v.pipe(
+  v.string("must be a path pattern"),
+  v.regex(PATH_PATTERN, 'must be a path pattern starting with "/" ("/api/*", "/users/:id")'),
+);
+const METHOD = /^[A-Za-z]{1,16}$/;
+
+const matchSchema = v.strictObject(
+  {
+    path: v.optional(
+      v.union(
+        [pathSchema, v.pipe(v.array(pathSchema), v.minLength(1, "must not be empty"))],
+        'must be a path pattern or a non-empty array of them ("/api/*")',
+      ),
+    ),
+    methods: v.optional(
+      v.pipe(
+        v.array(
+          v.pipe(v.string(), v.regex(METHOD, "must be an HTTP method"), v.toUpperCase()),
+          "must be an array of HTTP methods",
+        ),
+        v.minLength(1, "must not be empty"),
+      ),
+    ),
+  },
+  "must be an object with path and/or methods",
+);
+
+const ruleSchema = v.strictObject(
+  {
+    name: v.pipe(
+      v.string("must be 1-64 characters of [A-Za-z0-9_.-]"),
+      v.regex(POLICY_NAME, "must be 1-64 characters of [A-Za-z0-9_.-]"),
+      v.check(
+        (name) => !name.startsWith(ADHOC_POLICY_PREFIX),
+        `must not start with "${ADHOC_POLICY_PREFIX}" (reserved for ad-hoc checks)`,
+      ),
+    ),
+    limit: integerIn(1, MAX_LIMIT),
+    window: windowSchema,
+    cost: v.optional(
+      v.pipe(
+        v.number("must be an integer from 1 to limit"),
+        v.integer("must be an integer from 1 to limit"),
+      ),
+      1,
+    ),
+    key: v.optional(
+      v.pipe(
+        v.string('must be "ip", "global" or "header:<name>"'),
+        v.regex(
+          /^(ip|global|header:[A-Za-z0-9!#$%&'*+.^_`|~-]+)$/,
+          'must be "ip", "global" or "header:<name>"',
+        ),
+        v.toLowerCase(),
+      ),
+      "ip",
+    ),
+    failMode: v.optional(failModeSchema),
+    shadow: v.optional(v.boolean("must be true or false"), false),
+    missingKey: v.optional(
+      v.picklist(["shared", "skip", "deny"], 'must be "shared", "skip" or "deny"'),
+      "shared",
+    ),
+    match: v.optional(matchSchema),
+  },
+  "must be an object",
+);
+
+const clientIpSchema = v.strictObject(
+  {
+    trustedProxyHeader: v.optional(
+      v.pipe(
+        v.string(),
+        v.toLowerCase(),
+        v.picklist(
+          ["x-forwarded-for", "x-real-ip", "true-client-ip"],
+          'must be "X-Forwarded-For", "X-Real-IP" or "True-Client-IP"',
+        ),
+      ),
+    ),
+    trustedProxyHops: v.optional(integerIn(1, 16), 1),
+    ipv6PrefixLength: v.optional(integerIn(1, 128), 64),
+    ipv4PrefixLength: v.optional(integerIn(1, 32), 32),
+  },
+  "must be an object",
+);
+
+// Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
+const configSchema = v.strictObject(
+  {
+    rules: v.optional(v.array(ruleSchema, "must be an array"), []),
+    timeoutMs: v.optional(integerIn(1, MAX_TIMEOUT_MS), DEFAULT_TIMEOUT_MS),
+    failMode: v.optional(failModeSchema, "open"),
+    prefix: v.optional(
+      v.pipe(
+        v.string("must be 1-64 characters of [A-Za-z0-9_.:-]"),
+        v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 characters of [A-Za-z0-9_.:-]"),
+      ),
+      "edge-limiter",
+    ),
+    clock: v.optional(v.picklist(["redis", "caller"], 'must be "redis" or "caller"'), "redis"),
+    legacyHeaders: v.optional(v.boolean("must be true or false"), false),
+    clientIp: v.optional(clientIpSchema, {}),
+  },
+  "must be an object",
+);
+
+type RuleOutput = v.InferOutput<typeof ruleSchema>;
 
 /**
  * LIMITER_CONFIG: a JSON string (from `npm start`, or a wrangler var) or an object (a TOML table
@@ -53,82 +216,47 @@ export function parseLimiterConfig(raw: unknown): Validated<LimiterConfig> {
       return invalid("LIMITER_CONFIG", `not valid JSON: ${(error as Error).message}`);
     }
   }
-  if (!isPlainObject(input)) return invalid("LIMITER_CONFIG", "must be an object");
-  const extra = unknownField(input, TOP_LEVEL);
-  if (extra) return invalid(extra, "unknown field");
-
-  const { rules = [], timeoutMs = DEFAULT_TIMEOUT_MS, failMode = "open" } = input;
-  const { prefix = "edge-limiter", clock = "redis" } = input;
-  if (!isIntegerIn(timeoutMs, 1, MAX_TIMEOUT_MS)) {
-    return invalid("timeoutMs", `must be an integer from 1 to ${MAX_TIMEOUT_MS}`);
-  }
-  if (failMode !== "open" && failMode !== "closed") {
-    return invalid("failMode", 'must be "open" or "closed"');
-  }
-  if (typeof prefix !== "string" || !/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix)) {
-    return invalid("prefix", "must be 1-64 characters of [A-Za-z0-9_.:-]");
-  }
-  if (clock !== "redis" && clock !== "caller") {
-    return invalid("clock", 'must be "redis" or "caller"');
-  }
-  if (!Array.isArray(rules)) return invalid("rules", "must be an array");
+  const result = v.safeParse(configSchema, input);
+  if (!result.success) return firstIssue(result.issues, "LIMITER_CONFIG");
+  const { rules, clientIp, ...rest } = result.output;
 
   const parsed: RuleConfig[] = [];
   for (const [index, rule] of rules.entries()) {
-    const result = parseRule(rule, `rules[${index}]`);
-    if (!result.ok) return result;
-    if (parsed.some((other) => other.name === result.value.name)) {
-      return invalid(`rules[${index}].name`, `duplicate rule name "${result.value.name}"`);
+    // Cross-field checks the schema cannot express per field.
+    if (rule.cost < 1 || rule.cost > rule.limit) {
+      return invalid(`rules[${index}].cost`, "must be an integer from 1 to limit");
     }
-    parsed.push(result.value);
+    if (parsed.some((other) => other.name === rule.name)) {
+      return invalid(`rules[${index}].name`, `duplicate rule name "${rule.name}"`);
+    }
+    parsed.push(toRuleConfig(rule));
   }
-  return { ok: true, value: { rules: parsed, timeoutMs, failMode, prefix, clock } };
-}
-
-function parseRule(rule: unknown, at: string): Validated<RuleConfig> {
-  if (!isPlainObject(rule)) return invalid(at, "must be an object");
-  const extra = unknownField(rule, RULE_FIELDS);
-  if (extra) return invalid(`${at}.${extra}`, "unknown field");
-  const { name, limit, window, cost = 1, key = "ip", failMode, match } = rule;
-  if (typeof name !== "string" || !POLICY_NAME.test(name)) {
-    return invalid(`${at}.name`, "must be 1-64 characters of [A-Za-z0-9_.-]");
-  }
-  if (name.startsWith(ADHOC_POLICY_PREFIX)) {
-    return invalid(
-      `${at}.name`,
-      `must not start with "${ADHOC_POLICY_PREFIX}" (reserved for ad-hoc checks)`,
-    );
-  }
-  if (!isIntegerIn(limit, 1, MAX_LIMIT)) {
-    return invalid(`${at}.limit`, `must be an integer from 1 to ${MAX_LIMIT}`);
-  }
-  const windowMs = parseDuration(window);
-  if (windowMs === undefined || windowMs < MIN_WINDOW_MS || windowMs > MAX_WINDOW_MS) {
-    return invalid(
-      `${at}.window`,
-      'must be a duration ("500ms", "10s", "1m", "1h", "1d" or ms) up to 7d',
-    );
-  }
-  if (!isIntegerIn(cost, 1, limit))
-    return invalid(`${at}.cost`, "must be an integer from 1 to limit");
-  if (typeof key !== "string" || !/^(ip|global|header:[A-Za-z0-9!#$%&'*+.^_`|~-]+)$/.test(key)) {
-    return invalid(`${at}.key`, 'must be "ip", "global" or "header:<name>"');
-  }
-  if (failMode !== undefined && failMode !== "open" && failMode !== "closed") {
-    return invalid(`${at}.failMode`, 'must be "open" or "closed"');
-  }
-  if (match !== undefined && !isPlainObject(match))
-    return invalid(`${at}.match`, "must be an object");
   return {
     ok: true,
-    value: {
-      name,
-      limit,
-      windowMs,
-      cost,
-      key,
-      ...(failMode ? { failMode } : {}),
-      ...(match ? { match } : {}),
-    },
+    value: { ...rest, rules: parsed, clientIp: clientIp as ClientIpConfig },
   };
+}
+
+function toRuleConfig(rule: RuleOutput): RuleConfig {
+  const { window, match, failMode, ...rest } = rule;
+  const paths = match?.path === undefined ? undefined : [match.path].flat();
+  return {
+    ...rest,
+    windowMs: window,
+    ...(failMode ? { failMode } : {}),
+    ...(match
+      ? {
+          match: {
+            ...(paths ? { paths } : {}),
+            ...(match.methods ? { methods: match.methods } : {}),
+          },
+        }
+      : {}),
+  };
+}
+
+/** Validates rules given in code (the middleware) with the same schema as LIMITER_CONFIG. */
+export function parseRules(raw: unknown): Validated<RuleConfig[]> {
+  const parsed = parseLimiterConfig({ rules: raw });
+  return parsed.ok ? { ok: true, value: parsed.value.rules } : parsed;
 }

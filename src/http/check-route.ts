@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { Env } from "../env";
 import type { Decision } from "../limiter/decision";
+import type { LimitRequest } from "../limiter/limiter";
 import { getRuntime } from "../runtime";
 import { bearerTokenMatches } from "./bearer-token";
 import { parseCheckRequest } from "./check-request";
@@ -12,73 +13,103 @@ export const MAX_CHECK_BODY_BYTES = 8 * 1024;
 
 /** POST /check: the decision service (README "The /check contract"). */
 export async function checkHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
+  const parsed = await authorizedCheckRequest(c);
+  if (!parsed.ok) return parsed.response;
+  const { runtime, request } = parsed;
+  const decision = await runtime.limiter.limit(request);
+  return c.json(
+    checkAnswer(decision),
+    decision.allowed ? 200 : 429,
+    Object.fromEntries(rateLimitHeaders([decision], { legacy: runtime.config.legacyHeaders })),
+  );
+}
+
+type ReadyRuntime = Extract<ReturnType<typeof getRuntime>, { ok: true }>;
+
+/**
+ * Everything before a decision, shared by /check and the admin routes: the bearer token, the
+ * config, the content type, the size cap and strict validation of the body. Nothing is counted
+ * unless this returns ok.
+ */
+export async function authorizedCheckRequest(
+  c: Context<{ Bindings: Env }>,
+): Promise<
+  { ok: true; runtime: ReadyRuntime; request: LimitRequest } | { ok: false; response: Response }
+> {
+  const refuse = (response: Response) => ({ ok: false as const, response });
   const expected = c.env.LIMITER_TOKEN;
   if (!expected) {
-    // Closed, never open by default: a decision service anyone can drain is a liability.
-    return problem(
-      c,
-      401,
-      { title: "Unauthorized", detail: "LIMITER_TOKEN is not configured: /check is closed" },
-      { "WWW-Authenticate": "Bearer" },
+    // Closed, never open by default: a decision service anyone can drain is a liability. 401
+    // like any unauthenticated call (no credential can succeed, and clients handle one status);
+    // the detail tells the operator why.
+    return refuse(
+      problem(
+        c,
+        401,
+        { title: "Unauthorized", detail: "LIMITER_TOKEN is not configured: /check is closed" },
+        { "WWW-Authenticate": "Bearer" },
+      ),
     );
   }
   if (!(await bearerTokenMatches(c.req.header("Authorization"), expected))) {
-    return problem(
-      c,
-      401,
-      { title: "Unauthorized", detail: "missing or wrong bearer token" },
-      { "WWW-Authenticate": "Bearer" },
+    return refuse(
+      problem(
+        c,
+        401,
+        { title: "Unauthorized", detail: "missing or wrong bearer token" },
+        { "WWW-Authenticate": "Bearer" },
+      ),
     );
   }
 
   const runtime = getRuntime(c.env);
   if (!runtime.ok) {
-    return problem(c, 503, {
-      title: "Limiter misconfigured",
-      detail: `${runtime.field} ${runtime.detail}`,
-      field: runtime.field,
-    });
+    return refuse(
+      problem(c, 503, {
+        title: "Limiter misconfigured",
+        detail: `${runtime.field} ${runtime.detail}`,
+        field: runtime.field,
+      }),
+    );
   }
 
   const contentType = c.req.header("Content-Type") ?? "";
   if (!/^application\/json\s*(;|$)/i.test(contentType)) {
-    return problem(c, 415, {
-      title: "Unsupported Media Type",
-      detail: "send Content-Type: application/json",
-    });
+    return refuse(
+      problem(c, 415, {
+        title: "Unsupported Media Type",
+        detail: "send Content-Type: application/json",
+      }),
+    );
   }
   const body = await readBody(c.req.raw);
   if (body === "too-large") {
-    return problem(c, 413, {
-      title: "Payload Too Large",
-      detail: `a check body is at most ${MAX_CHECK_BODY_BYTES} bytes`,
-    });
+    return refuse(
+      problem(c, 413, {
+        title: "Payload Too Large",
+        detail: `a check body is at most ${MAX_CHECK_BODY_BYTES} bytes`,
+      }),
+    );
   }
   let json: unknown;
   try {
     json = JSON.parse(body);
   } catch {
-    return problem(c, 400, {
-      title: "Bad Request",
-      detail: "body is not valid JSON",
-      field: "body",
-    });
+    return refuse(
+      problem(c, 400, { title: "Bad Request", detail: "body is not valid JSON", field: "body" }),
+    );
   }
   const request = parseCheckRequest(json, runtime.config.rules);
   if (!request.ok) {
-    return problem(c, 400, {
-      title: "Bad Request",
-      detail: `${request.field} ${request.detail}`,
-      field: request.field,
-    });
+    return refuse(
+      problem(c, 400, {
+        title: "Bad Request",
+        detail: `${request.field} ${request.detail}`,
+        field: request.field,
+      }),
+    );
   }
-
-  const decision = await runtime.limiter.limit(request.value);
-  return c.json(
-    checkAnswer(decision),
-    decision.allowed ? 200 : 429,
-    Object.fromEntries(rateLimitHeaders([decision])),
-  );
+  return { ok: true, runtime, request: request.value };
 }
 
 function checkAnswer(decision: Decision) {

@@ -1,0 +1,55 @@
+import type { Context } from "hono";
+import { problem } from "./problem";
+import { rateLimitHeaders } from "./rate-limit-headers";
+import { enforcedDecisions, type RulesOutcome } from "./rule-decisions";
+
+/** The rate-limit headers for an outcome (shared by the proxy and the middleware). */
+export function outcomeHeaders(outcome: RulesOutcome, legacy: boolean): Headers {
+  return rateLimitHeaders(enforcedDecisions(outcome), { legacy });
+}
+
+/**
+ * The response with the rate-limit headers added. Always a new Response around the same body
+ * stream (a fetch() response's headers are immutable): status, statusText and every header,
+ * each Set-Cookie included, carry over; nothing is buffered.
+ */
+export function withRateLimitHeaders(response: Response, headers: Headers): Response {
+  if (!headers.has("RateLimit-Policy")) return response;
+  const out = new Response(response.body, response);
+  for (const [name, value] of headers) out.headers.set(name, value);
+  return out;
+}
+
+/**
+ * The answer when a request is refused: 429 problem+json naming the violated policies, with the
+ * headers; or 400 when a rule with `missingKey: "deny"` found no key material.
+ */
+export function refusal(c: Context, outcome: RulesOutcome, legacy: boolean): Response {
+  if (outcome.missingKey) {
+    const { rule, key } = outcome.missingKey;
+    return problem(c, 400, {
+      title: "Bad Request",
+      detail: `rate limit "${rule}" is keyed on ${describeKey(key)}, which this request lacks`,
+      policy: rule,
+    });
+  }
+  const headers = Object.fromEntries(outcomeHeaders(outcome, legacy));
+  const denied = outcome.decisions.filter((d) => outcome.violated.includes(d.policy));
+  const retryAfterMs = Math.max(0, ...denied.map((d) => d.retryAfterMs));
+  return problem(
+    c,
+    429,
+    {
+      title: "Too Many Requests",
+      detail: `rate limit exceeded: ${outcome.violated.map((p) => `"${p}"`).join(", ")}`,
+      violated: outcome.violated,
+      retryAfterMs,
+    },
+    headers,
+  );
+}
+
+function describeKey(key: string): string {
+  if (key === "ip") return "the client IP";
+  return key.startsWith("header:") ? `header ${key.slice("header:".length)}` : key;
+}

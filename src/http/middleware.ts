@@ -1,0 +1,133 @@
+import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
+import { type ClientIpConfig, parseRules, type RuleConfig } from "../config/limiter-config";
+import type { Limiter } from "../limiter/limiter";
+import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
+import { problem } from "./problem";
+import { decideRules, type RulesOutcome } from "./rule-decisions";
+import { compileRules } from "./rule-matcher";
+
+/** A rule as the middleware takes it: the LIMITER_CONFIG rule schema (README "Configuration"). */
+export interface RateLimitRule {
+  /** Policy name: in Redis keys and headers. 1-64 of [A-Za-z0-9_.-]. */
+  name: string;
+  /** Units per window. */
+  limit: number;
+  /** "500ms", "10s", "1m", "1h", "1d" or ms; at most 7d. */
+  window: string | number;
+  /** @default 1 */
+  cost?: number;
+  /** Client key spec, unless the `key` option is given. @default "ip" */
+  key?: "ip" | "global" | `header:${string}`;
+  /** Decide, log and add headers, but never deny. @default false */
+  shadow?: boolean;
+  /** @default the limiter's fail mode */
+  failMode?: "open" | "closed";
+  /** What a request without key material gets. @default "shared" */
+  missingKey?: "shared" | "skip" | "deny";
+  /** Narrows the rule within the route the middleware is mounted on. @default every request */
+  match?: { path?: string | string[]; methods?: string[] };
+}
+
+/** What `c.get("rateLimit")` holds after the middleware ran (see RulesOutcome). */
+export type RateLimitResult = RulesOutcome;
+
+/** Add to your app's Variables: `new Hono<{ Variables: RateLimitVariables }>()`. */
+export interface RateLimitVariables {
+  rateLimit: RateLimitResult;
+}
+
+export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
+  /**
+   * The limiter (`createLimiter({ store })`), or a function of the context returning it, to build
+   * it once per isolate from bindings (`c.env`) that exist only inside a request.
+   */
+  limiter: Limiter | ((c: Context<E>) => Limiter);
+  /** One rule or several; a request passes only if every rule that applies allows it. */
+  rules: RateLimitRule | readonly RateLimitRule[];
+  /**
+   * The client key, for every rule (a user id, an API key, a tenant). Return undefined when the
+   * request has none: each rule's `missingKey` decides. Keys are used as given (not hashed).
+   * @default each rule's `key` spec ("ip": CF-Connecting-IP, IPv6 grouped by /64)
+   */
+  key?: (c: Context<E>) => string | undefined | Promise<string | undefined>;
+  /**
+   * Answers a refused request.
+   * @default a 429 problem+json naming the violated policies, with RateLimit / Retry-After headers
+   */
+  handler?: (c: Context<E>, result: RateLimitResult) => Response | Promise<Response>;
+  /** Requests for which it returns true are not limited (no store call, no headers). @default never */
+  skip?: (c: Context<E>) => boolean | Promise<boolean>;
+  /** Also send X-RateLimit-Limit / -Remaining / -Reset. @default false */
+  legacyHeaders?: boolean;
+  /** How "ip" keys are read and grouped. @default { ipv6PrefixLength: 64, ipv4PrefixLength: 32 } */
+  clientIp?: Partial<ClientIpConfig>;
+}
+
+/**
+ * Rate-limits the routes it is mounted on:
+ *
+ *   app.use("/api/*", rateLimit({ limiter, rules: { name: "api", limit: 100, window: "1m" } }))
+ *
+ * Every response it lets through carries RateLimit-Policy / RateLimit; a refused one gets
+ * `handler`'s answer (429 problem+json by default). The outcome is on `c.get("rateLimit")`.
+ * Invalid rules are reported once and every request through the middleware is answered 503:
+ * a typo must not leave a route unprotected.
+ */
+export function rateLimit<E extends HonoEnv = HonoEnv>(
+  options: RateLimitOptions<E>,
+): MiddlewareHandler<E> {
+  const parsed = parseRules([options.rules].flat());
+  if (!parsed.ok) {
+    console.error(
+      JSON.stringify({
+        event: "rate-limit-misconfigured",
+        field: parsed.field,
+        detail: parsed.detail,
+      }),
+    );
+  }
+  const rules = parsed.ok ? compileRules(parsed.value) : [];
+  const clientIp: ClientIpConfig = {
+    trustedProxyHops: 1,
+    ipv6PrefixLength: 64,
+    ipv4PrefixLength: 32,
+    ...options.clientIp,
+  };
+  const legacy = options.legacyHeaders ?? false;
+
+  return async function rateLimitMiddleware(c, next) {
+    if (!parsed.ok) {
+      return problem(c, 503, {
+        title: "Limiter misconfigured",
+        detail: `${parsed.field} ${parsed.detail}`,
+        field: parsed.field,
+      });
+    }
+    if (options.skip && (await options.skip(c))) return next();
+    const applying = rules.filter((r) => r.matches(c.req.method, c.req.path)).map((r) => r.rule);
+    if (applying.length === 0) return next();
+
+    const limiter = typeof options.limiter === "function" ? options.limiter(c) : options.limiter;
+    const keyFn = options.key;
+    // The key function runs once per request, whatever the number of rules.
+    let key: Promise<string | undefined> | undefined;
+    const keyOf = keyFn ? (_rule: RuleConfig) => (key ??= Promise.resolve(keyFn(c))) : undefined;
+    const outcome = await decideRules(applying, c.req.raw.headers, {
+      limiter,
+      clientIp,
+      ...(keyOf ? { keyOf } : {}),
+    });
+    // Hono's typed `set` only knows the app's declared Variables; ours is documented above.
+    (c.set as (key: string, value: unknown) => void)("rateLimit", outcome);
+    if (!outcome.allowed) {
+      if (!options.handler) return refusal(c, outcome, legacy);
+      // A custom answer still carries the headers: clients learn when to come back.
+      return withRateLimitHeaders(
+        await options.handler(c, outcome),
+        outcomeHeaders(outcome, legacy),
+      );
+    }
+    await next();
+    c.res = withRateLimitHeaders(c.res, outcomeHeaders(outcome, legacy));
+  };
+}

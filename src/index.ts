@@ -1,0 +1,23 @@
+// The package's public surface: `import { rateLimit, createLimiter } from "edge-limiter"`.
+export type { ClientIpConfig, LimiterConfig, RuleConfig } from "./config/limiter-config";
+export { parseLimiterConfig } from "./config/limiter-config";
+export { clientIp, clientKey } from "./http/client-key";
+export {
+  type RateLimitOptions,
+  type RateLimitResult,
+  type RateLimitRule,
+  type RateLimitVariables,
+  rateLimit,
+} from "./http/middleware";
+export { rateLimitHeaders } from "./http/rate-limit-headers";
+export type { RulesOutcome } from "./http/rule-decisions";
+export type { Decision, DecisionSource } from "./limiter/decision";
+export {
+  type Clock,
+  createLimiter,
+  type FailMode,
+  type Limiter,
+  type LimiterOptions,
+  type LimitRequest,
+} from "./limiter/limiter";
+export { createStoreClient, type StoreClientOptions } from "./store/upstash-client";

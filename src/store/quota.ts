@@ -1,0 +1,61 @@
+import type { Redis } from "@upstash/redis";
+import { storageKey } from "./keys";
+import { QUOTA_PEEK_SCRIPT } from "./quota.lua";
+import { scriptSha } from "./script-runner";
+import type { StoreResult } from "./sliding-log";
+
+/** The narrow slice of the Upstash client the admin operations need. */
+export type QuotaClient = Pick<Redis, "evalshaRo" | "evalRo" | "unlink">;
+
+export interface QuotaKey {
+  prefix: string;
+  policy: string;
+  /** The client key as the limiter stores it (an IP group, a header's SHA-256, "global"…). */
+  key: string;
+}
+
+export interface PeekRequest extends QuotaKey {
+  limit: number;
+  windowMs: number;
+  /** The cost to ask about. @default 1 */
+  cost?: number;
+  /** The caller's clock (ms); omit to use the Redis clock, as the limiter does by default. */
+  now?: number;
+}
+
+/** What a request of `cost` would get now, without consuming anything. Throws on store errors. */
+export async function peekQuota(client: QuotaClient, request: PeekRequest): Promise<StoreResult> {
+  const keys = [storageKey(request.prefix, request.policy, request.key)];
+  const args = [request.limit, request.windowMs, request.cost ?? 1, request.now ?? ""];
+  const sha = await scriptSha(QUOTA_PEEK_SCRIPT);
+  let reply: unknown;
+  try {
+    reply = await client.evalshaRo(sha, keys, args);
+  } catch (error) {
+    if (!(error instanceof Error && error.message.includes("NOSCRIPT"))) throw error;
+    reply = await client.evalRo(QUOTA_PEEK_SCRIPT, keys, args);
+  }
+  if (
+    !Array.isArray(reply) ||
+    reply.length !== 5 ||
+    !reply.every((value) => typeof value === "number" && Number.isFinite(value))
+  ) {
+    throw new Error(`unexpected quota reply: ${JSON.stringify(reply)}`);
+  }
+  const [allowed, remaining, reset, retryAfterMs, now] = reply as number[];
+  return {
+    allowed: allowed === 1,
+    remaining: remaining ?? 0,
+    reset: reset ?? 0,
+    retryAfterMs: retryAfterMs ?? 0,
+    now: now ?? 0,
+  };
+}
+
+/**
+ * Forgets a client's log: the next request starts with the full limit. UNLINK frees the set
+ * off the main thread, so this is O(1) for Redis whatever the log's size. True if it existed.
+ */
+export async function resetQuota(client: QuotaClient, key: QuotaKey): Promise<boolean> {
+  return (await client.unlink(storageKey(key.prefix, key.policy, key.key))) > 0;
+}

@@ -1,0 +1,121 @@
+// @ts-check
+// A small origin for the proxy's tests and the latency measurement: a real HTTP server on
+// 127.0.0.1 that the worker forwards to (ORIGIN_URL). Node only.
+//
+//   /status/<code>     answers <code> (304 and 204 without a body; 201 with a Location)
+//   /cookies           two Set-Cookie headers and a custom header
+//   /echo/...          200 JSON: method, path, query, headers and the request body as text
+//   /stream/<id>       sends "first\n" at once, then waits for /release/<id> before "rest\n"
+//   /release/<id>      lets /stream/<id> finish
+//   /redirect          302 to /echo/redirected
+//   /__count?path=P    how many requests for path P it has seen (to prove it was not called)
+//   anything else      200 "origin <path>"
+import { createServer } from "node:http";
+
+/**
+ * @param {{ host?: string, port?: number }} [options]
+ * @returns {Promise<{ url: string, close(): Promise<void> }>}
+ */
+export async function startOrigin(options = {}) {
+  /** @type {Map<string, number>} */
+  const counts = new Map();
+  /** @type {Map<string, () => void>} */
+  const releases = new Map();
+  /** @type {Map<string, Promise<void>>} */
+  const released = new Map();
+  /** @param {string} id */
+  const releaseFor = (id) => {
+    let promise = released.get(id);
+    if (!promise) {
+      promise = new Promise((resolve) => releases.set(id, resolve));
+      released.set(id, promise);
+    }
+    return promise;
+  };
+
+  const server = createServer(async (req, res) => {
+    const url = new URL(req.url ?? "/", "http://origin");
+    const path = url.pathname;
+    if (path !== "/__count") counts.set(path, (counts.get(path) ?? 0) + 1);
+
+    if (path === "/__count") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ count: counts.get(url.searchParams.get("path") ?? "") ?? 0 }));
+      return;
+    }
+    const status = /^\/status\/(\d{3})/.exec(path);
+    if (status) {
+      const code = Number(status[1]);
+      if (code === 304 || code === 204) {
+        res.writeHead(code, { etag: '"v1"', "x-origin": "yes" });
+        res.end();
+      } else {
+        res.writeHead(code, { "content-type": "text/plain", location: "/created/1" });
+        res.end(`status ${code}`);
+      }
+      return;
+    }
+    if (path.startsWith("/cookies")) {
+      res.setHeader("set-cookie", ["a=1; Path=/; HttpOnly", "b=2; Path=/; Secure"]);
+      res.setHeader("x-custom", "kept");
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.end("cookies");
+      return;
+    }
+    if (path.startsWith("/echo")) {
+      const chunks = [];
+      for await (const chunk of req) chunks.push(chunk);
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          method: req.method,
+          path,
+          query: url.search,
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString("utf8"),
+        }),
+      );
+      return;
+    }
+    const stream = /^\/stream\/([\w-]+)/.exec(path);
+    if (stream?.[1]) {
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.write("first\n");
+      await releaseFor(stream[1]);
+      res.end("rest\n");
+      return;
+    }
+    const release = /^\/release\/([\w-]+)/.exec(path);
+    if (release?.[1]) {
+      void releaseFor(release[1]);
+      releases.get(release[1])?.();
+      res.writeHead(204);
+      res.end();
+      return;
+    }
+    if (path === "/redirect") {
+      res.writeHead(302, { location: "/echo/redirected" });
+      res.end();
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end(`origin ${path}`);
+  });
+  server.keepAliveTimeout = 30_000;
+
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => resolve(undefined));
+  });
+  const address = server.address();
+  if (address === null || typeof address === "string") throw new Error("origin: no port");
+  return {
+    url: `http://${options.host ?? "127.0.0.1"}:${address.port}`,
+    close: () =>
+      new Promise((resolve) => {
+        for (const release of releases.values()) release();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
