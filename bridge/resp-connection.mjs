@@ -231,8 +231,8 @@ export class RespConnection {
   #closeListeners = [];
 
   /**
-   * Connects, authenticates and selects the database; rejects with RedisUnavailableError (or a
-   * RedisReplyError for a refused AUTH/SELECT) and leaves nothing open on failure.
+   * Connects, authenticates and selects the database; rejects with RedisUnavailableError (also
+   * when AUTH or SELECT is refused) and leaves nothing open on failure.
    * @param {OpenOptions} options
    */
   static async open({ url, connectTimeoutMs = 3000, commandTimeoutMs = 15000 }) {
@@ -253,7 +253,14 @@ export class RespConnection {
       // PING proves the server speaks RESP and that we may run commands (NOAUTH otherwise).
       handshake.push(["PING"]);
       for (const reply of await Promise.all(connection.sendBatch(handshake))) {
-        if (reply instanceof RedisReplyError) throw reply;
+        if (reply instanceof RedisReplyError) {
+          // NOAUTH / WRONGPASS / a bad db number: as useless as no Redis at all, and the fix is
+          // the same (REDIS_URL), so it is reported the same way.
+          throw new RedisUnavailableError(
+            `Redis at ${redactUrl(url)} refused the connection setup (${reply.message})`,
+            reply,
+          );
+        }
       }
     } catch (error) {
       connection.close();

@@ -255,10 +255,16 @@ async function readBody(req) {
   /** @type {Buffer[]} */
   const chunks = [];
   let size = 0;
-  for await (const chunk of req) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw tooLarge();
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req) {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) throw tooLarge();
+      chunks.push(chunk);
+    }
+  } catch (error) {
+    if (error instanceof HttpError) throw error;
+    // The client went away mid-body; nobody will read the answer, but it is not our bug.
+    throw new HttpError(400, `ERR the request body was cut short (${error})`);
   }
   return Buffer.concat(chunks, size).toString("utf8");
 }

@@ -25,10 +25,20 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function startRedis(port: number): Promise<ChildProcess> {
+async function startRedis(port: number, extraArgs: string[] = []): Promise<ChildProcess> {
   const child = spawn(
     "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+    [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      ...extraArgs,
+    ],
     { stdio: "ignore" },
   );
   cleanups.push(() => child.kill("SIGKILL"));
@@ -60,6 +70,36 @@ describe("startBridge", () => {
     await expect(attempt).rejects.toThrow(RedisUnavailableError);
     await expect(attempt).rejects.toThrow(`redis://127.0.0.1:${port}`);
     expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it("authenticates and selects the database from the URL", async () => {
+    const port = await freePort();
+    await startRedis(port, ["--requirepass", "s3cret"]);
+    const noPassword = startBridge({ port: 0, token: "t", redisUrl: `redis://127.0.0.1:${port}` });
+    await expect(noPassword).rejects.toThrow(RedisUnavailableError);
+    await expect(noPassword).rejects.toThrow(/NOAUTH/);
+    const wrong = startBridge({ port: 0, token: "t", redisUrl: `redis://:nope@127.0.0.1:${port}` });
+    await expect(wrong).rejects.toThrow(/WRONGPASS|invalid password/);
+    await expect(wrong).rejects.not.toThrow(/nope/); // the password stays out of messages
+
+    const bridge = await startBridge({
+      port: 0,
+      token: "t",
+      redisUrl: `redis://:s3cret@127.0.0.1:${port}/3`,
+    });
+    cleanups.push(() => bridge.close());
+    const redis = bridgeRedis({ url: bridge.url, token: "t" });
+    await redis.set("in-db-3", "yes");
+    // Read it back through a second bridge on database 0: it must not be there.
+    const db0 = await startBridge({
+      port: 0,
+      token: "t",
+      redisUrl: `redis://:s3cret@127.0.0.1:${port}`,
+    });
+    cleanups.push(() => db0.close());
+    expect(await bridgeRedis({ url: db0.url, token: "t" }).get("in-db-3")).toBeNull();
+    expect(await redis.get("in-db-3")).toBe("yes");
+    expect(await redis.multi().get("in-db-3").exec()).toEqual(["yes"]);
   });
 
   it("refuses to run without a token", async () => {
