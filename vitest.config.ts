@@ -30,7 +30,11 @@ export default defineConfig({
         test: {
           name: "worker",
           include: ["test/worker/**/*.test.ts"],
-          globalSetup: ["./test/support/global-setup.ts", "./test/support/origin-setup.ts"],
+          globalSetup: [
+            "./test/support/global-setup.ts",
+            "./test/support/fault-setup.ts",
+            "./test/support/origin-setup.ts",
+          ],
         },
       },
     ],
