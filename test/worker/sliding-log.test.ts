@@ -1,0 +1,191 @@
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { createLimiter } from "../../src/limiter/limiter";
+import { storageKey } from "../../src/store/keys";
+import { slidingLog } from "../../src/store/sliding-log";
+import { createStoreClient } from "../../src/store/upstash-client";
+import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+
+const redis = testRedis();
+const prefix = uniquePrefix("sliding-log");
+
+/** A store client configured as the worker configures it (one per "isolate"). */
+function storeClient() {
+  return createStoreClient({
+    url: inject("bridgeUrl"),
+    token: inject("bridgeToken"),
+    timeoutMs: 5_000,
+  });
+}
+
+afterAll(async () => {
+  await deleteKeys(redis, `${prefix}*`);
+});
+
+function count<T>(items: T[], predicate: (item: T) => boolean): number {
+  return items.filter(predicate).length;
+}
+
+describe("exactness under concurrency", () => {
+  it("admits exactly the limit of 1000 concurrent decisions through one limiter", async () => {
+    const limiter = createLimiter({ store: storeClient(), prefix });
+    const decisions = await Promise.all(
+      Array.from({ length: 1000 }, () =>
+        limiter.limit({ policy: "one", key: "client", limit: 100, windowMs: 60_000 }),
+      ),
+    );
+    expect(count(decisions, (d) => d.allowed)).toBe(100);
+    expect(decisions.every((d) => d.source === "redis")).toBe(true);
+    expect(await redis.zcard(storageKey(prefix, "one", "client"))).toBe(100);
+  });
+
+  it("admits exactly the limit across independent limiters (separate clients, like isolates)", async () => {
+    const limiters = [0, 1, 2].map(() => createLimiter({ store: storeClient(), prefix }));
+    const decisions = await Promise.all(
+      Array.from({ length: 1200 }, (_, i) =>
+        (limiters[i % limiters.length] ?? limiters[0])?.limit({
+          policy: "many",
+          key: "client",
+          limit: 100,
+          windowMs: 60_000,
+        }),
+      ),
+    );
+    expect(count(decisions, (d) => d?.allowed === true)).toBe(100);
+    expect(await redis.zcard(storageKey(prefix, "many", "client"))).toBe(100);
+  });
+
+  it("counts a burst that shares one millisecond in full (the timestamp-as-member bug)", async () => {
+    const store = storeClient();
+    const key = storageKey(prefix, "burst", "client");
+    const now = 1_700_000_000_000;
+    const results = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) =>
+        slidingLog(store, { key, limit: 100, windowMs: 60_000, cost: 1, memberId: `m${i}`, now }),
+      ),
+    );
+    expect(count(results, (r) => r.allowed)).toBe(100);
+    expect(await redis.zcard(key)).toBe(100);
+  });
+
+  it("counts concurrent checks on the caller's clock in full (workerd freezes Date.now())", async () => {
+    const limiter = createLimiter({ store: storeClient(), prefix, clock: "caller" });
+    const decisions = await Promise.all(
+      Array.from({ length: 300 }, () =>
+        limiter.limit({ policy: "frozen", key: "client", limit: 50, windowMs: 60_000 }),
+      ),
+    );
+    expect(count(decisions, (d) => d.allowed)).toBe(50);
+  });
+});
+
+describe("the window slides (explicit clock)", () => {
+  const store = storeClient();
+  let n = 0;
+  const at = (key: string, now: number, cost = 1, limit = 3) =>
+    slidingLog(store, {
+      key: storageKey(prefix, "slide", key),
+      limit,
+      windowMs: 1_000,
+      cost,
+      memberId: `s${n++}`,
+      now,
+    });
+
+  it("frees capacity exactly when the oldest admission leaves, not before, not at a boundary", async () => {
+    const t = 1_700_000_000_000;
+    expect((await at("a", t)).allowed).toBe(true);
+    expect((await at("a", t + 400)).allowed).toBe(true);
+    const third = await at("a", t + 800);
+    expect(third).toMatchObject({ allowed: true, remaining: 0, reset: t + 1_000 });
+
+    const early = await at("a", t + 999);
+    expect(early).toMatchObject({
+      allowed: false,
+      remaining: 0,
+      reset: t + 1_000,
+      retryAfterMs: 1,
+    });
+
+    // The first admission leaves at t + 1000: exactly one unit frees.
+    expect((await at("a", t + 1_000)).allowed).toBe(true);
+    const next = await at("a", t + 1_000);
+    expect(next).toMatchObject({ allowed: false, reset: t + 1_400, retryAfterMs: 400 });
+    // A fixed window would refill everything at t + 1000; the log frees the second unit at t + 1400.
+    expect((await at("a", t + 1_399)).allowed).toBe(false);
+    expect((await at("a", t + 1_400)).allowed).toBe(true);
+  });
+
+  it("a denied costly request consumes nothing; a smaller one that fits still passes", async () => {
+    const t = 1_700_000_100_000;
+    const key = storageKey(prefix, "slide", "cost");
+    expect((await at("cost", t, 7, 10)).allowed).toBe(true);
+    const denied = await at("cost", t + 1, 5, 10);
+    expect(denied).toMatchObject({ allowed: false, remaining: 3 });
+    // It must wait until 2 of the 7 leave: they all left at t + 1000.
+    expect(denied.retryAfterMs).toBe(999);
+    expect(await redis.zcard(key)).toBe(7);
+    expect(await at("cost", t + 2, 3, 10)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await redis.zcard(key)).toBe(10);
+  });
+
+  it("a cost of many units is admitted whole or not at all", async () => {
+    const t = 1_700_000_200_000;
+    const key = storageKey(prefix, "slide", "big");
+    expect((await at("big", t, 5_000, 9_000)).allowed).toBe(true);
+    expect((await at("big", t, 5_000, 9_000)).allowed).toBe(false);
+    expect(await redis.zcard(key)).toBe(5_000);
+  });
+});
+
+describe("keys, TTLs and scripts", () => {
+  it("sets a TTL of at most the window on every admission, and writes nothing on a denial", async () => {
+    const limiter = createLimiter({ store: storeClient(), prefix });
+    const key = storageKey(prefix, "ttl", "client");
+    await limiter.limit({ policy: "ttl", key: "client", limit: 1, windowMs: 30_000 });
+    const ttl = await redis.pttl(key);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(30_000);
+
+    const fresh = storageKey(prefix, "ttl", "never-admitted");
+    const denied = await limiter.limit({
+      policy: "ttl",
+      key: "never-admitted",
+      limit: 1,
+      windowMs: 30_000,
+      cost: 2,
+    });
+    expect(denied.allowed).toBe(false);
+    expect(await redis.exists(fresh)).toBe(0);
+  });
+
+  it("keeps client keys that differ only in encoding-sensitive characters apart", async () => {
+    const limiter = createLimiter({ store: storeClient(), prefix });
+    const keys = ["a:b", "a%3Ab", "{a}b", "a}{b", "ключ ✓", ""];
+    for (const key of keys.filter(Boolean)) {
+      const d = await limiter.limit({ policy: "enc", key, limit: 1, windowMs: 60_000 });
+      expect(d.allowed, key).toBe(true);
+    }
+    // Every key got its own log and one hash tag (no braces inside the tag).
+    const stored = [];
+    let cursor = "0";
+    do {
+      const [next, found] = await redis.scan(cursor, { match: `${prefix}:enc:*`, count: 1000 });
+      cursor = String(next);
+      stored.push(...found);
+    } while (cursor !== "0");
+    expect(stored).toHaveLength(5);
+    for (const key of stored) expect(key.match(/[{}]/g)).toEqual(["{", "}"]);
+  });
+
+  it("recovers from SCRIPT FLUSH: NOSCRIPT falls back to EVAL, then EVALSHA works again", async () => {
+    const limiter = createLimiter({ store: storeClient(), prefix });
+    const ask = () => limiter.limit({ policy: "flush", key: "client", limit: 3, windowMs: 60_000 });
+    expect((await ask()).allowed).toBe(true);
+    await redis.scriptFlush();
+    const afterFlush = await ask();
+    expect(afterFlush).toMatchObject({ allowed: true, remaining: 1, source: "redis" });
+    expect(await ask()).toMatchObject({ allowed: true, remaining: 0, source: "redis" });
+    // Full now (answered by Redis, or by the denial cache once it knows the log is full).
+    expect(await ask()).toMatchObject({ allowed: false });
+  });
+});
