@@ -5,7 +5,8 @@
  * Key: a string `<window index>:<count>`. The window index lives in the value, not in the key
  * name: with the Redis clock the index is only known inside the script, and every key a script
  * touches must be in KEYS (Upstash's allow-key-locking). It also keeps the count exact on the
- * caller's clock, whose windows need not line up with Redis's expiry. TTL: the window's end.
+ * caller's clock, whose windows need not line up with Redis's expiry. TTL: the window's end
+ * (plus GRACE on the caller's clock, see scripts.ts).
  *
  * Redis commands: check = GET; commit = SET … PX. Allowed: 2; denied: 1. Refund: GET, SET KEEPTTL.
  * Accuracy: exact per window, but up to 2 × limit can pass within one window's length across a
@@ -29,7 +30,7 @@ ALG['fixed-window'] = {
   end,
   commit = function(p, now)
     p.count = p.count + p.cost
-    redis.call('SET', p.key, p.idx .. ':' .. p.count, 'PX', (p.idx + 1) * p.window - now)
+    redis.call('SET', p.key, p.idx .. ':' .. p.count, 'PX', (p.idx + 1) * p.window - now + GRACE)
   end,
   report = function(p, now, committed)
     -- Everything frees at the window's end; cost <= limit, so a denied cost fits then.

@@ -67,7 +67,7 @@ ALG['sliding-counter'] = {
   commit = function(p, now)
     p.cur = p.cur + p.cost
     redis.call('SET', p.key, p.idx .. ':' .. p.cur .. ':' .. p.prev, 'PX',
-      p.start + 2 * p.window - now)
+      p.start + 2 * p.window - now + GRACE)
   end,
   report = function(p, now, committed)
     local remaining = sc_remaining(p, now)

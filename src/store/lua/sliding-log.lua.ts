@@ -34,8 +34,9 @@ ALG['sliding-log'] = {
     end
     if #args > 0 then redis.call('ZADD', p.key, unpack(args)) end
     p.count = p.count + p.cost
-    -- Every member has left the window \`window\` ms after the newest: the TTL is exact.
-    redis.call('PEXPIRE', p.key, p.window)
+    -- Every member has left the window \`window\` ms after the newest: the TTL is exact (plus
+    -- GRACE on the caller's clock).
+    redis.call('PEXPIRE', p.key, p.window + GRACE)
   end,
   report = function(p, now, committed)
     local remaining = p.limit - p.count

@@ -30,7 +30,7 @@ local function tb_store(p, now)
   local ms = now + math.floor(p.debt / p.limit)
   local frac = p.debt % p.limit
   -- The bucket is full again after ceil(debt / limit) ms: exactly when the key may vanish.
-  redis.call('SET', p.key, ms .. ':' .. frac, 'PX', math.ceil(p.debt / p.limit))
+  redis.call('SET', p.key, ms .. ':' .. frac, 'PX', math.ceil(p.debt / p.limit) + GRACE)
 end
 
 ALG['token-bucket'] = {
