@@ -1,0 +1,101 @@
+/**
+ * What the store said about one (policy, limit, window, client key): every request costing at
+ * least `minCost` is denied until `until` (isolate clock, ms).
+ *
+ * Exact for the sliding log: only time frees capacity (other requests can only add members), so
+ * a claim that was true when the store decided stays true until the instant it names.
+ */
+export interface Exhaustion {
+  /** The smallest cost this entry denies (remaining + 1 or the denied cost, whichever applies). */
+  minCost: number;
+  /** What the store reported as remaining when it decided (a cached decision repeats it). */
+  remaining: number;
+  /** Isolate-clock ms until which a cost ≥ minCost is denied. */
+  until: number;
+}
+
+export type CacheLookup =
+  | { hit: true; entry: Exhaustion }
+  /** `exhausted`: the key was exhausted at its last answer (even if that claim has expired). */
+  | { hit: false; exhausted: boolean };
+
+export interface DenialCacheOptions {
+  /**
+   * Most keys remembered per isolate; the least recently used entry leaves first. 0 disables it.
+   * @default 10000
+   */
+  maxEntries?: number;
+}
+
+export interface DenialCache {
+  /** Whether a request of `cost` at `now` is denied from memory. O(1). */
+  lookup(key: string, cost: number, now: number): CacheLookup;
+  /** Records a store answer that denies costs ≥ `entry.minCost` until `entry.until`. O(1). */
+  remember(key: string, entry: Exhaustion, now: number): void;
+  /** The key is no longer exhausted (the store admitted with room to spare). */
+  forget(key: string): void;
+  readonly size: number;
+}
+
+export const DEFAULT_DENIAL_CACHE_SIZE = 10_000;
+
+/**
+ * A bounded LRU of exhaustions. A JS Map iterates in insertion order, so delete + set moves an
+ * entry to the young end and the first key is the least recently used: O(1) everything.
+ */
+export function createDenialCache(options: DenialCacheOptions = {}): DenialCache {
+  const maxEntries = options.maxEntries ?? DEFAULT_DENIAL_CACHE_SIZE;
+  const entries = new Map<string, Exhaustion>();
+
+  function touch(key: string, entry: Exhaustion) {
+    entries.delete(key);
+    entries.set(key, entry);
+  }
+
+  // Expired entries must not pile up: each write also drops up to two expired entries from the
+  // old end. Together with the cap, a flood of one-off keys cannot grow the map.
+  function sweep(now: number) {
+    for (let i = 0; i < 2; i++) {
+      const oldest = entries.entries().next();
+      if (oldest.done || oldest.value[1].until > now) return;
+      entries.delete(oldest.value[0]);
+    }
+  }
+
+  return {
+    lookup(key, cost, now) {
+      const entry = entries.get(key);
+      if (!entry) return { hit: false, exhausted: false };
+      if (entry.until <= now || cost < entry.minCost) return { hit: false, exhausted: true };
+      touch(key, entry);
+      return { hit: true, entry };
+    },
+
+    remember(key, entry, now) {
+      if (maxEntries <= 0) return;
+      const existing = entries.get(key);
+      // Both claims are true until their own instant; keep the one that denies more costs (the
+      // smaller minCost), and of equals the one that lasts longer.
+      const keepExisting =
+        existing !== undefined &&
+        existing.until > now &&
+        (existing.minCost < entry.minCost ||
+          (existing.minCost === entry.minCost && existing.until >= entry.until));
+      touch(key, keepExisting ? existing : entry);
+      sweep(now);
+      while (entries.size > maxEntries) {
+        const oldest = entries.keys().next();
+        if (oldest.done) break;
+        entries.delete(oldest.value);
+      }
+    },
+
+    forget(key) {
+      entries.delete(key);
+    },
+
+    get size() {
+      return entries.size;
+    },
+  };
+}
