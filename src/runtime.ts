@@ -2,6 +2,7 @@ import { type LimiterConfig, parseLimiterConfig } from "./config/limiter-config"
 import type { Validated } from "./config/validation";
 import type { Env } from "./env";
 import { type CompiledRule, compileRules } from "./http/rule-matcher";
+import { createDenialCache, type DenialCache } from "./limiter/denial-cache";
 import { createLimiter, type Limiter } from "./limiter/limiter";
 import type { QuotaClient } from "./store/quota";
 import { createStoreClient } from "./store/upstash-client";
@@ -16,6 +17,8 @@ export type Runtime =
       limiter: Limiter;
       /** The store itself, for the admin routes (read a quota, reset a key). */
       store: QuotaClient;
+      /** The limiter's denial cache, held here so a reset can clear this isolate's entry. */
+      denialCache: DenialCache;
     }
   | { ok: false; field: string; detail: string };
 
@@ -61,13 +64,16 @@ function buildRuntime(env: Env): Runtime {
   } catch (error) {
     return { ok: false, field: "UPSTASH_REDIS_REST_URL", detail: (error as Error).message };
   }
+  const denialCache = createDenialCache();
   const limiter = createLimiter({
     store,
+    timeoutMs: config.timeoutMs,
+    denialCache,
     prefix: config.prefix,
     clock: config.clock,
     failMode: config.failMode,
     onStoreError: (error) =>
       console.error(JSON.stringify({ event: "store-error", error: String(error) })),
   });
-  return { ok: true, config, rules: compileRules(config.rules), limiter, store };
+  return { ok: true, config, rules: compileRules(config.rules), limiter, store, denialCache };
 }

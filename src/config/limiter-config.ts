@@ -9,6 +9,7 @@ import {
   MIN_WINDOW_MS,
   POLICY_NAME,
 } from "./limits";
+import { type ResilienceConfig, resilienceEntries } from "./resilience-config";
 import { invalid, type Validated } from "./validation";
 
 /** What a rule does for a request that lacks its key material (no IP, no such header). */
@@ -56,7 +57,8 @@ export interface ClientIpConfig {
   ipv4PrefixLength: number;
 }
 
-export interface LimiterConfig {
+/** Denial cache, fallback, breaker and single flight: see resilience-config.ts. */
+export interface LimiterConfig extends ResilienceConfig {
   rules: RuleConfig[];
   /** Store call timeout. @default 500 */
   timeoutMs: number;
@@ -73,6 +75,16 @@ export interface LimiterConfig {
 
 export const DEFAULT_TIMEOUT_MS = 500;
 const MAX_TIMEOUT_MS = 30_000;
+
+/** A strict object that is not an array (valibot's object schemas accept arrays as objects). */
+const plainObject = <const T extends v.ObjectEntries>(entries: T, message: string) =>
+  v.pipe(
+    v.custom<Record<string, unknown>>(
+      (input) => typeof input === "object" && input !== null && !Array.isArray(input),
+      message,
+    ),
+    v.strictObject(entries, message),
+  );
 
 const integerIn = (min: number, max: number) =>
   v.pipe(
@@ -100,7 +112,7 @@ const pathSchema = v.pipe(
 );
 const METHOD = /^[A-Za-z]{1,16}$/;
 
-const matchSchema = v.strictObject(
+const matchSchema = plainObject(
   {
     path: v.optional(
       v.union(
@@ -121,7 +133,7 @@ const matchSchema = v.strictObject(
   "must be an object with path and/or methods",
 );
 
-const ruleSchema = v.strictObject(
+const ruleSchema = plainObject(
   {
     name: v.pipe(
       v.string("must be 1-64 characters of [A-Za-z0-9_.-]"),
@@ -162,7 +174,7 @@ const ruleSchema = v.strictObject(
   "must be an object",
 );
 
-const clientIpSchema = v.strictObject(
+const clientIpSchema = plainObject(
   {
     trustedProxyHeader: v.optional(
       v.pipe(
@@ -182,7 +194,7 @@ const clientIpSchema = v.strictObject(
 );
 
 // Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
-const configSchema = v.strictObject(
+const configSchema = plainObject(
   {
     rules: v.optional(v.array(ruleSchema, "must be an array"), []),
     timeoutMs: v.optional(integerIn(1, MAX_TIMEOUT_MS), DEFAULT_TIMEOUT_MS),
@@ -197,6 +209,7 @@ const configSchema = v.strictObject(
     clock: v.optional(v.picklist(["redis", "caller"], 'must be "redis" or "caller"'), "redis"),
     legacyHeaders: v.optional(v.boolean("must be true or false"), false),
     clientIp: v.optional(clientIpSchema, {}),
+    ...resilienceEntries,
   },
   "must be an object",
 );

@@ -54,6 +54,12 @@ export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Respo
       policy: request.policy,
       key: request.key,
     });
+    // This isolate may still remember the key as exhausted; forget it (the limiter's cache key
+    // spelling, src/limiter/limiter.ts). Other isolates keep a cached denial until it would
+    // have expired anyway (at most the Retry-After they announced): documented in the README.
+    runtime.denialCache.forget(
+      `${request.policy}\n${request.limit}\n${request.windowMs}\n${request.key}`,
+    );
     return c.json({ reset: true, existed, policy: request.policy }, 200);
   } catch (error) {
     return storeUnavailable(c, error);

@@ -83,7 +83,10 @@ describe("proxy in front of an origin", () => {
 
   it("keeps every Set-Cookie header", async () => {
     const res = await worker(`/cookies/${run}`);
-    expect(res.headers.getAll("Set-Cookie")).toEqual(["a=1; Path=/; HttpOnly", "b=2; Path=/; Secure"]);
+    expect(res.headers.getAll("Set-Cookie")).toEqual([
+      "a=1; Path=/; HttpOnly",
+      "b=2; Path=/; Secure",
+    ]);
     expect(res.headers.get("X-Custom")).toBe("kept");
   });
 
