@@ -11,7 +11,7 @@ export interface RefundRequest {
   memberId: string;
   /** The evaluation's `now` (store clock): the window the request was counted in. */
   at: number;
-  /** The caller's clock (ms); omit to use the Redis clock (only the token bucket reads it). */
+  /** The caller's clock (ms); omit to use the Redis clock (read by the token bucket and the sliding counter). */
   now?: number;
   /**
    * The evaluation's request id, if it had one: the refund then happens only if that request was
@@ -39,7 +39,7 @@ export interface RefundResult {
  * - token-bucket: best effort — lowers the bucket's debt by `cost` tokens, never above full.
  *
  * Redis commands: sliding-log ZREM (one per 500 units); fixed-window and sliding-counter GET +
- * SET; token-bucket TIME + GET + SET (or DEL); with a request id GET + DEL of the record.
+ * SET (+ TIME for the counter); token-bucket TIME + GET + SET (or DEL); with a request id GET + DEL of the record.
  */
 export async function refund(client: ScriptClient, request: RefundRequest): Promise<RefundResult> {
   const { policies } = request;

@@ -119,7 +119,7 @@ return out
  *
  * KEYS[1..n]  the keys the request was evaluated on; KEYS[n + 1] its request-id record when
  *             ARGV[4] is "1"
- * ARGV[1]     the caller's clock in ms, or "" (only the token bucket reads the clock)
+ * ARGV[1]     the caller's clock in ms, or "" (read by the token bucket and the sliding counter)
  * ARGV[2]     the request's member id
  * ARGV[3]     n
  * ARGV[4]     "1" when KEYS[n + 1] is a request-id record
@@ -148,7 +148,9 @@ local now = nil
 out[1] = 1
 for i = 1, n do
   local p = ps[i]
-  if p.alg == ALG['token-bucket'] and now == nil then now = clock(ARGV[1]) end
+  if now == nil and (p.alg == ALG['token-bucket'] or p.alg == ALG['sliding-counter']) then
+    now = clock(ARGV[1])
+  end
   out[i + 1] = p.alg.refund(p, now)
 end
 return out
