@@ -64,7 +64,7 @@ function buildRuntime(env: Env): Runtime {
   } catch (error) {
     return { ok: false, field: "UPSTASH_REDIS_REST_URL", detail: (error as Error).message };
   }
-  const denialCache = createDenialCache();
+  const denialCache = createDenialCache(config.denialCache);
   const limiter = createLimiter({
     store,
     timeoutMs: config.timeoutMs,
@@ -72,8 +72,12 @@ function buildRuntime(env: Env): Runtime {
     prefix: config.prefix,
     clock: config.clock,
     failMode: config.failMode,
-    onStoreError: (error) =>
-      console.error(JSON.stringify({ event: "store-error", error: String(error) })),
+    fallback: config.fallback.enabled ? config.fallback : false,
+    breaker: config.breaker,
+    singleFlight: config.singleFlight,
+    // One JSON line per breaker state change (it carries the error that opened it), not one per
+    // failing request: an outage must not flood the logs.
+    onBreakerChange: (event) => console.log(JSON.stringify(event)),
   });
   return { ok: true, config, rules: compileRules(config.rules), limiter, store, denialCache };
 }

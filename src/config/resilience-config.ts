@@ -1,0 +1,70 @@
+import * as v from "valibot";
+import { DEFAULT_BREAKER } from "../limiter/circuit-breaker";
+import { DEFAULT_DENIAL_CACHE_SIZE } from "../limiter/denial-cache";
+import {
+  DEFAULT_FALLBACK_MAX_ENTRIES,
+  DEFAULT_FALLBACK_MAX_KEYS,
+} from "../limiter/fallback-limiter";
+
+// LIMITER_CONFIG knobs for what the limiter does when the store is slow or down (README
+// "Failure modes"). Every field is optional; the defaults are the limiter's own.
+
+const integerIn = (min: number, max: number, fallback: number) =>
+  v.optional(
+    v.pipe(
+      v.number(`must be an integer from ${min} to ${max}`),
+      v.integer(`must be an integer from ${min} to ${max}`),
+      v.minValue(min, `must be an integer from ${min} to ${max}`),
+      v.maxValue(max, `must be an integer from ${min} to ${max}`),
+    ),
+    fallback,
+  );
+
+/** Per-isolate cache of denials. `maxEntries: 0` turns it off. */
+export const denialCacheSchema = v.strictObject(
+  { maxEntries: integerIn(0, 1_000_000, DEFAULT_DENIAL_CACHE_SIZE) },
+  "must be an object with maxEntries",
+);
+
+/** The local sliding log used (fail-open rules only) while the store is down. */
+export const fallbackSchema = v.strictObject(
+  {
+    enabled: v.optional(v.boolean("must be true or false"), true),
+    fraction: v.optional(
+      v.pipe(
+        v.number("must be a number above 0 and at most 1"),
+        v.gtValue(0, "must be a number above 0 and at most 1"),
+        v.maxValue(1, "must be a number above 0 and at most 1"),
+      ),
+      1,
+    ),
+    maxKeys: integerIn(1, 1_000_000, DEFAULT_FALLBACK_MAX_KEYS),
+    maxEntries: integerIn(1, 10_000_000, DEFAULT_FALLBACK_MAX_ENTRIES),
+  },
+  "must be an object with enabled, fraction, maxKeys and/or maxEntries",
+);
+
+export const breakerSchema = v.strictObject(
+  {
+    failureThreshold: integerIn(1, 1_000, DEFAULT_BREAKER.failureThreshold),
+    cooldownMs: integerIn(1, 600_000, DEFAULT_BREAKER.cooldownMs),
+    maxCooldownMs: integerIn(1, 3_600_000, DEFAULT_BREAKER.maxCooldownMs),
+  },
+  "must be an object with failureThreshold, cooldownMs and/or maxCooldownMs",
+);
+
+/** The entries to add to the top-level LIMITER_CONFIG schema. */
+export const resilienceEntries = {
+  denialCache: v.optional(denialCacheSchema, {}),
+  fallback: v.optional(fallbackSchema, {}),
+  breaker: v.optional(breakerSchema, {}),
+  singleFlight: v.optional(v.boolean("must be true or false"), true),
+};
+
+export interface ResilienceConfig {
+  denialCache: v.InferOutput<typeof denialCacheSchema>;
+  fallback: v.InferOutput<typeof fallbackSchema>;
+  breaker: v.InferOutput<typeof breakerSchema>;
+  /** @default true */
+  singleFlight: boolean;
+}
