@@ -39,7 +39,7 @@ export function parseCheckRequest(
     if (typeof rule !== "string") return invalid("rule", "must be a string");
     const found = rules.find((candidate) => candidate.name === rule);
     if (!found) return invalid("rule", `unknown rule "${rule}"`);
-    const ruleCost = cost ?? found.cost;
+    const ruleCost = cost === undefined ? found.cost : cost;
     if (!isIntegerIn(ruleCost, 1, found.limit)) {
       return invalid("cost", `must be an integer from 1 to the rule's limit (${found.limit})`);
     }
@@ -67,7 +67,7 @@ export function parseCheckRequest(
       `must be a duration from ${MIN_WINDOW_MS} ms to 7 days: an integer of ms, or "500ms", "10s", "1m", "1h", "1d"`,
     );
   }
-  const checkCost = cost ?? 1;
+  const checkCost = cost === undefined ? 1 : cost;
   if (!isIntegerIn(checkCost, 1, limit))
     return invalid("cost", "must be an integer from 1 to limit");
   return {

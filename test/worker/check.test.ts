@@ -95,6 +95,7 @@ describe("POST /check", () => {
     ["negative window", { key: "k", limit: 1, window: -5 }, "window"],
     ["zero cost", { key: "k", limit: 5, window: "1m", cost: 0 }, "cost"],
     ["cost over limit", { key: "k", limit: 5, window: "1m", cost: 6 }, "cost"],
+    ["null cost", { key: "k", limit: 5, window: "1m", cost: null }, "cost"],
     ["unknown field", { key: "k", limit: 5, window: "1m", limt: 6 }, "limt"],
     ["unknown rule", { key: "k", rule: "nope" }, "rule"],
     ["rule and limit", { key: "k", rule: "nope", limit: 1 }, "limit"],

@@ -1,0 +1,234 @@
+import { afterAll, describe, expect, it } from "vitest";
+import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { workerWith } from "./worker-harness";
+
+const redis = testRedis();
+const prefix = uniquePrefix("fuzz");
+const TOKEN = "test-limiter-token";
+const worker = workerWith({
+  LIMITER_CONFIG: JSON.stringify({
+    prefix,
+    rules: [{ name: "api", limit: 5, window: "1m" }],
+  }),
+});
+
+afterAll(async () => {
+  await deleteKeys(redis, `${prefix}*`);
+});
+
+/** A small deterministic PRNG (mulberry32): a failing case can be replayed from its seed. */
+function prng(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const SEED = 20_261_129;
+const CASES = 1200;
+
+interface Case {
+  headers: Record<string, string>;
+  body: string;
+  method: string;
+}
+
+function malformed(random: () => number, i: number): Case {
+  const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+  const junkString = (max: number) =>
+    Array.from({ length: Math.floor(random() * max) }, () =>
+      String.fromCharCode(Math.floor(random() * 0x2fff)),
+    ).join("");
+  const value = (): unknown =>
+    pick([
+      null,
+      true,
+      -1,
+      0,
+      1.5,
+      1e308,
+      -0,
+      "",
+      "1m",
+      "10",
+      "NaN",
+      junkString(20),
+      [],
+      [1, 2],
+      {},
+      { nested: { deeper: [] } },
+      "k".repeat(600),
+      Number.MAX_SAFE_INTEGER + 2,
+    ]);
+  const invalidNumbers = [null, true, -1, 0, 1.5, 1e308, "10", "NaN", [], {}, junkString(5)];
+  const valid = { key: `fuzz-${i}`, limit: 5, window: "1m" };
+  const good = { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}` };
+  const kind = i % 12;
+  switch (kind) {
+    case 0: // wrong or missing credentials, otherwise valid
+      return {
+        method: "POST",
+        body: JSON.stringify(valid),
+        headers: {
+          "Content-Type": "application/json",
+          ...pick([
+            {},
+            { Authorization: "" },
+            { Authorization: TOKEN },
+            { Authorization: `bearer ${TOKEN}` },
+            { Authorization: `Basic ${btoa(`u:${TOKEN}`)}` },
+            { Authorization: `Bearer  ${TOKEN}` },
+            { Authorization: `Bearer ${junkString(40).replace(/[^\x20-\x7e]/g, "x")}` },
+          ]),
+        },
+      };
+    case 1: // wrong content types
+      return {
+        method: "POST",
+        body: JSON.stringify(valid),
+        headers: {
+          Authorization: `Bearer ${TOKEN}`,
+          ...pick([
+            {},
+            { "Content-Type": "text/plain" },
+            { "Content-Type": "application/jsonx" },
+            { "Content-Type": "application/x-www-form-urlencoded" },
+            { "Content-Type": "multipart/form-data; boundary=x" },
+            { "Content-Type": "json" },
+          ]),
+        },
+      };
+    case 2: // not JSON at all
+      return {
+        method: "POST",
+        headers: good,
+        body: pick(["", "{", "}", "[", "nul", "{key:1}", "'x'", junkString(200)]),
+      };
+    case 3: // JSON, but not an object
+      return {
+        method: "POST",
+        headers: good,
+        body: JSON.stringify(pick([null, 1, "s", [], [valid], true])),
+      };
+    case 4: // each field with a wrong value
+      return {
+        method: "POST",
+        headers: good,
+        // Every value here is wrong for the field it lands in (strings are valid keys: not here).
+        body: JSON.stringify(
+          pick([
+            { ...valid, key: pick([null, 7, true, [], {}, "", "k".repeat(600)]) },
+            { ...valid, limit: pick(invalidNumbers) },
+            {
+              ...valid,
+              window: pick([...invalidNumbers.filter((n) => n !== 1e308), "1y", "", {}]),
+            },
+            { ...valid, cost: pick([...invalidNumbers, 6]) },
+          ]),
+        ),
+      };
+    case 5: // unknown fields
+      return {
+        method: "POST",
+        headers: good,
+        body: JSON.stringify({ ...valid, [junkString(8) || "x"]: value() }),
+      };
+    case 6: // missing required fields
+      return {
+        method: "POST",
+        headers: good,
+        body: JSON.stringify(
+          pick([
+            { limit: 5, window: "1m" },
+            { key: "k", window: "1m" },
+            { key: "k", limit: 5 },
+            {},
+          ]),
+        ),
+      };
+    case 7: // rule misuse
+      return {
+        method: "POST",
+        headers: good,
+        body: JSON.stringify(
+          pick([
+            { key: "k", rule: "nope" },
+            { key: "k", rule: value() },
+            { key: "k", rule: "api", limit: 5 },
+            { key: "k", rule: "api", window: "1m" },
+            { key: "k", rule: "api", cost: 6 },
+            { key: "k", rule: "api", cost: value() },
+          ]),
+        ),
+      };
+    case 8: // oversized bodies
+      return {
+        method: "POST",
+        headers: good,
+        body: JSON.stringify({ ...valid, key: "k".repeat(8200 + Math.floor(random() * 5000)) }),
+      };
+    case 9: // deeply nested or duplicated keys
+      return {
+        method: "POST",
+        headers: good,
+        body: pick([
+          `${"[".repeat(2000)}${"]".repeat(2000)}`,
+          `{"key":"a","key":{"x":1},"limit":5,"window":"1m"}`,
+          `{"key":"k","limit":5,"window":"1m","__proto__":{"cost":0}}`,
+          `{"key":"k","limit":5,"window":"1m","constructor":1}`,
+        ]),
+      };
+    case 10: // wrong methods on /check
+      return {
+        method: pick(["GET", "PUT", "DELETE", "PATCH"]),
+        headers: good,
+        body: JSON.stringify(valid),
+      };
+    default: // bad windows and costs
+      return {
+        method: "POST",
+        headers: good,
+        body: JSON.stringify({
+          key: "k",
+          limit: pick([5, 0, -5, 100_001, 2.5]),
+          window: pick(["0s", "1y", "-1m", "8d", "1.5m", "m", " ", 0, -1, 1e20, "1 m m"]),
+          cost: pick([undefined, 0, 6, -1, 1.1]),
+        }),
+      };
+  }
+}
+
+describe("/check fuzz", () => {
+  it(`answers ${CASES} malformed requests with 4xx only, counting nothing`, async () => {
+    const random = prng(SEED);
+    const cases = Array.from({ length: CASES }, (_, i) => malformed(random, i));
+    const statuses = new Map<number, number>();
+    const unexpected: { i: number; status: number; body: string }[] = [];
+    for (let start = 0; start < cases.length; start += 50) {
+      await Promise.all(
+        cases.slice(start, start + 50).map(async (c, offset) => {
+          const res = await worker("/check", {
+            method: c.method,
+            headers: c.headers,
+            ...(c.method === "GET" ? {} : { body: c.body }),
+          });
+          statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+          const text = await res.text();
+          if (res.status < 400 || res.status > 499) {
+            unexpected.push({ i: start + offset, status: res.status, body: text.slice(0, 200) });
+          }
+        }),
+      );
+    }
+    console.log(
+      `check fuzz (seed ${SEED}, ${CASES} cases): ${JSON.stringify(Object.fromEntries([...statuses].sort()))}`,
+    );
+    expect(unexpected).toEqual([]);
+    // Never a counted request: nothing was written under this file's prefix.
+    expect(await redis.keys(`${prefix}*`)).toEqual([]);
+  });
+});
