@@ -51,7 +51,7 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    */
   key?: (c: Context<E>) => string | undefined | Promise<string | undefined>;
   /**
-   * Answers a refused request.
+   * Answers a request a rule denied (not one refused for missing key material: that is a 400).
    * @default a 429 problem+json naming the violated policies, with RateLimit / Retry-After headers
    */
   handler?: (c: Context<E>, result: RateLimitResult) => Response | Promise<Response>;
@@ -120,7 +120,8 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
     // Hono's typed `set` only knows the app's declared Variables; ours is documented above.
     (c.set as (key: string, value: unknown) => void)("rateLimit", outcome);
     if (!outcome.allowed) {
-      if (!options.handler) return refusal(c, outcome, legacy);
+      // A missing key under `missingKey: "deny"` is the client's error (400), not a rate limit.
+      if (!options.handler || outcome.missingKey) return refusal(c, outcome, legacy);
       // A custom answer still carries the headers: clients learn when to come back.
       return withRateLimitHeaders(
         await options.handler(c, outcome),

@@ -75,7 +75,7 @@ function malformed(random: () => number, i: number): Case {
         body: JSON.stringify(valid),
         headers: {
           "Content-Type": "application/json",
-          ...pick([
+          ...pick<Record<string, string>>([
             {},
             { Authorization: "" },
             { Authorization: TOKEN },
@@ -92,7 +92,7 @@ function malformed(random: () => number, i: number): Case {
         body: JSON.stringify(valid),
         headers: {
           Authorization: `Bearer ${TOKEN}`,
-          ...pick([
+          ...pick<Record<string, string>>([
             {},
             { "Content-Type": "text/plain" },
             { "Content-Type": "application/jsonx" },

@@ -1,0 +1,74 @@
+// An edge app that rate-limits its own routes with the edge-limiter middleware.
+//   wrangler dev examples/hono-app/app.ts   (with UPSTASH_REDIS_REST_URL / _TOKEN as vars)
+
+import {
+  createLimiter,
+  createStoreClient,
+  type Limiter,
+  type RateLimitVariables,
+  rateLimit,
+} from "edge-limiter";
+import { type Context, Hono } from "hono";
+
+export interface Bindings {
+  UPSTASH_REDIS_REST_URL: string;
+  UPSTASH_REDIS_REST_TOKEN: string;
+  /** Redis key prefix. @default "example" */
+  LIMITER_PREFIX?: string;
+}
+
+type AppEnv = { Bindings: Bindings; Variables: RateLimitVariables };
+
+// One limiter per isolate, built on the first request: bindings exist only inside a request,
+// and the limiter's denial cache and breaker should outlive it.
+let limiter: Limiter | undefined;
+function limiterFor(c: Context<AppEnv>): Limiter {
+  limiter ??= createLimiter({
+    store: createStoreClient({
+      url: c.env.UPSTASH_REDIS_REST_URL,
+      token: c.env.UPSTASH_REDIS_REST_TOKEN,
+      timeoutMs: 500,
+    }),
+    prefix: c.env.LIMITER_PREFIX ?? "example",
+    timeoutMs: 500,
+  });
+  return limiter;
+}
+
+const app = new Hono<AppEnv>();
+
+// Everyone: 5 requests a minute per client IP (CF-Connecting-IP, IPv6 by /64) on /api/*,
+// plus 2 writes a minute; health checks are not limited.
+app.use(
+  "/api/*",
+  rateLimit<AppEnv>({
+    limiter: limiterFor,
+    rules: [
+      { name: "api", limit: 5, window: "1m" },
+      { name: "writes", limit: 2, window: "1m", match: { methods: ["POST", "PUT", "DELETE"] } },
+    ],
+    skip: (c) => c.req.path === "/api/health",
+  }),
+);
+
+// Per user (a header set by your auth layer), with a custom answer.
+app.use(
+  "/reports/*",
+  rateLimit<AppEnv>({
+    limiter: limiterFor,
+    rules: { name: "reports", limit: 1, window: "1h", missingKey: "deny" },
+    key: (c) => c.req.header("X-User-Id"),
+    handler: (c, result) =>
+      c.json({ error: "report quota used up", policies: result.violated }, 429),
+  }),
+);
+
+app.get("/api/health", (c) => c.text("ok"));
+app.get("/api/items", (c) => {
+  const { decisions } = c.get("rateLimit");
+  return c.json({ items: [1, 2, 3], remaining: decisions.map((d) => [d.policy, d.remaining]) });
+});
+app.post("/api/items", (c) => c.json({ created: true }, 201));
+app.get("/reports/monthly", (c) => c.text("report"));
+
+export default app;

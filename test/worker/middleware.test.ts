@@ -1,0 +1,73 @@
+import { Hono } from "hono";
+import { afterAll, describe, expect, it } from "vitest";
+import { createLimiter, type RateLimitVariables, rateLimit } from "../../src/index";
+import { createStoreClient } from "../../src/store/upstash-client";
+import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { baseEnv } from "./worker-harness";
+
+const redis = testRedis();
+const prefix = uniquePrefix("middleware");
+const limiter = createLimiter({
+  store: createStoreClient({
+    url: baseEnv.UPSTASH_REDIS_REST_URL as string,
+    token: baseEnv.UPSTASH_REDIS_REST_TOKEN as string,
+    timeoutMs: 2_000,
+  }),
+  prefix,
+});
+
+afterAll(async () => {
+  await deleteKeys(redis, `${prefix}*`);
+});
+
+describe("rateLimit middleware", () => {
+  it("answers 503 for every request when its rules are invalid: never unprotected", async () => {
+    const app = new Hono();
+    app.use(rateLimit({ limiter, rules: { name: "bad", limit: 0, window: "1m" } }));
+    app.get("/", (c) => c.text("should not run"));
+    const res = await app.request("/");
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ field: "rules[0].limit" });
+  });
+
+  it("shadow rules add headers and sit on the context but never deny", async () => {
+    const app = new Hono<{ Variables: RateLimitVariables }>();
+    app.use(
+      rateLimit({
+        limiter,
+        rules: { name: "shadow", limit: 1, window: "1m", shadow: true },
+        key: () => "one",
+      }),
+    );
+    app.get("/", (c) => c.json(c.get("rateLimit")));
+    await app.request("/");
+    const res = await app.request("/");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("RateLimit")).toMatch(/^"shadow";r=0;/);
+    expect(res.headers.has("Retry-After")).toBe(false);
+    expect(await res.json()).toMatchObject({
+      allowed: true,
+      shadowDenied: ["shadow"],
+      violated: [],
+    });
+  });
+
+  it("adds headers to responses the handler builds, legacy ones when asked", async () => {
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        limiter,
+        rules: { name: "legacy", limit: 10, window: "10s" },
+        key: () => "k",
+        legacyHeaders: true,
+      }),
+    );
+    app.get("/", () => new Response("raw", { status: 202, headers: { "Set-Cookie": "a=1" } }));
+    const res = await app.request("/");
+    expect(res.status).toBe(202);
+    expect(await res.text()).toBe("raw");
+    expect(res.headers.get("Set-Cookie")).toBe("a=1");
+    expect(res.headers.get("RateLimit-Policy")).toBe('"legacy";q=10;w=10');
+    expect(res.headers.get("X-RateLimit-Remaining")).toBe("9");
+  });
+});
