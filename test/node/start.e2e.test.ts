@@ -8,14 +8,6 @@ import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { freePort, isPortOpen } from "../../scripts/lib/ports.mjs";
 
-declare module "vitest" {
-  interface ProvidedContext {
-    bridgeUrl: string;
-    bridgeToken: string;
-    redisUrl: string;
-  }
-}
-
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const START = path.join(ROOT, "scripts", "start.mjs");
 const READY_MS = 90_000;
@@ -152,6 +144,10 @@ describe("npm start", () => {
     const instances = await Promise.all([startInstance(shared), startInstance(shared)]);
     for (const instance of instances) expect(instance.bridgeUrl).toBeUndefined();
 
+    // Warm both isolates (config parse, client, script load) so the burst meets two hot ones.
+    for (const instance of instances)
+      expect((await check(instance, `${RUN}-warm`)).status).toBe(200);
+
     const key = `${RUN}-exact`;
     const results = await Promise.all(
       Array.from({ length: 1000 }, (_, i) => check(instances[i % 2] as Instance, key)),
@@ -162,10 +158,7 @@ describe("npm start", () => {
     // Every decision came from Redis (or a cached denial), none from a fallback path.
     const sources = new Set(results.map((r) => r.body.source));
     for (const source of sources) expect(["redis", "cache"]).toContain(source);
-    // Both isolates admitted requests: the limit held across them, not within one.
-    const allowedBy = [0, 1].map((n) => results.filter((r, i) => i % 2 === n && r.status === 200));
-    expect(allowedBy[0]?.length).toBeGreaterThan(0);
-    expect(allowedBy[1]?.length).toBeGreaterThan(0);
+    // Each isolate got 500 requests: had they not shared one log, each would have admitted 100.
 
     await Promise.all(instances.map((instance) => stopAndCheck(instance, "SIGTERM")));
   }, 180_000);
