@@ -1,13 +1,26 @@
+import type { Algorithm } from "./algorithm";
+
 /**
- * Redis key layout: `<prefix>:<policy>:{<client key>}`.
+ * Redis key layout: `<prefix>:<policy>:{<client key>}` (`<policy>/<algorithm>` for algorithms
+ * other than the log).
  *
  * The client key is percent-encoded (encodeURIComponent), which is injective and leaves no `:`,
  * `{` or `}` in it: no client key can impersonate another key or policy, and the braces around it
  * are the only hash tag, so every policy of one client key lands in one Redis Cluster slot.
  * Policy names are restricted to [A-Za-z0-9_.-] by their validators, so they hold no separator.
  */
-export function storageKey(prefix: string, policy: string, clientKey: string): string {
-  return `${prefix}:${policy}:{${encodeURIComponent(clientKey)}}`;
+export function storageKey(
+  prefix: string,
+  policy: string,
+  clientKey: string,
+  algorithm: Algorithm = "sliding-log",
+): string {
+  // The other algorithms get their own key (`<policy>/<algorithm>`; `/` is not in policy names):
+  // a rule whose algorithm changes must not read another algorithm's state (a sorted set where a
+  // string is expected fails with WRONGTYPE; one string format misread as another resets counts).
+  // The log keeps the unsuffixed key it always had.
+  const name = algorithm === "sliding-log" ? policy : `${policy}/${algorithm}`;
+  return `${prefix}:${name}:{${encodeURIComponent(clientKey)}}`;
 }
 
 /**

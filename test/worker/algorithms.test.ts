@@ -203,6 +203,29 @@ describe("a denied request consumes nothing", () => {
   }
 });
 
+describe("keys", () => {
+  it("one policy name under two algorithms keeps two states (a changed rule never misreads)", async () => {
+    const keys = (["sliding-log", "fixed-window", "sliding-counter", "token-bucket"] as const).map(
+      (algorithm) => storageKey(prefix, "switch", "client", algorithm),
+    );
+    expect(new Set(keys).size).toBe(4);
+    for (const [i, algorithm] of (
+      ["sliding-log", "fixed-window", "sliding-counter", "token-bucket"] as const
+    ).entries()) {
+      const result = await evaluatePolicy(store, {
+        key: keys[i] ?? "",
+        algorithm,
+        limit: 2,
+        windowMs: 60_000,
+        cost: 2,
+        memberId: `k${i}`,
+        now: T,
+      });
+      expect(result, algorithm).toMatchObject({ allowed: true, remaining: 0 });
+    }
+  });
+});
+
 describe("the Redis clock (no caller clock)", () => {
   const algorithms: Algorithm[] = ["fixed-window", "sliding-counter", "token-bucket"];
   for (const algorithm of algorithms) {
