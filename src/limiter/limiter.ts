@@ -118,6 +118,16 @@ interface Remembered extends Exhaustion {
   retryAt: number;
 }
 
+/**
+ * The key a request has in the denial cache and the fallback limiter (for `forget` after a reset).
+ * The limit and window are part of it: ad-hoc checks of one policy may differ in limit.
+ */
+export function denialCacheKey(
+  request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs">,
+) {
+  return `${request.policy}\n${request.limit}\n${request.windowMs}\n${request.key}`;
+}
+
 export function createLimiter(options: LimiterOptions): Limiter {
   const prefix = options.prefix ?? "edge-limiter";
   const clock = options.clock ?? "redis";
@@ -244,8 +254,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   async function decide(request: LimitRequest): Promise<Decision> {
     const cost = request.cost ?? 1;
-    // The limit and window are part of the key: ad-hoc checks of one policy may differ in limit.
-    const cacheKey = `${request.policy}\n${request.limit}\n${request.windowMs}\n${request.key}`;
+    const cacheKey = denialCacheKey(request);
 
     let lookup = cache?.lookup(cacheKey, cost, now());
     if (lookup?.hit) return fromCache(request, lookup.entry as Remembered, now());
@@ -301,7 +310,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       } catch (error) {
         // Only a bug of ours gets here (store errors are handled above); still never throw.
         options.onStoreError?.(error);
-        return degraded(request, `${request.policy}\n${request.key}`, request.cost ?? 1);
+        return degraded(request, denialCacheKey(request), request.cost ?? 1);
       }
     },
   };
