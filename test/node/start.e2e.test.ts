@@ -67,7 +67,10 @@ async function startInstance(env: Record<string, string>): Promise<Instance> {
     output: () => output,
     stop: async (signal = "SIGTERM") => {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      // Never SIGKILL first: start.mjs must get the chance to stop wrangler's process group.
+      const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
       const code = await exited;
+      clearTimeout(timer);
       running.delete(instance);
       return code;
     },
@@ -83,7 +86,7 @@ async function startInstance(env: Record<string, string>): Promise<Instance> {
       return instance;
     }
     if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) {
-      await instance.stop("SIGKILL");
+      await instance.stop("SIGTERM");
       throw new Error(`npm start did not become ready:\n${output}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
