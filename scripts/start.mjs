@@ -21,7 +21,7 @@ import { ensureRedis, redactUrl } from "./lib/redis.mjs";
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const HOST = "127.0.0.1";
 const READY_TIMEOUT_MS = 120_000;
-export const BANNER_PREFIX = "edge-limiter ready:";
+const BANNER_PREFIX = "edge-limiter ready:";
 
 const log = (/** @type {string} */ message) => console.error(`[npm start] ${message}`);
 
