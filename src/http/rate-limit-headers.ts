@@ -1,5 +1,18 @@
 import type { Decision } from "../limiter/decision";
 
+/** What the headers read of a decision (a caller may build one by hand). */
+export type HeaderDecision = Pick<
+  Decision,
+  | "allowed"
+  | "limit"
+  | "remaining"
+  | "reset"
+  | "resetAfterMs"
+  | "retryAfterMs"
+  | "policy"
+  | "windowMs"
+>;
+
 /**
  * The IETF rate-limit headers (draft-ietf-httpapi-ratelimit-headers), one list item per policy:
  *   RateLimit-Policy: "api";q=100;w=60
@@ -8,7 +21,7 @@ import type { Decision } from "../limiter/decision";
  * Every surface (proxy, /check, middleware) sets its headers here and nowhere else.
  */
 export function rateLimitHeaders(
-  decisions: readonly Decision[],
+  decisions: readonly HeaderDecision[],
   options: { legacy?: boolean } = {},
 ): Headers {
   const headers = new Headers();
@@ -30,7 +43,7 @@ export function rateLimitHeaders(
   }
   if (options.legacy) {
     // The most restrictive policy speaks for the legacy single-valued headers.
-    const tightest = [...decisions].sort((a, b) => a.remaining - b.remaining)[0] as Decision;
+    const tightest = [...decisions].sort((a, b) => a.remaining - b.remaining)[0] as HeaderDecision;
     headers.set("X-RateLimit-Limit", String(tightest.limit));
     headers.set("X-RateLimit-Remaining", String(tightest.remaining));
     headers.set("X-RateLimit-Reset", String(Math.ceil(tightest.reset / 1000)));

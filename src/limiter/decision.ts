@@ -1,3 +1,5 @@
+import type { Algorithm } from "../store/algorithm";
+
 /** Where a decision came from. */
 export type DecisionSource = "redis" | "cache" | "fail-open" | "fail-closed" | "fallback";
 
@@ -19,4 +21,6 @@ export interface Decision {
   policy: string;
   /** The window in ms (for the RateLimit-Policy header). */
   windowMs: number;
+  /** How the policy counts. */
+  algorithm: Algorithm;
 }

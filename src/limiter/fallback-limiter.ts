@@ -27,7 +27,13 @@ export interface FallbackDecision {
 }
 
 export interface FallbackLimiter {
+  /** Decide and, when allowed, consume `cost`. */
   limit(key: string, limit: number, windowMs: number, cost: number, now: number): FallbackDecision;
+  /**
+   * What `limit` would decide now, consuming nothing (a multi-policy request checks every policy
+   * before it consumes in any). Creates no key and does not touch the LRU order.
+   */
+  peek(key: string, limit: number, windowMs: number, cost: number, now: number): FallbackDecision;
   readonly keys: number;
   readonly entries: number;
 }
@@ -97,6 +103,32 @@ export function createFallbackLimiter(options: FallbackLimiterOptions = {}): Fal
           totalEntries++;
           return { allowed: true, remaining: limit - log.used, resetAfterMs, retryAfterMs: 0 };
         }
+      }
+      return {
+        allowed: false,
+        remaining: Math.max(0, limit - log.used),
+        resetAfterMs,
+        retryAfterMs: retryAfter(log, limit, windowMs, cost, now),
+      };
+    },
+
+    peek(key, limit, windowMs, cost, now) {
+      const log = logs.get(key);
+      if (!log) {
+        const fits = cost <= limit;
+        return {
+          allowed: fits,
+          remaining: fits ? limit - cost : limit,
+          resetAfterMs: windowMs,
+          retryAfterMs: fits ? 0 : windowMs,
+        };
+      }
+      // Trimming only drops admissions that left the window: what `limit` would do first anyway.
+      trim(log, now, windowMs);
+      const oldest = log.times[log.head];
+      const resetAfterMs = oldest === undefined ? windowMs : oldest + windowMs - now;
+      if (log.used + cost <= limit) {
+        return { allowed: true, remaining: limit - log.used - cost, resetAfterMs, retryAfterMs: 0 };
       }
       return {
         allowed: false,

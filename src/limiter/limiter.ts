@@ -1,6 +1,9 @@
+import { type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
+import { type EvaluateResult, evaluate, type PolicySpec } from "../store/evaluate";
 import { storageKey } from "../store/keys";
+import { refund as storeRefund } from "../store/refund";
 import type { ScriptClient } from "../store/script-runner";
-import { type StoreResult, slidingLog } from "../store/sliding-log";
+import type { StoreResult } from "../store/store-result";
 import {
   type BreakerEvent,
   type CircuitBreakerOptions,
@@ -16,6 +19,7 @@ import {
 } from "./denial-cache";
 import {
   createFallbackLimiter,
+  type FallbackDecision,
   type FallbackLimiter,
   type FallbackLimiterOptions,
 } from "./fallback-limiter";
@@ -102,11 +106,81 @@ export interface LimitRequest {
   cost?: number;
   /** Per-request override of the limiter's fail mode. */
   failMode?: FailMode;
+  /** How this policy counts (README "Algorithms"). @default "sliding-log" */
+  algorithm?: Algorithm;
+}
+
+export interface LimitAllOptions {
+  /**
+   * A request id (Idempotency-Key, cf-ray, a caller's own id): a retry carrying it within the
+   * longest window is not counted again and gets the original decision (`replayed: true`).
+   */
+  requestId?: string;
+}
+
+/** What `refund` needs to give back what one admitted request consumed. */
+export interface RefundReceipt {
+  /** The evaluation's member id (the log's members are `<memberId>.<n>`). */
+  memberId: string;
+  /** Every policy as it was evaluated, in request order. */
+  specs: PolicySpec[];
+  /** The policies' names, parallel to `specs`. */
+  policies: string[];
+  /** The policies' denial-cache keys, parallel to `specs` (a refund forgets them here). */
+  cacheKeys: string[];
+  /** The store's clock when it decided: the window the request was counted in. */
+  at: number;
+  requestId?: string;
+}
+
+/** One request decided against several policies, all or nothing. */
+export interface MultiDecision {
+  /** Every policy admitted, and every policy consumed its cost (a denial consumes nothing). */
+  allowed: boolean;
+  /**
+   * One decision per request, in order. `allowed` is what that policy alone says; in a denied
+   * request, `remaining` of a policy that alone allowed does not count this request's cost.
+   * When the denial cache denied the request without asking the store, a policy it did not
+   * deny reports `allowed: true`, `remaining: limit` (an upper bound: not read, nothing
+   * consumed) and `resetAfterMs: 0`, with source "cache".
+   */
+  decisions: Decision[];
+  /** When denied: the denying policy with the longest wait (the one Retry-After honours). */
+  deniedBy?: string;
+  /** The stored answer to an earlier check with the same request id: nothing was counted now. */
+  replayed: boolean;
+  /** Present when the store admitted and counted this request now: what `refund` takes. */
+  receipt?: RefundReceipt;
+}
+
+export interface RefundOutcome {
+  /** False when nothing was given back (a request id already refunded, or the store failed). */
+  refunded: boolean;
+  /** Units given back per refunded policy, in the order asked. */
+  units: number[];
+  /** Set when the store could not be asked or failed. */
+  error?: string;
 }
 
 export interface Limiter {
   /** Decide one request. Never throws: store failures become fail-open / fail-closed decisions. */
   limit(request: LimitRequest): Promise<Decision>;
+  /**
+   * Decide one request against several policies in one store call, all or nothing: if any
+   * denies, none consumes. Never throws.
+   */
+  limitAll(requests: readonly LimitRequest[], options?: LimitAllOptions): Promise<MultiDecision>;
+  /**
+   * Give back what an admitted request consumed (all its policies, or the named ones): exact for
+   * the sliding log, best effort for the others (see src/store/refund.ts). Forgets this
+   * isolate's cached denials of those keys. Never throws.
+   */
+  refund(
+    receipt: RefundReceipt,
+    options?: { policies?: readonly string[] },
+  ): Promise<RefundOutcome>;
+  /** Forget this isolate's cached denial of a key (after a reset or refund done elsewhere). */
+  forget(request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs" | "algorithm">): void;
 }
 
 export const DEFAULT_LIMITER_TIMEOUT_MS = 500;
@@ -120,12 +194,22 @@ interface Remembered extends Exhaustion {
 
 /**
  * The key a request has in the denial cache and the fallback limiter (for `forget` after a reset).
- * The limit and window are part of it: ad-hoc checks of one policy may differ in limit.
+ * The limit, window and algorithm are part of it: ad-hoc checks of one policy may differ in them,
+ * and each algorithm counts in its own Redis key.
  */
 export function denialCacheKey(
-  request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs">,
+  request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs" | "algorithm">,
 ) {
-  return `${request.policy}\n${request.limit}\n${request.windowMs}\n${request.key}`;
+  const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
+  return `${request.policy}\n${algorithm}\n${request.limit}\n${request.windowMs}\n${request.key}`;
+}
+
+/** One policy of a decision, resolved once. */
+interface Item {
+  request: LimitRequest;
+  cost: number;
+  algorithm: Algorithm;
+  cacheKey: string;
 }
 
 export function createLimiter(options: LimiterOptions): Limiter {
@@ -156,25 +240,38 @@ export function createLimiter(options: LimiterOptions): Limiter {
   // One store call in flight per cache key, for single flight. Settles, never rejects.
   const inFlight = new Map<string, Promise<void>>();
 
-  async function callStore(request: LimitRequest, cost: number, sentAt: number) {
-    return withDeadline(timeoutMs, (expired) => {
-      // After the deadline the decision is already made: a NOSCRIPT → EVAL must not start then.
-      const guarded: ScriptClient = {
+  function itemOf(request: LimitRequest): Item {
+    const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
+    return {
+      request,
+      cost: request.cost ?? 1,
+      algorithm,
+      cacheKey: denialCacheKey({ ...request, algorithm }),
+    };
+  }
+
+  function specOf(item: Item): PolicySpec {
+    const { request } = item;
+    return {
+      key: storageKey(prefix, request.policy, request.key, item.algorithm),
+      algorithm: item.algorithm,
+      limit: request.limit,
+      windowMs: request.windowMs,
+      cost: item.cost,
+    };
+  }
+
+  /** Runs `work` on the store within the deadline; after it, a NOSCRIPT → EVAL must not start. */
+  function withStore<T>(work: (store: ScriptClient) => Promise<T>): Promise<T> {
+    return withDeadline(timeoutMs, (expired) =>
+      work({
         evalsha: (sha, keys, args) => options.store.evalsha(sha, keys, args),
         eval: (script, keys, args) =>
           expired()
             ? Promise.reject(new StoreTimeoutError(timeoutMs))
             : options.store.eval(script, keys, args),
-      };
-      return slidingLog(guarded, {
-        key: storageKey(prefix, request.policy, request.key),
-        limit: request.limit,
-        windowMs: request.windowMs,
-        cost,
-        memberId: nextMemberId(),
-        now: clock === "caller" ? sentAt : undefined,
-      });
-    });
+      }),
+    );
   }
 
   /** Remembers what the answer proves about later requests of this key (see denial-cache.ts). */
@@ -187,7 +284,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const wait = result.allowed ? result.reset - result.now : result.retryAfterMs;
     const entry: Remembered = {
       // Denied: this cost and more, until capacity for it frees. Admitted with too little left
-      // for another of this cost: every cost above what remains, until the oldest member leaves.
+      // for another of this cost: every cost above what remains, until the next unit frees.
+      // (In a request another policy denied, a policy that alone admitted reports its remaining
+      // without this request's cost, so remaining ≥ cost: it is forgotten, never cached.)
       minCost: result.allowed ? result.remaining + 1 : cost,
       remaining: Math.max(0, result.remaining),
       until: sentAt + wait,
@@ -197,121 +296,300 @@ export function createLimiter(options: LimiterOptions): Limiter {
     else if (wait > 0) cache.remember(cacheKey, entry, receivedAt);
   }
 
-  function fromCache(request: LimitRequest, entry: Remembered, at: number): Decision {
+  function base(item: Item) {
+    const { request } = item;
+    return {
+      limit: request.limit,
+      policy: request.policy,
+      windowMs: request.windowMs,
+      algorithm: item.algorithm,
+    };
+  }
+
+  function fromCache(item: Item, entry: Remembered, at: number): Decision {
     const retryAfterMs = Math.max(1, entry.retryAt - at);
     return {
+      ...base(item),
       allowed: false,
-      limit: request.limit,
       remaining: entry.remaining,
       reset: at + retryAfterMs,
       resetAfterMs: retryAfterMs,
       retryAfterMs,
       source: "cache",
-      policy: request.policy,
-      windowMs: request.windowMs,
     };
   }
 
-  /** The store did not answer (or was not asked): fallback, fail open, or fail closed. */
-  function degraded(request: LimitRequest, cacheKey: string, cost: number): Decision {
-    const base = { limit: request.limit, policy: request.policy, windowMs: request.windowMs };
-    const at = now();
-    if ((request.failMode ?? defaultFailMode) === "closed") {
-      const retryAfterMs = breaker.retryAfterMs || FAIL_CLOSED_RETRY_MS;
-      return {
-        ...base,
-        allowed: false,
-        remaining: 0,
-        reset: at + retryAfterMs,
-        resetAfterMs: retryAfterMs,
-        retryAfterMs,
-        source: "fail-closed",
-      };
-    }
-    if (fallback) {
-      const limit = Math.max(1, Math.floor(request.limit * fallbackFraction));
-      const local = fallback.limit(cacheKey, limit, request.windowMs, cost, at);
-      return {
-        ...base,
-        allowed: local.allowed,
-        remaining: local.remaining,
-        reset: at + local.resetAfterMs,
-        resetAfterMs: local.resetAfterMs,
-        retryAfterMs: local.retryAfterMs,
-        source: "fallback",
-      };
-    }
+  /** A policy the cache did not deny, in a request it denied: not asked, nothing consumed. */
+  function notAsked(item: Item, at: number): Decision {
     return {
-      ...base,
+      ...base(item),
       allowed: true,
-      remaining: Math.max(0, request.limit - cost),
-      reset: at + request.windowMs,
-      resetAfterMs: request.windowMs,
+      remaining: item.request.limit,
+      reset: at,
+      resetAfterMs: 0,
       retryAfterMs: 0,
-      source: "fail-open",
+      source: "cache",
     };
   }
 
-  async function decide(request: LimitRequest): Promise<Decision> {
-    const cost = request.cost ?? 1;
-    const cacheKey = denialCacheKey(request);
-
-    let lookup = cache?.lookup(cacheKey, cost, now());
-    if (lookup?.hit) return fromCache(request, lookup.entry as Remembered, now());
-    const pending = singleFlight && lookup?.exhausted ? inFlight.get(cacheKey) : undefined;
-    if (pending) {
-      await pending;
-      lookup = cache?.lookup(cacheKey, cost, now());
-      if (lookup?.hit) return fromCache(request, lookup.entry as Remembered, now());
-    }
-
-    const permit: Permit = breaker.acquire();
-    if (permit === "skip") return degraded(request, cacheKey, cost);
-
-    const sentAt = now();
-    const call = callStore(request, cost, sentAt);
-    if (singleFlight) {
-      const settled = call.then(
-        () => undefined,
-        () => undefined,
-      );
-      inFlight.set(cacheKey, settled);
-      void settled.then(() => {
-        if (inFlight.get(cacheKey) === settled) inFlight.delete(cacheKey);
-      });
-    }
-    let result: StoreResult;
-    try {
-      result = await call;
-    } catch (error) {
-      breaker.failure(permit, error);
-      options.onStoreError?.(error);
-      return degraded(request, cacheKey, cost);
-    }
-    breaker.success(permit);
-    remember(cacheKey, cost, result, sentAt);
+  function fromStore(item: Item, result: StoreResult): Decision {
     return {
+      ...base(item),
       allowed: result.allowed,
-      limit: request.limit,
       remaining: Math.max(0, result.remaining),
       reset: result.reset,
       resetAfterMs: Math.max(0, result.reset - result.now),
       retryAfterMs: result.retryAfterMs,
       source: "redis",
-      policy: request.policy,
-      windowMs: request.windowMs,
     };
+  }
+
+  function failClosed(item: Item, at: number): Decision {
+    const retryAfterMs = breaker.retryAfterMs || FAIL_CLOSED_RETRY_MS;
+    return {
+      ...base(item),
+      allowed: false,
+      remaining: 0,
+      reset: at + retryAfterMs,
+      resetAfterMs: retryAfterMs,
+      retryAfterMs,
+      source: "fail-closed",
+    };
+  }
+
+  function fallbackDecision(item: Item, local: FallbackDecision, at: number): Decision {
+    return {
+      ...base(item),
+      allowed: local.allowed,
+      remaining: local.remaining,
+      reset: at + local.resetAfterMs,
+      resetAfterMs: local.resetAfterMs,
+      retryAfterMs: local.retryAfterMs,
+      source: "fallback",
+    };
+  }
+
+  function failOpen(item: Item, at: number, consumed: boolean): Decision {
+    const { limit, windowMs } = item.request;
+    return {
+      ...base(item),
+      allowed: true,
+      remaining: consumed ? Math.max(0, limit - item.cost) : limit,
+      reset: at + windowMs,
+      resetAfterMs: windowMs,
+      retryAfterMs: 0,
+      source: "fail-open",
+    };
+  }
+
+  /**
+   * The store did not answer (or was not asked): all or nothing still. Any fail-closed policy
+   * denies the request; otherwise the fallback checks every policy before it consumes in any;
+   * without a fallback, fail open. Policies a denied request did not consume in say so.
+   */
+  function degraded(items: readonly Item[]): MultiDecision {
+    const at = now();
+    const closed = items.map((item) => (item.request.failMode ?? defaultFailMode) === "closed");
+    const localLimit = (item: Item) =>
+      Math.max(1, Math.floor(item.request.limit * fallbackFraction));
+    const peek = (item: Item) =>
+      fallback?.peek(item.cacheKey, localLimit(item), item.request.windowMs, item.cost, at);
+
+    if (closed.some(Boolean)) {
+      const decisions = items.map((item, i) => {
+        if (closed[i]) return failClosed(item, at);
+        const local = peek(item);
+        return local ? fallbackDecision(item, local, at) : failOpen(item, at, false);
+      });
+      return denied(decisions);
+    }
+    if (!fallback) {
+      return {
+        allowed: true,
+        decisions: items.map((item) => failOpen(item, at, true)),
+        replayed: false,
+      };
+    }
+    const peeked = items.map((item) => peek(item) as FallbackDecision);
+    if (!peeked.every((local) => local.allowed)) {
+      return denied(
+        items.map((item, i) => fallbackDecision(item, peeked[i] as FallbackDecision, at)),
+      );
+    }
+    const decisions = items.map((item) =>
+      fallbackDecision(
+        item,
+        fallback.limit(item.cacheKey, localLimit(item), item.request.windowMs, item.cost, at),
+        at,
+      ),
+    );
+    // Only the fallback's memory cap can refuse after a successful peek (then the policies
+    // committed before it keep their admission: the cap is a last resort against floods).
+    return decisions.every((d) => d.allowed)
+      ? { allowed: true, decisions, replayed: false }
+      : denied(decisions);
+  }
+
+  async function decideAll(items: readonly Item[], requestId?: string): Promise<MultiDecision> {
+    // The denial cache: one policy known to deny is enough to deny the whole request, and
+    // only time frees capacity (other requests can only consume), so no round trip is needed.
+    let at = now();
+    const cached = items.map((item) => cache?.lookup(item.cacheKey, item.cost, at));
+    if (cached.some((lookup) => lookup?.hit)) {
+      return denied(
+        items.map((item, i) => {
+          const lookup = cached[i];
+          return lookup?.hit ? fromCache(item, lookup.entry as Remembered, at) : notAsked(item, at);
+        }),
+      );
+    }
+    // Single flight: one policy, no request id (a request id's retry is answered by the store).
+    const only = items.length === 1 && requestId === undefined ? items[0] : undefined;
+    const lookup = cached[0];
+    if (only && singleFlight && lookup && !lookup.hit && lookup.exhausted) {
+      const pending = inFlight.get(only.cacheKey);
+      if (pending) {
+        await pending;
+        at = now();
+        const after = cache?.lookup(only.cacheKey, only.cost, at);
+        if (after?.hit) return denied([fromCache(only, after.entry as Remembered, at)]);
+      }
+    }
+
+    const permit: Permit = breaker.acquire();
+    if (permit === "skip") return degraded(items);
+
+    const sentAt = now();
+    const specs = items.map(specOf);
+    const memberId = nextMemberId();
+    const call = withStore((store) =>
+      evaluate(store, {
+        policies: specs,
+        memberId,
+        ...(clock === "caller" ? { now: sentAt } : {}),
+        ...(requestId !== undefined ? { requestId } : {}),
+      }),
+    );
+    if (only && singleFlight) {
+      const settled = call.then(
+        () => undefined,
+        () => undefined,
+      );
+      inFlight.set(only.cacheKey, settled);
+      void settled.then(() => {
+        if (inFlight.get(only.cacheKey) === settled) inFlight.delete(only.cacheKey);
+      });
+    }
+    let result: EvaluateResult;
+    try {
+      result = await call;
+    } catch (error) {
+      breaker.failure(permit, error);
+      options.onStoreError?.(error);
+      return degraded(items);
+    }
+    breaker.success(permit);
+    const decisions = items.map((item, i) => {
+      const policyResult = result.policies[i] as StoreResult;
+      // A replayed answer is the original's, at the original's time: it proves nothing now.
+      if (!result.replayed) remember(item.cacheKey, item.cost, policyResult, sentAt);
+      return fromStore(item, policyResult);
+    });
+    const deniedBy =
+      result.deniedBy === undefined ? undefined : items[result.deniedBy]?.request.policy;
+    return {
+      allowed: result.allowed,
+      decisions,
+      ...(deniedBy !== undefined ? { deniedBy } : {}),
+      replayed: result.replayed,
+      ...(result.allowed && !result.replayed
+        ? {
+            receipt: {
+              memberId,
+              specs,
+              policies: items.map((item) => item.request.policy),
+              cacheKeys: items.map((item) => item.cacheKey),
+              at: result.now,
+              ...(requestId !== undefined ? { requestId } : {}),
+            },
+          }
+        : {}),
+    };
+  }
+
+  async function refund(receipt: RefundReceipt, only?: readonly string[]): Promise<RefundOutcome> {
+    const picked = receipt.specs
+      .map((spec, i) => ({ spec, policy: receipt.policies[i], cacheKey: receipt.cacheKeys[i] }))
+      .filter(({ policy }) => only === undefined || only.includes(policy ?? ""));
+    if (picked.length === 0) return { refunded: false, units: [] };
+    // This isolate must not go on denying from a claim the refund just made false. (Other
+    // isolates may, until their entry expires: at most the Retry-After they announced.)
+    for (const { cacheKey } of picked) if (cacheKey !== undefined) cache?.forget(cacheKey);
+    if (breaker.state === "open") return { refunded: false, units: [], error: "circuit open" };
+    // The request-id record belongs to the whole set of policies: a partial refund leaves it,
+    // so a retry within the window replays the original admission (and counts nowhere).
+    const whole = picked.length === receipt.specs.length;
+    try {
+      const result = await withStore((store) =>
+        storeRefund(store, {
+          policies: picked.map(({ spec }) => spec),
+          memberId: receipt.memberId,
+          at: receipt.at,
+          ...(clock === "caller" ? { now: now() } : {}),
+          ...(whole && receipt.requestId !== undefined ? { requestId: receipt.requestId } : {}),
+        }),
+      );
+      return result;
+    } catch (error) {
+      options.onStoreError?.(error);
+      return { refunded: false, units: [], error: String(error) };
+    }
+  }
+
+  async function limitAll(
+    requests: readonly LimitRequest[],
+    requestId?: string,
+  ): Promise<MultiDecision> {
+    const items = requests.map(itemOf);
+    if (items.length === 0) return { allowed: true, decisions: [], replayed: false };
+    try {
+      return await decideAll(items, requestId);
+    } catch (error) {
+      // Only a bug of ours gets here (store errors are handled above); still never throw.
+      options.onStoreError?.(error);
+      return degraded(items);
+    }
   }
 
   return {
     async limit(request) {
-      try {
-        return await decide(request);
-      } catch (error) {
-        // Only a bug of ours gets here (store errors are handled above); still never throw.
-        options.onStoreError?.(error);
-        return degraded(request, denialCacheKey(request), request.cost ?? 1);
-      }
+      const { decisions } = await limitAll([request]);
+      return decisions[0] as Decision;
     },
+    limitAll(requests, limitOptions) {
+      return limitAll(requests, limitOptions?.requestId);
+    },
+    refund(receipt, refundOptions) {
+      return refund(receipt, refundOptions?.policies);
+    },
+    forget(request) {
+      cache?.forget(denialCacheKey(request));
+    },
+  };
+}
+
+/** A denied request: named by the denying policy with the longest wait. */
+function denied(decisions: Decision[]): MultiDecision {
+  let binding: Decision | undefined;
+  for (const decision of decisions) {
+    if (!decision.allowed && (!binding || decision.retryAfterMs > binding.retryAfterMs)) {
+      binding = decision;
+    }
+  }
+  return {
+    allowed: false,
+    decisions,
+    ...(binding ? { deniedBy: binding.policy } : {}),
+    replayed: false,
   };
 }
