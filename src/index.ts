@@ -1,5 +1,10 @@
 // The package's public surface: `import { rateLimit, createLimiter } from "edge-limiter"`.
-export type { ClientIpConfig, LimiterConfig, RuleConfig } from "./config/limiter-config";
+export type {
+  ClientIpConfig,
+  LimiterConfig,
+  RefundOn,
+  RuleConfig,
+} from "./config/limiter-config";
 export { parseLimiterConfig } from "./config/limiter-config";
 export { clientIp, clientKey } from "./http/client-key";
 export {
@@ -10,14 +15,20 @@ export {
   rateLimit,
 } from "./http/middleware";
 export { rateLimitHeaders } from "./http/rate-limit-headers";
-export type { RulesOutcome } from "./http/rule-decisions";
+export { type RulesOutcome, refundFailed } from "./http/rule-decisions";
 export type { Decision, DecisionSource } from "./limiter/decision";
 export {
   type Clock,
   createLimiter,
+  denialCacheKey,
   type FailMode,
+  type LimitAllOptions,
   type Limiter,
   type LimiterOptions,
   type LimitRequest,
+  type MultiDecision,
+  type RefundOutcome,
+  type RefundReceipt,
 } from "./limiter/limiter";
+export { ALGORITHMS, type Algorithm } from "./store/algorithm";
 export { createStoreClient, type StoreClientOptions } from "./store/upstash-client";

@@ -1,5 +1,6 @@
 import * as v from "valibot";
 import type { Clock, FailMode } from "../limiter/limiter";
+import { ALGORITHMS, type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
 import { firstIssue } from "./config-issue";
 import { parseDuration } from "./duration";
 import {
@@ -39,7 +40,17 @@ export interface RuleConfig {
   missingKey: MissingKeyOutcome;
   /** @default every request */
   match?: RuleMatch;
+  /** How the rule counts (README "Algorithms"). @default "sliding-log" */
+  algorithm: Algorithm;
+  /**
+   * Give back what a request consumed when the origin answers 5xx (the proxy; the middleware
+   * after `next()`). Exact for the sliding log, best effort for the others. @default never
+   */
+  refundOn?: RefundOn;
 }
+
+/** When a rule gives back what a request consumed. */
+export type RefundOn = "5xx";
 
 /** Where "ip" keys come from and how addresses are grouped. */
 export interface ClientIpConfig {
@@ -71,6 +82,14 @@ export interface LimiterConfig extends ResilienceConfig {
   /** Also send X-RateLimit-Limit / -Remaining / -Reset. @default false */
   legacyHeaders: boolean;
   clientIp: ClientIpConfig;
+  /**
+   * Request headers whose value identifies a request for idempotent counting: the first present
+   * one is the request id, and a retry carrying it within the window is not counted again.
+   * Off by default: the id comes from the client, and a client that repeats one id gets every
+   * repeat through as a replay of its first admission (README "Request ids").
+   * @default []
+   */
+  requestIdHeaders: string[];
 }
 
 export const DEFAULT_TIMEOUT_MS = 500;
@@ -170,6 +189,11 @@ const ruleSchema = plainObject(
       "shared",
     ),
     match: v.optional(matchSchema),
+    algorithm: v.optional(
+      v.picklist(ALGORITHMS, `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")}`),
+      DEFAULT_ALGORITHM,
+    ),
+    refundOn: v.optional(v.picklist(["5xx"], 'must be "5xx"')),
   },
   "must be an object",
 );
@@ -193,6 +217,19 @@ const clientIpSchema = plainObject(
   "must be an object",
 );
 
+/** Header names (RFC 9110 tokens), lower-cased; at most 8. */
+export const requestIdHeadersSchema = v.pipe(
+  v.array(
+    v.pipe(
+      v.string("must be a header name"),
+      v.regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/, "must be a header name"),
+      v.toLowerCase(),
+    ),
+    "must be an array of header names",
+  ),
+  v.maxLength(8, "must list at most 8 header names"),
+);
+
 // Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
 const configSchema = plainObject(
   {
@@ -209,6 +246,7 @@ const configSchema = plainObject(
     clock: v.optional(v.picklist(["redis", "caller"], 'must be "redis" or "caller"'), "redis"),
     legacyHeaders: v.optional(v.boolean("must be true or false"), false),
     clientIp: v.optional(clientIpSchema, {}),
+    requestIdHeaders: v.optional(requestIdHeadersSchema, []),
     ...resilienceEntries,
   },
   "must be an object",
@@ -251,12 +289,13 @@ export function parseLimiterConfig(raw: unknown): Validated<LimiterConfig> {
 }
 
 function toRuleConfig(rule: RuleOutput): RuleConfig {
-  const { window, match, failMode, ...rest } = rule;
+  const { window, match, failMode, refundOn, ...rest } = rule;
   const paths = match?.path === undefined ? undefined : [match.path].flat();
   return {
     ...rest,
     windowMs: window,
     ...(failMode ? { failMode } : {}),
+    ...(refundOn ? { refundOn } : {}),
     ...(match
       ? {
           match: {

@@ -13,3 +13,9 @@ export const POLICY_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
  * start with it, so an ad-hoc check never shares a rule's log.
  */
 export const ADHOC_POLICY_PREFIX = "check.";
+
+/**
+ * A request id (Idempotency-Key, cf-ray, /check "requestId") is part of a Redis key: bounded. A
+ * longer header value is not used as an id (the request is counted as if it had none).
+ */
+export const MAX_REQUEST_ID_LENGTH = 256;

@@ -1,5 +1,9 @@
 import type { Context } from "hono";
+import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import type { Env } from "../env";
+import type { LimitRequest } from "../limiter/limiter";
+import type { getRuntime } from "../runtime";
+import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { peekQuota, resetQuota } from "../store/quota";
 import { authorizedCheckRequest } from "./check-route";
 import { problem } from "./problem";
@@ -11,9 +15,19 @@ import { rateLimitHeaders } from "./rate-limit-headers";
  * Always 200: the answer is about the quota, not a refusal of this call.
  */
 export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
-  const parsed = await authorizedCheckRequest(c);
+  const parsed = await authorizedCheck(c);
   if (!parsed.ok) return parsed.response;
   const { runtime, request } = parsed;
+  const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
+  if (algorithm !== "sliding-log") {
+    // The O(1) algorithms' state is a counter or a time, readable only by re-running their
+    // arithmetic; an approximate answer is worse than none for an admin tool. Say so.
+    return problem(c, 400, {
+      title: "Bad Request",
+      detail: `peek supports the sliding-log only; this check uses "${algorithm}"`,
+      field: request.policy.startsWith(ADHOC_POLICY_PREFIX) ? "algorithm" : "rule",
+    });
+  }
   try {
     const result = await peekQuota(runtime.store, {
       prefix: runtime.config.prefix,
@@ -31,10 +45,11 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
       windowMs: request.windowMs,
       resetAfterMs: Math.max(0, result.reset - result.now),
       source: "redis" as const,
+      algorithm,
     };
     const { allowed, limit, remaining, reset, retryAfterMs, policy } = decision;
     return c.json(
-      { allowed, limit, remaining, reset, retryAfterMs, policy },
+      { allowed, limit, remaining, reset, retryAfterMs, policy, algorithm },
       200,
       Object.fromEntries(rateLimitHeaders([{ ...decision, allowed: true }])),
     );
@@ -45,7 +60,7 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
 
 /** POST /check/reset: forget the key's log for that rule (or ad-hoc window); 200 either way. */
 export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
-  const parsed = await authorizedCheckRequest(c);
+  const parsed = await authorizedCheck(c);
   if (!parsed.ok) return parsed.response;
   const { runtime, request } = parsed;
   try {
@@ -53,17 +68,41 @@ export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Respo
       prefix: runtime.config.prefix,
       policy: request.policy,
       key: request.key,
+      algorithm: request.algorithm ?? DEFAULT_ALGORITHM,
     });
-    // This isolate may still remember the key as exhausted; forget it (the limiter's cache key
-    // spelling, src/limiter/limiter.ts). Other isolates keep a cached denial until it would
-    // have expired anyway (at most the Retry-After they announced): documented in the README.
-    runtime.denialCache.forget(
-      `${request.policy}\n${request.limit}\n${request.windowMs}\n${request.key}`,
-    );
+    // This isolate may still remember the key as exhausted; forget it. Other isolates keep a
+    // cached denial until it would have expired anyway (at most the Retry-After they
+    // announced): documented in the README.
+    runtime.limiter.forget(request);
     return c.json({ reset: true, existed, policy: request.policy }, 200);
   } catch (error) {
     return storeUnavailable(c, error);
   }
+}
+
+/** The shared /check preamble, for one policy: a `"rules"` body is refused (400). */
+async function authorizedCheck(c: Context<{ Bindings: Env }>): Promise<
+  | {
+      ok: true;
+      runtime: Extract<ReturnType<typeof getRuntime>, { ok: true }>;
+      request: LimitRequest;
+    }
+  | { ok: false; response: Response }
+> {
+  const parsed = await authorizedCheckRequest(c);
+  if (!parsed.ok) return parsed;
+  const [request] = parsed.request.requests;
+  if (parsed.request.multi || !request) {
+    return {
+      ok: false,
+      response: problem(c, 400, {
+        title: "Bad Request",
+        detail: 'peek and reset take one "rule" (or an ad-hoc limit), not "rules"',
+        field: "rules",
+      }),
+    };
+  }
+  return { ok: true, runtime: parsed.runtime, request };
 }
 
 function storeUnavailable(c: Context, error: unknown): Response {

@@ -4,6 +4,7 @@ import {
   ADHOC_POLICY_PREFIX,
   MAX_KEY_LENGTH,
   MAX_LIMIT,
+  MAX_REQUEST_ID_LENGTH,
   MAX_WINDOW_MS,
   MIN_WINDOW_MS,
 } from "../config/limits";
@@ -15,45 +16,128 @@ import {
   type Validated,
 } from "../config/validation";
 import type { LimitRequest } from "../limiter/limiter";
+import { ALGORITHMS, DEFAULT_ALGORITHM, isAlgorithm } from "../store/algorithm";
 
-const FIELDS = ["key", "rule", "limit", "window", "cost"] as const;
+const FIELDS = [
+  "key",
+  "rule",
+  "rules",
+  "limit",
+  "window",
+  "cost",
+  "algorithm",
+  "requestId",
+] as const;
 
-/** Validates a parsed /check body strictly: the first wrong field is named; nothing is counted. */
+/** Most rules one /check may name (one script call, one key per rule). */
+export const MAX_RULES_PER_CHECK = 16;
+
+/** A valid /check body: one policy or several (decided all or nothing), and a request id. */
+export interface CheckRequest {
+  /** The policies, in the order the body names them. */
+  requests: LimitRequest[];
+  /** The body named `"rules"`: the answer lists every policy's decision. */
+  multi: boolean;
+  requestId?: string;
+}
+
+/**
+ * One policy from a /check body (`"rule"` or ad-hoc; a `"rules"` body is refused): for callers
+ * that decide one policy. Any `"requestId"` is validated and dropped.
+ */
 export function parseCheckRequest(
   body: unknown,
   rules: readonly RuleConfig[],
 ): Validated<LimitRequest> {
+  const parsed = parseCheckBody(body, rules);
+  if (!parsed.ok) return parsed;
+  const [only] = parsed.value.requests;
+  if (parsed.value.multi || !only) return invalid("rules", "is not supported here");
+  return { ok: true, value: only };
+}
+
+/** Validates a parsed /check body strictly: the first wrong field is named; nothing is counted. */
+export function parseCheckBody(
+  body: unknown,
+  rules: readonly RuleConfig[],
+): Validated<CheckRequest> {
   if (!isPlainObject(body)) return invalid("body", "must be a JSON object");
   const extra = unknownField(body, FIELDS);
   if (extra) return invalid(extra, "unknown field");
 
-  const { key, rule, limit, window, cost } = body;
+  const { key, rule, rules: named, limit, window, cost, algorithm, requestId } = body;
   if (typeof key !== "string" || key.length === 0 || key.length > MAX_KEY_LENGTH) {
     return invalid("key", `must be a non-empty string of at most ${MAX_KEY_LENGTH} characters`);
   }
+  if (
+    requestId !== undefined &&
+    (typeof requestId !== "string" ||
+      requestId.length === 0 ||
+      requestId.length > MAX_REQUEST_ID_LENGTH)
+  ) {
+    return invalid(
+      "requestId",
+      `must be a non-empty string of at most ${MAX_REQUEST_ID_LENGTH} characters`,
+    );
+  }
+  const done = (requests: LimitRequest[], multi: boolean): Validated<CheckRequest> => ({
+    ok: true,
+    value: { requests, multi, ...(requestId !== undefined ? { requestId } : {}) },
+  });
 
-  if (rule !== undefined) {
-    if (limit !== undefined || window !== undefined) {
-      return invalid(limit !== undefined ? "limit" : "window", 'cannot be combined with "rule"');
+  if (rule !== undefined || named !== undefined) {
+    if (rule !== undefined && named !== undefined) {
+      return invalid("rules", 'cannot be combined with "rule"');
     }
-    if (typeof rule !== "string") return invalid("rule", "must be a string");
-    const found = rules.find((candidate) => candidate.name === rule);
-    if (!found) return invalid("rule", `unknown rule "${rule}"`);
-    const ruleCost = cost === undefined ? found.cost : cost;
-    if (!isIntegerIn(ruleCost, 1, found.limit)) {
-      return invalid("cost", `must be an integer from 1 to the rule's limit (${found.limit})`);
+    const field = rule !== undefined ? "rule" : "rules";
+    for (const [name, value] of [
+      ["limit", limit],
+      ["window", window],
+      ["algorithm", algorithm],
+    ] as const) {
+      if (value !== undefined) return invalid(name, `cannot be combined with "${field}"`);
     }
-    return {
-      ok: true,
-      value: {
+    let names: string[];
+    if (rule !== undefined) {
+      if (typeof rule !== "string") return invalid("rule", "must be a string");
+      names = [rule];
+    } else {
+      if (
+        !Array.isArray(named) ||
+        named.length === 0 ||
+        named.length > MAX_RULES_PER_CHECK ||
+        !named.every((name) => typeof name === "string")
+      ) {
+        return invalid(
+          "rules",
+          `must be a non-empty array of at most ${MAX_RULES_PER_CHECK} rule names`,
+        );
+      }
+      if (new Set(named).size !== named.length) return invalid("rules", "names a rule twice");
+      names = named as string[];
+    }
+    const requests: LimitRequest[] = [];
+    for (const name of names) {
+      const found = rules.find((candidate) => candidate.name === name);
+      if (!found) return invalid(field, `unknown rule "${name}"`);
+      const ruleCost = cost === undefined ? found.cost : cost;
+      if (!isIntegerIn(ruleCost, 1, found.limit)) {
+        return invalid(
+          "cost",
+          `must be an integer from 1 to the rule's limit (${found.name}: ${found.limit})`,
+        );
+      }
+      requests.push({
         policy: found.name,
         key,
         limit: found.limit,
         windowMs: found.windowMs,
         cost: ruleCost,
+        algorithm: found.algorithm,
         ...(found.failMode ? { failMode: found.failMode } : {}),
-      },
-    };
+      });
+    }
+    return done(requests, rule === undefined);
   }
 
   if (limit === undefined) return invalid("limit", 'is required (or name a configured "rule")');
@@ -70,8 +154,21 @@ export function parseCheckRequest(
   const checkCost = cost === undefined ? 1 : cost;
   if (!isIntegerIn(checkCost, 1, limit))
     return invalid("cost", "must be an integer from 1 to limit");
-  return {
-    ok: true,
-    value: { policy: `${ADHOC_POLICY_PREFIX}${windowMs}ms`, key, limit, windowMs, cost: checkCost },
-  };
+  const checkAlgorithm = algorithm === undefined ? DEFAULT_ALGORITHM : algorithm;
+  if (!isAlgorithm(checkAlgorithm)) {
+    return invalid("algorithm", `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")}`);
+  }
+  return done(
+    [
+      {
+        policy: `${ADHOC_POLICY_PREFIX}${windowMs}ms`,
+        key,
+        limit,
+        windowMs,
+        cost: checkCost,
+        algorithm: checkAlgorithm,
+      },
+    ],
+    false,
+  );
 }

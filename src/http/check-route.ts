@@ -1,10 +1,10 @@
 import type { Context } from "hono";
 import type { Env } from "../env";
 import type { Decision } from "../limiter/decision";
-import type { LimitRequest } from "../limiter/limiter";
+import type { MultiDecision } from "../limiter/limiter";
 import { getRuntime } from "../runtime";
 import { bearerTokenMatches } from "./bearer-token";
-import { parseCheckRequest } from "./check-request";
+import { type CheckRequest, parseCheckBody } from "./check-request";
 import { problem } from "./problem";
 import { rateLimitHeaders } from "./rate-limit-headers";
 
@@ -16,11 +16,16 @@ export async function checkHandler(c: Context<{ Bindings: Env }>): Promise<Respo
   const parsed = await authorizedCheckRequest(c);
   if (!parsed.ok) return parsed.response;
   const { runtime, request } = parsed;
-  const decision = await runtime.limiter.limit(request);
+  const result = await runtime.limiter.limitAll(
+    request.requests,
+    request.requestId !== undefined ? { requestId: request.requestId } : {},
+  );
   return c.json(
-    checkAnswer(decision),
-    decision.allowed ? 200 : 429,
-    Object.fromEntries(rateLimitHeaders([decision], { legacy: runtime.config.legacyHeaders })),
+    checkAnswer(result, request.multi),
+    result.allowed ? 200 : 429,
+    Object.fromEntries(
+      rateLimitHeaders(result.decisions, { legacy: runtime.config.legacyHeaders }),
+    ),
   );
 }
 
@@ -34,7 +39,7 @@ type ReadyRuntime = Extract<ReturnType<typeof getRuntime>, { ok: true }>;
 export async function authorizedCheckRequest(
   c: Context<{ Bindings: Env }>,
 ): Promise<
-  { ok: true; runtime: ReadyRuntime; request: LimitRequest } | { ok: false; response: Response }
+  { ok: true; runtime: ReadyRuntime; request: CheckRequest } | { ok: false; response: Response }
 > {
   const refuse = (response: Response) => ({ ok: false as const, response });
   const expected = c.env.LIMITER_TOKEN;
@@ -99,7 +104,7 @@ export async function authorizedCheckRequest(
       problem(c, 400, { title: "Bad Request", detail: "body is not valid JSON", field: "body" }),
     );
   }
-  const request = parseCheckRequest(json, runtime.config.rules);
+  const request = parseCheckBody(json, runtime.config.rules);
   if (!request.ok) {
     return refuse(
       problem(c, 400, {
@@ -112,9 +117,34 @@ export async function authorizedCheckRequest(
   return { ok: true, runtime, request: request.value };
 }
 
-function checkAnswer(decision: Decision) {
-  const { allowed, limit, remaining, reset, retryAfterMs, source, policy } = decision;
-  return { allowed, limit, remaining, reset, retryAfterMs, source, policy };
+/**
+ * The JSON answer. The top-level limit/remaining/reset/retryAfterMs/source/policy are the binding
+ * policy's: the one that denied with the longest wait, or when allowed the one with the least
+ * remaining. A `"rules"` check also lists every policy's decision, in the order named.
+ */
+function checkAnswer(result: MultiDecision, multi: boolean) {
+  const binding =
+    result.decisions.find((d) => d.policy === result.deniedBy) ??
+    [...result.decisions].sort((a, b) => a.remaining - b.remaining)[0];
+  const { limit, remaining, reset, retryAfterMs, source, policy, algorithm } = binding as Decision;
+  return {
+    allowed: result.allowed,
+    limit,
+    remaining,
+    reset,
+    retryAfterMs: result.allowed ? 0 : retryAfterMs,
+    source,
+    policy,
+    algorithm,
+    ...(result.deniedBy !== undefined ? { deniedBy: result.deniedBy } : {}),
+    ...(result.replayed ? { replayed: true } : {}),
+    ...(multi ? { decisions: result.decisions.map(decisionAnswer) } : {}),
+  };
+}
+
+function decisionAnswer(decision: Decision) {
+  const { policy, algorithm, allowed, limit, remaining, reset, retryAfterMs, source } = decision;
+  return { policy, algorithm, allowed, limit, remaining, reset, retryAfterMs, source };
 }
 
 /** Reads at most MAX_CHECK_BODY_BYTES, streaming, so a huge body is never buffered. */

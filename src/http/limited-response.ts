@@ -43,6 +43,7 @@ export function refusal(c: Context, outcome: RulesOutcome, legacy: boolean): Res
       title: "Too Many Requests",
       detail: `rate limit exceeded: ${outcome.violated.map((p) => `"${p}"`).join(", ")}`,
       violated: outcome.violated,
+      ...(outcome.deniedBy !== undefined ? { deniedBy: outcome.deniedBy } : {}),
       retryAfterMs,
     },
     headers,

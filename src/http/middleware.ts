@@ -1,9 +1,10 @@
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import { type ClientIpConfig, parseRules, type RuleConfig } from "../config/limiter-config";
 import type { Limiter } from "../limiter/limiter";
+import type { Algorithm } from "../store/algorithm";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import { problem } from "./problem";
-import { decideRules, type RulesOutcome } from "./rule-decisions";
+import { decideRules, type RulesOutcome, refundFailed, requestIdFrom } from "./rule-decisions";
 import { compileRules } from "./rule-matcher";
 
 /** A rule as the middleware takes it: the LIMITER_CONFIG rule schema (README "Configuration"). */
@@ -26,6 +27,10 @@ export interface RateLimitRule {
   missingKey?: "shared" | "skip" | "deny";
   /** Narrows the rule within the route the middleware is mounted on. @default every request */
   match?: { path?: string | string[]; methods?: string[] };
+  /** How the rule counts (README "Algorithms"). @default "sliding-log" */
+  algorithm?: Algorithm;
+  /** Give the request back when the app answers 5xx. @default never */
+  refundOn?: "5xx";
 }
 
 /** What `c.get("rateLimit")` holds after the middleware ran (see RulesOutcome). */
@@ -61,6 +66,13 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   legacyHeaders?: boolean;
   /** How "ip" keys are read and grouped. @default { ipv6PrefixLength: 64, ipv4PrefixLength: 32 } */
   clientIp?: Partial<ClientIpConfig>;
+  /**
+   * Request headers naming a request id (the first present wins): a retry carrying it within
+   * the window is counted once and gets the original answer. Off by default: a client repeating
+   * one id would get every repeat through (README "Request ids").
+   * @default []
+   */
+  requestIdHeaders?: readonly string[];
 }
 
 /**
@@ -94,6 +106,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
     ...options.clientIp,
   };
   const legacy = options.legacyHeaders ?? false;
+  const requestIdHeaders = options.requestIdHeaders ?? [];
 
   return async function rateLimitMiddleware(c, next) {
     if (!parsed.ok) {
@@ -112,10 +125,12 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
     // The key function runs once per request, whatever the number of rules.
     let key: Promise<string | undefined> | undefined;
     const keyOf = keyFn ? (_rule: RuleConfig) => (key ??= Promise.resolve(keyFn(c))) : undefined;
+    const requestId = requestIdFrom(c.req.raw.headers, requestIdHeaders);
     const outcome = await decideRules(applying, c.req.raw.headers, {
       limiter,
       clientIp,
       ...(keyOf ? { keyOf } : {}),
+      ...(requestId !== undefined ? { requestId } : {}),
     });
     // Hono's typed `set` only knows the app's declared Variables; ours is documented above.
     (c.set as (key: string, value: unknown) => void)("rateLimit", outcome);
@@ -129,6 +144,8 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       );
     }
     await next();
+    // The app failed: rules with `refundOn: "5xx"` give the request back.
+    await refundFailed(outcome, applying, c.res.status, limiter);
     c.res = withRateLimitHeaders(c.res, outcomeHeaders(outcome, legacy));
   };
 }

@@ -3,7 +3,7 @@ import type { Env } from "../env";
 import { getRuntime } from "../runtime";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import { problem } from "./problem";
-import { decideRules } from "./rule-decisions";
+import { decideRules, refundFailed, requestIdFrom } from "./rule-decisions";
 
 /**
  * The worker in front of an origin: decide every rule that matches, then either answer 429
@@ -28,9 +28,11 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
   const rules = runtime.rules.filter((r) => r.matches(request.method, path)).map((r) => r.rule);
   if (rules.length === 0) return forward(c, request);
 
+  const requestId = requestIdFrom(request.headers, runtime.config.requestIdHeaders);
   const outcome = await decideRules(rules, request.headers, {
     limiter: runtime.limiter,
     clientIp: runtime.config.clientIp,
+    ...(requestId !== undefined ? { requestId } : {}),
   });
   if (!outcome.allowed) {
     // The request body is never read: cancel it so the client's upload stops.
@@ -38,6 +40,9 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     return refusal(c, outcome, runtime.config.legacyHeaders);
   }
   const response = await forward(c, request);
+  // The origin failed (or never answered): rules with `refundOn: "5xx"` give the request back.
+  // Awaited, so the next request of this client already sees it (bounded by the store timeout).
+  await refundFailed(outcome, rules, response.status, runtime.limiter);
   return withRateLimitHeaders(response, outcomeHeaders(outcome, runtime.config.legacyHeaders));
 }
 

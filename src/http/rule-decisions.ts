@@ -1,6 +1,7 @@
 import type { ClientIpConfig, RuleConfig } from "../config/limiter-config";
+import { MAX_REQUEST_ID_LENGTH } from "../config/limits";
 import type { Decision } from "../limiter/decision";
-import type { Limiter } from "../limiter/limiter";
+import type { Limiter, LimitRequest, RefundReceipt } from "../limiter/limiter";
 import { clientKey } from "./client-key";
 
 /** The client key of every request that lacks key material, under `missingKey: "shared"`. */
@@ -14,10 +15,19 @@ export interface RulesOutcome {
   decisions: Decision[];
   /** Enforced rules that denied: the policies a 429 names. */
   violated: string[];
+  /** The enforced rule that denied with the longest wait (the one Retry-After honours). */
+  deniedBy?: string;
   /** Shadow rules that would have denied (logged, never enforced). */
   shadowDenied: string[];
+  /** The enforced rules' answer is the stored one of an earlier request with this request id. */
+  replayed?: boolean;
   /** Set when a rule with `missingKey: "deny"` found no key material: nothing was counted. */
   missingKey?: { rule: string; key: string };
+  /**
+   * What a refund needs (one receipt for the enforced rules, one for the shadow rules), when
+   * the store counted the request now; see `refundFailed`.
+   */
+  receipts?: RefundReceipt[];
 }
 
 export interface DecideOptions {
@@ -25,13 +35,16 @@ export interface DecideOptions {
   clientIp: ClientIpConfig;
   /** Overrides every rule's `key` spec (the middleware's key function). */
   keyOf?: (rule: RuleConfig) => Promise<string | undefined>;
+  /** The request id (from the configured headers): a retry is counted once. */
+  requestId?: string;
 }
 
 /**
  * Decides one request against every rule that applies; it passes only if all enforced rules
  * allow. Keys are resolved first, so a request refused for missing key material counts nowhere.
- * The rules are then decided in parallel, one limiter call each: a request one rule denies may
- * still have consumed a unit of the others (atomic multi-rule decisions are a later issue).
+ * The enforced rules are decided by one limiter call, all or nothing: a request one rule denies
+ * consumes nothing in the others. Shadow rules are decided by a second call in parallel, so a
+ * shadow denial never keeps the enforced rules from counting (nor the reverse).
  */
 export async function decideRules(
   rules: readonly RuleConfig[],
@@ -57,28 +70,40 @@ export async function decideRules(
     // "skip": the rule does not apply to this request.
   }
 
-  const decisions = await Promise.all(
-    keyed.map(({ rule, key }) =>
-      options.limiter.limit({
-        policy: rule.name,
-        key,
-        limit: rule.limit,
-        windowMs: rule.windowMs,
-        cost: rule.cost,
-        ...(rule.failMode ? { failMode: rule.failMode } : {}),
-      }),
+  const request = ({ rule, key }: { rule: RuleConfig; key: string }): LimitRequest => ({
+    policy: rule.name,
+    key,
+    limit: rule.limit,
+    windowMs: rule.windowMs,
+    cost: rule.cost,
+    algorithm: rule.algorithm,
+    ...(rule.failMode ? { failMode: rule.failMode } : {}),
+  });
+  const enforced = keyed.filter(({ rule }) => !rule.shadow);
+  const shadow = keyed.filter(({ rule }) => rule.shadow);
+  const limitOptions = options.requestId !== undefined ? { requestId: options.requestId } : {};
+  const [enforcedResult, shadowResult] = await Promise.all(
+    [enforced, shadow].map((group) =>
+      group.length === 0 ? undefined : options.limiter.limitAll(group.map(request), limitOptions),
     ),
   );
-  const violated: string[] = [];
-  const shadowDenied: string[] = [];
-  decisions.forEach((decision, i) => {
-    if (decision.allowed) return;
-    const rule = keyed[i]?.rule;
-    if (rule?.shadow) shadowDenied.push(rule.name);
-    else violated.push(decision.policy);
-  });
+  // Back in rule order.
+  const byPolicy = new Map<string, Decision>();
+  for (const decision of [
+    ...(enforcedResult?.decisions ?? []),
+    ...(shadowResult?.decisions ?? []),
+  ]) {
+    byPolicy.set(decision.policy, decision);
+  }
+  const decisions = keyed.map(({ rule }) => byPolicy.get(rule.name) as Decision);
+  const violated = (enforcedResult?.decisions ?? [])
+    .filter((decision) => !decision.allowed)
+    .map((decision) => decision.policy);
+  const shadowDenied = (shadowResult?.decisions ?? [])
+    .filter((decision) => !decision.allowed)
+    .map((decision) => decision.policy);
   for (const policy of shadowDenied) {
-    const decision = decisions.find((d) => d.policy === policy);
+    const decision = byPolicy.get(policy);
     console.log(
       JSON.stringify({
         event: "shadow-deny",
@@ -89,7 +114,56 @@ export async function decideRules(
       }),
     );
   }
-  return { allowed: violated.length === 0, decisions, violated, shadowDenied };
+  const receipts = [enforcedResult?.receipt, shadowResult?.receipt].filter(
+    (receipt): receipt is RefundReceipt => receipt !== undefined,
+  );
+  return {
+    allowed: enforcedResult?.allowed ?? true,
+    decisions,
+    violated,
+    ...(enforcedResult?.deniedBy !== undefined ? { deniedBy: enforcedResult.deniedBy } : {}),
+    shadowDenied,
+    ...(enforcedResult?.replayed ? { replayed: true } : {}),
+    ...(receipts.length > 0 ? { receipts } : {}),
+  };
+}
+
+/**
+ * After the origin (or the app) answered: when it answered 5xx, give back what the request
+ * consumed in the rules that say `refundOn: "5xx"` (and forget this isolate's cached denials of
+ * those keys). Never throws; resolves to the policies refunded.
+ */
+export async function refundFailed(
+  outcome: RulesOutcome,
+  rules: readonly RuleConfig[],
+  status: number,
+  limiter: Limiter,
+): Promise<string[]> {
+  if (status < 500 || !outcome.receipts) return [];
+  const refundable = rules.filter((rule) => rule.refundOn === "5xx").map((rule) => rule.name);
+  if (refundable.length === 0) return [];
+  const refunded: string[] = [];
+  await Promise.all(
+    outcome.receipts.map(async (receipt) => {
+      const policies = receipt.policies.filter((policy) => refundable.includes(policy));
+      if (policies.length === 0) return;
+      const result = await limiter.refund(receipt, { policies });
+      if (result.error === undefined) refunded.push(...policies);
+      else {
+        console.error(JSON.stringify({ event: "refund-failed", policies, error: result.error }));
+      }
+    }),
+  );
+  return refunded;
+}
+
+/** The request id: the value of the first configured header present (bounded in length). */
+export function requestIdFrom(headers: Headers, names: readonly string[]): string | undefined {
+  for (const name of names) {
+    const value = headers.get(name)?.trim();
+    if (value) return value.length > MAX_REQUEST_ID_LENGTH ? undefined : value;
+  }
+  return undefined;
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Redis } from "@upstash/redis";
+import type { Algorithm } from "./algorithm";
 import { storageKey } from "./keys";
 import { QUOTA_PEEK_SCRIPT } from "./quota.lua";
 import { scriptSha } from "./script-runner";
@@ -12,6 +13,8 @@ export interface QuotaKey {
   policy: string;
   /** The client key as the limiter stores it (an IP group, a header's SHA-256, "global"…). */
   key: string;
+  /** Which algorithm's key (each counts in its own). @default "sliding-log" */
+  algorithm?: Algorithm;
 }
 
 export interface PeekRequest extends QuotaKey {
@@ -23,8 +26,15 @@ export interface PeekRequest extends QuotaKey {
   now?: number;
 }
 
-/** What a request of `cost` would get now, without consuming anything. Throws on store errors. */
+/**
+ * What a request of `cost` would get now from the sliding log, without consuming anything.
+ * The log only (the O(1) algorithms are not peeked: `algorithm` other than the log throws).
+ * Throws on store errors.
+ */
 export async function peekQuota(client: QuotaClient, request: PeekRequest): Promise<StoreResult> {
+  if ((request.algorithm ?? "sliding-log") !== "sliding-log") {
+    throw new TypeError(`peekQuota: the sliding-log only, not ${request.algorithm}`);
+  }
   const keys = [storageKey(request.prefix, request.policy, request.key)];
   const args = [request.limit, request.windowMs, request.cost ?? 1, request.now ?? ""];
   const sha = await scriptSha(QUOTA_PEEK_SCRIPT);
@@ -57,5 +67,5 @@ export async function peekQuota(client: QuotaClient, request: PeekRequest): Prom
  * off the main thread, so this is O(1) for Redis whatever the log's size. True if it existed.
  */
 export async function resetQuota(client: QuotaClient, key: QuotaKey): Promise<boolean> {
-  return (await client.unlink(storageKey(key.prefix, key.policy, key.key))) > 0;
+  return (await client.unlink(storageKey(key.prefix, key.policy, key.key, key.algorithm))) > 0;
 }
