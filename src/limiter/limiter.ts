@@ -433,8 +433,12 @@ export function createLimiter(options: LimiterOptions): Limiter {
   async function decideAll(items: readonly Item[], requestId?: string): Promise<MultiDecision> {
     // The denial cache: one policy known to deny is enough to deny the whole request, and
     // only time frees capacity (other requests can only consume), so no round trip is needed.
+    // Not for a request id: its retry must get the original answer, which only the store holds
+    // (an admitted original followed by exhaustion would otherwise be denied from the cache).
     let at = now();
-    const cached = items.map((item) => cache?.lookup(item.cacheKey, item.cost, at));
+    const cached = items.map((item) =>
+      requestId === undefined ? cache?.lookup(item.cacheKey, item.cost, at) : undefined,
+    );
     if (cached.some((lookup) => lookup?.hit)) {
       return denied(
         items.map((item, i) => {
