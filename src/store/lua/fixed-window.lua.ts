@@ -13,19 +13,25 @@
  * boundary (the end of one window and the start of the next).
  */
 export const FIXED_WINDOW_LUA = `
-local function fw_load(p, now)
+local function fw_load(p, now, adopt)
   p.idx = math.floor(now / p.window)
   p.count = 0
   local value = redis.call('GET', p.key)
   if value then
     local idx, count = string.match(value, '^(%-?%d+):(%d+)$')
-    if tonumber(idx) == p.idx then p.count = tonumber(count) end
+    idx = tonumber(idx)
+    -- On the caller's clock a faster isolate may already count in a later window: a check
+    -- (adopt) counts in that one too and never writes an older index over it (isolates would
+    -- reset each other's counts at every boundary and over-admit). A refund must not adopt.
+    if idx == p.idx or (adopt and idx ~= nil and idx > p.idx) then
+      p.idx, p.count = idx, tonumber(count)
+    end
   end
 end
 
 ALG['fixed-window'] = {
   check = function(p, now)
-    fw_load(p, now)
+    fw_load(p, now, true)
     p.allowed = p.count + p.cost <= p.limit
   end,
   commit = function(p, now)

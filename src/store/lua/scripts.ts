@@ -107,7 +107,10 @@ for i = 1, n do
 end
 
 if record then
-  local ttl = longestWindow
+  -- An admission is replayed for the longest window (plus the caller-clock GRACE, like every
+  -- other key); a denial only until its wait is over, so a client that honours Retry-After is
+  -- decided afresh.
+  local ttl = longestWindow + GRACE
   if not all then ttl = longestWait end
   if ttl > 0 then redis.call('SET', record, table.concat(out, ','), 'PX', ttl) end
 end

@@ -28,7 +28,11 @@ local function sc_load(p, now)
   if value then
     local idx, cur, prev = string.match(value, '^(%-?%d+):(%d+):(%d+)$')
     idx = tonumber(idx)
-    if idx == p.idx then
+    if idx ~= nil and idx >= p.idx then
+      -- idx > p.idx only on the caller's clock, when a faster isolate has moved on: count in its
+      -- window (the previous window then weighs more than its share: conservative), and never
+      -- write an older index over it.
+      p.idx, p.start = idx, idx * window
       p.cur, p.prev = tonumber(cur), tonumber(prev)
     elseif idx == p.idx - 1 then
       p.prev = tonumber(cur)

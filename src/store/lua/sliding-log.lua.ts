@@ -8,7 +8,7 @@
  * request, a refund is exact: ZREM exactly those members.
  *
  * Redis commands: check = ZREMRANGEBYSCORE, ZCARD; commit = ZADD (one per 500 units of cost),
- * PEXPIRE; report = ZRANGE (allowed with count > 0, or denied). Allowed: 5 (4 on an empty log);
+ * PEXPIRE; report = ZRANGE (unless the log held nothing before). Allowed: 5 (4 on an empty log);
  * denied: 3. A denial writes nothing but the trim of members that have already left the window.
  * Refund: ZREM (one per 500 units).
  * Memory: one member per admitted unit in the window (see README "Algorithms").
@@ -42,6 +42,9 @@ ALG['sliding-log'] = {
     local remaining = p.limit - p.count
     if p.allowed then
       if p.count == 0 then return remaining, now, 0 end
+      -- The log held only this request's members: the oldest is now, no ZRANGE needed (the
+      -- first request of every window saves a billed command).
+      if committed and p.count == p.cost then return remaining, now + p.window, 0 end
       local oldest = tonumber(redis.call('ZRANGE', p.key, 0, 0, 'WITHSCORES')[2])
       return remaining, oldest + p.window, 0
     end

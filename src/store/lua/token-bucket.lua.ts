@@ -3,7 +3,7 @@
  * (see scripts.ts). Capacity `limit` tokens, refilled continuously at `limit` per `window`, so
  * one token every window/limit ms.
  *
- * Key: a string `<ms>:<fraction>` — the theoretical arrival time (TAT): when the bucket will be
+ * Key: a string `<ms>:<fraction>:<limit>` — the theoretical arrival time (TAT): when the bucket will be
  * full again, as whole ms plus a numerator over `limit`. Time is counted in units of 1/limit ms,
  * so one token is exactly `window` units and every comparison is integer arithmetic (below 2^53
  * for limits ≤ 10^5 and windows ≤ 7 days): no float drift, a burst of `limit` always fits in an
@@ -20,8 +20,11 @@ local function tb_load(p, now)
   p.debt = 0
   local value = redis.call('GET', p.key)
   if value then
-    local ms, frac = string.match(value, '^(%-?%d+):(%d+)$')
-    local debt = (tonumber(ms) - now) * p.limit + tonumber(frac)
+    local ms, frac, limit = string.match(value, '^(%-?%d+):(%d+):?(%d*)$')
+    limit = tonumber(limit) or p.limit
+    -- The fraction is in 1/limit ms of the limit it was written with: if the rule's limit has
+    -- changed since, convert it (rounding the debt up, never down).
+    local debt = (tonumber(ms) - now) * p.limit + math.ceil(tonumber(frac) * p.limit / limit)
     if debt > 0 then p.debt = debt end
   end
 end
@@ -30,7 +33,8 @@ local function tb_store(p, now)
   local ms = now + math.floor(p.debt / p.limit)
   local frac = p.debt % p.limit
   -- The bucket is full again after ceil(debt / limit) ms: exactly when the key may vanish.
-  redis.call('SET', p.key, ms .. ':' .. frac, 'PX', math.ceil(p.debt / p.limit) + GRACE)
+  redis.call('SET', p.key, ms .. ':' .. frac .. ':' .. p.limit, 'PX',
+    math.ceil(p.debt / p.limit) + GRACE)
 end
 
 ALG['token-bucket'] = {
