@@ -41,6 +41,11 @@ const BLOCKS = new Set([
   "bzmpop",
   "wait",
   "waitaof",
+  // Not blocking commands, but they stall or stop the server every caller shares
+  // (DEBUG SLEEP, SHUTDOWN, FAILOVER).
+  "debug",
+  "shutdown",
+  "failover",
 ]);
 
 /**

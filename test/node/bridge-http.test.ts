@@ -167,6 +167,8 @@ describe("commands that would change or block the shared connection", () => {
     ["monitor"],
     ["xread", "block", "0", "streams", "s", "$"],
     ["wait", "0", "0"],
+    ["debug", "sleep", "5"],
+    ["shutdown", "nosave"],
   ];
 
   it.each(refused.map((c) => [c.join(" "), c]))("%s is refused on /", async (_, command) => {

@@ -69,7 +69,8 @@ describe("startBridge", () => {
     const attempt = startBridge({ port: 0, token: "t", redisUrl: `redis://127.0.0.1:${port}` });
     await expect(attempt).rejects.toThrow(RedisUnavailableError);
     await expect(attempt).rejects.toThrow(`redis://127.0.0.1:${port}`);
-    expect(Date.now() - started).toBeLessThan(2000);
+    // No reconnect loop: a client that retried would wait far longer (ioredis: forever).
+    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   it("authenticates and selects the database from the URL", async () => {
@@ -124,7 +125,8 @@ describe("startBridge", () => {
     await stopRedis(redisServer);
     const started = Date.now();
     await expect(redis.get("k")).rejects.toThrow(/unavailable/);
-    expect(Date.now() - started).toBeLessThan(1000);
+    // Answered at once, not after a reconnect loop (the bound is generous for a busy machine).
+    expect(Date.now() - started).toBeLessThan(5000);
     const raw = await fetch(`${bridge.url}/pipeline`, {
       method: "POST",
       headers: { authorization: `Bearer ${token}` },
