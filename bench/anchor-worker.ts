@@ -1,0 +1,116 @@
+// The anchor for `npm run bench`: @upstash/ratelimit behind the same POST /check contract as
+// src/worker.ts, built and served the same way (wrangler deploy --dry-run, then workerd via
+// Miniflare). Bench-only; never deployed.
+//
+// Everything around the limiter is *our* HTTP layer (bearer check, body validation, headers), so
+// the two workers differ only in the limiter: the ratios measure limiter against limiter.
+//
+// Configured as @upstash/ratelimit's README recommends for Workers: the Ratelimit instances (and
+// so their ephemeralCache maps) live at module scope, created lazily on first use; the Redis
+// client is the library's default (`@upstash/redis/cloudflare`, its retries and all). The
+// library's fail-open `timeout` is set to the same value as our `timeoutMs`, so an outage costs
+// both the same budget.
+
+import { Ratelimit } from "@upstash/ratelimit";
+import { Redis } from "@upstash/redis/cloudflare";
+import { bearerTokenMatches } from "../src/http/bearer-token";
+import { parseCheckRequest } from "../src/http/check-request";
+import { rateLimitHeaders } from "../src/http/rate-limit-headers";
+
+interface AnchorEnv {
+  UPSTASH_REDIS_REST_URL: string;
+  UPSTASH_REDIS_REST_TOKEN: string;
+  LIMITER_TOKEN: string;
+  /** "slidingWindow" or "fixedWindow". @default "slidingWindow" */
+  ANCHOR_ALGORITHM?: string;
+  /** Fail-open timeout of Ratelimit, ms. @default 500 (our default timeoutMs) */
+  ANCHOR_TIMEOUT_MS?: string;
+}
+
+type Algorithm = "slidingWindow" | "fixedWindow";
+
+// One Ratelimit per (algorithm, limit, window), at module scope: the ephemeral cache only works
+// while the isolate keeps the instance between requests.
+const limiters = new Map<string, Ratelimit>();
+let redis: Redis | undefined;
+
+function limiterFor(env: AnchorEnv, algorithm: Algorithm, limit: number, windowMs: number) {
+  const id = `${algorithm}:${limit}:${windowMs}`;
+  let limiter = limiters.get(id);
+  if (!limiter) {
+    redis ??= new Redis({
+      url: env.UPSTASH_REDIS_REST_URL,
+      token: env.UPSTASH_REDIS_REST_TOKEN,
+      enableTelemetry: false,
+    });
+    const window = `${windowMs} ms` as const;
+    limiter = new Ratelimit({
+      redis,
+      limiter:
+        algorithm === "fixedWindow"
+          ? Ratelimit.fixedWindow(limit, window)
+          : Ratelimit.slidingWindow(limit, window),
+      prefix: `anchor:${id}`,
+      ephemeralCache: new Map(),
+      timeout: Number(env.ANCHOR_TIMEOUT_MS ?? 500),
+      analytics: false,
+    });
+    limiters.set(id, limiter);
+  }
+  return limiter;
+}
+
+function json(body: unknown, status: number, headers: Headers = new Headers()): Response {
+  headers.set("Content-Type", "application/json");
+  return new Response(JSON.stringify(body), { status, headers });
+}
+
+export default {
+  async fetch(request: Request, env: AnchorEnv): Promise<Response> {
+    const url = new URL(request.url);
+    if (request.method !== "POST" || url.pathname !== "/check") {
+      return json({ title: "Not Found" }, 404);
+    }
+    if (
+      !(await bearerTokenMatches(request.headers.get("Authorization") ?? "", env.LIMITER_TOKEN))
+    ) {
+      return json({ title: "Unauthorized" }, 401);
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(await request.text());
+    } catch {
+      return json({ title: "Bad Request", field: "body" }, 400);
+    }
+    const parsed = parseCheckRequest(body, []);
+    if (!parsed.ok) return json({ title: "Bad Request", field: parsed.field }, 400);
+    const { key, limit, windowMs, policy } = parsed.value;
+    const cost = parsed.value.cost ?? 1;
+
+    const algorithm: Algorithm =
+      env.ANCHOR_ALGORITHM === "fixedWindow" ? "fixedWindow" : "slidingWindow";
+    const result = await limiterFor(env, algorithm, limit, windowMs).limit(key, { rate: cost });
+    const now = Date.now();
+    // reason: undefined (Redis answered), "cacheBlock" (ephemeral cache), "timeout" (fail-open).
+    const source =
+      result.reason === "cacheBlock"
+        ? "cache"
+        : result.reason === "timeout"
+          ? "fail-open"
+          : "redis";
+    const reset = result.reset > 0 ? result.reset : now + windowMs;
+    const decision = {
+      allowed: result.success,
+      limit,
+      remaining: result.remaining,
+      reset,
+      resetAfterMs: Math.max(0, reset - now),
+      retryAfterMs: result.success ? 0 : Math.max(0, reset - now),
+      source,
+      policy,
+      windowMs,
+    } as const;
+    const { resetAfterMs: _r, windowMs: _w, ...answer } = decision;
+    return json(answer, result.success ? 200 : 429, rateLimitHeaders([decision]));
+  },
+};

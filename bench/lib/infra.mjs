@@ -1,0 +1,165 @@
+// @ts-check
+// What the benchmark runs on: a private redis-server, the project's REST bridge in its own
+// process, the two workers built as they deploy and served straight from workerd by Miniflare.
+import { spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { freePort } from "../../scripts/lib/ports.mjs";
+import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
+import { pingRedis } from "../../scripts/lib/redis.mjs";
+
+export const ROOT = path.resolve(import.meta.dirname, "..", "..");
+
+// The Miniflare (and so the workerd) that wrangler itself uses: the runtime `wrangler dev` and
+// the deploy target are built for. A top-level `miniflare` may be another major (vitest's pool).
+const fromWrangler = createRequire(createRequire(import.meta.url).resolve("wrangler/package.json"));
+/** @type {{ Miniflare: new (options: object) => { ready: Promise<URL>, dispose(): Promise<void> } }} */
+const { Miniflare } = fromWrangler("miniflare");
+
+/** @param {number} ms */
+export const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A private redis-server on a free port (never the shared 6379: INFO commandstats deltas and
+ * MEMORY USAGE must see only our traffic). No persistence.
+ * @returns {Promise<{ url: string, port: number, stop: () => Promise<void> }>}
+ */
+export async function startPrivateRedis() {
+  const port = await freePort();
+  const dir = mkdtempSync(path.join(tmpdir(), "edge-limiter-bench-redis-"));
+  const child = spawnGroup(
+    "redis-server",
+    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+    { cwd: dir, stdio: "ignore" },
+  );
+  const url = `redis://127.0.0.1:${port}`;
+  const stop = async () => {
+    await stopGroup(child, { graceMs: 3000 });
+    rmSync(dir, { recursive: true, force: true });
+  };
+  for (let i = 0; i < 200; i++) {
+    if ((await pingRedis(url, 250)).ok) return { url, port, stop };
+    await delay(50);
+  }
+  await stop();
+  throw new Error("the private redis-server did not answer PING (is redis-server on PATH?)");
+}
+
+/**
+ * The project's Upstash REST bridge (`npm run bridge`) in a child process, so its event loop
+ * does not compete with the load generator's.
+ * @param {string} redisUrl
+ * @returns {Promise<{ url: string, token: string, stop: () => Promise<void> }>}
+ */
+export async function startBridgeProcess(redisUrl) {
+  const port = await freePort();
+  const token = "bench-bridge-token";
+  const child = spawnGroup(process.execPath, [path.join(ROOT, "bridge", "main.mjs")], {
+    env: { ...process.env, BRIDGE_PORT: String(port), BRIDGE_TOKEN: token, REDIS_URL: redisUrl },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout?.on("data", (d) => {
+    output += d;
+  });
+  child.stderr?.on("data", (d) => {
+    output += d;
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    if (child.exitCode !== null) break;
+    if (/bridge on/i.test(output)) return { url, token, stop: () => stopGroup(child) };
+    await delay(50);
+  }
+  await stopGroup(child);
+  throw new Error(`the bridge did not start: ${output.trim()}`);
+}
+
+/**
+ * Builds a worker exactly as `wrangler deploy` would, without deploying.
+ * @param {string} outdir
+ * @param {string[]} args extra wrangler arguments (e.g. --config)
+ * @returns {Promise<string>} path of the bundled module
+ */
+export async function wranglerBundle(outdir, args = []) {
+  const wrangler = path.join(ROOT, "node_modules", ".bin", "wrangler");
+  const child = spawn(wrangler, ["deploy", "--dry-run", "--outdir", outdir, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (d) => {
+    output += d;
+  });
+  child.stderr.on("data", (d) => {
+    output += d;
+  });
+  const code = await new Promise((resolve) => child.once("exit", resolve));
+  if (code !== 0) throw new Error(`wrangler deploy --dry-run failed:\n${output}`);
+  // The bundle is named after the entry (worker.js, anchor-worker.js).
+  const bundle = readdirSync(outdir).find((file) => file.endsWith(".js"));
+  if (!bundle) throw new Error(`wrangler deploy --dry-run left no .js bundle in ${outdir}`);
+  return path.join(outdir, bundle);
+}
+
+/** The compatibility date of wrangler.toml, so both workers run with the same one. */
+export function compatibilityDate() {
+  const toml = readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
+  return /^compatibility_date\s*=\s*"([^"]+)"/m.exec(toml)?.[1] ?? "2026-04-20";
+}
+
+/**
+ * Builds src/worker.ts (via wrangler.toml) and bench/anchor-worker.ts (via a generated config).
+ * @param {string} tmp
+ */
+export async function buildWorkers(tmp) {
+  const ours = await wranglerBundle(path.join(tmp, "ours"));
+  const config = path.join(tmp, "anchor.wrangler.toml");
+  writeFileSync(
+    config,
+    [
+      'name = "edge-limiter-bench-anchor"',
+      `main = ${JSON.stringify(path.join(ROOT, "bench", "anchor-worker.ts"))}`,
+      `compatibility_date = "${compatibilityDate()}"`,
+      "",
+    ].join("\n"),
+  );
+  const anchor = await wranglerBundle(path.join(tmp, "anchor"), ["--config", config]);
+  return { ours, anchor };
+}
+
+export function tempDir() {
+  return mkdtempSync(path.join(tmpdir(), "edge-limiter-bench-"));
+}
+
+/**
+ * One worker served by workerd on its own port (Miniflare: no Node proxy in front of it).
+ * @param {{ scriptPath: string, bindings: Record<string, string> }} options
+ * @returns {Promise<{ url: string, dispose: () => Promise<void> }>}
+ */
+export async function serveWorker({ scriptPath, bindings }) {
+  const port = await freePort();
+  const mf = new Miniflare({
+    modules: true,
+    scriptPath,
+    // Module names are paths relative to this root; the bundle lives in a temp dir.
+    modulesRoot: path.dirname(scriptPath),
+    bindings,
+    host: "127.0.0.1",
+    port,
+    compatibilityDate: compatibilityDate(),
+    // Store errors are logged per request during the outage runs; keep them off the terminal.
+    handleStructuredLogs: () => {},
+  });
+  let ready;
+  try {
+    ready = await mf.ready;
+  } catch (error) {
+    await mf.dispose().catch(() => {});
+    throw error;
+  }
+  return { url: ready.origin, dispose: () => mf.dispose() };
+}

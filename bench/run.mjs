@@ -1,0 +1,410 @@
+// @ts-check
+// `npm run bench [-- --quick]`: edge-limiter against @upstash/ratelimit, same runtime (workerd via
+// Miniflare), same private Redis, same REST bridge, one run, alternating, repeated; medians and
+// ratios into bench/results.md (+ SVG charts) and bench/results.json. See bench/results.md.
+import { rmSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { analyse, edgeBursts, rollingAdmissions, steadySender } from "./lib/accuracy.mjs";
+import {
+  buildWorkers,
+  delay,
+  ROOT,
+  serveWorker,
+  startBridgeProcess,
+  startPrivateRedis,
+  tempDir,
+} from "./lib/infra.mjs";
+import {
+  cpuPerDecision,
+  INSTANT_URL,
+  installInstantTransport,
+  libraryContenders,
+  libraryThroughput,
+  loadLibraries,
+} from "./lib/library.mjs";
+import { check, LIMITER_TOKEN, LOADS, runLoad } from "./lib/load.mjs";
+import { connectStats } from "./lib/redis-stats.mjs";
+import { writeReport } from "./lib/report.mjs";
+import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
+
+const quick = process.argv.includes("--quick");
+/** Knobs of the two modes: full ≈ 10 min, quick ≈ 2 min on a 2-core machine. */
+const PLAN = quick
+  ? { repeats: 1, seconds: 3, connections: 32, outageSeconds: 2, steadySeconds: 5, edges: 1 }
+  : { repeats: 3, seconds: 10, connections: 32, outageSeconds: 5, steadySeconds: 12, edges: 3 };
+const MEMORY_LIMITS = [10, 100, 1000, 10_000];
+const started = Date.now();
+const OUTPUT = path.join(ROOT, "bench");
+
+/** @param {string} message */
+function progress(message) {
+  const s = ((Date.now() - started) / 1000).toFixed(0).padStart(4);
+  console.log(`[bench ${s}s] ${message}`);
+}
+
+/** @param {number[]} values */
+const median = (values) => {
+  const s = [...values].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[m] ?? Number.NaN) : ((s[m - 1] ?? 0) + (s[m] ?? 0)) / 2;
+};
+
+/**
+ * The contenders behind /check. `ours` is src/worker.ts as deployed; the anchor is
+ * bench/anchor-worker.ts with each of its algorithms.
+ * @type {{ id: string, name: string, bundle: "ours" | "anchor", bindings: Record<string, string> }[]}
+ */
+const CONTENDERS = [
+  {
+    id: "ours",
+    name: "edge-limiter sliding log",
+    bundle: "ours",
+    bindings: { LIMITER_CONFIG: JSON.stringify({ rules: [], timeoutMs: 500, failMode: "open" }) },
+  },
+  {
+    id: "anchorSliding",
+    name: "@upstash/ratelimit slidingWindow",
+    bundle: "anchor",
+    bindings: { ANCHOR_ALGORITHM: "slidingWindow", ANCHOR_TIMEOUT_MS: "500" },
+  },
+  {
+    id: "anchorFixed",
+    name: "@upstash/ratelimit fixedWindow",
+    bundle: "anchor",
+    bindings: { ANCHOR_ALGORITHM: "fixedWindow", ANCHOR_TIMEOUT_MS: "500" },
+  },
+];
+
+/** @type {(() => Promise<void>)[]} */
+const cleanups = [];
+async function cleanup() {
+  for (const fn of cleanups.reverse()) await fn().catch(() => {});
+  cleanups.length = 0;
+}
+for (const signal of /** @type {const} */ (["SIGINT", "SIGTERM"])) {
+  process.on(signal, () => cleanup().finally(() => process.exit(130)));
+}
+
+/** @type {any} */
+const results = {
+  mode: quick ? "quick" : "full",
+  date: new Date().toISOString(),
+  machine: { node: process.version, cpus: (await import("node:os")).cpus().length },
+  plan: PLAN,
+  contenders: CONTENDERS.map(({ id, name }) => ({ id, name })),
+};
+
+try {
+  const tmp = tempDir();
+  cleanups.push(async () => rmSync(tmp, { recursive: true, force: true }));
+
+  progress("building both workers with wrangler deploy --dry-run");
+  const bundles = await buildWorkers(tmp);
+  progress("starting a private redis-server and the REST bridge");
+  const redis = await startPrivateRedis();
+  cleanups.push(redis.stop);
+  const bridge = await startBridgeProcess(redis.url);
+  cleanups.push(bridge.stop);
+  const stats = connectStats(redis.url);
+  cleanups.push(stats.close);
+
+  /** @param {(typeof CONTENDERS)[number]} c @param {string} storeUrl */
+  const serve = (c, storeUrl) =>
+    serveWorker({
+      scriptPath: bundles[c.bundle],
+      bindings: {
+        UPSTASH_REDIS_REST_URL: storeUrl,
+        UPSTASH_REDIS_REST_TOKEN: bridge.token,
+        LIMITER_TOKEN,
+        ...c.bindings,
+      },
+    });
+
+  progress("serving the workers from workerd (Miniflare)");
+  /** @type {Record<string, { url: string, dispose: () => Promise<void> }>} */
+  const main = {};
+  for (const c of CONTENDERS) {
+    const worker = await serve(c, bridge.url);
+    main[c.id] = worker;
+    cleanups.push(worker.dispose);
+  }
+  const url = (/** @type {string} */ id) => /** @type {{ url: string }} */ (main[id]).url;
+
+  // ---------------------------------------------------------------- throughput, alternating
+  progress("warming up");
+  for (const c of CONTENDERS) {
+    await runLoad({ url: url(c.id), load: "allowed", tag: "warm", seconds: 1, connections: 8 });
+  }
+  /** @type {Record<string, Record<string, any[]>>} */
+  const runs = {};
+  const order = CONTENDERS.map((c) => c.id);
+  for (let rep = 0; rep < PLAN.repeats; rep++) {
+    for (const load of Object.keys(LOADS)) {
+      // A B C, then C B A: no contender always runs first or last.
+      const ids = rep % 2 === 0 ? order : [...order].reverse();
+      for (const id of ids) {
+        const before = await stats.snapshot();
+        const run = await runLoad({
+          url: url(id),
+          load: /** @type {keyof typeof LOADS} */ (load),
+          tag: `t${rep}`,
+          seconds: PLAN.seconds,
+          connections: PLAN.connections,
+        });
+        const redisWork = stats.perDecision(before, await stats.snapshot(), run.decisions);
+        const byId = runs[load] ?? {};
+        byId[id] = [...(byId[id] ?? []), { ...run, redis: redisWork }];
+        runs[load] = byId;
+        progress(
+          `${load.padEnd(7)} ${id.padEnd(13)} rep ${rep + 1}/${PLAN.repeats}: ` +
+            `${run.perSecond.toFixed(0)} decisions/s, p50 ${run.p50} ms, p99 ${run.p99} ms, ` +
+            `${redisWork.commands.toFixed(2)} Redis cmds/decision, errors ${run.errors}`,
+        );
+      }
+    }
+  }
+  results.throughput = Object.fromEntries(
+    Object.entries(runs).map(([load, byId]) => [
+      load,
+      Object.fromEntries(
+        Object.entries(byId).map(([id, list]) => [
+          id,
+          {
+            perSecond: median(list.map((r) => r.perSecond)),
+            p50: median(list.map((r) => r.p50)),
+            p99: median(list.map((r) => r.p99)),
+            deniedShare: median(list.map((r) => r.denied / r.decisions)),
+            errors: list.reduce((sum, r) => sum + r.errors, 0),
+            storeCalls: median(list.map((r) => r.redis.storeCalls)),
+            commands: median(list.map((r) => r.redis.commands)),
+            scriptUsec: median(list.map((r) => r.redis.scriptUsec)),
+            redisCpuUsec: median(list.map((r) => r.redis.cpuUsec)),
+            byCommand: list[0].redis.byCommand,
+            percentiles: list[Math.floor(list.length / 2)].percentiles,
+            runs: list.map(({ percentiles: _p, ...rest }) => rest),
+          },
+        ]),
+      ),
+    ]),
+  );
+
+  // ---------------------------------------------------------------- round trips on the wire
+  progress("counting round trips per decision through a counting proxy");
+  const proxy = await startCountingProxy(bridge.url);
+  cleanups.push(proxy.close);
+  results.roundTrips = {};
+  for (const c of CONTENDERS) {
+    const worker = await serve(c, proxy.url);
+    const tag = `rt-${Date.now()}`;
+    for (let i = 0; i < 20; i++)
+      await check(worker.url, { key: `${tag}:warm${i}`, limit: 100, window: "1m" });
+    proxy.reset();
+    const allowedN = 200;
+    for (let i = 0; i < allowedN; i++) {
+      await check(worker.url, { key: `${tag}:a${i}`, limit: 100, window: "1m" });
+    }
+    const allowed = { ...proxy.counts };
+    const flood = { key: `${tag}:flood`, limit: 10, window: "1m" };
+    for (let i = 0; i < 10; i++) await check(worker.url, flood);
+    proxy.reset();
+    /** @type {Record<string, number>} */
+    const sources = {};
+    for (let i = 0; i < 1000; i++) {
+      const d = await check(worker.url, flood);
+      sources[d.source] = (sources[d.source] ?? 0) + 1;
+    }
+    results.roundTrips[c.id] = {
+      perAllowed: allowed.requests / allowedN,
+      commandsPerAllowed: allowed.commands / allowedN,
+      storeCallsPer1000Denied: proxy.counts.requests,
+      deniedSources: sources,
+    };
+    progress(
+      `${c.id}: ${(allowed.requests / allowedN).toFixed(2)} round trips per allowed decision, ` +
+        `${proxy.counts.requests} store calls per 1000 denied (${JSON.stringify(sources)})`,
+    );
+    await worker.dispose();
+  }
+
+  // ---------------------------------------------------------------- outage
+  progress("outage: store hangs / store refuses");
+  const hanging = await startHangingStore();
+  cleanups.push(hanging.close);
+  const refusing = await refusingStoreUrl();
+  results.outage = {};
+  for (const c of CONTENDERS) {
+    const base = await runLoad({
+      url: url(c.id),
+      load: "allowed",
+      tag: "ob",
+      seconds: PLAN.outageSeconds,
+      connections: 10,
+    });
+    const entry = { baselineP50: base.p50, baselineP99: base.p99 };
+    for (const [fault, storeUrl] of /** @type {const} */ ([
+      ["hang", hanging.url],
+      ["refuse", refusing],
+    ])) {
+      const worker = await serve(c, storeUrl);
+      const run = await runLoad({
+        url: worker.url,
+        load: "allowed",
+        tag: fault,
+        seconds: PLAN.outageSeconds,
+        connections: 10,
+      });
+      await worker.dispose();
+      Object.assign(entry, {
+        [fault]: {
+          p50: run.p50,
+          p99: run.p99,
+          addedP50: run.p50 - base.p50,
+          addedP99: run.p99 - base.p99,
+          perSecond: run.perSecond,
+          allowedShare: run.allowed / Math.max(1, run.decisions),
+          errors: run.errors,
+        },
+      });
+      progress(`${c.id} ${fault}: p50 ${run.p50} ms (healthy ${base.p50}), p99 ${run.p99} ms`);
+    }
+    results.outage[c.id] = entry;
+  }
+
+  // ---------------------------------------------------------------- accuracy
+  progress("accuracy: steady sender above its limit, bursts at a window edge");
+  const steady = { limit: 10, windowMs: 1000, rate: 25, seconds: PLAN.steadySeconds };
+  results.accuracy = { steady: { ...steady }, edge: { limit: 10, windowMs: 2000, gapMs: 200 } };
+  const steadySamples = await Promise.all(
+    CONTENDERS.map((c) => steadySender(url(c.id), { key: `steady-${Date.now()}`, ...steady })),
+  );
+  /** @type {Record<string, [number, number][]>} */
+  const rolling = {};
+  CONTENDERS.forEach((c, i) => {
+    const samples = steadySamples[i] ?? [];
+    results.accuracy.steady[c.id] = analyse(samples, steady.limit, steady.windowMs);
+    rolling[c.id] = rollingAdmissions(samples, steady.windowMs, 50);
+    const a = results.accuracy.steady[c.id];
+    progress(
+      `${c.id} steady: admitted ${a.admitted}/${a.ideal} of capacity (${(a.share * 100).toFixed(1)} %), max ${a.maxInWindow} in a window (limit ${steady.limit})`,
+    );
+  });
+  for (const c of CONTENDERS) {
+    /** @type {ReturnType<typeof analyse>[]} */
+    const edges = [];
+    for (let e = 0; e < PLAN.edges; e++) {
+      const samples = await edgeBursts(url(c.id), {
+        key: `edge-${Date.now()}-${e}`,
+        ...results.accuracy.edge,
+      });
+      edges.push(analyse(samples, 10, 2000));
+    }
+    results.accuracy.edge[c.id] = {
+      admitted: median(edges.map((x) => x.admitted)),
+      ideal: median(edges.map((x) => x.ideal)),
+      share: median(edges.map((x) => x.share)),
+      maxInWindow: Math.max(...edges.map((x) => x.maxInWindow)),
+    };
+    const a = results.accuracy.edge[c.id];
+    progress(
+      `${c.id} edge: admitted ${a.admitted} (exact: ${a.ideal}), max ${a.maxInWindow} in a window`,
+    );
+  }
+
+  // ---------------------------------------------------------------- library level (Node)
+  progress("library level: bundling src/ with esbuild");
+  const lib = await loadLibraries(tmp);
+  installInstantTransport(bridge.url);
+  const fast = libraryContenders(lib, { url: INSTANT_URL, token: bridge.token, prefix: "instant" });
+  results.library = { cpu: {}, throughput: {}, memory: {} };
+  const cpuCount = quick ? 5000 : 20_000;
+  for (const c of CONTENDERS) {
+    const limit = /** @type {import("./lib/library.mjs").LibLimit} */ (
+      fast[/** @type {keyof typeof fast} */ (c.id)]
+    );
+    const tag = `cpu${Date.now()}`;
+    const allowed = await cpuPerDecision(limit, {
+      tag,
+      count: cpuCount,
+      keyOf: (i) => `k${i % 1000}`,
+      limit: 100,
+      windowMs: 60_000,
+    });
+    const denied = await cpuPerDecision(limit, {
+      tag,
+      count: cpuCount,
+      keyOf: (i) => `d${i % 10}`,
+      limit: 10,
+      windowMs: 60_000,
+    });
+    results.library.cpu[c.id] = { allowed, denied };
+    progress(
+      `${c.id} CPU/decision: allowed ${allowed.cpuUsec.toFixed(1)} µs, denied ${denied.cpuUsec.toFixed(1)} µs (${denied.storeCallsPerDecision.toFixed(2)} store calls)`,
+    );
+  }
+
+  const real = libraryContenders(lib, { url: bridge.url, token: bridge.token, prefix: "benchlib" });
+  /** @type {Record<string, number[]>} */
+  const libRuns = {};
+  for (let rep = 0; rep < PLAN.repeats; rep++) {
+    const ids = rep % 2 === 0 ? order : [...order].reverse();
+    for (const id of ids) {
+      const limit = /** @type {import("./lib/library.mjs").LibLimit} */ (
+        real[/** @type {keyof typeof real} */ (id)]
+      );
+      const run = await libraryThroughput(limit, {
+        seconds: PLAN.seconds / 2,
+        concurrency: PLAN.connections,
+        body: (n) => {
+          const b = /** @type {{ key: string, limit: number }} */ (LOADS.mixed?.(`l${rep}`, n));
+          return { key: b.key, limit: b.limit, windowMs: 60_000 };
+        },
+      });
+      libRuns[id] = [...(libRuns[id] ?? []), run.perSecond];
+      progress(
+        `library mixed ${id}: ${run.perSecond.toFixed(0)} decisions/s (errors ${run.errors})`,
+      );
+    }
+  }
+  for (const [id, list] of Object.entries(libRuns)) results.library.throughput[id] = median(list);
+
+  progress("memory per key (MEMORY USAGE) at limits 10 / 100 / 1000 / 10000");
+  const memTag = `m${Date.now()}`;
+  for (const c of CONTENDERS) {
+    const limit = /** @type {import("./lib/library.mjs").LibLimit} */ (
+      real[/** @type {keyof typeof real} */ (c.id)]
+    );
+    results.library.memory[c.id] = {};
+    for (const max of MEMORY_LIMITS) {
+      const key = `${memTag}-${max}`;
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: 32 }, async () => {
+          while (next < max) {
+            next++;
+            await limit(key, max, 3_600_000);
+          }
+        }),
+      );
+      const pattern =
+        c.id === "ours"
+          ? `benchlib:*{${key}}`
+          : `benchlib-anchor:${c.id === "anchorFixed" ? "fixedWindow" : "slidingWindow"}:${max}:*:${key}:*`;
+      const { bytes, keys } = await stats.memoryOf(pattern);
+      results.library.memory[c.id][max] = { bytes, keys };
+    }
+    progress(`${c.id} memory: ${JSON.stringify(results.library.memory[c.id])}`);
+  }
+
+  results.seconds = (Date.now() - started) / 1000;
+  writeFileSync(path.join(OUTPUT, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
+  writeReport(OUTPUT, results, rolling);
+  progress(`done: bench/results.md, bench/results.json (${results.seconds.toFixed(0)} s)`);
+} catch (error) {
+  console.error(error);
+  process.exitCode = 1;
+} finally {
+  await cleanup();
+  await delay(10);
+  // Miniflare and the HTTP agents may hold handles open; everything we started is stopped.
+  process.exit(process.exitCode ?? 0);
+}
