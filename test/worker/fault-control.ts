@@ -57,8 +57,13 @@ export function storeAt(url: string, timeoutMs: number): Redis {
 }
 
 /** A real client that counts the store calls made through it (EVALSHA and EVAL). */
-export function counting(client: ScriptClient): { store: ScriptClient; calls: () => number } {
+export function counting(client: ScriptClient): {
+  store: ScriptClient;
+  calls: () => number;
+  evals: () => number;
+} {
   let calls = 0;
+  let evals = 0;
   return {
     store: {
       evalsha: (sha, keys, args) => {
@@ -67,10 +72,12 @@ export function counting(client: ScriptClient): { store: ScriptClient; calls: ()
       },
       eval: (script, keys, args) => {
         calls++;
+        evals++;
         return client.eval(script, keys, args);
       },
     },
     calls: () => calls,
+    evals: () => evals,
   };
 }
 

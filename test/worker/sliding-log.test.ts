@@ -1,8 +1,11 @@
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { createLimiter } from "../../src/limiter/limiter";
 import { storageKey } from "../../src/store/keys";
+import { EVALUATE_SCRIPTS } from "../../src/store/lua/scripts";
+import { scriptSha } from "../../src/store/script-runner";
 import { slidingLog } from "../../src/store/sliding-log";
 import { createStoreClient } from "../../src/store/upstash-client";
+import { counting } from "./fault-control";
 import { deleteKeys, testRedis, uniquePrefix } from "./redis";
 
 const redis = testRedis();
@@ -177,15 +180,32 @@ describe("keys, TTLs and scripts", () => {
     for (const key of stored) expect(key.match(/[{}]/g)).toEqual(["{", "}"]);
   });
 
-  it("recovers from SCRIPT FLUSH: NOSCRIPT falls back to EVAL, then EVALSHA works again", async () => {
-    const limiter = createLimiter({ store: storeClient(), prefix });
+  it("recovers from SCRIPT FLUSH: NOSCRIPT falls back to EVAL once, which loads the script", async () => {
+    const counted = counting(storeClient());
+    const limiter = createLimiter({ store: counted.store, prefix, denialCache: false });
     const ask = () => limiter.limit({ policy: "flush", key: "client", limit: 3, windowMs: 60_000 });
     expect((await ask()).allowed).toBe(true);
     await redis.scriptFlush();
+    const evalsBefore = counted.evals();
     const afterFlush = await ask();
     expect(afterFlush).toMatchObject({ allowed: true, remaining: 1, source: "redis" });
+    expect(counted.evals() - evalsBefore).toBe(1);
+    // The EVAL loaded it: the SHA the runner sends is known again, so EVALSHA hits from now on.
+    expect(await redis.scriptExists(await scriptSha(EVALUATE_SCRIPTS["sliding-log"]))).toEqual([1]);
     expect(await ask()).toMatchObject({ allowed: true, remaining: 0, source: "redis" });
-    // Full now (answered by Redis, or by the denial cache once it knows the log is full).
-    expect(await ask()).toMatchObject({ allowed: false });
+    expect(await ask()).toMatchObject({ allowed: false, source: "redis" });
+  });
+
+  it("a denial on an existing log leaves its members and TTL as they were", async () => {
+    const limiter = createLimiter({ store: storeClient(), prefix, denialCache: false });
+    const key = storageKey(prefix, "ttl", "full");
+    const ask = (cost = 1) =>
+      limiter.limit({ policy: "ttl", key: "full", limit: 2, windowMs: 60_000, cost });
+    expect((await ask()).allowed).toBe(true);
+    const members = await redis.zrange(key, 0, -1, { withScores: true });
+    const ttl = await redis.pttl(key);
+    expect((await ask(2)).allowed).toBe(false);
+    expect(await redis.zrange(key, 0, -1, { withScores: true })).toEqual(members);
+    expect(await redis.pttl(key)).toBeLessThanOrEqual(ttl);
   });
 });
