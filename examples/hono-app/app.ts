@@ -45,7 +45,15 @@ app.use(
     limiter: limiterFor,
     rules: [
       { name: "api", limit: 5, window: "1m" },
-      { name: "writes", limit: 2, window: "1m", match: { methods: ["POST", "PUT", "DELETE"] } },
+      // Writes: a token bucket (bursts of 2, one back every 30 s), given back when the app fails.
+      {
+        name: "writes",
+        limit: 2,
+        window: "1m",
+        match: { methods: ["POST", "PUT", "DELETE"] },
+        algorithm: "token-bucket",
+        refundOn: "5xx",
+      },
     ],
     skip: (c) => c.req.path === "/api/health",
   }),
