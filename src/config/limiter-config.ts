@@ -22,6 +22,14 @@ export interface RuleMatch {
   paths?: string[];
   /** Upper-case methods. @default every method */
   methods?: string[];
+  /**
+   * Compare literal path segments case-sensitively. Off by default: many origins (Express,
+   * ASP.NET, IIS, S3 sites behind rewrites) serve "/Login" as "/login", and a limit that a
+   * client can dodge by changing case protects nothing. Counting "/LOGIN" on an origin that
+   * 404s it costs one unit; missing it on one that serves it is a bypass.
+   * @default false
+   */
+  caseSensitive?: boolean;
 }
 
 export interface RuleConfig {
@@ -148,8 +156,9 @@ const matchSchema = plainObject(
         v.minLength(1, "must not be empty"),
       ),
     ),
+    caseSensitive: v.optional(v.boolean("must be true or false")),
   },
-  "must be an object with path and/or methods",
+  "must be an object with path, methods and/or caseSensitive",
 );
 
 const ruleSchema = plainObject(
@@ -301,6 +310,7 @@ function toRuleConfig(rule: RuleOutput): RuleConfig {
           match: {
             ...(paths ? { paths } : {}),
             ...(match.methods ? { methods: match.methods } : {}),
+            ...(match.caseSensitive !== undefined ? { caseSensitive: match.caseSensitive } : {}),
           },
         }
       : {}),

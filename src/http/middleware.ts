@@ -26,7 +26,7 @@ export interface RateLimitRule {
   /** What a request without key material gets. @default "shared" */
   missingKey?: "shared" | "skip" | "deny";
   /** Narrows the rule within the route the middleware is mounted on. @default every request */
-  match?: { path?: string | string[]; methods?: string[] };
+  match?: { path?: string | string[]; methods?: string[]; caseSensitive?: boolean };
   /** How the rule counts (README "Algorithms"). @default "sliding-log" */
   algorithm?: Algorithm;
   /** Give the request back when the app answers 5xx. @default never */

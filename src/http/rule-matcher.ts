@@ -8,14 +8,18 @@ export interface CompiledRule {
 
 /**
  * Compiles path patterns to anchored regular expressions:
- * - literal segments match themselves (case-sensitive, like paths);
+ * - literal segments match themselves (case-insensitively unless the rule says `caseSensitive`:
+ *   see RuleMatch);
+ * - one trailing "/" on the path is tolerated ("/login" matches "/login/"): most origins serve
+ *   both, so the slash must not be a way around the limit;
  * - ":name" matches one non-empty segment;
  * - "*" matches anything, "/" included; a trailing "/*" also matches the bare prefix
  *   ("/api/*" matches "/api", "/api/", "/api/v1/users"), as in Hono.
  */
 export function compileRules(rules: readonly RuleConfig[]): CompiledRule[] {
   return rules.map((rule) => {
-    const patterns = rule.match?.paths?.map(compilePattern);
+    const caseSensitive = rule.match?.caseSensitive ?? false;
+    const patterns = rule.match?.paths?.map((path) => compilePattern(path, { caseSensitive }));
     const methods = rule.match?.methods ? new Set(rule.match.methods) : undefined;
     return {
       rule,
@@ -29,17 +33,24 @@ export function compileRules(rules: readonly RuleConfig[]): CompiledRule[] {
   });
 }
 
-export function compilePattern(pattern: string): RegExp {
+export interface PatternOptions {
+  /** @default true (compileRules passes the rule's `match.caseSensitive`, default false) */
+  caseSensitive?: boolean;
+}
+
+export function compilePattern(pattern: string, options: PatternOptions = {}): RegExp {
   let source = "";
-  let rest = pattern;
-  if (rest.endsWith("/*")) rest = rest.slice(0, -2);
-  const tail = rest === pattern ? "" : "(?:/.*)?";
+  const prefixOnly = pattern.endsWith("/*");
+  let rest = prefixOnly ? pattern.slice(0, -2) : pattern;
+  // One trailing slash either way: "/login" and "/login/" name the same route on most origins.
+  if (rest.length > 1 && rest.endsWith("/")) rest = rest.slice(0, -1);
+  const tail = prefixOnly ? "(?:/.*)?" : "/?";
   for (const segment of rest.split(/(\*|:[A-Za-z0-9_]+)/)) {
     if (segment === "*") source += ".*";
     else if (segment.startsWith(":") && segment.length > 1) source += "[^/]+";
     else source += escapeRegExp(segment);
   }
-  return new RegExp(`^${source}${tail}$`);
+  return new RegExp(`^${source}${tail}$`, options.caseSensitive === false ? "i" : "");
 }
 
 /**

@@ -129,6 +129,33 @@ describe("rule matching", () => {
     expect(compilePattern("/a.b").test("/aXb")).toBe(false);
   });
 
+  it("a trailing slash or another letter case does not dodge a rule (opt out: caseSensitive)", () => {
+    const parsed = parseLimiterConfig({
+      rules: [
+        { name: "login", limit: 1, window: "1m", match: { path: "/login", methods: ["POST"] } },
+        { name: "user", limit: 1, window: "1m", match: { path: "/users/:id/" } },
+        {
+          name: "exact",
+          limit: 1,
+          window: "1m",
+          match: { path: "/Admin", caseSensitive: true },
+        },
+      ],
+    });
+    if (!parsed.ok) throw new Error(parsed.detail);
+    const [login, user, exact] = compileRules(parsed.value.rules);
+    for (const path of ["/login", "/login/", "/Login", "/LOGIN/", "//login//"]) {
+      expect(login?.matches("POST", path), path).toBe(true);
+    }
+    for (const path of ["/login/x", "/logins", "/x/login"]) {
+      expect(login?.matches("POST", path), path).toBe(false);
+    }
+    expect(user?.matches("GET", "/users/42")).toBe(true);
+    expect(user?.matches("GET", "/USERS/42/")).toBe(true);
+    expect(exact?.matches("GET", "/Admin/")).toBe(true);
+    expect(exact?.matches("GET", "/admin")).toBe(false);
+  });
+
   it("matches methods case-insensitively and every method when none is given", () => {
     const parsed = parseLimiterConfig({
       rules: [
