@@ -44,7 +44,9 @@ export function getRuntime(env: Env): Runtime {
 }
 
 function buildRuntime(env: Env): Runtime {
-  const parsed: Validated<LimiterConfig> = parseLimiterConfig(env.LIMITER_CONFIG);
+  const parsed: Validated<LimiterConfig> = parseLimiterConfig(env.LIMITER_CONFIG, {
+    required: true,
+  });
   if (!parsed.ok) return parsed;
   const config = parsed.value;
   if (!env.UPSTASH_REDIS_REST_URL || !env.UPSTASH_REDIS_REST_TOKEN) {

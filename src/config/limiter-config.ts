@@ -11,7 +11,7 @@ import {
   POLICY_NAME,
 } from "./limits";
 import { type ResilienceConfig, resilienceEntries } from "./resilience-config";
-import { invalid, type Validated } from "./validation";
+import { invalid, isPlainObject, type Validated } from "./validation";
 
 /** What a rule does for a request that lacks its key material (no IP, no such header). */
 export type MissingKeyOutcome = "shared" | "skip" | "deny";
@@ -263,11 +263,28 @@ const configSchema = plainObject(
 
 type RuleOutput = v.InferOutput<typeof ruleSchema>;
 
+export interface ParseConfigOptions {
+  /**
+   * The deployed worker's reading: an absent or blank LIMITER_CONFIG, or one without `rules`, is
+   * an error (a forgotten var must not leave the proxy running unprotected). `"rules": []` is
+   * still valid when written out: a deployment that only serves /check.
+   * @default false (a missing config or `rules` means no rules: for code that builds its own)
+   */
+  required?: boolean;
+}
+
 /**
  * LIMITER_CONFIG: a JSON string (from `npm start`, or a wrangler var) or an object (a TOML table
  * in wrangler.toml). Validated once per isolate; the first wrong field is named.
  */
-export function parseLimiterConfig(raw: unknown): Validated<LimiterConfig> {
+export function parseLimiterConfig(
+  raw: unknown,
+  options: ParseConfigOptions = {},
+): Validated<LimiterConfig> {
+  const blank = raw === undefined || raw === null || (typeof raw === "string" && !raw.trim());
+  if (options.required && blank) {
+    return invalid("LIMITER_CONFIG", "is not set: without rules the worker would limit nothing");
+  }
   let input = raw ?? {};
   if (typeof input === "string") {
     try {
@@ -275,6 +292,9 @@ export function parseLimiterConfig(raw: unknown): Validated<LimiterConfig> {
     } catch (error) {
       return invalid("LIMITER_CONFIG", `not valid JSON: ${(error as Error).message}`);
     }
+  }
+  if (options.required && isPlainObject(input) && input.rules === undefined) {
+    return invalid("rules", 'is required (write "rules": [] for a worker that only serves /check)');
   }
   const result = v.safeParse(configSchema, input);
   if (!result.success) return firstIssue(result.issues, "LIMITER_CONFIG");

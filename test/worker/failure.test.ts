@@ -207,7 +207,7 @@ describe("circuit breaker", () => {
         UPSTASH_REDIS_REST_URL: store.url,
         UPSTASH_REDIS_REST_TOKEN: inject("bridgeToken"),
         LIMITER_TOKEN: "t",
-        LIMITER_CONFIG: JSON.stringify({ timeoutMs: TIMEOUT, prefix }),
+        LIMITER_CONFIG: JSON.stringify({ timeoutMs: TIMEOUT, prefix, rules: [] }),
       };
       for (let i = 0; i < 30; i++) {
         const res = await app.fetch(

@@ -195,6 +195,28 @@ describe("rules through the proxy", () => {
     expect(await originCount(path)).toBe(0);
   });
 
+  it("an absent, empty or rule-less LIMITER_CONFIG is a 503, not an unprotected proxy", async () => {
+    const path = `/unconfigured-${run}`;
+    const cases: [string | undefined, string][] = [
+      [undefined, "LIMITER_CONFIG"],
+      ["", "LIMITER_CONFIG"],
+      ["  ", "LIMITER_CONFIG"],
+      [JSON.stringify({ prefix }), "rules"],
+    ];
+    for (const [raw, field] of cases) {
+      const res = await workerWith({ LIMITER_CONFIG: raw })(path);
+      expect(res.status, String(raw)).toBe(503);
+      expect(await res.json()).toMatchObject({ status: 503, field });
+    }
+    expect(await originCount(path)).toBe(0);
+    // An explicit empty list is a choice (a /check-only deployment): the proxy forwards.
+    const checkOnly = workerWith({ LIMITER_CONFIG: config([]) });
+    const res = await checkOnly(path);
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    expect(await originCount(path)).toBe(1);
+  });
+
   it("shadow mode decides, logs and adds headers, but never denies", async () => {
     const shadow = workerWith({
       LIMITER_CONFIG: config([
