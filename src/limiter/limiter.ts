@@ -40,7 +40,10 @@ export interface FallbackOptions extends FallbackLimiterOptions {
 }
 
 export interface LimiterOptions {
-  /** The Redis client (any object with `evalsha` and `eval` of `@upstash/redis`). */
+  /**
+   * The Redis client (any object with `evalsha` and `eval` of `@upstash/redis`). From
+   * createStoreClient, it also has `withTimeout`, which bounds a NOSCRIPT → EVAL by the time left.
+   */
   store: ScriptClient;
   /**
    * Prefix of every Redis key the limiter writes.
@@ -261,15 +264,24 @@ export function createLimiter(options: LimiterOptions): Limiter {
     };
   }
 
-  /** Runs `work` on the store within the deadline; after it, a NOSCRIPT → EVAL must not start. */
+  /**
+   * Runs `work` on the store within the deadline. A NOSCRIPT → EVAL gets only the time left (its
+   * request is aborted at the deadline, so it cannot count after the decision was made without
+   * it), and does not start at all once the deadline has passed.
+   */
   function withStore<T>(work: (store: ScriptClient) => Promise<T>): Promise<T> {
-    return withDeadline(timeoutMs, (expired) =>
+    const { store } = options;
+    return withDeadline(timeoutMs, (deadline) =>
       work({
-        evalsha: (sha, keys, args) => options.store.evalsha(sha, keys, args),
-        eval: (script, keys, args) =>
-          expired()
-            ? Promise.reject(new StoreTimeoutError(timeoutMs))
-            : options.store.eval(script, keys, args),
+        evalsha: (sha, keys, args) => store.evalsha(sha, keys, args),
+        eval: (script, keys, args) => {
+          const remaining = Math.floor(deadline.remainingMs());
+          if (deadline.expired() || remaining <= 0) {
+            return Promise.reject(new StoreTimeoutError(timeoutMs));
+          }
+          const client = store.withTimeout ? store.withTimeout(remaining) : store;
+          return client.eval(script, keys, args);
+        },
       }),
     );
   }

@@ -6,15 +6,26 @@ export class StoreTimeoutError extends Error {
   }
 }
 
+/** What `work` is told about its deadline. */
+export interface Deadline {
+  /** The deadline has passed: start nothing new. */
+  expired(): boolean;
+  /** Milliseconds left (≤ 0 once expired): the most a request started now may take. */
+  remainingMs(): number;
+}
+
 /**
  * Runs `work` and rejects with StoreTimeoutError after `timeoutMs`, whatever `work` does. The
  * HTTP request itself is aborted by the store client's own signal; this bounds the decision as a
- * whole, and `expired()` tells `work` not to start anything new once it is over.
+ * whole, and `deadline` tells `work` not to start anything new once it is over, or how long
+ * something started now may take.
  */
 export function withDeadline<T>(
   timeoutMs: number,
-  work: (expired: () => boolean) => Promise<T>,
+  work: (deadline: Deadline) => Promise<T>,
 ): Promise<T> {
+  // Date.now, not the limiter's injectable clock: the timer below runs on real time too.
+  const endsAt = Date.now() + timeoutMs;
   let expired = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const deadline = new Promise<never>((_, reject) => {
@@ -23,7 +34,11 @@ export function withDeadline<T>(
       reject(new StoreTimeoutError(timeoutMs));
     }, timeoutMs);
   });
-  return Promise.race([work(() => expired), deadline]).finally(() => {
+  const state: Deadline = {
+    expired: () => expired,
+    remainingMs: () => (expired ? 0 : endsAt - Date.now()),
+  };
+  return Promise.race([work(state), deadline]).finally(() => {
     if (timer !== undefined) clearTimeout(timer);
   });
 }

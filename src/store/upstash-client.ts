@@ -4,9 +4,15 @@ export interface StoreClientOptions {
   /** Upstash REST URL (or the local bridge's). */
   url: string;
   token: string;
-  /** Per-request timeout; the HTTP request is aborted, so a late answer cannot consume quota. */
+  /**
+   * Per-request timeout: the HTTP request is aborted then. A request aborted before it reaches
+   * Redis is never run; one Redis already ran still counted, even if its answer came too late.
+   */
   timeoutMs: number;
 }
+
+/** The Upstash client plus `withTimeout` (see ScriptClient). */
+export type StoreClient = Redis & { withTimeout(timeoutMs: number): Redis };
 
 /**
  * The Upstash client, configured on purpose for a decision on the request path:
@@ -14,18 +20,23 @@ export interface StoreClientOptions {
  *   (and `retry: false` still makes 2 attempts); a limiter must answer within its timeout instead.
  * - `signal` as a *function*: a fresh `AbortSignal.timeout` per request. A static signal is
  *   swallowed by the client (it fakes a 200 with the abort reason) and stays aborted forever.
- *   The abort closes the connection, so a store that answers late never sees the request
- *   (test/worker/failure.test.ts proves it with a server that delays, then forwards). The
- *   limiter's own deadline (same timeoutMs) bounds the decision as a whole, EVALSHA → EVAL too.
+ *   The abort closes the connection: a request held up *before* Redis (a slow network, a
+ *   queue in front of it) is never run (test/worker/failure.test.ts proves it with a server that
+ *   delays, then forwards). A script Redis already ran has counted, however late its answer.
+ *   The limiter's own deadline (same timeoutMs) bounds the decision as a whole; a NOSCRIPT →
+ *   EVAL gets only the time left, through `withTimeout`.
  * - no telemetry headers; results left as Redis returns them (our scripts return integers).
  */
-export function createStoreClient(options: StoreClientOptions): Redis {
-  return new Redis({
-    url: options.url,
-    token: options.token,
-    retry: { retries: 0 },
-    signal: () => AbortSignal.timeout(options.timeoutMs),
-    enableTelemetry: false,
-    automaticDeserialization: false,
-  });
+export function createStoreClient(options: StoreClientOptions): StoreClient {
+  const make = (timeoutMs: number) =>
+    new Redis({
+      url: options.url,
+      token: options.token,
+      retry: { retries: 0 },
+      signal: () => AbortSignal.timeout(timeoutMs),
+      enableTelemetry: false,
+      automaticDeserialization: false,
+    });
+  // A client per call of withTimeout: only the rare NOSCRIPT path uses it.
+  return Object.assign(make(options.timeoutMs), { withTimeout: make });
 }

@@ -85,6 +85,31 @@ describe("a hung store", () => {
     expect(await redis.exists(storageKey(prefix, "fail", "late"))).toBe(0);
   });
 
+  it("a NOSCRIPT near the deadline: the EVAL gets only the time left, so it never counts late", async () => {
+    const timeoutMs = 400;
+    // Each request is held 240 ms, then relayed if the client is still there. The EVALSHA's
+    // NOSCRIPT comes back at ~240 ms; an EVAL with its own full timeout would be relayed at
+    // ~480 ms, after the decision (fail-open at 400 ms), and count a request nobody admitted.
+    const slow = await faultScenario("delay-forward", 240);
+    const client = storeAt(slow.url, timeoutMs);
+    const limiter = createLimiter({
+      store: {
+        // A real NOSCRIPT from Redis (no script has this SHA), after the delay.
+        evalsha: (_sha, keys, args) => client.evalsha("0".repeat(40), keys, args),
+        eval: (script, keys, args) => client.eval(script, keys, args),
+        withTimeout: (ms) => client.withTimeout(ms),
+      },
+      prefix,
+      timeoutMs,
+      fallback: false,
+    });
+    expect(await limiter.limit(req("noscript-late"))).toMatchObject({ source: "fail-open" });
+    const stats = await slow.settled();
+    // Both calls were sent; only the EVALSHA was relayed: the EVAL was aborted at the deadline.
+    expect(stats).toMatchObject({ requests: 2, forwarded: 1, dropped: 1 });
+    expect(await redis.exists(storageKey(prefix, "fail", "noscript-late"))).toBe(0);
+  });
+
   it("(control) a request abandoned but not aborted does consume quota later", async () => {
     const slow = await faultScenario("delay-forward", TIMEOUT * 3);
     // The same client without its abort signal: only the limiter's deadline gives up.

@@ -1,8 +1,7 @@
 /// <reference path="../support/provided.d.ts" />
-import type { Redis } from "@upstash/redis/cloudflare";
 import { inject } from "vitest";
 import type { ScriptClient } from "../../src/store/script-runner";
-import { createStoreClient } from "../../src/store/upstash-client";
+import { createStoreClient, type StoreClient } from "../../src/store/upstash-client";
 import type { FaultMode, FaultStats } from "../support/fault-types";
 
 declare module "vitest" {
@@ -52,7 +51,7 @@ export async function faultScenario(mode: FaultMode, delayMs = 0): Promise<Fault
 }
 
 /** The worker's store client, pointed at a URL (a fault scenario, or the bridge). */
-export function storeAt(url: string, timeoutMs: number): Redis {
+export function storeAt(url: string, timeoutMs: number): StoreClient {
   return createStoreClient({ url, token: inject("bridgeToken"), timeoutMs });
 }
 
@@ -75,6 +74,21 @@ export function counting(client: ScriptClient): {
         evals++;
         return client.eval(script, keys, args);
       },
+      // The limiter's NOSCRIPT → EVAL goes through this when the client has it: count it too.
+      ...(client.withTimeout
+        ? {
+            withTimeout: (ms: number) => {
+              const bounded = (client.withTimeout as NonNullable<ScriptClient["withTimeout"]>)(ms);
+              return {
+                eval: ((script, keys, args) => {
+                  calls++;
+                  evals++;
+                  return bounded.eval(script, keys, args);
+                }) as typeof bounded.eval,
+              };
+            },
+          }
+        : {}),
     },
     calls: () => calls,
     evals: () => evals,
