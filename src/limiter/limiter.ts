@@ -240,8 +240,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     now,
     onStateChange: options.onBreakerChange,
   });
-  // One store call in flight per cache key, for single flight. Settles, never rejects.
-  const inFlight = new Map<string, Promise<void>>();
+  // One store call in flight per cache key, for single flight. Settles (true when the store
+  // answered), never rejects.
+  const inFlight = new Map<string, Promise<boolean>>();
 
   function itemOf(request: LimitRequest): Item {
     const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
@@ -465,7 +466,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (only && singleFlight && lookup && !lookup.hit && lookup.exhausted) {
       const pending = inFlight.get(only.cacheKey);
       if (pending) {
-        await pending;
+        // The flight failed (timeout, error): the store is not answering now. Decide as it did
+        // rather than wait a second timeout of our own.
+        if (!(await pending)) return degraded(items);
         at = now();
         const after = cache?.lookup(only.cacheKey, only.cost, at);
         if (after?.hit) return denied([fromCache(only, after.entry as Remembered, at)]);
@@ -488,8 +491,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     );
     if (only && singleFlight) {
       const settled = call.then(
-        () => undefined,
-        () => undefined,
+        () => true,
+        () => false,
       );
       inFlight.set(only.cacheKey, settled);
       void settled.then(() => {

@@ -308,6 +308,31 @@ describe("fallback limiter", () => {
   });
 });
 
+describe("single flight against a store that stops answering", () => {
+  it("a waiter whose flight failed decides at once, without a call (and a timeout) of its own", async () => {
+    const store = await faultScenario("forward");
+    const clock = manualClock();
+    const { limiter, calls } = limiterAt(store.url, {
+      clock: "caller",
+      now: clock.now,
+      fallback: false,
+      breaker: { failureThreshold: 100 },
+    });
+    const request = req("single-flight-hung", { limit: 1 });
+    expect(await limiter.limit(request)).toMatchObject({ allowed: true, source: "redis" });
+    // The cached claim has expired, but the key was exhausted at its last answer: concurrent
+    // checks wait for one flight.
+    clock.advance(60_001);
+    await store.set("hang");
+    const before = calls();
+    const decisions = await Promise.all([limiter.limit(request), limiter.limit(request)]);
+    expect(decisions.map((d) => d.source)).toEqual(["fail-open", "fail-open"]);
+    // One hung call: the waiter did not start a second one after the first timed out (which
+    // would have made it wait two timeouts against a hung store).
+    expect(calls() - before).toBe(1);
+  });
+});
+
 describe("SCRIPT FLUSH mid-run", () => {
   it("surfaces no error and keeps decisions exact", async () => {
     const { limiter } = limiterAt(inject("bridgeUrl"), { timeoutMs: 5_000 });
