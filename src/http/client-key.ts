@@ -8,7 +8,9 @@ import type { ClientIpConfig } from "../config/limiter-config";
  *   subscriber owns a whole /64, so per-address keys would be free to rotate) as
  *   "2001:db8:1:2::/64". IPv4-mapped IPv6 counts as IPv4.
  * - "header:<name>": the SHA-256 (hex) of the header's value: API keys and tokens never reach
- *   Redis (keys, MONITOR, slowlog) in the clear.
+ *   Redis (keys, MONITOR, slowlog) in the clear. A value with a comma is no key: Headers joins
+ *   a repeated header with ", ", so `X-API-Key: valid` plus a random second copy would hash to a
+ *   fresh bucket on every request (a free rotation of keys). API keys and tokens hold no comma.
  * - "global": "global" (one log for everyone).
  * Undefined when the request lacks the material (no such header, no parseable address): the
  * rule's `missingKey` decides what happens then.
@@ -22,7 +24,7 @@ export async function clientKey(
   if (spec === "ip") return clientIp(headers, ip);
   if (spec.startsWith("header:")) {
     const value = headers.get(spec.slice("header:".length));
-    if (value === null || value.trim() === "") return undefined;
+    if (value === null || value.trim() === "" || value.includes(",")) return undefined;
     return sha256Hex(value.trim());
   }
   return undefined;

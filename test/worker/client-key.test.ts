@@ -87,6 +87,17 @@ describe("client keys", () => {
     ).toBeUndefined();
   });
 
+  it("a repeated key header is no key (extra copies would make a fresh bucket per request)", async () => {
+    const repeated = new Headers();
+    repeated.append("X-API-Key", "valid");
+    repeated.append("X-API-Key", `junk-${crypto.randomUUID()}`);
+    expect(await clientKey("header:x-api-key", repeated, defaults)).toBeUndefined();
+    // The same once joined by a proxy: a comma cannot be told apart from a repeat.
+    expect(
+      await clientKey("header:x-api-key", headers({ "X-API-Key": "valid, junk" }), defaults),
+    ).toBeUndefined();
+  });
+
   it('"global" is one key for everyone', async () => {
     expect(await clientKey("global", headers({}), defaults)).toBe("global");
   });
