@@ -6,12 +6,16 @@ export async function bearerTokenMatches(
   header: string | undefined,
   expected: string,
 ): Promise<boolean> {
-  const presented = header?.startsWith("Bearer ") ? header.slice("Bearer ".length) : "";
+  // RFC 9110 §11.1: the scheme is case-insensitive ("bearer x" is valid). One space, as every
+  // client sends it (a stricter reading than 1*SP, kept: nothing legitimate sends two).
+  const presented = header?.match(BEARER)?.[1] ?? "";
   const [a, b] = await Promise.all([digest(presented), digest(expected)]);
   let diff = 0;
   for (let i = 0; i < a.length; i++) diff |= (a[i] ?? 0) ^ (b[i] ?? 0);
   return diff === 0 && presented.length > 0;
 }
+
+const BEARER = /^bearer (.+)$/i;
 
 async function digest(text: string): Promise<Uint8Array> {
   return new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));

@@ -79,7 +79,8 @@ function malformed(random: () => number, i: number): Case {
             {},
             { Authorization: "" },
             { Authorization: TOKEN },
-            { Authorization: `bearer ${TOKEN}` },
+            // ("bearer <token>" is valid: auth schemes are case-insensitive, see check.test.ts)
+            { Authorization: `Bearer:${TOKEN}` },
             { Authorization: `Basic ${btoa(`u:${TOKEN}`)}` },
             { Authorization: `Bearer  ${TOKEN}` },
             { Authorization: `Bearer ${junkString(40).replace(/[^\x20-\x7e]/g, "x")}` },

@@ -75,6 +75,28 @@ describe("POST /check", () => {
     expect((await check({ key, limit: 1, window: "1m" })).status).toBe(200);
   });
 
+  it("takes the Bearer scheme in any letter case (RFC 9110 auth schemes are case-insensitive)", async () => {
+    const key = `scheme-${run}`;
+    for (const authorization of [`bearer ${TOKEN}`, `BEARER ${TOKEN}`, `bEaReR ${TOKEN}`]) {
+      const res = await SELF.fetch("http://limiter/check", {
+        method: "POST",
+        headers: { Authorization: authorization, "Content-Type": "application/json" },
+        body: JSON.stringify({ key, limit: 10, window: "1m" }),
+      });
+      expect(res.status, authorization).toBe(200);
+      await res.arrayBuffer();
+    }
+    for (const authorization of [`Basic ${TOKEN}`, `Bearer${TOKEN}`, TOKEN]) {
+      const res = await SELF.fetch("http://limiter/check", {
+        method: "POST",
+        headers: { Authorization: authorization, "Content-Type": "application/json" },
+        body: JSON.stringify({ key, limit: 10, window: "1m" }),
+      });
+      expect(res.status, authorization).toBe(401);
+      await res.arrayBuffer();
+    }
+  });
+
   const bad: [string, unknown, string][] = [
     ["not JSON", "{key:", "body"],
     ["an array", [], "body"],
