@@ -38,7 +38,10 @@ export function withDeadline<T>(
     expired: () => expired,
     remainingMs: () => (expired ? 0 : endsAt - Date.now()),
   };
-  return Promise.race([work(state), deadline]).finally(() => {
+  // Through a promise: work that throws synchronously rejects like any other failure, and the
+  // timer is still cleared (else `deadline` would reject later with nobody listening).
+  const done = Promise.resolve().then(() => work(state));
+  return Promise.race([done, deadline]).finally(() => {
     if (timer !== undefined) clearTimeout(timer);
   });
 }
