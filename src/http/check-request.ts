@@ -1,5 +1,5 @@
 import { parseDuration } from "../config/duration";
-import type { RuleConfig } from "../config/limiter-config";
+import type { ClientIpConfig, RuleConfig } from "../config/limiter-config";
 import {
   ADHOC_POLICY_PREFIX,
   MAX_KEY_LENGTH,
@@ -17,6 +17,7 @@ import {
 } from "../config/validation";
 import type { LimitRequest } from "../limiter/limiter";
 import { ALGORITHMS, DEFAULT_ALGORITHM, isAlgorithm } from "../store/algorithm";
+import { groupAddress } from "./client-key";
 
 const FIELDS = [
   "key",
@@ -56,10 +57,21 @@ export function parseCheckRequest(
   return { ok: true, value: only };
 }
 
-/** Validates a parsed /check body strictly: the first wrong field is named; nothing is counted. */
+/** How the proxy groups "ip" keys: /check groups an address it is given the same way. */
+export type AddressGrouping = Pick<ClientIpConfig, "ipv4PrefixLength" | "ipv6PrefixLength">;
+
+const DEFAULT_GROUPING: AddressGrouping = { ipv4PrefixLength: 32, ipv6PrefixLength: 64 };
+
+/**
+ * Validates a parsed /check body strictly: the first wrong field is named; nothing is counted.
+ * For a rule keyed on "ip", a key that is an IP address is grouped as the proxy groups it
+ * ("2001:db8:1:2::5" → "2001:db8:1:2::/64"), so /check and the proxy share one log; any other
+ * key (an already grouped "2001:db8:1:2::/64", a caller's own id) is used as given.
+ */
 export function parseCheckBody(
   body: unknown,
   rules: readonly RuleConfig[],
+  grouping: AddressGrouping = DEFAULT_GROUPING,
 ): Validated<CheckRequest> {
   if (!isPlainObject(body)) return invalid("body", "must be a JSON object");
   const extra = unknownField(body, FIELDS);
@@ -129,7 +141,7 @@ export function parseCheckBody(
       }
       requests.push({
         policy: found.name,
-        key,
+        key: found.key === "ip" ? (groupAddress(key, grouping) ?? key) : key,
         limit: found.limit,
         windowMs: found.windowMs,
         cost: ruleCost,

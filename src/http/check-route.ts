@@ -104,7 +104,7 @@ export async function authorizedCheckRequest(
       problem(c, 400, { title: "Bad Request", detail: "body is not valid JSON", field: "body" }),
     );
   }
-  const request = parseCheckBody(json, runtime.config.rules);
+  const request = parseCheckBody(json, runtime.config.rules, runtime.config.clientIp);
   if (!request.ok) {
     return refuse(
       problem(c, 400, {

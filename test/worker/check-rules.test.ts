@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
+import { groupAddress } from "../../src/http/client-key";
 import { deleteKeys, testRedis, uniquePrefix } from "./redis";
 import { workerWith } from "./worker-harness";
 
@@ -47,6 +48,21 @@ describe("/check with configured rules", () => {
       policy: "api",
     });
     expect(res.headers.get("RateLimit-Policy")).toBe('"api";q=3;w=60');
+  });
+
+  it('an "ip" rule groups an address key as the proxy does (IPv6 by /64), so both share one log', async () => {
+    const net = `2001:db8:${run.slice(0, 4)}:${run.slice(4, 8)}`;
+    const proxied = await worker(`/api/v6-${run}`, {
+      headers: { "CF-Connecting-IP": `${net}::5` },
+    });
+    expect(proxied.headers.get("RateLimit")).toMatch(/^"api";r=2;/);
+    // Another address of the same /64, through /check: the same client.
+    const sibling = await post("/check", { key: `${net}::77`, rule: "api" });
+    expect(await sibling.json()).toMatchObject({ allowed: true, remaining: 1 });
+    // The grouped form (what the README told callers to send) is still the same log.
+    const grouped = groupAddress(`${net}::1`, { ipv4PrefixLength: 32, ipv6PrefixLength: 64 });
+    const same = await post("/check", { key: grouped, rule: "api" });
+    expect(await same.json()).toMatchObject({ allowed: true, remaining: 0 });
   });
 
   it("answers 400 naming the rule for an unknown rule, counting nothing", async () => {
