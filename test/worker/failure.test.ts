@@ -28,7 +28,7 @@ function limiterAt(url: string, extra: Partial<LimiterOptions> = {}) {
     onBreakerChange: (event) => events.push(event),
     ...extra,
   });
-  return { limiter, calls: counted.calls, events };
+  return { limiter, calls: counted.calls, evals: counted.evals, events };
 }
 
 const req = (key: string, extra: object = {}) => ({
@@ -335,14 +335,18 @@ describe("single flight against a store that stops answering", () => {
 
 describe("SCRIPT FLUSH mid-run", () => {
   it("surfaces no error and keeps decisions exact", async () => {
-    const { limiter } = limiterAt(inject("bridgeUrl"), { timeoutMs: 5_000 });
+    const { limiter, evals } = limiterAt(inject("bridgeUrl"), { timeoutMs: 5_000 });
     const ask = () => limiter.limit({ policy: "flush", key: "k", limit: 50, windowMs: 60_000 });
-    const first = Array.from({ length: 60 }, ask);
+    // Fewer than the limit before the flush: requests after it must reach the store (a full
+    // key would be denied from the cache, and NOSCRIPT would never be exercised).
+    const first = Array.from({ length: 30 }, ask);
     await redis.scriptFlush();
-    const second = Array.from({ length: 60 }, ask);
+    const second = Array.from({ length: 90 }, ask);
     const decisions = await Promise.all([...first, ...second]);
     expect(decisions.every((d) => d.source === "redis" || d.source === "cache")).toBe(true);
     expect(decisions.filter((d) => d.allowed)).toHaveLength(50);
     expect(await redis.zcard(storageKey(prefix, "flush", "k"))).toBe(50);
+    // The flush was seen: some EVALSHA got NOSCRIPT and the EVAL fallback ran.
+    expect(evals()).toBeGreaterThanOrEqual(1);
   });
 });
