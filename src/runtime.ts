@@ -2,7 +2,6 @@ import { type LimiterConfig, parseLimiterConfig } from "./config/limiter-config"
 import type { Validated } from "./config/validation";
 import type { Env } from "./env";
 import { type CompiledRule, compileRules } from "./http/rule-matcher";
-import { createDenialCache, type DenialCache } from "./limiter/denial-cache";
 import { createLimiter, type Limiter } from "./limiter/limiter";
 import type { QuotaClient } from "./store/quota";
 import { createStoreClient } from "./store/upstash-client";
@@ -17,8 +16,6 @@ export type Runtime =
       limiter: Limiter;
       /** The store itself, for the admin routes (read a quota, reset a key). */
       store: QuotaClient;
-      /** The limiter's denial cache, held here so a reset can clear this isolate's entry. */
-      denialCache: DenialCache;
     }
   | { ok: false; field: string; detail: string };
 
@@ -66,11 +63,10 @@ function buildRuntime(env: Env): Runtime {
   } catch (error) {
     return { ok: false, field: "UPSTASH_REDIS_REST_URL", detail: (error as Error).message };
   }
-  const denialCache = createDenialCache(config.denialCache);
   const limiter = createLimiter({
     store,
     timeoutMs: config.timeoutMs,
-    denialCache,
+    denialCache: config.denialCache,
     prefix: config.prefix,
     clock: config.clock,
     failMode: config.failMode,
@@ -81,5 +77,5 @@ function buildRuntime(env: Env): Runtime {
     // failing request: an outage must not flood the logs.
     onBreakerChange: (event) => console.log(JSON.stringify(event)),
   });
-  return { ok: true, config, rules: compileRules(config.rules), limiter, store, denialCache };
+  return { ok: true, config, rules: compileRules(config.rules), limiter, store };
 }
