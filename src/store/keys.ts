@@ -33,15 +33,3 @@ export function requestRecordKey(policyKeys: readonly string[], requestId: strin
   const scope = others.length > 0 ? `:${others.join("|")}` : "";
   return `${first}:rid:${encodeURIComponent(requestId)}${scope}`;
 }
-
-/**
- * The Redis Cluster hash tag of a key (what its slot is computed from): the text between the
- * first `{` and the next `}`, when non-empty; otherwise the whole key. Keys of one evaluation
- * must share it on Redis Cluster (Upstash and a single Redis don't care).
- */
-export function hashTag(key: string): string {
-  const open = key.indexOf("{");
-  if (open < 0) return key;
-  const close = key.indexOf("}", open + 1);
-  return close > open + 1 ? key.slice(open + 1, close) : key;
-}
