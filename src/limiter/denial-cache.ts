@@ -12,6 +12,12 @@ export interface Exhaustion {
   remaining: number;
   /** Isolate-clock ms until which a cost ≥ minCost is denied. */
   until: number;
+  /**
+   * When a denied client may retry (Retry-After): never earlier than capacity frees, so it may
+   * be later than `until` (measured from when the answer arrived, not when it was asked).
+   * @default until
+   */
+  retryAt?: number;
 }
 
 export type CacheLookup =

@@ -190,11 +190,6 @@ export const DEFAULT_LIMITER_TIMEOUT_MS = 500;
 /** Retry-After of a fail-closed denial when the breaker gives no better estimate. */
 const FAIL_CLOSED_RETRY_MS = 1_000;
 
-/** A cache entry plus the upper bound of when it frees (for Retry-After, never early). */
-interface Remembered extends Exhaustion {
-  retryAt: number;
-}
-
 /**
  * The key a request has in the denial cache and the fallback limiter (for `forget` after a reset).
  * The limit, window and algorithm are part of it: ad-hoc checks of one policy may differ in them,
@@ -295,7 +290,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // relative wait from sentAt is never late, so the cache never denies what the store admits;
     // from receivedAt it is never early, which is what Retry-After must be.
     const wait = result.allowed ? result.reset - result.now : result.retryAfterMs;
-    const entry: Remembered = {
+    const entry: Exhaustion = {
       // Denied: this cost and more, until capacity for it frees. Admitted with too little left
       // for another of this cost: every cost above what remains, until the next unit frees.
       // (In a request another policy denied, a policy that alone admitted reports its remaining
@@ -319,8 +314,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     };
   }
 
-  function fromCache(item: Item, entry: Remembered, at: number): Decision {
-    const retryAfterMs = Math.max(1, entry.retryAt - at);
+  function fromCache(item: Item, entry: Exhaustion, at: number): Decision {
+    const retryAfterMs = Math.max(1, (entry.retryAt ?? entry.until) - at);
     return {
       ...base(item),
       allowed: false,
@@ -456,7 +451,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       return denied(
         items.map((item, i) => {
           const lookup = cached[i];
-          return lookup?.hit ? fromCache(item, lookup.entry as Remembered, at) : notAsked(item, at);
+          return lookup?.hit ? fromCache(item, lookup.entry, at) : notAsked(item, at);
         }),
       );
     }
@@ -471,7 +466,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
         if (!(await pending)) return degraded(items);
         at = now();
         const after = cache?.lookup(only.cacheKey, only.cost, at);
-        if (after?.hit) return denied([fromCache(only, after.entry as Remembered, at)]);
+        if (after?.hit) return denied([fromCache(only, after.entry, at)]);
       }
     }
 

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { createDenialCache } from "../../src/limiter/denial-cache";
-import { createLimiter } from "../../src/limiter/limiter";
+import { createLimiter, denialCacheKey } from "../../src/limiter/limiter";
 import { storageKey } from "../../src/store/keys";
 import { counting, manualClock, storeAt } from "./fault-control";
 import { deleteKeys, testRedis, uniquePrefix } from "./redis";
@@ -141,6 +141,30 @@ describe("single flight", () => {
     expect(burst.every((d) => !d.allowed)).toBe(true);
     expect(a.calls() - before).toBe(1);
     expect(burst.filter((d) => d.source === "cache")).toHaveLength(99);
+  });
+});
+
+describe("a cache shared with the limiter", () => {
+  it("an entry remembered by hand (no retryAt) denies with a Retry-After up to its until", async () => {
+    const clock = manualClock();
+    const cache = createDenialCache();
+    const limiter = createLimiter({
+      store: storeAt(inject("bridgeUrl"), 5_000),
+      prefix,
+      now: clock.now,
+      denialCache: cache,
+    });
+    const request = { policy: "by-hand", key: "k", limit: 5, windowMs: 60_000 };
+    cache.remember(
+      denialCacheKey(request),
+      { minCost: 1, remaining: 0, until: clock.now() + 1_500 },
+      clock.now(),
+    );
+    expect(await limiter.limit(request)).toMatchObject({
+      allowed: false,
+      source: "cache",
+      retryAfterMs: 1_500,
+    });
   });
 });
 
