@@ -2,11 +2,11 @@ import type { Redis } from "@upstash/redis";
 import type { Algorithm } from "./algorithm";
 import { storageKey } from "./keys";
 import { QUOTA_PEEK_SCRIPT } from "./quota.lua";
-import { scriptSha } from "./script-runner";
+import { type ReadOnlyScriptClient, runReadOnlyScript } from "./script-runner";
 import type { StoreResult } from "./sliding-log";
 
 /** The narrow slice of the Upstash client the admin operations need. */
-export type QuotaClient = Pick<Redis, "evalshaRo" | "evalRo" | "unlink">;
+export type QuotaClient = ReadOnlyScriptClient & Pick<Redis, "unlink">;
 
 export interface QuotaKey {
   prefix: string;
@@ -37,14 +37,7 @@ export async function peekQuota(client: QuotaClient, request: PeekRequest): Prom
   }
   const keys = [storageKey(request.prefix, request.policy, request.key)];
   const args = [request.limit, request.windowMs, request.cost ?? 1, request.now ?? ""];
-  const sha = await scriptSha(QUOTA_PEEK_SCRIPT);
-  let reply: unknown;
-  try {
-    reply = await client.evalshaRo(sha, keys, args);
-  } catch (error) {
-    if (!(error instanceof Error && error.message.includes("NOSCRIPT"))) throw error;
-    reply = await client.evalRo(QUOTA_PEEK_SCRIPT, keys, args);
-  }
+  const reply = await runReadOnlyScript<unknown>(client, QUOTA_PEEK_SCRIPT, keys, args);
   if (
     !Array.isArray(reply) ||
     reply.length !== 5 ||

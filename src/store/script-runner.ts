@@ -34,22 +34,51 @@ function toHex(buffer: ArrayBuffer): string {
   return hex;
 }
 
+/** The read-only variants (EVALSHA_RO / EVAL_RO): allowed on replicas, refused if it writes. */
+export type ReadOnlyScriptClient = Pick<Redis, "evalshaRo" | "evalRo">;
+
 /**
  * EVALSHA, and on NOSCRIPT (a fresh Redis, a failover, `SCRIPT FLUSH`) EVAL once: EVAL also
  * loads the script, so the next EVALSHA hits again. Any other error is the caller's to handle.
  */
-export async function runScript<T>(
+export function runScript<T>(
   client: ScriptClient,
   script: string,
   keys: string[],
   args: ScriptArg[],
 ): Promise<T> {
+  return withFallback(
+    script,
+    (sha) => client.evalsha<ScriptArg[], T>(sha, keys, args),
+    () => client.eval<ScriptArg[], T>(script, keys, args),
+  );
+}
+
+/** runScript for a script that only reads: EVALSHA_RO, on NOSCRIPT EVAL_RO once. */
+export function runReadOnlyScript<T>(
+  client: ReadOnlyScriptClient,
+  script: string,
+  keys: string[],
+  args: ScriptArg[],
+): Promise<T> {
+  return withFallback(
+    script,
+    (sha) => client.evalshaRo<ScriptArg[], T>(sha, keys, args),
+    () => client.evalRo<ScriptArg[], T>(script, keys, args),
+  );
+}
+
+async function withFallback<T>(
+  script: string,
+  bySha: (sha: string) => Promise<T>,
+  byText: () => Promise<T>,
+): Promise<T> {
   const sha = await scriptSha(script);
   try {
-    return await client.evalsha<ScriptArg[], T>(sha, keys, args);
+    return await bySha(sha);
   } catch (error) {
     if (!isNoScript(error)) throw error;
-    return await client.eval<ScriptArg[], T>(script, keys, args);
+    return await byText();
   }
 }
 
