@@ -1,5 +1,5 @@
 import * as v from "valibot";
-import type { Clock, FailMode } from "../limiter/limiter";
+import { type Clock, DEFAULT_LIMITER_TIMEOUT_MS, type FailMode } from "../limiter/limiter";
 import { ALGORITHMS, type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
 import { firstIssue } from "./config-issue";
 import { parseDuration } from "./duration";
@@ -11,6 +11,7 @@ import {
   POLICY_NAME,
 } from "./limits";
 import { type ResilienceConfig, resilienceEntries } from "./resilience-config";
+import { integerIn, plainObject } from "./schema-parts";
 import { invalid, isPlainObject, type Validated } from "./validation";
 
 /** What a rule does for a request that lacks its key material (no IP, no such header). */
@@ -100,26 +101,7 @@ export interface LimiterConfig extends ResilienceConfig {
   requestIdHeaders: string[];
 }
 
-export const DEFAULT_TIMEOUT_MS = 500;
 const MAX_TIMEOUT_MS = 30_000;
-
-/** A strict object that is not an array (valibot's object schemas accept arrays as objects). */
-const plainObject = <const T extends v.ObjectEntries>(entries: T, message: string) =>
-  v.pipe(
-    v.custom<Record<string, unknown>>(
-      (input) => typeof input === "object" && input !== null && !Array.isArray(input),
-      message,
-    ),
-    v.strictObject(entries, message),
-  );
-
-const integerIn = (min: number, max: number) =>
-  v.pipe(
-    v.number(`must be an integer from ${min} to ${max}`),
-    v.integer(`must be an integer from ${min} to ${max}`),
-    v.minValue(min, `must be an integer from ${min} to ${max}`),
-    v.maxValue(max, `must be an integer from ${min} to ${max}`),
-  );
 
 const failModeSchema = v.picklist(["open", "closed"], 'must be "open" or "closed"');
 
@@ -243,7 +225,7 @@ export const requestIdHeadersSchema = v.pipe(
 const configSchema = plainObject(
   {
     rules: v.optional(v.array(ruleSchema, "must be an array"), []),
-    timeoutMs: v.optional(integerIn(1, MAX_TIMEOUT_MS), DEFAULT_TIMEOUT_MS),
+    timeoutMs: v.optional(integerIn(1, MAX_TIMEOUT_MS), DEFAULT_LIMITER_TIMEOUT_MS),
     failMode: v.optional(failModeSchema, "open"),
     prefix: v.optional(
       v.pipe(

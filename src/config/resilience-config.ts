@@ -5,24 +5,18 @@ import {
   DEFAULT_FALLBACK_MAX_ENTRIES,
   DEFAULT_FALLBACK_MAX_KEYS,
 } from "../limiter/fallback-limiter";
+import { integerIn } from "./schema-parts";
 
 // LIMITER_CONFIG knobs for what the limiter does when the store is slow or down (README
 // "Failure modes"). Every field is optional; the defaults are the limiter's own.
 
-const integerIn = (min: number, max: number, fallback: number) =>
-  v.optional(
-    v.pipe(
-      v.number(`must be an integer from ${min} to ${max}`),
-      v.integer(`must be an integer from ${min} to ${max}`),
-      v.minValue(min, `must be an integer from ${min} to ${max}`),
-      v.maxValue(max, `must be an integer from ${min} to ${max}`),
-    ),
-    fallback,
-  );
+/** An optional integer in [min, max], `fallback` when absent. */
+const optionalIntegerIn = (min: number, max: number, fallback: number) =>
+  v.optional(integerIn(min, max), fallback);
 
 /** Per-isolate cache of denials. `maxEntries: 0` turns it off. */
 export const denialCacheSchema = v.strictObject(
-  { maxEntries: integerIn(0, 1_000_000, DEFAULT_DENIAL_CACHE_SIZE) },
+  { maxEntries: optionalIntegerIn(0, 1_000_000, DEFAULT_DENIAL_CACHE_SIZE) },
   "must be an object with maxEntries",
 );
 
@@ -38,17 +32,17 @@ export const fallbackSchema = v.strictObject(
       ),
       1,
     ),
-    maxKeys: integerIn(1, 1_000_000, DEFAULT_FALLBACK_MAX_KEYS),
-    maxEntries: integerIn(1, 10_000_000, DEFAULT_FALLBACK_MAX_ENTRIES),
+    maxKeys: optionalIntegerIn(1, 1_000_000, DEFAULT_FALLBACK_MAX_KEYS),
+    maxEntries: optionalIntegerIn(1, 10_000_000, DEFAULT_FALLBACK_MAX_ENTRIES),
   },
   "must be an object with enabled, fraction, maxKeys and/or maxEntries",
 );
 
 export const breakerSchema = v.strictObject(
   {
-    failureThreshold: integerIn(1, 1_000, DEFAULT_BREAKER.failureThreshold),
-    cooldownMs: integerIn(1, 600_000, DEFAULT_BREAKER.cooldownMs),
-    maxCooldownMs: integerIn(1, 3_600_000, DEFAULT_BREAKER.maxCooldownMs),
+    failureThreshold: optionalIntegerIn(1, 1_000, DEFAULT_BREAKER.failureThreshold),
+    cooldownMs: optionalIntegerIn(1, 600_000, DEFAULT_BREAKER.cooldownMs),
+    maxCooldownMs: optionalIntegerIn(1, 3_600_000, DEFAULT_BREAKER.maxCooldownMs),
   },
   "must be an object with failureThreshold, cooldownMs and/or maxCooldownMs",
 );
