@@ -5,7 +5,7 @@ import {
   DEFAULT_FALLBACK_MAX_ENTRIES,
   DEFAULT_FALLBACK_MAX_KEYS,
 } from "../limiter/fallback-limiter";
-import { integerIn } from "./schema-parts";
+import { integerIn, plainObject } from "./schema-parts";
 
 // LIMITER_CONFIG knobs for what the limiter does when the store is slow or down (README
 // "Failure modes"). Every field is optional; the defaults are the limiter's own.
@@ -15,13 +15,13 @@ const optionalIntegerIn = (min: number, max: number, fallback: number) =>
   v.optional(integerIn(min, max), fallback);
 
 /** Per-isolate cache of denials. `maxEntries: 0` turns it off. */
-export const denialCacheSchema = v.strictObject(
+export const denialCacheSchema = plainObject(
   { maxEntries: optionalIntegerIn(0, 1_000_000, DEFAULT_DENIAL_CACHE_SIZE) },
   "must be an object with maxEntries",
 );
 
 /** The local sliding log used (fail-open rules only) while the store is down. */
-export const fallbackSchema = v.strictObject(
+export const fallbackSchema = plainObject(
   {
     enabled: v.optional(v.boolean("must be true or false"), true),
     fraction: v.optional(
@@ -38,7 +38,7 @@ export const fallbackSchema = v.strictObject(
   "must be an object with enabled, fraction, maxKeys and/or maxEntries",
 );
 
-export const breakerSchema = v.strictObject(
+export const breakerSchema = plainObject(
   {
     failureThreshold: optionalIntegerIn(1, 1_000, DEFAULT_BREAKER.failureThreshold),
     cooldownMs: optionalIntegerIn(1, 600_000, DEFAULT_BREAKER.cooldownMs),

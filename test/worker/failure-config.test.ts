@@ -38,6 +38,10 @@ describe("LIMITER_CONFIG failure-handling knobs", () => {
     [{ breaker: { cooldown: 5 } }, "breaker.cooldown"],
     [{ denialCache: { maxEntries: -1 } }, "denialCache.maxEntries"],
     [{ singleFlight: "yes" }, "singleFlight"],
+    // Arrays are not objects here either (valibot's object schemas would take [] as {}).
+    [{ breaker: [] }, "breaker"],
+    [{ fallback: [] }, "fallback"],
+    [{ denialCache: [] }, "denialCache"],
   ])("rejects %j, naming %s", (config, field) => {
     expect(parseLimiterConfig(config)).toMatchObject({ ok: false, field });
   });
