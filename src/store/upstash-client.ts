@@ -37,6 +37,22 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
       enableTelemetry: false,
       automaticDeserialization: false,
     });
-  // A client per call of withTimeout: only the rare NOSCRIPT path uses it.
-  return Object.assign(make(options.timeoutMs), { withTimeout: make });
+  // Shared per 10 ms step (rounded down: never later than asked), not one per call: after a
+  // SCRIPT FLUSH every concurrent decision gets NOSCRIPT at once, and their EVALs must still
+  // share a client to share its auto-pipeline (one HTTP request, not one each).
+  const bounded = new Map<number, Redis>();
+  const withTimeout = (timeoutMs: number): Redis => {
+    const step = Math.max(1, Math.floor(timeoutMs / TIMEOUT_STEP_MS) * TIMEOUT_STEP_MS);
+    let client = bounded.get(step);
+    if (!client) {
+      if (bounded.size >= MAX_BOUNDED_CLIENTS) bounded.clear();
+      client = make(step);
+      bounded.set(step, client);
+    }
+    return client;
+  };
+  return Object.assign(make(options.timeoutMs), { withTimeout });
 }
+
+const TIMEOUT_STEP_MS = 10;
+const MAX_BOUNDED_CLIENTS = 64;

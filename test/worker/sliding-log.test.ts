@@ -196,6 +196,21 @@ describe("keys, TTLs and scripts", () => {
     expect(await ask()).toMatchObject({ allowed: false, source: "redis" });
   });
 
+  it("after SCRIPT FLUSH, 1000 concurrent decisions fall back to EVAL within the default timeout", async () => {
+    // Every EVALSHA gets NOSCRIPT at once; the EVALs (bounded by the time each decision has
+    // left) must still share the client's auto-pipeline, not open a request each.
+    const limiter = createLimiter({ store: storeClient(), prefix, fallback: false });
+    await redis.scriptFlush();
+    const decisions = await Promise.all(
+      Array.from({ length: 1000 }, () =>
+        limiter.limit({ policy: "flush-burst", key: "client", limit: 100, windowMs: 60_000 }),
+      ),
+    );
+    expect(decisions.filter((d) => d.source !== "redis" && d.source !== "cache")).toEqual([]);
+    expect(count(decisions, (d) => d.allowed)).toBe(100);
+    expect(await redis.zcard(storageKey(prefix, "flush-burst", "client"))).toBe(100);
+  });
+
   it("a denial on an existing log leaves its members and TTL as they were", async () => {
     const limiter = createLimiter({ store: storeClient(), prefix, denialCache: false });
     const key = storageKey(prefix, "ttl", "full");
