@@ -1,4 +1,5 @@
 import type { ClientIpConfig } from "../config/limiter-config";
+import { digestHex } from "../digest";
 
 /**
  * The client key a rule's `key` spec names, derived from the request's headers:
@@ -25,7 +26,7 @@ export async function clientKey(
   if (spec.startsWith("header:")) {
     const value = headers.get(spec.slice("header:".length));
     if (value === null || value.trim() === "" || value.includes(",")) return undefined;
-    return sha256Hex(value.trim());
+    return digestHex("SHA-256", value.trim());
   }
   return undefined;
 }
@@ -157,11 +158,4 @@ function compressIpv6(words: number[]): string {
   const left = hex.slice(0, bestStart).join(":");
   const right = hex.slice(bestStart + bestLength).join(":");
   return `${left}::${right}`;
-}
-
-async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  let hex = "";
-  for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, "0");
-  return hex;
 }

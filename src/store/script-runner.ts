@@ -1,4 +1,5 @@
 import type { Redis } from "@upstash/redis";
+import { digestHex } from "../digest";
 
 /** The narrow slice of the Upstash client the store needs. */
 export type ScriptClient = Pick<Redis, "evalsha" | "eval"> & {
@@ -22,16 +23,10 @@ const shaCache = new Map<string, Promise<string>>();
 export function scriptSha(script: string): Promise<string> {
   let sha = shaCache.get(script);
   if (!sha) {
-    sha = crypto.subtle.digest("SHA-1", new TextEncoder().encode(script)).then(toHex);
+    sha = digestHex("SHA-1", script);
     shaCache.set(script, sha);
   }
   return sha;
-}
-
-function toHex(buffer: ArrayBuffer): string {
-  let hex = "";
-  for (const byte of new Uint8Array(buffer)) hex += byte.toString(16).padStart(2, "0");
-  return hex;
 }
 
 /** The read-only variants (EVALSHA_RO / EVAL_RO): allowed on replicas, refused if it writes. */
