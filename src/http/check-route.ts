@@ -5,7 +5,7 @@ import type { MultiDecision } from "../limiter/limiter";
 import { getRuntime } from "../runtime";
 import { bearerTokenMatches } from "./bearer-token";
 import { type CheckRequest, parseCheckBody } from "./check-request";
-import { problem } from "./problem";
+import { misconfigured, problem } from "./problem";
 import { rateLimitHeaders } from "./rate-limit-headers";
 
 /** A check body is a few fields; anything bigger is refused before it is read. */
@@ -69,13 +69,7 @@ export async function authorizedCheckRequest(
 
   const runtime = getRuntime(c.env);
   if (!runtime.ok) {
-    return refuse(
-      problem(c, 503, {
-        title: "Limiter misconfigured",
-        detail: `${runtime.field} ${runtime.detail}`,
-        field: runtime.field,
-      }),
-    );
+    return refuse(misconfigured(c, runtime));
   }
 
   const contentType = c.req.header("Content-Type") ?? "";

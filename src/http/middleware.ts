@@ -3,7 +3,7 @@ import { type ClientIpConfig, parseRules, type RuleConfig } from "../config/limi
 import type { Limiter } from "../limiter/limiter";
 import type { Algorithm } from "../store/algorithm";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
-import { problem } from "./problem";
+import { misconfigured } from "./problem";
 import { decideRules, type RulesOutcome, refundFailed, requestIdFrom } from "./rule-decisions";
 import { compileRules } from "./rule-matcher";
 
@@ -110,11 +110,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
 
   return async function rateLimitMiddleware(c, next) {
     if (!parsed.ok) {
-      return problem(c, 503, {
-        title: "Limiter misconfigured",
-        detail: `${parsed.field} ${parsed.detail}`,
-        field: parsed.field,
-      });
+      return misconfigured(c, parsed);
     }
     if (options.skip && (await options.skip(c))) return next();
     const applying = rules.filter((r) => r.matches(c.req.method, c.req.path)).map((r) => r.rule);

@@ -21,3 +21,15 @@ export function problem(
     ...headers,
   });
 }
+
+/**
+ * 503 for a configuration that does not validate: which requests are limited is unknown, so
+ * every one is refused rather than let through unprotected. Names the wrong field.
+ */
+export function misconfigured(c: Context, issue: { field: string; detail: string }): Response {
+  return problem(c, 503, {
+    title: "Limiter misconfigured",
+    detail: `${issue.field} ${issue.detail}`,
+    field: issue.field,
+  });
+}

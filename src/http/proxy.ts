@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import type { Env } from "../env";
 import { getRuntime } from "../runtime";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
-import { problem } from "./problem";
+import { misconfigured, problem } from "./problem";
 import { decideRules, refundFailed, requestIdFrom } from "./rule-decisions";
 
 /**
@@ -17,11 +17,7 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
   if (!runtime.ok) {
     // Which requests are limited is unknown without a valid config: refuse them all rather
     // than run unprotected.
-    return problem(c, 503, {
-      title: "Limiter misconfigured",
-      detail: `${runtime.field} ${runtime.detail}`,
-      field: runtime.field,
-    });
+    return misconfigured(c, runtime);
   }
   const request = c.req.raw;
   const path = new URL(request.url).pathname;
