@@ -25,7 +25,20 @@ export type Runtime =
 const cache = new Map<string, Runtime>();
 const MAX_RUNTIMES = 4;
 
+// In front of it, by env object: workerd hands an isolate the same env on every request, so the
+// common case is one WeakMap lookup instead of serializing the config per request. (An env that
+// is a fresh object per call still works through the signature.) Bindings are not mutated.
+const byEnv = new WeakMap<Env, Runtime>();
+
 export function getRuntime(env: Env): Runtime {
+  const known = byEnv.get(env);
+  if (known) return known;
+  const runtime = bySignature(env);
+  byEnv.set(env, runtime);
+  return runtime;
+}
+
+function bySignature(env: Env): Runtime {
   const signature = JSON.stringify([
     env.UPSTASH_REDIS_REST_URL,
     env.UPSTASH_REDIS_REST_TOKEN,
