@@ -52,10 +52,18 @@ export async function decideRules(
   options: DecideOptions,
 ): Promise<RulesOutcome> {
   const keyed: { rule: RuleConfig; key: string }[] = [];
+  // One derivation per key spec: rules sharing "header:x-api-key" hash the header once.
+  const bySpec = new Map<string, Promise<string | undefined>>();
+  const keyFor = (rule: RuleConfig) => {
+    let key = bySpec.get(rule.key);
+    if (!key) {
+      key = clientKey(rule.key, headers, options.clientIp);
+      bySpec.set(rule.key, key);
+    }
+    return key;
+  };
   for (const rule of rules) {
-    const key = options.keyOf
-      ? await options.keyOf(rule)
-      : await clientKey(rule.key, headers, options.clientIp);
+    const key = options.keyOf ? await options.keyOf(rule) : await keyFor(rule);
     if (key !== undefined) keyed.push({ rule, key });
     else if (rule.missingKey === "shared") keyed.push({ rule, key: MISSING_KEY });
     else if (rule.missingKey === "deny") {

@@ -1,0 +1,43 @@
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { parseRules } from "../../src/config/limiter-config";
+import { decideRules } from "../../src/http/rule-decisions";
+import { createLimiter } from "../../src/limiter/limiter";
+import { storeAt } from "./fault-control";
+import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+
+const redis = testRedis();
+const prefix = uniquePrefix("rule-decisions");
+
+afterAll(async () => {
+  await deleteKeys(redis, `${prefix}*`);
+});
+
+/** Headers that count how often each name is read. */
+class CountingHeaders extends Headers {
+  reads = new Map<string, number>();
+  override get(name: string): string | null {
+    const key = name.toLowerCase();
+    this.reads.set(key, (this.reads.get(key) ?? 0) + 1);
+    return super.get(name);
+  }
+}
+
+describe("decideRules", () => {
+  it("derives each client key once per request, however many rules share its spec", async () => {
+    const rules = parseRules([
+      { name: "minute", limit: 10, window: "1m", key: "header:X-API-Key" },
+      { name: "hour", limit: 100, window: "1h", key: "header:X-API-Key" },
+      { name: "day", limit: 1000, window: "1d", key: "header:X-API-Key", shadow: true },
+    ]);
+    if (!rules.ok) throw new Error(rules.detail);
+    const headers = new CountingHeaders({ "X-API-Key": `key-${crypto.randomUUID()}` });
+    const limiter = createLimiter({ store: storeAt(inject("bridgeUrl"), 5_000), prefix });
+    const outcome = await decideRules(rules.value, headers, {
+      limiter,
+      clientIp: { trustedProxyHops: 1, ipv6PrefixLength: 64, ipv4PrefixLength: 32 },
+    });
+    expect(outcome.allowed).toBe(true);
+    expect(outcome.decisions.map((d) => d.remaining)).toEqual([9, 99, 999]);
+    expect(headers.reads.get("x-api-key")).toBe(1);
+  });
+});
