@@ -20,9 +20,11 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     return misconfigured(c, runtime);
   }
   const request = c.req.raw;
-  const path = new URL(request.url).pathname;
-  const rules = runtime.rules.filter((r) => r.matches(request.method, path)).map((r) => r.rule);
-  if (rules.length === 0) return forward(c, request);
+  const url = new URL(request.url);
+  const rules = runtime.rules
+    .filter((r) => r.matches(request.method, url.pathname))
+    .map((r) => r.rule);
+  if (rules.length === 0) return forward(c, request, url);
 
   const requestId = requestIdFrom(request.headers, runtime.config.requestIdHeaders);
   const outcome = await decideRules(rules, request.headers, {
@@ -35,7 +37,7 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     await request.body?.cancel().catch(() => {});
     return refusal(c, outcome, runtime.config.legacyHeaders);
   }
-  const response = await forward(c, request);
+  const response = await forward(c, request, url);
   // The origin failed (or never answered): rules with `refundOn: "5xx"` give the request back.
   // Awaited, so the next request of this client already sees it (bounded by the store timeout).
   await refundFailed(outcome, rules, response.status, runtime.limiter);
@@ -47,16 +49,19 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
  * tests) ORIGIN_URL stands in for it: same path and query, same method, headers and body.
  * `redirect: "manual"` so a 3xx reaches the client as the origin sent it.
  */
-async function forward(c: Context<{ Bindings: Env }>, request: Request): Promise<Response> {
+async function forward(
+  c: Context<{ Bindings: Env }>,
+  request: Request,
+  incoming: URL,
+): Promise<Response> {
   const origin = c.env.ORIGIN_URL;
   let target: Request;
   if (origin) {
-    const incoming = new URL(request.url);
     const url = new URL(origin);
     url.pathname = joinPaths(url.pathname, incoming.pathname);
     url.search = incoming.search;
     target = new Request(url, request);
-  } else if (isLoopback(new URL(request.url).hostname)) {
+  } else if (isLoopback(incoming.hostname)) {
     // `wrangler dev` without ORIGIN_URL: fetch(request) would call this worker again.
     return problem(c, 502, {
       title: "No origin",
