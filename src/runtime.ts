@@ -1,4 +1,4 @@
-import { type LimiterConfig, parseLimiterConfig } from "./config/limiter-config";
+import { type LimiterConfig, parseLimiterConfig, type RuleConfig } from "./config/limiter-config";
 import type { Validated } from "./config/validation";
 import type { Env } from "./env";
 import { type CompiledRule, compileRules } from "./http/rule-matcher";
@@ -13,6 +13,8 @@ export type Runtime =
       config: LimiterConfig;
       /** The rules with their `match` compiled, in config order. */
       rules: CompiledRule[];
+      /** The rules by name (what /check looks up). */
+      rulesByName: ReadonlyMap<string, RuleConfig>;
       limiter: Limiter;
       /** The store itself, for the admin routes (read a quota, reset a key). */
       store: QuotaClient;
@@ -90,5 +92,12 @@ function buildRuntime(env: Env): Runtime {
     // failing request: an outage must not flood the logs.
     onBreakerChange: (event) => console.log(JSON.stringify(event)),
   });
-  return { ok: true, config, rules: compileRules(config.rules), limiter, store };
+  return {
+    ok: true,
+    config,
+    rules: compileRules(config.rules),
+    rulesByName: new Map(config.rules.map((rule) => [rule.name, rule])),
+    limiter,
+    store,
+  };
 }

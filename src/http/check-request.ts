@@ -46,16 +46,16 @@ export interface CheckRequest {
  * One policy from a /check body (`"rule"` or ad-hoc; a `"rules"` body is refused): for callers
  * that decide one policy. Any `"requestId"` is validated and dropped.
  */
-export function parseCheckRequest(
-  body: unknown,
-  rules: readonly RuleConfig[],
-): Validated<LimitRequest> {
+export function parseCheckRequest(body: unknown, rules: RuleSet): Validated<LimitRequest> {
   const parsed = parseCheckBody(body, rules);
   if (!parsed.ok) return parsed;
   const [only] = parsed.value.requests;
   if (parsed.value.multi || !only) return invalid("rules", "is not supported here");
   return { ok: true, value: only };
 }
+
+/** The configured rules: a list, or (built once per isolate) a map by name. */
+export type RuleSet = readonly RuleConfig[] | ReadonlyMap<string, RuleConfig>;
 
 /** How the proxy groups "ip" keys: /check groups an address it is given the same way. */
 export type AddressGrouping = Pick<ClientIpConfig, "ipv4PrefixLength" | "ipv6PrefixLength">;
@@ -70,7 +70,7 @@ const DEFAULT_GROUPING: AddressGrouping = { ipv4PrefixLength: 32, ipv6PrefixLeng
  */
 export function parseCheckBody(
   body: unknown,
-  rules: readonly RuleConfig[],
+  rules: RuleSet,
   grouping: AddressGrouping = DEFAULT_GROUPING,
 ): Validated<CheckRequest> {
   if (!isPlainObject(body)) return invalid("body", "must be a JSON object");
@@ -130,7 +130,10 @@ export function parseCheckBody(
     }
     const requests: LimitRequest[] = [];
     for (const name of names) {
-      const found = rules.find((candidate) => candidate.name === name);
+      const found =
+        rules instanceof Map
+          ? rules.get(name)
+          : (rules as readonly RuleConfig[]).find((candidate) => candidate.name === name);
       if (!found) return invalid(field, `unknown rule "${name}"`);
       const ruleCost = cost === undefined ? found.cost : cost;
       if (!isIntegerIn(ruleCost, 1, found.limit)) {

@@ -98,7 +98,7 @@ export async function authorizedCheckRequest(
       problem(c, 400, { title: "Bad Request", detail: "body is not valid JSON", field: "body" }),
     );
   }
-  const request = parseCheckBody(json, runtime.config.rules, runtime.config.clientIp);
+  const request = parseCheckBody(json, runtime.rulesByName, runtime.config.clientIp);
   if (!request.ok) {
     return refuse(
       problem(c, 400, {
