@@ -4,7 +4,13 @@ import type { Limiter } from "../limiter/limiter";
 import type { Algorithm } from "../store/algorithm";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import { misconfigured } from "./problem";
-import { decideRules, type RulesOutcome, refundFailed, requestIdFrom } from "./rule-decisions";
+import {
+  decideRules,
+  type RulesOutcome,
+  refundFailed,
+  requestIdFrom,
+  type ShadowDenyEvent,
+} from "./rule-decisions";
 import { compileRules } from "./rule-matcher";
 
 /** A rule as the middleware takes it: the LIMITER_CONFIG rule schema (README "Configuration"). */
@@ -73,6 +79,13 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    * @default []
    */
   requestIdHeaders?: readonly string[];
+  /**
+   * Called once per shadow rule that would have denied a request (log it, count it). The
+   * middleware writes nothing to the console itself; the outcome is also on
+   * `c.get("rateLimit").shadowDenied`.
+   * @default none
+   */
+  onShadowDeny?: (event: ShadowDenyEvent) => void;
 }
 
 /**
@@ -127,6 +140,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       clientIp,
       ...(keyOf ? { keyOf } : {}),
       ...(requestId !== undefined ? { requestId } : {}),
+      ...(options.onShadowDeny ? { onShadowDeny: options.onShadowDeny } : {}),
     });
     // Hono's typed `set` only knows the app's declared Variables; ours is documented above.
     (c.set as (key: string, value: unknown) => void)("rateLimit", outcome);

@@ -31,6 +31,8 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     limiter: runtime.limiter,
     clientIp: runtime.config.clientIp,
     ...(requestId !== undefined ? { requestId } : {}),
+    // One JSON line per shadow denial: what an operator reads before enforcing the rule.
+    onShadowDeny: (event) => console.log(JSON.stringify(event)),
   });
   if (!outcome.allowed) {
     // The request body is never read: cancel it so the client's upload stops.

@@ -37,6 +37,17 @@ export interface DecideOptions {
   keyOf?: (rule: RuleConfig) => Promise<string | undefined>;
   /** The request id (from the configured headers): a retry is counted once. */
   requestId?: string;
+  /** Called once per shadow rule that would have denied (the worker logs it). @default none */
+  onShadowDeny?: (event: ShadowDenyEvent) => void;
+}
+
+/** A shadow rule that would have denied this request: what to log or count. */
+export interface ShadowDenyEvent {
+  event: "shadow-deny";
+  policy: string;
+  limit: number | undefined;
+  retryAfterMs: number | undefined;
+  source: Decision["source"] | undefined;
 }
 
 /**
@@ -110,17 +121,15 @@ export async function decideRules(
   const shadowDenied = (shadowResult?.decisions ?? [])
     .filter((decision) => !decision.allowed)
     .map((decision) => decision.policy);
-  for (const policy of shadowDenied) {
+  for (const policy of options.onShadowDeny ? shadowDenied : []) {
     const decision = byPolicy.get(policy);
-    console.log(
-      JSON.stringify({
-        event: "shadow-deny",
-        policy,
-        limit: decision?.limit,
-        retryAfterMs: decision?.retryAfterMs,
-        source: decision?.source,
-      }),
-    );
+    options.onShadowDeny?.({
+      event: "shadow-deny",
+      policy,
+      limit: decision?.limit,
+      retryAfterMs: decision?.retryAfterMs,
+      source: decision?.source,
+    });
   }
   const receipts = [enforcedResult?.receipt, shadowResult?.receipt].filter(
     (receipt): receipt is RefundReceipt => receipt !== undefined,

@@ -52,6 +52,32 @@ describe("rateLimit middleware", () => {
     });
   });
 
+  it("reports shadow denials to onShadowDeny, and writes nothing to the console itself", async () => {
+    const events: unknown[] = [];
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        limiter,
+        rules: { name: "shadow-hook", limit: 1, window: "1m", shadow: true },
+        key: () => "one",
+        onShadowDeny: (event) => events.push(event),
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    const lines: unknown[] = [];
+    const original = console.log;
+    console.log = (...args: unknown[]) => lines.push(args);
+    try {
+      for (let i = 0; i < 2; i++) expect((await app.request("/")).status).toBe(200);
+    } finally {
+      console.log = original;
+    }
+    expect(events).toEqual([
+      expect.objectContaining({ event: "shadow-deny", policy: "shadow-hook", limit: 1 }),
+    ]);
+    expect(lines).toEqual([]);
+  });
+
   it("adds headers to responses the handler builds, legacy ones when asked", async () => {
     const app = new Hono();
     app.use(

@@ -227,8 +227,20 @@ describe("rules through the proxy", () => {
     const headers = { "CF-Connecting-IP": "192.0.2.77" };
     const first = await shadow(path, { headers });
     expect(first.status).toBe(200);
-    const second = await shadow(path, { headers });
+    const lines: string[] = [];
+    const original = console.log;
+    console.log = (line: unknown) => lines.push(String(line));
+    let second: Response;
+    try {
+      second = await shadow(path, { headers });
+    } finally {
+      console.log = original;
+    }
     expect(second.status).toBe(200);
+    // The worker logs one JSON line per shadow denial.
+    expect(lines.map((line) => JSON.parse(line))).toEqual([
+      expect.objectContaining({ event: "shadow-deny", policy: "shadowed", limit: 1 }),
+    ]);
     expect(second.headers.get("RateLimit")).toMatch(/^"shadowed";r=0;t=\d+$/);
     expect(second.headers.has("Retry-After")).toBe(false);
     expect(await originCount(path)).toBe(2);
