@@ -31,6 +31,7 @@ export interface CircuitBreakerOptions {
   maxCooldownMs?: number;
   /** The clock (ms). @default Date.now */
   now?: () => number;
+  /** Called once per state change (closed → open → half-open → …). @default none */
   onStateChange?: (event: BreakerEvent) => void;
 }
 

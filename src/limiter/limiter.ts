@@ -35,7 +35,10 @@ export interface FallbackOptions extends FallbackLimiterOptions {
    * @default 1
    */
   fraction?: number;
-  /** An existing fallback limiter (to share or inspect it); otherwise one is created. */
+  /**
+   * An existing fallback limiter (to share or inspect it).
+   * @default a new one, from these options
+   */
   limiter?: FallbackLimiter;
 }
 
@@ -107,7 +110,7 @@ export interface LimitRequest {
   windowMs: number;
   /** @default 1 */
   cost?: number;
-  /** Per-request override of the limiter's fail mode. */
+  /** Per-request override of the limiter's fail mode. @default the limiter's `failMode` */
   failMode?: FailMode;
   /** How this policy counts (README "Algorithms"). @default "sliding-log" */
   algorithm?: Algorithm;

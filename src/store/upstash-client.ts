@@ -5,7 +5,8 @@ export interface StoreClientOptions {
   url: string;
   token: string;
   /**
-   * Per-request timeout: the HTTP request is aborted then. A request aborted before it reaches
+   * Per-request timeout, required (no default here: give it the limiter's `timeoutMs`, 500 ms
+   * unless configured). The HTTP request is aborted then. A request aborted before it reaches
    * Redis is never run; one Redis already ran still counted, even if its answer came too late.
    */
   timeoutMs: number;
