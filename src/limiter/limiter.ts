@@ -307,10 +307,24 @@ export function createLimiter(options: LimiterOptions): Limiter {
     else if (wait > 0) cache.remember(cacheKey, entry, receivedAt);
   }
 
-  function base(item: Item) {
+  /**
+   * Every decision is built here, with its fields in one order: V8 then keeps one object shape
+   * for all of them (spreading a partial object made the hot path measurably slower).
+   */
+  function decision(
+    item: Item,
+    source: Decision["source"],
+    outcome: Pick<Decision, "allowed" | "remaining" | "reset" | "resetAfterMs" | "retryAfterMs">,
+  ): Decision {
     const { request } = item;
     return {
+      allowed: outcome.allowed,
       limit: request.limit,
+      remaining: outcome.remaining,
+      reset: outcome.reset,
+      resetAfterMs: outcome.resetAfterMs,
+      retryAfterMs: outcome.retryAfterMs,
+      source,
       policy: request.policy,
       windowMs: request.windowMs,
       algorithm: item.algorithm,
@@ -319,78 +333,66 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   function fromCache(item: Item, entry: Exhaustion, at: number): Decision {
     const retryAfterMs = Math.max(1, (entry.retryAt ?? entry.until) - at);
-    return {
-      ...base(item),
+    return decision(item, "cache", {
       allowed: false,
       remaining: entry.remaining,
       reset: at + retryAfterMs,
       resetAfterMs: retryAfterMs,
       retryAfterMs,
-      source: "cache",
-    };
+    });
   }
 
   /** A policy the cache did not deny, in a request it denied: not asked, nothing consumed. */
   function notAsked(item: Item, at: number): Decision {
-    return {
-      ...base(item),
+    return decision(item, "cache", {
       allowed: true,
       remaining: item.request.limit,
       reset: at,
       resetAfterMs: 0,
       retryAfterMs: 0,
-      source: "cache",
-    };
+    });
   }
 
   function fromStore(item: Item, result: StoreResult): Decision {
-    return {
-      ...base(item),
+    return decision(item, "redis", {
       allowed: result.allowed,
       remaining: Math.max(0, result.remaining),
       reset: result.reset,
       resetAfterMs: Math.max(0, result.reset - result.now),
       retryAfterMs: result.retryAfterMs,
-      source: "redis",
-    };
+    });
   }
 
   function failClosed(item: Item, at: number): Decision {
     const retryAfterMs = breaker.retryAfterMs || FAIL_CLOSED_RETRY_MS;
-    return {
-      ...base(item),
+    return decision(item, "fail-closed", {
       allowed: false,
       remaining: 0,
       reset: at + retryAfterMs,
       resetAfterMs: retryAfterMs,
       retryAfterMs,
-      source: "fail-closed",
-    };
+    });
   }
 
   function fallbackDecision(item: Item, local: FallbackDecision, at: number): Decision {
-    return {
-      ...base(item),
+    return decision(item, "fallback", {
       allowed: local.allowed,
       remaining: local.remaining,
       reset: at + local.resetAfterMs,
       resetAfterMs: local.resetAfterMs,
       retryAfterMs: local.retryAfterMs,
-      source: "fallback",
-    };
+    });
   }
 
   function failOpen(item: Item, at: number, consumed: boolean): Decision {
     const { limit, windowMs } = item.request;
-    return {
-      ...base(item),
+    return decision(item, "fail-open", {
       allowed: true,
       remaining: consumed ? Math.max(0, limit - item.cost) : limit,
       reset: at + windowMs,
       resetAfterMs: windowMs,
       retryAfterMs: 0,
-      source: "fail-open",
-    };
+    });
   }
 
   /**

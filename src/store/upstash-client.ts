@@ -34,7 +34,7 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
       url: options.url,
       token: options.token,
       retry: { retries: 0 },
-      signal: () => AbortSignal.timeout(timeoutMs),
+      signal: sharedTimeoutSignal(timeoutMs),
       enableTelemetry: false,
       automaticDeserialization: false,
     });
@@ -56,4 +56,25 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
 }
 
 const TIMEOUT_STEP_MS = 10;
+
+/**
+ * How long one timeout signal is handed to new requests. Creating an `AbortSignal.timeout` per
+ * request costs more CPU than the rest of a decision in Node (a timer, a weak ref, a transferable
+ * wrapper); requests that start within the same few ms share one instead, and are aborted at
+ * most this much before their full timeout (the limiter's deadline is the real bound anyway).
+ */
+const SIGNAL_REUSE_MS = 5;
+
+function sharedTimeoutSignal(timeoutMs: number): () => AbortSignal {
+  let signal: AbortSignal | undefined;
+  let createdAt = 0;
+  return () => {
+    const now = Date.now();
+    if (!signal || signal.aborted || now - createdAt >= SIGNAL_REUSE_MS) {
+      signal = AbortSignal.timeout(timeoutMs);
+      createdAt = now;
+    }
+    return signal;
+  };
+}
 const MAX_BOUNDED_CLIENTS = 64;
