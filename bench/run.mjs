@@ -21,8 +21,9 @@ import {
   libraryContenders,
   libraryThroughput,
   loadLibraries,
+  oursId,
 } from "./lib/library.mjs";
-import { check, LIMITER_TOKEN, LOADS, runLoad } from "./lib/load.mjs";
+import { bodyExtras, check, LIMITER_TOKEN, LOADS, runLoad } from "./lib/load.mjs";
 import { connectStats } from "./lib/redis-stats.mjs";
 import { writeReport } from "./lib/report.mjs";
 import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
@@ -30,8 +31,8 @@ import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/s
 const quick = process.argv.includes("--quick");
 /** Knobs of the two modes: full ≈ 10 min, quick ≈ 2 min on a 2-core machine. */
 const PLAN = quick
-  ? { repeats: 1, seconds: 3, connections: 32, outageSeconds: 2, steadySeconds: 5, edges: 1 }
-  : { repeats: 3, seconds: 10, connections: 32, outageSeconds: 5, steadySeconds: 12, edges: 3 };
+  ? { repeats: 1, seconds: 2, connections: 32, outageSeconds: 1.5, steadySeconds: 4, edges: 1 }
+  : { repeats: 3, seconds: 6, connections: 32, outageSeconds: 4, steadySeconds: 12, edges: 3 };
 const MEMORY_LIMITS = [10, 100, 1000, 10_000];
 const started = Date.now();
 const OUTPUT = path.join(ROOT, "bench");
@@ -50,17 +51,21 @@ const median = (values) => {
 };
 
 /**
- * The contenders behind /check. `ours` is src/worker.ts as deployed; the anchor is
- * bench/anchor-worker.ts with each of its algorithms.
- * @type {{ id: string, name: string, bundle: "ours" | "anchor", bindings: Record<string, string> }[]}
+ * The contenders behind /check: src/worker.ts as deployed, once per algorithm it offers (found in
+ * src/store/algorithm.ts when it runs, so new ones join without editing this file; `ours` is the
+ * default sliding log), and bench/anchor-worker.ts with each of the anchor's algorithms.
+ * @typedef {{ id: string, name: string, bundle: "ours" | "anchor", bindings: Record<string, string>, extra?: object }} Contender
  */
-const CONTENDERS = [
-  {
-    id: "ours",
-    name: "edge-limiter sliding log",
-    bundle: "ours",
-    bindings: { LIMITER_CONFIG: JSON.stringify({ rules: [], timeoutMs: 500, failMode: "open" }) },
-  },
+const OURS_CONFIG = JSON.stringify({ rules: [], timeoutMs: 500, failMode: "open" });
+/** @param {string[]} algorithms @returns {Contender[]} */
+const contendersFor = (algorithms) => [
+  ...algorithms.map((algorithm) => ({
+    id: oursId(algorithm),
+    name: `edge-limiter ${algorithm}`,
+    bundle: /** @type {const} */ ("ours"),
+    bindings: { LIMITER_CONFIG: OURS_CONFIG },
+    ...(algorithm === "sliding-log" ? {} : { extra: { algorithm } }),
+  })),
   {
     id: "anchorSliding",
     name: "@upstash/ratelimit slidingWindow",
@@ -91,15 +96,17 @@ const results = {
   date: new Date().toISOString(),
   machine: { node: process.version, cpus: (await import("node:os")).cpus().length },
   plan: PLAN,
-  contenders: CONTENDERS.map(({ id, name }) => ({ id, name })),
 };
 
 try {
   const tmp = tempDir();
   cleanups.push(async () => rmSync(tmp, { recursive: true, force: true }));
 
-  progress("building both workers with wrangler deploy --dry-run");
+  progress("building both workers with wrangler deploy --dry-run, and src/ for Node with esbuild");
   const bundles = await buildWorkers(tmp);
+  const lib = await loadLibraries(tmp);
+  const CONTENDERS = contendersFor(lib.ALGORITHMS ?? ["sliding-log"]);
+  results.contenders = CONTENDERS.map(({ id, name }) => ({ id, name }));
   progress("starting a private redis-server and the REST bridge");
   const redis = await startPrivateRedis();
   cleanups.push(redis.stop);
@@ -108,9 +115,9 @@ try {
   const stats = connectStats(redis.url);
   cleanups.push(stats.close);
 
-  /** @param {(typeof CONTENDERS)[number]} c @param {string} storeUrl */
-  const serve = (c, storeUrl) =>
-    serveWorker({
+  /** @param {Contender} c @param {string} storeUrl */
+  const serve = async (c, storeUrl) => {
+    const worker = await serveWorker({
       scriptPath: bundles[c.bundle],
       bindings: {
         UPSTASH_REDIS_REST_URL: storeUrl,
@@ -119,6 +126,9 @@ try {
         ...c.bindings,
       },
     });
+    if (c.extra) bodyExtras.set(worker.url, c.extra);
+    return worker;
+  };
 
   progress("serving the workers from workerd (Miniflare)");
   /** @type {Record<string, { url: string, dispose: () => Promise<void> }>} */
@@ -311,8 +321,7 @@ try {
   }
 
   // ---------------------------------------------------------------- library level (Node)
-  progress("library level: bundling src/ with esbuild");
-  const lib = await loadLibraries(tmp);
+  progress("library level");
   installInstantTransport(bridge.url);
   const fast = libraryContenders(lib, { url: INSTANT_URL, token: bridge.token, prefix: "instant" });
   results.library = { cpu: {}, throughput: {}, memory: {} };
@@ -375,7 +384,8 @@ try {
     );
     results.library.memory[c.id] = {};
     for (const max of MEMORY_LIMITS) {
-      const key = `${memTag}-${max}`;
+      // No key is a prefix of another (10 vs 100), so each pattern below matches one client.
+      const key = `${memTag}.${c.id}.${max}.k`;
       let next = 0;
       await Promise.all(
         Array.from({ length: 32 }, async () => {
@@ -385,10 +395,9 @@ try {
           }
         }),
       );
-      const pattern =
-        c.id === "ours"
-          ? `benchlib:*{${key}}`
-          : `benchlib-anchor:${c.id === "anchorFixed" ? "fixedWindow" : "slidingWindow"}:${max}:*:${key}:*`;
+      const pattern = c.id.startsWith("ours")
+        ? `benchlib:*${key}*`
+        : `benchlib-anchor:${c.id === "anchorFixed" ? "fixedWindow" : "slidingWindow"}:${max}:*:${key}:*`;
       const { bytes, keys } = await stats.memoryOf(pattern);
       results.library.memory[c.id][max] = { bytes, keys };
     }

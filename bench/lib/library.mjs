@@ -23,6 +23,7 @@ export async function loadLibraries(tmp) {
     stdin: {
       contents: [
         `export { getRuntime } from "./src/runtime.ts";`,
+        `export { ALGORITHMS } from "./src/store/algorithm.ts";`,
         `export { Ratelimit } from "@upstash/ratelimit";`,
         `export { Redis } from "@upstash/redis/cloudflare";`,
       ].join("\n"),
@@ -80,20 +81,35 @@ export function libraryContenders(lib, { url, token, prefix }) {
         source: result.reason === "cacheBlock" ? "cache" : (result.reason ?? "redis"),
       };
     };
-  return {
-    ours: async (key, limit, windowMs, cost = 1) => {
+  /** @param {string} algorithm @returns {LibLimit} */
+  const ours =
+    (algorithm) =>
+    async (key, limit, windowMs, cost = 1) => {
       const decision = await runtime.limiter.limit({
         policy: `check.${windowMs}ms`,
         key,
         limit,
         windowMs,
         cost,
+        algorithm,
       });
       return { allowed: decision.allowed, source: decision.source };
-    },
+    };
+  /** @type {string[]} */
+  const algorithms = lib.ALGORITHMS ?? ["sliding-log"];
+  return {
+    ...Object.fromEntries(algorithms.map((a) => [oursId(a), ours(a)])),
     anchorSliding: anchor("slidingWindow"),
     anchorFixed: anchor("fixedWindow"),
   };
+}
+
+/**
+ * The contender id of one of our algorithms: plain `ours` for the default, exact sliding log.
+ * @param {string} algorithm
+ */
+export function oursId(algorithm) {
+  return algorithm === "sliding-log" ? "ours" : `ours-${algorithm}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -162,6 +178,8 @@ export async function cpuPerDecision(limit, { tag, count, keyOf, limit: max, win
   instant.recording = true;
   for (let i = 0; i < 300; i++) await limit(`${tag}:${keyOf(i)}`, max, windowMs);
   instant.recording = false;
+  // Warm-up of the replay path too, so no contender pays for JIT-compiling shared code.
+  for (let i = 0; i < 2000; i++) await limit(`${tag}:${keyOf(i)}`, max, windowMs);
   const callsBefore = instant.calls;
   /** @type {Record<string, number>} */
   const sources = {};

@@ -6,6 +6,13 @@ import autocannon from "autocannon";
 export const LIMITER_TOKEN = "bench-limiter-token";
 
 /**
+ * Fields every /check body sent to a worker URL carries (e.g. `{ algorithm: "token-bucket" }` for
+ * one of our other algorithms), registered when the worker is served.
+ * @type {Map<string, object>}
+ */
+export const bodyExtras = new Map();
+
+/**
  * The loads, as functions from a request counter to a /check body. Every run gets its own key
  * space (`tag`), so runs are independent and repeatable.
  * - mixed: 80 % of requests spread over 10 000 keys well under their limit (100/min), 20 % on 20
@@ -44,6 +51,7 @@ export const LOADS = {
 export async function runLoad({ url, load, tag, seconds, connections }) {
   const body = LOADS[load];
   if (!body) throw new Error(`unknown load ${load}`);
+  const extra = bodyExtras.get(url) ?? {};
   let n = 0;
   const result = await autocannon({
     url: `${url}/check`,
@@ -61,7 +69,7 @@ export async function runLoad({ url, load, tag, seconds, connections }) {
         },
         setupRequest: (/** @type {object} */ request) => ({
           ...request,
-          body: JSON.stringify(body(tag, n++)),
+          body: JSON.stringify({ ...body(tag, n++), ...extra }),
         }),
       },
     ],
@@ -100,7 +108,7 @@ export async function check(url, body) {
   const response = await fetch(`${url}/check`, {
     method: "POST",
     headers: { "content-type": "application/json", authorization: `Bearer ${LIMITER_TOKEN}` },
-    body: JSON.stringify(body),
+    body: JSON.stringify({ ...body, ...bodyExtras.get(url) }),
   });
   const json = /** @type {{ allowed?: boolean, source?: string }} */ (await response.json());
   return { status: response.status, allowed: json.allowed === true, source: json.source ?? "" };

@@ -9,6 +9,9 @@ const n = (v, digits = 0) =>
   v === undefined || Number.isNaN(v)
     ? "–"
     : v.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+/** A signed delta: "+3.0", "−2.0". @param {number | undefined} v */
+const signed = (v) =>
+  v === undefined || Number.isNaN(v) ? "–" : `${v < 0 ? "−" : "+"}${n(Math.abs(v), 1)}`;
 /** @param {number} a @param {number} b */
 const ratio = (a, b) => (b > 0 ? `${(a / b).toFixed(2)}×` : "–");
 /** @param {number} v */
@@ -78,7 +81,7 @@ export function writeReport(dir, r, rolling) {
   const hangAdded = out.ours?.hang?.addedP50;
   const refuseAdded = out.ours?.refuse?.addedP50;
   L.push(
-    `| store outage: p50 added latency ≤ 1 ms | hangs: +${n(hangAdded, 1)} ms; refuses: +${n(refuseAdded, 1)} ms (anchor: +${n(out.anchorSliding?.hang?.addedP50, 1)} / +${n(out.anchorSliding?.refuse?.addedP50, 1)} ms) | ${hangAdded <= 1 && refuseAdded <= 1 ? "yes" : "**no**"} |`,
+    `| store outage: p50 added latency ≤ 1 ms | hangs: ${signed(hangAdded)} ms; refuses: ${signed(refuseAdded)} ms (anchor: ${signed(out.anchorSliding?.hang?.addedP50)} / ${signed(out.anchorSliding?.refuse?.addedP50)} ms) | ${hangAdded <= 1 && refuseAdded <= 1 ? "yes" : "**no**"} |`,
   );
   L.push("");
 
@@ -205,7 +208,7 @@ export function writeReport(dir, r, rolling) {
     const o = out[id];
     if (!o) continue;
     L.push(
-      `| ${id} | ${n(o.baselineP50, 1)} / ${n(o.baselineP99, 1)} | +${n(o.hang.addedP50, 1)} / +${n(o.hang.addedP99, 1)} | +${n(o.refuse.addedP50, 1)} / +${n(o.refuse.addedP99, 1)} | ${pct(o.hang.allowedShare)} / ${pct(o.refuse.allowedShare)} |`,
+      `| ${id} | ${n(o.baselineP50, 1)} / ${n(o.baselineP99, 1)} | ${signed(o.hang.addedP50)} / ${signed(o.hang.addedP99)} | ${signed(o.refuse.addedP50)} / ${signed(o.refuse.addedP99)} | ${pct(o.hang.allowedShare)} / ${pct(o.refuse.allowedShare)} |`,
     );
   }
   L.push("");
