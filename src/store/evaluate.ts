@@ -69,7 +69,22 @@ export async function evaluate(
   request: EvaluateRequest,
 ): Promise<EvaluateResult> {
   const { policies } = request;
-  if (policies.length === 0) throw new TypeError("evaluate: no policies");
+  const { keys, args } = scriptInputs("evaluate", request, []);
+  const reply = await runScript<unknown>(client, scriptFor(policies), keys, args);
+  return parseReply(reply, policies.length);
+}
+
+/**
+ * KEYS and ARGV as every composed script takes them (see lua/scripts.ts): the policies' keys (plus
+ * the request-id record), then clock, member id, n, record flag, `extra`, and 4 values per policy.
+ */
+export function scriptInputs(
+  caller: string,
+  request: Omit<EvaluateRequest, "policies"> & { policies: readonly PolicySpec[] },
+  extra: ScriptArg[],
+): { keys: string[]; args: ScriptArg[] } {
+  const { policies } = request;
+  if (policies.length === 0) throw new TypeError(`${caller}: no policies`);
   const keys = policies.map((policy) => policy.key);
   const withRecord = request.requestId !== undefined;
   if (withRecord) keys.push(requestRecordKey(keys, request.requestId ?? ""));
@@ -78,12 +93,12 @@ export async function evaluate(
     request.memberId,
     policies.length,
     withRecord ? 1 : 0,
+    ...extra,
   ];
   for (const policy of policies) {
     args.push(policy.algorithm, policy.limit, policy.windowMs, policy.cost);
   }
-  const reply = await runScript<unknown>(client, scriptFor(policies), keys, args);
-  return parseReply(reply, policies.length);
+  return { keys, args };
 }
 
 /** The single-algorithm script when the policies share one (shorter EVAL text), else the mixed one. */

@@ -1,5 +1,4 @@
-import type { PolicySpec } from "./evaluate";
-import { requestRecordKey } from "./keys";
+import { type PolicySpec, scriptInputs } from "./evaluate";
 import { REFUND_SCRIPT } from "./lua/scripts";
 import { runScript, type ScriptArg, type ScriptClient } from "./script-runner";
 import { StoreReplyError } from "./store-result";
@@ -42,25 +41,11 @@ export interface RefundResult {
  * SET (+ TIME for the counter); token-bucket TIME + GET + SET (or DEL); with a request id GET + DEL of the record.
  */
 export async function refund(client: ScriptClient, request: RefundRequest): Promise<RefundResult> {
-  const { policies } = request;
-  if (policies.length === 0) throw new TypeError("refund: no policies");
-  const keys = policies.map((policy) => policy.key);
-  const withRecord = request.requestId !== undefined;
-  if (withRecord) keys.push(requestRecordKey(keys, request.requestId ?? ""));
-  const args: ScriptArg[] = [
-    request.now ?? "",
-    request.memberId,
-    policies.length,
-    withRecord ? 1 : 0,
-    request.at,
-  ];
-  for (const policy of policies) {
-    args.push(policy.algorithm, policy.limit, policy.windowMs, policy.cost);
-  }
+  const { keys, args } = scriptInputs("refund", request, [request.at]);
   const reply = await runScript<unknown>(client, REFUND_SCRIPT, keys, args);
   if (
     !Array.isArray(reply) ||
-    reply.length !== 1 + policies.length ||
+    reply.length !== 1 + request.policies.length ||
     !reply.every((value) => typeof value === "number" && Number.isFinite(value))
   ) {
     throw new StoreReplyError(`unexpected refund reply: ${JSON.stringify(reply)}`);
