@@ -19,7 +19,9 @@ export type StoreClient = Redis & { withTimeout(timeoutMs: number): Redis };
  * The Upstash client, configured on purpose for a decision on the request path:
  * - `retry: { retries: 0 }`: one attempt. The default retries a network error 5 times over ~4.3 s
  *   (and `retry: false` still makes 2 attempts); a limiter must answer within its timeout instead.
- * - `signal` as a *function*: a fresh `AbortSignal.timeout` per request. A static signal is
+ * - `signal` as a *function*: a fresh `AbortSignal.timeout` per request. (Never share one between
+ *   requests: workerd ties a signal to the request that made it, and another request's fetch
+ *   with it fails — test/worker/check.test.ts guards this.) A static signal is
  *   swallowed by the client (it fakes a 200 with the abort reason) and stays aborted forever.
  *   The abort closes the connection: a request held up *before* Redis (a slow network, a
  *   queue in front of it) is never run (test/worker/failure.test.ts proves it with a server that
@@ -34,7 +36,7 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
       url: options.url,
       token: options.token,
       retry: { retries: 0 },
-      signal: sharedTimeoutSignal(timeoutMs),
+      signal: () => AbortSignal.timeout(timeoutMs),
       enableTelemetry: false,
       automaticDeserialization: false,
     });
@@ -57,24 +59,4 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
 
 const TIMEOUT_STEP_MS = 10;
 
-/**
- * How long one timeout signal is handed to new requests. Creating an `AbortSignal.timeout` per
- * request costs more CPU than the rest of a decision in Node (a timer, a weak ref, a transferable
- * wrapper); requests that start within the same few ms share one instead, and are aborted at
- * most this much before their full timeout (the limiter's deadline is the real bound anyway).
- */
-const SIGNAL_REUSE_MS = 5;
-
-function sharedTimeoutSignal(timeoutMs: number): () => AbortSignal {
-  let signal: AbortSignal | undefined;
-  let createdAt = 0;
-  return () => {
-    const now = Date.now();
-    if (!signal || signal.aborted || now - createdAt >= SIGNAL_REUSE_MS) {
-      signal = AbortSignal.timeout(timeoutMs);
-      createdAt = now;
-    }
-    return signal;
-  };
-}
 const MAX_BOUNDED_CLIENTS = 64;

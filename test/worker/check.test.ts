@@ -163,3 +163,19 @@ describe("POST /check", () => {
     }
   });
 });
+
+describe("per-isolate state shared across requests", () => {
+  it("decides concurrent requests of one isolate through Redis (no request borrows another's I/O)", async () => {
+    // workerd ties timers, signals and streams to the request that made them: a store client
+    // that shared one (e.g. a timeout signal) across requests would fail and fall back here.
+    const responses = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        check({ key: `concurrent-${i}-${run}`, limit: 5, window: "1m" }),
+      ),
+    );
+    const sources = await Promise.all(
+      responses.map(async (r) => (await r.json<{ source: string }>()).source),
+    );
+    expect(sources).toEqual(Array(40).fill("redis"));
+  });
+});
