@@ -3,34 +3,21 @@
 // through the real limiter, the real @upstash/redis client and the project's REST bridge, on a
 // private redis-server (INFO commandstats of the shared 6379 would count everyone's traffic).
 //
-//   node examples/measure/commands-per-decision.mjs [decisions=200]
+//   node scripts/measure-commands.mjs [decisions=200]
 //
 // Needs redis-server and redis-cli on PATH. The limiter's denial cache is off, so every
 // decision reaches the store (the cache's savings are measured in bench/, not here).
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
-import { startBridge } from "../../bridge/server.mjs";
+import { startBridge } from "../bridge/server.mjs";
+import { freePort } from "./lib/ports.mjs";
 
 const N = Number(process.argv[2] ?? 200);
-const root = fileURLToPath(new URL("../../", import.meta.url));
-
-/** @returns {Promise<number>} */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+const root = fileURLToPath(new URL("../", import.meta.url));
 
 const dir = mkdtempSync(join(tmpdir(), "edge-limiter-measure-"));
 const port = await freePort();
@@ -67,7 +54,7 @@ await build({
   outfile: bundle,
   logLevel: "error",
 });
-/** @type {typeof import("../../src/index")} */
+/** @type {any} the bundled src/index.ts (tsconfig.node.json cannot follow src/'s extensionless imports) */
 const lib = await import(bundle);
 
 /** Commands Redis ran (calls per command, scripts' own commands included) while `work` ran. */
@@ -98,10 +85,10 @@ const rules = [
 const requests = (key, limit) => rules.map((rule) => ({ ...rule, key, limit }));
 
 const rows = [];
-for (const [label, limit] of [
+for (const [label, limit] of /** @type {[string, number][]} */ ([
   ["admitted", 1_000_000],
   ["denied", 1],
-]) {
+])) {
   // Warm up (script load, and for "denied" fill the 1-unit limits).
   await limiter.limitAll(requests(`warm-${label}`, limit));
   await limiter.limitAll(requests(`one-${label}`, limit));
