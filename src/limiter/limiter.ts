@@ -241,6 +241,10 @@ export function createLimiter(options: LimiterOptions): Limiter {
   // One store call in flight per cache key, for single flight. Settles (true when the store
   // answered), never rejects.
   const inFlight = new Map<string, Promise<boolean>>();
+  // Bumped when a refund starts and when it ends. A refund frees capacity, which breaks the
+  // cache's premise (only time frees it): a store answer whose call overlapped a refund may
+  // describe the log before it, so it is not remembered (refunds are rare: 5xx, by hand).
+  let refundEpoch = 0;
 
   function itemOf(request: LimitRequest): Item {
     const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
@@ -479,6 +483,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (permit === "skip") return degraded(items);
 
     const sentAt = now();
+    const epochAtSend = refundEpoch;
     const specs = items.map(specOf);
     const memberId = nextMemberId();
     const call = withStore((store) =>
@@ -508,10 +513,12 @@ export function createLimiter(options: LimiterOptions): Limiter {
       return degraded(items);
     }
     breaker.success(permit);
+    // A replayed answer is the original's, at the original's time: it proves nothing now.
+    // Nor does one a refund may have overtaken (see refundEpoch).
+    const provesNow = !result.replayed && refundEpoch === epochAtSend;
     const decisions = items.map((item, i) => {
       const policyResult = result.policies[i] as StoreResult;
-      // A replayed answer is the original's, at the original's time: it proves nothing now.
-      if (!result.replayed) remember(item.cacheKey, item.cost, policyResult, sentAt);
+      if (provesNow) remember(item.cacheKey, item.cost, policyResult, sentAt);
       return fromStore(item, policyResult);
     });
     const deniedBy =
@@ -542,8 +549,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
       .filter(({ policy }) => only === undefined || only.includes(policy ?? ""));
     if (picked.length === 0) return { refunded: false, units: [] };
     // This isolate must not go on denying from a claim the refund just made false. (Other
-    // isolates may, until their entry expires: at most the Retry-After they announced.)
-    for (const { cacheKey } of picked) if (cacheKey !== undefined) cache?.forget(cacheKey);
+    // isolates may, until their entry expires: at most the Retry-After they announced.) Again
+    // when it ends: an answer that arrived in between may have been remembered.
+    const forgetPicked = () => {
+      refundEpoch++;
+      for (const { cacheKey } of picked) if (cacheKey !== undefined) cache?.forget(cacheKey);
+    };
+    forgetPicked();
     if (breaker.state === "open") return { refunded: false, units: [], error: "circuit open" };
     // The request-id record belongs to the whole set of policies: a partial refund leaves it,
     // so a retry within the window replays the original admission (and counts nowhere).
@@ -562,6 +574,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     } catch (error) {
       options.onStoreError?.(error);
       return { refunded: false, units: [], error: String(error) };
+    } finally {
+      forgetPicked();
     }
   }
 

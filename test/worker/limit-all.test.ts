@@ -155,6 +155,28 @@ describe("limitAll: several policies in one store call", () => {
     limiter.forget(single);
     expect(await limiter.limit(single)).toMatchObject({ allowed: true, source: "redis" });
   });
+
+  it("a denial the store decided before a concurrent refund is not cached past the refund", async () => {
+    const { limiter } = limiterOn();
+    const key = `k-${crypto.randomUUID()}`;
+    const p = policy("lr-race", key, 2);
+    const first = await limiter.limitAll([p]);
+    expect(first.allowed).toBe(true);
+    // Sent before the refund (one auto-pipeline, in order): the store still holds the first
+    // request, so a cost of 2 is denied, and that answer arrives around the refund's.
+    const [racing, back] = await Promise.all([
+      limiter.limit({ ...p, cost: 2 }),
+      limiter.refund(first.receipt as NonNullable<typeof first.receipt>),
+    ]);
+    expect(racing).toMatchObject({ allowed: false, source: "redis" });
+    expect(back).toEqual({ refunded: true, units: [1] });
+    // The log is empty now: the store admits a cost of 2, so the cache must not deny it.
+    expect(await redis.zcard(storageKey(prefix, "lr-race", key))).toBe(0);
+    expect(await limiter.limit({ ...p, cost: 2 })).toMatchObject({
+      allowed: true,
+      source: "redis",
+    });
+  });
 });
 
 describe("limitAll when the store is down: still all or nothing", () => {
