@@ -471,8 +471,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const pending = inFlight.get(only.cacheKey);
       if (pending) {
         // The flight failed (timeout, error): the store is not answering now. Decide as it did
-        // rather than wait a second timeout of our own.
-        if (!(await pending)) return degraded(items);
+        // rather than wait a second timeout of our own. The wait is bounded by this request's own
+        // timer: in workerd the flight belongs to another request, and if that request is
+        // cancelled its timer and fetch go with it and `pending` would never settle.
+        const flew = await withDeadline(timeoutMs, () => pending).catch(() => false);
+        if (!flew) return degraded(items);
         at = now();
         const after = cache?.lookup(only.cacheKey, only.cost, at);
         if (after?.hit) return denied([fromCache(only, after.entry, at)]);

@@ -1,6 +1,6 @@
 import { type PolicySpec, scriptInputs } from "./evaluate";
 import { REFUND_SCRIPT } from "./lua/scripts";
-import { runScript, type ScriptArg, type ScriptClient } from "./script-runner";
+import { runScript, type ScriptClient } from "./script-runner";
 import { StoreReplyError } from "./store-result";
 
 export interface RefundRequest {
