@@ -173,7 +173,9 @@ export interface Limiter {
   limit(request: LimitRequest): Promise<Decision>;
   /**
    * Decide one request against several policies in one store call, all or nothing: if any
-   * denies, none consumes. Never throws.
+   * denies, none consumes. Never throws. The policies must be distinct (policy, key, algorithm):
+   * the script checks every entry against the same stored count, so the same one twice would be
+   * admitted twice (the config and /check refuse duplicate rule names for this reason).
    */
   limitAll(requests: readonly LimitRequest[], options?: LimitAllOptions): Promise<MultiDecision>;
   /**
