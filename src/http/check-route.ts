@@ -119,7 +119,7 @@ export async function authorizedCheckRequest(
 function checkAnswer(result: MultiDecision, multi: boolean) {
   const binding =
     result.decisions.find((d) => d.policy === result.deniedBy) ??
-    [...result.decisions].sort((a, b) => a.remaining - b.remaining)[0];
+    result.decisions.reduce((least, d) => (d.remaining < least.remaining ? d : least));
   const { limit, remaining, reset, retryAfterMs, source, policy, algorithm } = binding as Decision;
   return {
     allowed: result.allowed,
@@ -141,11 +141,15 @@ function decisionAnswer(decision: Decision) {
   return { policy, algorithm, allowed, limit, remaining, reset, retryAfterMs, source };
 }
 
-/** Reads at most MAX_CHECK_BODY_BYTES, streaming, so a huge body is never buffered. */
+/** Reads at most MAX_CHECK_BODY_BYTES, so a huge body is never buffered. */
 async function readBody(request: Request): Promise<string | "too-large"> {
-  const declared = Number(request.headers.get("Content-Length") ?? "0");
+  const length = request.headers.get("Content-Length");
+  const declared = Number(length ?? "0");
   if (declared > MAX_CHECK_BODY_BYTES) return "too-large";
   if (!request.body) return "";
+  // A declared length within the cap is enforced by the runtime (a body longer than its
+  // Content-Length is an error): read it in one native call, the common case.
+  if (length !== null && Number.isSafeInteger(declared)) return await request.text();
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
