@@ -1,25 +1,15 @@
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Algorithm } from "../../src/store/algorithm";
 import { evaluatePolicy } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
-import { createStoreClient } from "../../src/store/upstash-client";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testStore } from "./redis";
 
 // Two isolates on the caller's clock, a few ms apart, straddling a window boundary. The slower
 // one must count in the faster one's (later) window, never write its older window over it —
 // otherwise each resets the other's count at every boundary and both admit a full limit.
 const T = 1_700_000_000_000; // aligned to the 1 s windows used here
-const redis = testRedis();
-const prefix = uniquePrefix("skew");
-const store = createStoreClient({
-  url: inject("bridgeUrl"),
-  token: inject("bridgeToken"),
-  timeoutMs: 5_000,
-});
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
+const prefix = scopedPrefix("skew");
+const store = testStore(5_000);
 
 let member = 0;
 function policy(algorithm: Algorithm, limit: number, windowMs = 1_000) {

@@ -1,24 +1,15 @@
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Algorithm } from "../../src/store/algorithm";
 import { evaluatePolicy } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
-import { createStoreClient } from "../../src/store/upstash-client";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testRedis, testStore } from "./redis";
 
 // Every test drives the scripts on the caller's clock with explicit values: window edges are
 // tested exactly, without sleeping. T is aligned to every window used here.
 const T = 1_700_000_000_000;
 const redis = testRedis();
-const prefix = uniquePrefix("algorithms");
-const store = createStoreClient({
-  url: inject("bridgeUrl"),
-  token: inject("bridgeToken"),
-  timeoutMs: 5_000,
-});
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
+const prefix = scopedPrefix("algorithms");
+const store = testStore(5_000);
 
 let member = 0;
 function policy(algorithm: Algorithm, name: string, limit: number, windowMs: number) {

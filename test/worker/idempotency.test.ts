@@ -1,21 +1,12 @@
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { evaluate, evaluatePolicy, type PolicySpec } from "../../src/store/evaluate";
 import { requestRecordKey, storageKey } from "../../src/store/keys";
-import { createStoreClient } from "../../src/store/upstash-client";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testRedis, testStore } from "./redis";
 
 const T = 1_700_000_000_000;
 const redis = testRedis();
-const prefix = uniquePrefix("idempotency");
-const store = createStoreClient({
-  url: inject("bridgeUrl"),
-  token: inject("bridgeToken"),
-  timeoutMs: 10_000,
-});
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
+const prefix = scopedPrefix("idempotency");
+const store = testStore(10_000);
 
 const log = (name: string, limit = 5, cost = 1): PolicySpec => ({
   key: storageKey(prefix, name, "client"),

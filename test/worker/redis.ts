@@ -1,5 +1,6 @@
 import { Redis } from "@upstash/redis/cloudflare";
-import { inject } from "vitest";
+import { afterAll, inject } from "vitest";
+import { createStoreClient } from "../../src/store/upstash-client";
 
 /** A real @upstash/redis client on the test bridge (real Redis), for setup and inspection. */
 export function testRedis(): Redis {
@@ -26,4 +27,18 @@ export async function deleteKeys(redis: Redis, pattern: string): Promise<number>
     if (keys.length > 0) deleted += await redis.del(...keys);
   } while (cursor !== "0");
   return deleted;
+}
+
+/** A store client configured as the worker configures it (one per "isolate"), on the test bridge. */
+export function testStore(timeoutMs = 10_000) {
+  return createStoreClient({ url: inject("bridgeUrl"), token: inject("bridgeToken"), timeoutMs });
+}
+
+/** A unique key prefix for one test file; its keys are deleted after the file's tests. */
+export function scopedPrefix(label: string): string {
+  const prefix = uniquePrefix(label);
+  afterAll(async () => {
+    await deleteKeys(testRedis(), `${prefix}*`);
+  });
+  return prefix;
 }

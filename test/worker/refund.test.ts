@@ -1,23 +1,14 @@
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Algorithm } from "../../src/store/algorithm";
 import { evaluate, evaluatePolicy, type PolicySpec } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
 import { refund } from "../../src/store/refund";
-import { createStoreClient } from "../../src/store/upstash-client";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testRedis, testStore } from "./redis";
 
 const T = 1_700_000_000_000;
 const redis = testRedis();
-const prefix = uniquePrefix("refund");
-const store = createStoreClient({
-  url: inject("bridgeUrl"),
-  token: inject("bridgeToken"),
-  timeoutMs: 10_000,
-});
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
+const prefix = scopedPrefix("refund");
+const store = testStore(10_000);
 
 const spec = (name: string, algorithm: Algorithm, limit: number, cost: number): PolicySpec => ({
   key: storageKey(prefix, name, "client"),
