@@ -41,12 +41,12 @@ const BLOCKS = new Set([
   "bzmpop",
   "wait",
   "waitaof",
-  // Not blocking commands, but they stall or stop the server every caller shares
-  // (DEBUG SLEEP, SHUTDOWN, FAILOVER).
-  "debug",
-  "shutdown",
-  "failover",
 ]);
+
+// Not about the connection, but about everyone else on the server: they stall or stop it
+// (DEBUG SLEEP, SHUTDOWN, FAILOVER) or wipe every caller's keys (FLUSHALL, FLUSHDB). A dev bridge
+// usually fronts a Redis that other tools and tests share; tests delete their own keys instead.
+const AFFECTS_EVERYONE = new Set(["debug", "shutdown", "failover", "flushall", "flushdb"]);
 
 /**
  * Why the command is refused, as a Redis-style error text, or null if it may run.
@@ -64,6 +64,9 @@ export function refusal(command) {
     ((name === "xread" || name === "xreadgroup") && hasBlockOption(command))
   ) {
     return `ERR ${shown} is not allowed through the REST bridge: blocking commands would stall the shared Redis connection`;
+  }
+  if (AFFECTS_EVERYONE.has(name)) {
+    return `ERR ${shown} is not allowed through the REST bridge: it would stall, stop or wipe a Redis other callers share`;
   }
   return null;
 }

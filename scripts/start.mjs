@@ -258,7 +258,9 @@ async function startWrangler({ port, vars }) {
   });
 
   const deadline = Date.now() + READY_TIMEOUT_MS;
-  while (!(announced && (await answersHttp(workerUrl)))) {
+  // Probe a route the worker answers itself (GET /check: 405): `/` would go through the proxy to
+  // the origin and count against any rule that matches it.
+  while (!(announced && (await answersHttp(`${workerUrl}/check`)))) {
     if (shuttingDown || hasExited(wrangler)) await new Promise(() => {}); // shutdown() exits
     if (Date.now() > deadline) {
       throw new Error(

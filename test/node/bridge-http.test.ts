@@ -169,6 +169,8 @@ describe("commands that would change or block the shared connection", () => {
     ["wait", "0", "0"],
     ["debug", "sleep", "5"],
     ["shutdown", "nosave"],
+    ["flushall"],
+    ["FLUSHDB", "ASYNC"],
   ];
 
   it.each(refused.map((c) => [c.join(" "), c]))("%s is refused on /", async (_, command) => {
