@@ -139,6 +139,9 @@ async function main() {
     },
   });
 
+  const problem = await configProblem(workerUrl, limiterToken);
+  if (problem) log(`warning: the worker refuses to limit anything (503): ${problem}`);
+
   const sample =
     `curl -s -X POST ${workerUrl}/check -H 'Authorization: Bearer ${limiterToken}' ` +
     `-H 'Content-Type: application/json' -d '{"key":"demo","limit":100,"window":"1m"}'`;
@@ -270,6 +273,28 @@ async function startWrangler({ port, vars }) {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return workerUrl;
+}
+
+/**
+ * The worker's own verdict on its configuration, without counting anything: an authorized
+ * /check with an empty body is a 400 when the config is valid, a 503 naming the problem when not.
+ * @param {string} workerUrl
+ * @param {string} token
+ * @returns {Promise<string | undefined>}
+ */
+async function configProblem(workerUrl, token) {
+  try {
+    const res = await fetch(`${workerUrl}/check`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: "{}",
+      signal: AbortSignal.timeout(5000),
+    });
+    const body = /** @type {{ detail?: string }} */ (await res.json().catch(() => ({})));
+    return res.status === 503 ? (body.detail ?? "misconfigured") : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
