@@ -14,7 +14,7 @@
 import { Ratelimit } from "@upstash/ratelimit";
 import { Redis } from "@upstash/redis/cloudflare";
 import { bearerTokenMatches } from "../src/http/bearer-token";
-import { parseCheckRequest } from "../src/http/check-request";
+import { parseCheckBody } from "../src/http/check-request";
 import { rateLimitHeaders } from "../src/http/rate-limit-headers";
 
 interface AnchorEnv {
@@ -82,10 +82,13 @@ export default {
     } catch {
       return json({ title: "Bad Request", field: "body" }, 400);
     }
-    const parsed = parseCheckRequest(body, []);
+    // Ad-hoc checks only (no rules are configured here): one policy per body.
+    const parsed = parseCheckBody(body, new Map());
     if (!parsed.ok) return json({ title: "Bad Request", field: parsed.field }, 400);
-    const { key, limit, windowMs, policy } = parsed.value;
-    const cost = parsed.value.cost ?? 1;
+    const [only] = parsed.value.requests;
+    if (!only) return json({ title: "Bad Request", field: "body" }, 400);
+    const { key, limit, windowMs, policy } = only;
+    const cost = only.cost ?? 1;
 
     const algorithm: Algorithm =
       env.ANCHOR_ALGORITHM === "fixedWindow" ? "fixedWindow" : "slidingWindow";

@@ -77,6 +77,13 @@ export interface ClientIpConfig {
   ipv4PrefixLength: number;
 }
 
+/** The client-IP defaults, for the config schema, the middleware and /check alike. */
+export const DEFAULT_CLIENT_IP = {
+  trustedProxyHops: 1,
+  ipv6PrefixLength: 64,
+  ipv4PrefixLength: 32,
+} as const satisfies ClientIpConfig;
+
 /** Denial cache, fallback, breaker and single flight: see resilience-config.ts. */
 export interface LimiterConfig extends ResilienceConfig {
   rules: RuleConfig[];
@@ -201,9 +208,9 @@ const clientIpSchema = plainObject(
         ),
       ),
     ),
-    trustedProxyHops: v.optional(integerIn(1, 16), 1),
-    ipv6PrefixLength: v.optional(integerIn(1, 128), 64),
-    ipv4PrefixLength: v.optional(integerIn(1, 32), 32),
+    trustedProxyHops: v.optional(integerIn(1, 16), DEFAULT_CLIENT_IP.trustedProxyHops),
+    ipv6PrefixLength: v.optional(integerIn(1, 128), DEFAULT_CLIENT_IP.ipv6PrefixLength),
+    ipv4PrefixLength: v.optional(integerIn(1, 32), DEFAULT_CLIENT_IP.ipv4PrefixLength),
   },
   "must be an object",
 );

@@ -1,5 +1,5 @@
 import { parseDuration } from "../config/duration";
-import type { ClientIpConfig, RuleConfig } from "../config/limiter-config";
+import { type ClientIpConfig, DEFAULT_CLIENT_IP, type RuleConfig } from "../config/limiter-config";
 import {
   ADHOC_POLICY_PREFIX,
   MAX_KEY_LENGTH,
@@ -18,6 +18,7 @@ import {
 import type { LimitRequest } from "../limiter/limiter";
 import { ALGORITHMS, DEFAULT_ALGORITHM, isAlgorithm } from "../store/algorithm";
 import { groupAddress } from "./client-key";
+import { ruleRequest } from "./rule-decisions";
 
 const FIELDS = [
   "key",
@@ -42,25 +43,8 @@ export interface CheckRequest {
   requestId?: string;
 }
 
-/**
- * One policy from a /check body (`"rule"` or ad-hoc; a `"rules"` body is refused): for callers
- * that decide one policy. Any `"requestId"` is validated and dropped.
- */
-export function parseCheckRequest(body: unknown, rules: RuleSet): Validated<LimitRequest> {
-  const parsed = parseCheckBody(body, rules);
-  if (!parsed.ok) return parsed;
-  const [only] = parsed.value.requests;
-  if (parsed.value.multi || !only) return invalid("rules", "is not supported here");
-  return { ok: true, value: only };
-}
-
-/** The configured rules: a list, or (built once per isolate) a map by name. */
-export type RuleSet = readonly RuleConfig[] | ReadonlyMap<string, RuleConfig>;
-
 /** How the proxy groups "ip" keys: /check groups an address it is given the same way. */
 export type AddressGrouping = Pick<ClientIpConfig, "ipv4PrefixLength" | "ipv6PrefixLength">;
-
-const DEFAULT_GROUPING: AddressGrouping = { ipv4PrefixLength: 32, ipv6PrefixLength: 64 };
 
 /**
  * Validates a parsed /check body strictly: the first wrong field is named; nothing is counted.
@@ -70,8 +54,8 @@ const DEFAULT_GROUPING: AddressGrouping = { ipv4PrefixLength: 32, ipv6PrefixLeng
  */
 export function parseCheckBody(
   body: unknown,
-  rules: RuleSet,
-  grouping: AddressGrouping = DEFAULT_GROUPING,
+  rules: ReadonlyMap<string, RuleConfig>,
+  grouping: AddressGrouping = DEFAULT_CLIENT_IP,
 ): Validated<CheckRequest> {
   if (!isPlainObject(body)) return invalid("body", "must be a JSON object");
   const extra = unknownField(body, FIELDS);
@@ -130,10 +114,7 @@ export function parseCheckBody(
     }
     const requests: LimitRequest[] = [];
     for (const name of names) {
-      const found =
-        rules instanceof Map
-          ? rules.get(name)
-          : (rules as readonly RuleConfig[]).find((candidate) => candidate.name === name);
+      const found = rules.get(name);
       if (!found) return invalid(field, `unknown rule "${name}"`);
       const ruleCost = cost === undefined ? found.cost : cost;
       if (!isIntegerIn(ruleCost, 1, found.limit)) {
@@ -142,15 +123,8 @@ export function parseCheckBody(
           `must be an integer from 1 to the rule's limit (${found.name}: ${found.limit})`,
         );
       }
-      requests.push({
-        policy: found.name,
-        key: found.key === "ip" ? (groupAddress(key, grouping) ?? key) : key,
-        limit: found.limit,
-        windowMs: found.windowMs,
-        cost: ruleCost,
-        algorithm: found.algorithm,
-        ...(found.failMode ? { failMode: found.failMode } : {}),
-      });
+      const clientKey = found.key === "ip" ? (groupAddress(key, grouping) ?? key) : key;
+      requests.push(ruleRequest(found, clientKey, ruleCost));
     }
     return done(requests, rule === undefined);
   }

@@ -1,5 +1,10 @@
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
-import { type ClientIpConfig, parseRules, type RuleConfig } from "../config/limiter-config";
+import {
+  type ClientIpConfig,
+  DEFAULT_CLIENT_IP,
+  parseRules,
+  type RuleConfig,
+} from "../config/limiter-config";
 import type { Limiter } from "../limiter/limiter";
 import type { Algorithm } from "../store/algorithm";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
@@ -112,12 +117,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
     );
   }
   const rules = parsed.ok ? compileRules(parsed.value) : [];
-  const clientIp: ClientIpConfig = {
-    trustedProxyHops: 1,
-    ipv6PrefixLength: 64,
-    ipv4PrefixLength: 32,
-    ...options.clientIp,
-  };
+  const clientIp: ClientIpConfig = { ...DEFAULT_CLIENT_IP, ...options.clientIp };
   const legacy = options.legacyHeaders ?? false;
   const requestIdHeaders = options.requestIdHeaders ?? [];
 

@@ -89,21 +89,17 @@ export async function decideRules(
     // "skip": the rule does not apply to this request.
   }
 
-  const request = ({ rule, key }: { rule: RuleConfig; key: string }): LimitRequest => ({
-    policy: rule.name,
-    key,
-    limit: rule.limit,
-    windowMs: rule.windowMs,
-    cost: rule.cost,
-    algorithm: rule.algorithm,
-    ...(rule.failMode ? { failMode: rule.failMode } : {}),
-  });
   const enforced = keyed.filter(({ rule }) => !rule.shadow);
   const shadow = keyed.filter(({ rule }) => rule.shadow);
   const limitOptions = options.requestId !== undefined ? { requestId: options.requestId } : {};
   const [enforcedResult, shadowResult] = await Promise.all(
     [enforced, shadow].map((group) =>
-      group.length === 0 ? undefined : options.limiter.limitAll(group.map(request), limitOptions),
+      group.length === 0
+        ? undefined
+        : options.limiter.limitAll(
+            group.map(({ rule, key }) => ruleRequest(rule, key)),
+            limitOptions,
+          ),
     ),
   );
   // Back in rule order.
@@ -142,6 +138,19 @@ export async function decideRules(
     shadowDenied,
     ...(enforcedResult?.replayed ? { replayed: true } : {}),
     ...(receipts.length > 0 ? { receipts } : {}),
+  };
+}
+
+/** What the limiter decides for a rule and a client key (the proxy, middleware and /check alike). */
+export function ruleRequest(rule: RuleConfig, key: string, cost = rule.cost): LimitRequest {
+  return {
+    policy: rule.name,
+    key,
+    limit: rule.limit,
+    windowMs: rule.windowMs,
+    cost,
+    algorithm: rule.algorithm,
+    ...(rule.failMode ? { failMode: rule.failMode } : {}),
   };
 }
 

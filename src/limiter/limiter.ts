@@ -254,7 +254,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       request,
       cost: request.cost ?? 1,
       algorithm,
-      cacheKey: denialCacheKey({ ...request, algorithm }),
+      cacheKey: denialCacheKey(request),
     };
   }
 
