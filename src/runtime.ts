@@ -21,6 +21,9 @@ export type Runtime =
     }
   | { ok: false; field: string; detail: string };
 
+/** A runtime built from valid bindings. */
+export type ReadyRuntime = Extract<Runtime, { ok: true }>;
+
 // Per-isolate state lives at module scope, built lazily on the first request (workerd forbids
 // I/O and randomness at module scope) and rebuilt only if the bindings change. A few entries,
 // not one: a test (or an app) handing the worker two configurations must not rebuild per request.

@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import type { Env } from "../env";
 import type { LimitRequest } from "../limiter/limiter";
-import type { getRuntime } from "../runtime";
+import type { ReadyRuntime } from "../runtime";
 import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { peekQuota, resetQuota } from "../store/quota";
 import { authorizedCheckRequest } from "./check-route";
@@ -84,7 +84,7 @@ export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Respo
 async function authorizedCheck(c: Context<{ Bindings: Env }>): Promise<
   | {
       ok: true;
-      runtime: Extract<ReturnType<typeof getRuntime>, { ok: true }>;
+      runtime: ReadyRuntime;
       request: LimitRequest;
     }
   | { ok: false; response: Response }

@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import type { Env } from "../env";
 import type { Decision } from "../limiter/decision";
 import type { MultiDecision } from "../limiter/limiter";
-import { getRuntime } from "../runtime";
+import { getRuntime, type ReadyRuntime } from "../runtime";
 import { bearerTokenMatches } from "./bearer-token";
 import { type CheckRequest, parseCheckBody } from "./check-request";
 import { misconfigured, problem } from "./problem";
@@ -28,8 +28,6 @@ export async function checkHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     ),
   );
 }
-
-type ReadyRuntime = Extract<ReturnType<typeof getRuntime>, { ok: true }>;
 
 /**
  * Everything before a decision, shared by /check and the admin routes: the bearer token, the
