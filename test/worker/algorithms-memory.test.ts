@@ -2,8 +2,7 @@ import { afterAll, describe, expect, inject, it } from "vitest";
 import { ALGORITHMS, type Algorithm } from "../../src/store/algorithm";
 import { evaluatePolicy } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
-import { createStoreClient } from "../../src/store/upstash-client";
-import { deleteKeys, testRedis } from "./redis";
+import { deleteKeys, testRedis, testStore } from "./redis";
 
 // Redis memory per key (MEMORY USAGE … SAMPLES 0, i.e. every element counted), per algorithm,
 // with the key full to its limit. Rerun to print the table:
@@ -13,11 +12,7 @@ import { deleteKeys, testRedis } from "./redis";
 // (12-char isolate id + counter).
 const redis = testRedis();
 const prefix = `edge-limiter-${crypto.randomUUID().slice(0, 8)}`;
-const store = createStoreClient({
-  url: inject("bridgeUrl"),
-  token: inject("bridgeToken"),
-  timeoutMs: 30_000,
-});
+const store = testStore(30_000);
 const LIMITS = [10, 100, 1_000, 10_000];
 const T = 1_700_000_000_000;
 

@@ -1,19 +1,15 @@
-import { afterAll, describe, expect, it } from "vitest";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { describe, expect, it } from "vitest";
+import { scopedPrefix, testRedis } from "./redis";
 import { workerWith } from "./worker-harness";
 
 const redis = testRedis();
-const prefix = uniquePrefix("fuzz");
+const prefix = scopedPrefix("fuzz");
 const TOKEN = "test-limiter-token";
 const worker = workerWith({
   LIMITER_CONFIG: JSON.stringify({
     prefix,
     rules: [{ name: "api", limit: 5, window: "1m" }],
   }),
-});
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
 });
 
 /** A small deterministic PRNG (mulberry32): a failing case can be replayed from its seed. */

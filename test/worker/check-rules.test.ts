@@ -1,10 +1,10 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { groupAddress } from "../../src/http/client-key";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testRedis } from "./redis";
 import { workerWith } from "./worker-harness";
 
 const redis = testRedis();
-const prefix = uniquePrefix("check-rules");
+const prefix = scopedPrefix("check-rules");
 const run = crypto.randomUUID().slice(0, 8);
 const TOKEN = "test-limiter-token";
 
@@ -16,10 +16,6 @@ const LIMITER_CONFIG = JSON.stringify({
   ],
 });
 const worker = workerWith({ LIMITER_CONFIG });
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
 
 function post(path: string, body: unknown, token: string | null = TOKEN) {
   return worker(path, {

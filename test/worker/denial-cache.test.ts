@@ -1,16 +1,12 @@
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { createDenialCache } from "../../src/limiter/denial-cache";
 import { createLimiter, denialCacheKey } from "../../src/limiter/limiter";
 import { storageKey } from "../../src/store/keys";
 import { counting, manualClock, storeAt } from "./fault-control";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testRedis } from "./redis";
 
 const redis = testRedis();
-const prefix = uniquePrefix("denial-cache");
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
+const prefix = scopedPrefix("denial-cache");
 
 /** A limiter on the real bridge, on a clock the test moves (the caller's clock goes to Redis). */
 function limiterOnClock(start?: number) {

@@ -1,10 +1,10 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import app, { type Bindings } from "../../examples/hono-app/app";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testRedis } from "./redis";
 import { baseEnv } from "./worker-harness";
 
 const redis = testRedis();
-const prefix = uniquePrefix("example");
+const prefix = scopedPrefix("example");
 const env: Bindings = {
   UPSTASH_REDIS_REST_URL: baseEnv.UPSTASH_REDIS_REST_URL as string,
   UPSTASH_REDIS_REST_TOKEN: baseEnv.UPSTASH_REDIS_REST_TOKEN as string,
@@ -12,10 +12,6 @@ const env: Bindings = {
 };
 const call = (path: string, init: RequestInit = {}) =>
   Promise.resolve(app.fetch(new Request(`https://example.test${path}`, init), env));
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
 
 describe("the example Hono app with the rateLimit middleware", () => {
   it("limits /api/* per IP with the standard headers and exposes the result on the context", async () => {

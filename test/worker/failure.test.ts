@@ -1,5 +1,5 @@
 import { Redis } from "@upstash/redis/cloudflare";
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import type { BreakerEvent } from "../../src/limiter/circuit-breaker";
 import { createFallbackLimiter } from "../../src/limiter/fallback-limiter";
 import { createLimiter, type LimiterOptions } from "../../src/limiter/limiter";
@@ -7,15 +7,11 @@ import { storageKey } from "../../src/store/keys";
 import type { ScriptClient } from "../../src/store/script-runner";
 import app from "../../src/worker";
 import { counting, type FaultScenario, faultScenario, manualClock, storeAt } from "./fault-control";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testRedis } from "./redis";
 
 const redis = testRedis();
-const prefix = uniquePrefix("failure");
+const prefix = scopedPrefix("failure");
 const TIMEOUT = 200;
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
 
 /** A limiter whose store is a fault scenario (or any URL), configured as the worker does. */
 function limiterAt(url: string, extra: Partial<LimiterOptions> = {}) {

@@ -1,17 +1,13 @@
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { createFallbackLimiter } from "../../src/limiter/fallback-limiter";
 import { createLimiter, type LimiterOptions, type LimitRequest } from "../../src/limiter/limiter";
 import type { Algorithm } from "../../src/store/algorithm";
 import { storageKey } from "../../src/store/keys";
 import { counting, faultScenario, storeAt } from "./fault-control";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testRedis } from "./redis";
 
 const redis = testRedis();
-const prefix = uniquePrefix("limit-all");
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
+const prefix = scopedPrefix("limit-all");
 
 /** A limiter on the real bridge, counting its store calls. */
 function limiterOn(url = inject("bridgeUrl"), extra: Partial<LimiterOptions> = {}) {

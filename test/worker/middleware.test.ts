@@ -1,23 +1,12 @@
 import { Hono } from "hono";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createLimiter, type RateLimitVariables, rateLimit } from "../../src/index";
-import { createStoreClient } from "../../src/store/upstash-client";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
-import { baseEnv } from "./worker-harness";
+import { scopedPrefix, testStore } from "./redis";
 
-const redis = testRedis();
-const prefix = uniquePrefix("middleware");
+const prefix = scopedPrefix("middleware");
 const limiter = createLimiter({
-  store: createStoreClient({
-    url: baseEnv.UPSTASH_REDIS_REST_URL as string,
-    token: baseEnv.UPSTASH_REDIS_REST_TOKEN as string,
-    timeoutMs: 2_000,
-  }),
+  store: testStore(2_000),
   prefix,
-});
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
 });
 
 describe("rateLimit middleware", () => {

@@ -1,22 +1,15 @@
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Algorithm } from "../../src/store/algorithm";
 import { evaluate, evaluatePolicy, type PolicySpec } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
-import { createStoreClient } from "../../src/store/upstash-client";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testRedis, testStore } from "./redis";
 
 const T = 1_700_000_000_000;
 const redis = testRedis();
-const prefix = uniquePrefix("multi-rule");
+const prefix = scopedPrefix("multi-rule");
 /** Three clients, like three isolates. */
-const stores = [0, 1, 2].map(() =>
-  createStoreClient({ url: inject("bridgeUrl"), token: inject("bridgeToken"), timeoutMs: 10_000 }),
-);
+const stores = [0, 1, 2].map(() => testStore());
 const store = stores[0] as (typeof stores)[number];
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
 
 function spec(
   name: string,

@@ -1,9 +1,9 @@
-import { afterAll, describe, expect, it } from "vitest";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { describe, expect, it } from "vitest";
+import { scopedPrefix, testRedis } from "./redis";
 import { originCount, originUrl, workerWith } from "./worker-harness";
 
 const redis = testRedis();
-const prefix = uniquePrefix("proxy");
+const prefix = scopedPrefix("proxy");
 const run = crypto.randomUUID().slice(0, 8);
 
 const worker = workerWith({
@@ -19,10 +19,6 @@ const worker = workerWith({
       },
     ],
   }),
-});
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
 });
 
 const ip = (n: number) => ({ "CF-Connecting-IP": `198.51.100.${n}` });

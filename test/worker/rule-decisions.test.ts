@@ -1,16 +1,11 @@
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { parseRules } from "../../src/config/limiter-config";
 import { decideRules } from "../../src/http/rule-decisions";
 import { createLimiter } from "../../src/limiter/limiter";
 import { storeAt } from "./fault-control";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix } from "./redis";
 
-const redis = testRedis();
-const prefix = uniquePrefix("rule-decisions");
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
+const prefix = scopedPrefix("rule-decisions");
 
 /** Headers that count how often each name is read. */
 class CountingHeaders extends Headers {

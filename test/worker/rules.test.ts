@@ -1,16 +1,12 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { parseLimiterConfig } from "../../src/config/limiter-config";
 import { compilePattern, compileRules } from "../../src/http/rule-matcher";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testRedis } from "./redis";
 import { originCount, workerWith } from "./worker-harness";
 
 const redis = testRedis();
-const prefix = uniquePrefix("rules");
+const prefix = scopedPrefix("rules");
 const run = crypto.randomUUID().slice(0, 8);
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
 
 describe("LIMITER_CONFIG validation", () => {
   it("fills documented defaults", () => {

@@ -1,28 +1,14 @@
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../src/limiter/limiter";
 import { storageKey } from "../../src/store/keys";
 import { EVALUATE_SCRIPTS } from "../../src/store/lua/scripts";
 import { scriptSha } from "../../src/store/script-runner";
 import { slidingLog } from "../../src/store/sliding-log";
-import { createStoreClient } from "../../src/store/upstash-client";
 import { counting } from "./fault-control";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
+import { scopedPrefix, testRedis, testStore } from "./redis";
 
 const redis = testRedis();
-const prefix = uniquePrefix("sliding-log");
-
-/** A store client configured as the worker configures it (one per "isolate"). */
-function storeClient() {
-  return createStoreClient({
-    url: inject("bridgeUrl"),
-    token: inject("bridgeToken"),
-    timeoutMs: 5_000,
-  });
-}
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
-});
+const prefix = scopedPrefix("sliding-log");
 
 function count<T>(items: T[], predicate: (item: T) => boolean): number {
   return items.filter(predicate).length;
@@ -30,7 +16,7 @@ function count<T>(items: T[], predicate: (item: T) => boolean): number {
 
 describe("exactness under concurrency", () => {
   it("admits exactly the limit of 1000 concurrent decisions through one limiter", async () => {
-    const limiter = createLimiter({ store: storeClient(), prefix });
+    const limiter = createLimiter({ store: testStore(5_000), prefix });
     const decisions = await Promise.all(
       Array.from({ length: 1000 }, () =>
         limiter.limit({ policy: "one", key: "client", limit: 100, windowMs: 60_000 }),
@@ -42,7 +28,7 @@ describe("exactness under concurrency", () => {
   });
 
   it("admits exactly the limit across independent limiters (separate clients, like isolates)", async () => {
-    const limiters = [0, 1, 2].map(() => createLimiter({ store: storeClient(), prefix }));
+    const limiters = [0, 1, 2].map(() => createLimiter({ store: testStore(5_000), prefix }));
     const decisions = await Promise.all(
       Array.from({ length: 1200 }, (_, i) =>
         (limiters[i % limiters.length] ?? limiters[0])?.limit({
@@ -58,7 +44,7 @@ describe("exactness under concurrency", () => {
   });
 
   it("counts a burst that shares one millisecond in full (the timestamp-as-member bug)", async () => {
-    const store = storeClient();
+    const store = testStore(5_000);
     const key = storageKey(prefix, "burst", "client");
     const now = 1_700_000_000_000;
     const results = await Promise.all(
@@ -71,7 +57,7 @@ describe("exactness under concurrency", () => {
   });
 
   it("counts concurrent checks on the caller's clock in full (workerd freezes Date.now())", async () => {
-    const limiter = createLimiter({ store: storeClient(), prefix, clock: "caller" });
+    const limiter = createLimiter({ store: testStore(5_000), prefix, clock: "caller" });
     const decisions = await Promise.all(
       Array.from({ length: 300 }, () =>
         limiter.limit({ policy: "frozen", key: "client", limit: 50, windowMs: 60_000 }),
@@ -82,7 +68,7 @@ describe("exactness under concurrency", () => {
 });
 
 describe("the window slides (explicit clock)", () => {
-  const store = storeClient();
+  const store = testStore(5_000);
   let n = 0;
   const at = (key: string, now: number, cost = 1, limit = 3) =>
     slidingLog(store, {
@@ -142,7 +128,7 @@ describe("the window slides (explicit clock)", () => {
 
 describe("keys, TTLs and scripts", () => {
   it("sets a TTL of at most the window on every admission, and writes nothing on a denial", async () => {
-    const limiter = createLimiter({ store: storeClient(), prefix });
+    const limiter = createLimiter({ store: testStore(5_000), prefix });
     const key = storageKey(prefix, "ttl", "client");
     await limiter.limit({ policy: "ttl", key: "client", limit: 1, windowMs: 30_000 });
     const ttl = await redis.pttl(key);
@@ -162,7 +148,7 @@ describe("keys, TTLs and scripts", () => {
   });
 
   it("keeps client keys that differ only in encoding-sensitive characters apart", async () => {
-    const limiter = createLimiter({ store: storeClient(), prefix });
+    const limiter = createLimiter({ store: testStore(5_000), prefix });
     const keys = ["a:b", "a%3Ab", "{a}b", "a}{b", "ключ ✓", ""];
     for (const key of keys.filter(Boolean)) {
       const d = await limiter.limit({ policy: "enc", key, limit: 1, windowMs: 60_000 });
@@ -181,7 +167,7 @@ describe("keys, TTLs and scripts", () => {
   });
 
   it("recovers from SCRIPT FLUSH: NOSCRIPT falls back to EVAL once, which loads the script", async () => {
-    const counted = counting(storeClient());
+    const counted = counting(testStore(5_000));
     const limiter = createLimiter({ store: counted.store, prefix, denialCache: false });
     const ask = () => limiter.limit({ policy: "flush", key: "client", limit: 3, windowMs: 60_000 });
     expect((await ask()).allowed).toBe(true);
@@ -199,7 +185,7 @@ describe("keys, TTLs and scripts", () => {
   it("after SCRIPT FLUSH, 1000 concurrent decisions fall back to EVAL within the default timeout", async () => {
     // Every EVALSHA gets NOSCRIPT at once; the EVALs (bounded by the time each decision has
     // left) must still share the client's auto-pipeline, not open a request each.
-    const limiter = createLimiter({ store: storeClient(), prefix, fallback: false });
+    const limiter = createLimiter({ store: testStore(5_000), prefix, fallback: false });
     await redis.scriptFlush();
     const decisions = await Promise.all(
       Array.from({ length: 1000 }, () =>
@@ -212,7 +198,7 @@ describe("keys, TTLs and scripts", () => {
   });
 
   it("a denial on an existing log leaves its members and TTL as they were", async () => {
-    const limiter = createLimiter({ store: storeClient(), prefix, denialCache: false });
+    const limiter = createLimiter({ store: testStore(5_000), prefix, denialCache: false });
     const key = storageKey(prefix, "ttl", "full");
     const ask = (cost = 1) =>
       limiter.limit({ policy: "ttl", key: "full", limit: 2, windowMs: 60_000, cost });

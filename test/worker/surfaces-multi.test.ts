@@ -1,15 +1,14 @@
 import { Hono } from "hono";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { parseLimiterConfig } from "../../src/config/limiter-config";
 import { createLimiter, rateLimit } from "../../src/index";
 import { ALGORITHMS } from "../../src/store/algorithm";
 import { storageKey } from "../../src/store/keys";
-import { createStoreClient } from "../../src/store/upstash-client";
-import { deleteKeys, testRedis, uniquePrefix } from "./redis";
-import { baseEnv, originCount, workerWith } from "./worker-harness";
+import { scopedPrefix, testRedis, testStore } from "./redis";
+import { originCount, workerWith } from "./worker-harness";
 
 const redis = testRedis();
-const prefix = uniquePrefix("surfaces");
+const prefix = scopedPrefix("surfaces");
 const run = crypto.randomUUID().slice(0, 8);
 const TOKEN = "test-limiter-token";
 
@@ -58,10 +57,6 @@ const worker = workerWith({
       { name: "b50", match: { path: "/never/*" }, limit: 50, window: "1m" },
     ],
   }),
-});
-
-afterAll(async () => {
-  await deleteKeys(redis, `${prefix}*`);
 });
 
 const ip = (n: number) => ({ "CF-Connecting-IP": `203.0.113.${n}` });
@@ -289,11 +284,7 @@ describe("refunds", () => {
 
   it("middleware: refunds after next() when the app answers 5xx", async () => {
     const limiter = createLimiter({
-      store: createStoreClient({
-        url: baseEnv.UPSTASH_REDIS_REST_URL as string,
-        token: baseEnv.UPSTASH_REDIS_REST_TOKEN as string,
-        timeoutMs: 2_000,
-      }),
+      store: testStore(2_000),
       prefix,
     });
     const app = new Hono();
