@@ -52,6 +52,32 @@ export async function ensureRedis({ url, log = () => {} } = {}) {
 }
 
 /**
+ * The `redis-server` arguments of a private Redis: 127.0.0.1:`port`, no persistence, `dir` as its
+ * working directory, in the foreground, logging to stdout.
+ * @param {number} port
+ * @param {string} dir
+ * @returns {string[]}
+ */
+export function privateRedisArgs(port, dir) {
+  return [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--dir",
+    dir,
+    "--daemonize",
+    "no",
+    "--logfile",
+    "",
+  ];
+}
+
+/**
  * Starts `redis-server` on a free 127.0.0.1 port with no persistence; retries on a port race.
  * @param {string} binary
  * @param {Log} log
@@ -62,23 +88,9 @@ async function startPrivateRedis(binary, log) {
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
     const dir = mkdtempSync(path.join(tmpdir(), "edge-limiter-redis-"));
-    const args = [
-      "--port",
-      String(port),
-      "--bind",
-      "127.0.0.1",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--dir",
-      dir,
-      "--daemonize",
-      "no",
-      "--logfile",
-      "",
-    ];
-    const child = spawnGroup(binary, args, { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawnGroup(binary, privateRedisArgs(port, dir), {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let output = "";
     child.stdout?.on("data", (d) => {
       output = (output + d).slice(-4000);

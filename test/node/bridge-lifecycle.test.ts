@@ -3,10 +3,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import net from "node:net";
+import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { RedisUnavailableError } from "../../bridge/resp-connection.mjs";
 import { startBridge } from "../../bridge/server.mjs";
+import { privateRedisArgs } from "../../scripts/lib/redis.mjs";
 import { bridgeRedis } from "../support/bridge-client.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
@@ -26,21 +28,10 @@ async function freePort(): Promise<number> {
 }
 
 async function startRedis(port: number, extraArgs: string[] = []): Promise<ChildProcess> {
-  const child = spawn(
-    "redis-server",
-    [
-      "--port",
-      String(port),
-      "--bind",
-      "127.0.0.1",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      ...extraArgs,
-    ],
-    { stdio: "ignore" },
-  );
+  // No persistence: nothing is written to the directory.
+  const child = spawn("redis-server", [...privateRedisArgs(port, tmpdir()), ...extraArgs], {
+    stdio: "ignore",
+  });
   cleanups.push(() => child.kill("SIGKILL"));
   const deadline = Date.now() + 5000;
   for (;;) {
