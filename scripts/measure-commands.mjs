@@ -7,42 +7,30 @@
 //
 // Needs redis-server and redis-cli on PATH. The limiter's denial cache is off, so every
 // decision reaches the store (the cache's savings are measured in bench/, not here).
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { startBridge } from "../bridge/server.mjs";
-import { freePort } from "./lib/ports.mjs";
+import { startPrivateRedis } from "./lib/redis.mjs";
 
 const N = Number(process.argv[2] ?? 200);
 const root = fileURLToPath(new URL("../", import.meta.url));
 
+const redis = await startPrivateRedis();
+const port = new URL(redis.url).port;
 const dir = mkdtempSync(join(tmpdir(), "edge-limiter-measure-"));
-const port = await freePort();
-const redis = spawn(
-  "redis-server",
-  ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir],
-  { stdio: "ignore" },
-);
 /** @param {string[]} args */
 const cli = (...args) =>
-  execFileSync("redis-cli", ["-p", String(port), ...args], {
+  execFileSync("redis-cli", ["-p", port, ...args], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "ignore"],
   });
-for (let i = 0; ; i++) {
-  try {
-    if (cli("PING").trim() === "PONG") break;
-  } catch {
-    if (i > 100) throw new Error("redis-server did not start");
-  }
-  await new Promise((resolve) => setTimeout(resolve, 50));
-}
 
 const token = "measure";
-const bridge = await startBridge({ port: 0, token, redisUrl: `redis://127.0.0.1:${port}` });
+const bridge = await startBridge({ port: 0, token, redisUrl: redis.url });
 const bundle = join(dir, "limiter.mjs");
 await build({
   entryPoints: [join(root, "src/index.ts")],
@@ -119,6 +107,5 @@ for (const [label, limit] of /** @type {[string, number][]} */ ([
 console.table(rows);
 
 await bridge.close();
-redis.kill("SIGTERM");
-await new Promise((resolve) => redis.once("exit", resolve));
+await redis.stop();
 rmSync(dir, { recursive: true, force: true });

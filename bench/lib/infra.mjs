@@ -2,13 +2,13 @@
 // What the benchmark runs on: a private redis-server, the project's REST bridge in its own
 // process, the two workers built as they deploy and served straight from workerd by Miniflare.
 import { spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { freePort } from "../../scripts/lib/ports.mjs";
 import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
-import { pingRedis } from "../../scripts/lib/redis.mjs";
+import { startPrivateRedis as startRedisServer } from "../../scripts/lib/redis.mjs";
 
 export const ROOT = path.resolve(import.meta.dirname, "..", "..");
 
@@ -23,28 +23,12 @@ export const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * A private redis-server on a free port (never the shared 6379: INFO commandstats deltas and
- * MEMORY USAGE must see only our traffic). No persistence.
+ * MEMORY USAGE must see only our traffic). No persistence. The one `npm test` starts too.
  * @returns {Promise<{ url: string, port: number, stop: () => Promise<void> }>}
  */
 export async function startPrivateRedis() {
-  const port = await freePort();
-  const dir = mkdtempSync(path.join(tmpdir(), "edge-limiter-bench-redis-"));
-  const child = spawnGroup(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-    { cwd: dir, stdio: "ignore" },
-  );
-  const url = `redis://127.0.0.1:${port}`;
-  const stop = async () => {
-    await stopGroup(child, { graceMs: 3000 });
-    rmSync(dir, { recursive: true, force: true });
-  };
-  for (let i = 0; i < 200; i++) {
-    if ((await pingRedis(url, 250)).ok) return { url, port, stop };
-    await delay(50);
-  }
-  await stop();
-  throw new Error("the private redis-server did not answer PING (is redis-server on PATH?)");
+  const redis = await startRedisServer();
+  return { url: redis.url, port: Number(new URL(redis.url).port), stop: redis.stop };
 }
 
 /**

@@ -79,11 +79,13 @@ export function privateRedisArgs(port, dir) {
 
 /**
  * Starts `redis-server` on a free 127.0.0.1 port with no persistence; retries on a port race.
- * @param {string} binary
- * @param {Log} log
+ * (npm test / npm start when nothing answers; the benchmark and scripts/measure-commands.mjs,
+ * whose INFO/MEMORY figures must see only their own traffic.)
+ * @param {string} [binary]
+ * @param {Log} [log]
  * @returns {Promise<RedisHandle>}
  */
-async function startPrivateRedis(binary, log) {
+export async function startPrivateRedis(binary = "redis-server", log = () => {}) {
   let lastError = "";
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
