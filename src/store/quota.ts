@@ -3,7 +3,7 @@ import type { Algorithm } from "./algorithm";
 import { storageKey } from "./keys";
 import { QUOTA_PEEK_SCRIPT } from "./quota.lua";
 import { type ReadOnlyScriptClient, runReadOnlyScript } from "./script-runner";
-import type { StoreResult } from "./sliding-log";
+import type { StoreResult } from "./store-result";
 
 /** The narrow slice of the Upstash client the admin operations need. */
 export type QuotaClient = ReadOnlyScriptClient & Pick<Redis, "unlink">;

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../src/limiter/limiter";
+import { evaluatePolicy } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
 import { EVALUATE_SCRIPTS } from "../../src/store/lua/scripts";
 import { scriptSha } from "../../src/store/script-runner";
-import { slidingLog } from "../../src/store/sliding-log";
 import { counting } from "./fault-control";
 import { scopedPrefix, testRedis, testStore } from "./redis";
 
@@ -49,7 +49,15 @@ describe("exactness under concurrency", () => {
     const now = 1_700_000_000_000;
     const results = await Promise.all(
       Array.from({ length: 1000 }, (_, i) =>
-        slidingLog(store, { key, limit: 100, windowMs: 60_000, cost: 1, memberId: `m${i}`, now }),
+        evaluatePolicy(store, {
+          key,
+          algorithm: "sliding-log",
+          limit: 100,
+          windowMs: 60_000,
+          cost: 1,
+          memberId: `m${i}`,
+          now,
+        }),
       ),
     );
     expect(count(results, (r) => r.allowed)).toBe(100);
@@ -71,8 +79,9 @@ describe("the window slides (explicit clock)", () => {
   const store = testStore(5_000);
   let n = 0;
   const at = (key: string, now: number, cost = 1, limit = 3) =>
-    slidingLog(store, {
+    evaluatePolicy(store, {
       key: storageKey(prefix, "slide", key),
+      algorithm: "sliding-log",
       limit,
       windowMs: 1_000,
       cost,
