@@ -15,7 +15,12 @@ export {
   rateLimit,
 } from "./http/middleware";
 export { rateLimitHeaders } from "./http/rate-limit-headers";
-export { type RulesOutcome, refundFailed, type ShadowDenyEvent } from "./http/rule-decisions";
+export {
+  type RefundFailedEvent,
+  type RulesOutcome,
+  refundFailed,
+  type ShadowDenyEvent,
+} from "./http/rule-decisions";
 export type { Decision, DecisionSource } from "./limiter/decision";
 export {
   type Clock,

@@ -11,6 +11,7 @@ import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-respons
 import { misconfigured } from "./problem";
 import {
   decideRules,
+  type RefundFailedEvent,
   type RulesOutcome,
   refundFailed,
   requestIdFrom,
@@ -91,6 +92,12 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    * @default none
    */
   onShadowDeny?: (event: ShadowDenyEvent) => void;
+  /**
+   * Called when a `refundOn: "5xx"` refund could not be made (the store did not answer). The
+   * middleware writes nothing to the console itself.
+   * @default none
+   */
+  onRefundFailed?: (event: RefundFailedEvent) => void;
 }
 
 /**
@@ -155,7 +162,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
     }
     await next();
     // The app failed: rules with `refundOn: "5xx"` give the request back.
-    await refundFailed(outcome, applying, c.res.status, limiter);
+    await refundFailed(outcome, applying, c.res.status, limiter, options.onRefundFailed);
     c.res = withRateLimitHeaders(c.res, outcomeHeaders(outcome, legacy));
   };
 }

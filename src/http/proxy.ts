@@ -42,7 +42,9 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
   const response = await forward(c, request, url);
   // The origin failed (or never answered): rules with `refundOn: "5xx"` give the request back.
   // Awaited, so the next request of this client already sees it (bounded by the store timeout).
-  await refundFailed(outcome, rules, response.status, runtime.limiter);
+  await refundFailed(outcome, rules, response.status, runtime.limiter, (event) =>
+    console.error(JSON.stringify(event)),
+  );
   return withRateLimitHeaders(response, outcomeHeaders(outcome, runtime.config.legacyHeaders));
 }
 

@@ -154,6 +154,13 @@ export function ruleRequest(rule: RuleConfig, key: string, cost = rule.cost): Li
   };
 }
 
+/** A refund the store did not carry out: what to log (the library itself writes nothing). */
+export interface RefundFailedEvent {
+  event: "refund-failed";
+  policies: string[];
+  error: string;
+}
+
 /**
  * After the origin (or the app) answered: when it answered 5xx, give back what the request
  * consumed in the rules that say `refundOn: "5xx"` (and forget this isolate's cached denials of
@@ -164,6 +171,7 @@ export async function refundFailed(
   rules: readonly RuleConfig[],
   status: number,
   limiter: Limiter,
+  onError?: (event: RefundFailedEvent) => void,
 ): Promise<string[]> {
   if (status < 500 || !outcome.receipts) return [];
   const refundable = rules.filter((rule) => rule.refundOn === "5xx").map((rule) => rule.name);
@@ -175,9 +183,7 @@ export async function refundFailed(
       if (policies.length === 0) return;
       const result = await limiter.refund(receipt, { policies });
       if (result.error === undefined) refunded.push(...policies);
-      else {
-        console.error(JSON.stringify({ event: "refund-failed", policies, error: result.error }));
-      }
+      else onError?.({ event: "refund-failed", policies, error: result.error });
     }),
   );
   return refunded;

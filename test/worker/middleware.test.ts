@@ -1,6 +1,12 @@
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
-import { createLimiter, type RateLimitVariables, rateLimit } from "../../src/index";
+import {
+  createLimiter,
+  type RateLimitVariables,
+  type RefundFailedEvent,
+  rateLimit,
+} from "../../src/index";
+import { faultScenario, storeAt } from "./fault-control";
 import { scopedPrefix, testStore } from "./redis";
 
 const prefix = scopedPrefix("middleware");
@@ -84,5 +90,31 @@ describe("rateLimit middleware", () => {
     expect(res.headers.get("Set-Cookie")).toBe("a=1");
     expect(res.headers.get("RateLimit-Policy")).toBe('"legacy";q=10;w=10');
     expect(res.headers.get("X-RateLimit-Remaining")).toBe("9");
+  });
+});
+
+describe("rateLimit middleware, store failing at refund time", () => {
+  it("reports a refund it could not make through onRefundFailed (and logs nothing itself)", async () => {
+    const store = await faultScenario("forward");
+    const failing = createLimiter({ store: storeAt(store.url, 2_000), prefix });
+    const events: RefundFailedEvent[] = [];
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        limiter: failing,
+        rules: { name: "refund-fails", limit: 5, window: "1m", refundOn: "5xx" },
+        key: () => "client",
+        onRefundFailed: (event) => events.push(event),
+      }),
+    );
+    app.get("/", async (c) => {
+      // Admitted through the store; now the store breaks before the app answers 5xx.
+      await store.set("error-500");
+      return c.text("origin failed", 500);
+    });
+    expect((await app.request("/")).status).toBe(500);
+    expect(events).toEqual([
+      { event: "refund-failed", policies: ["refund-fails"], error: expect.any(String) },
+    ]);
   });
 });
