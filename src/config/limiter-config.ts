@@ -12,7 +12,7 @@ import {
 } from "./limits";
 import { type ResilienceConfig, resilienceEntries } from "./resilience-config";
 import { integerIn, plainObject } from "./schema-parts";
-import { invalid, isPlainObject, type Validated } from "./validation";
+import { illFormedString, invalid, isPlainObject, type Validated } from "./validation";
 
 /** What a rule does for a request that lacks its key material (no IP, no such header). */
 export type MissingKeyOutcome = "shared" | "skip" | "deny";
@@ -282,6 +282,9 @@ export function parseLimiterConfig(
       return invalid("LIMITER_CONFIG", `not valid JSON: ${(error as Error).message}`);
     }
   }
+  // Every string (a rule name becomes part of Redis keys and headers), before the schema reads any.
+  const illFormed = illFormedString(input, "LIMITER_CONFIG");
+  if (illFormed) return illFormed;
   if (options.required && isPlainObject(input) && input.rules === undefined) {
     return invalid("rules", 'is required (write "rules": [] for a worker that only serves /check)');
   }

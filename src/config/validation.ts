@@ -20,3 +20,53 @@ export function isIntegerIn(value: unknown, min: number, max: number): value is 
 export function unknownField(object: Record<string, unknown>, allowed: readonly string[]) {
   return Object.keys(object).find((key) => !allowed.includes(key));
 }
+
+// A high surrogate not followed by a low one, or a low one not preceded by a high one. (The
+// regex, not String.prototype.isWellFormed: the library also runs on Node 18/20, and ES2022 is
+// our TS lib.)
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** True when `text` is well-formed UTF-16 (no lone surrogate), so it can be encoded as UTF-8. */
+export function isWellFormed(text: string): boolean {
+  return !LONE_SURROGATE.test(text);
+}
+
+/**
+ * The first string in a parsed JSON value (a value, or a field name) that is not well-formed
+ * UTF-16, named by its path (`key`, `rules[1]`, `rules[0].name`); undefined when there is none.
+ * JSON can carry a lone surrogate ("\ud800") that no UTF-8 encoder (a Redis key, a log line, a
+ * header) can represent faithfully: refused once here, for every field, rather than per field.
+ * A field name is reported at its object's path (`root` at the top). Iterative: a body may nest
+ * thousands deep.
+ */
+export function illFormedString(
+  value: unknown,
+  root: string,
+): { ok: false; field: string; detail: string } | undefined {
+  const stack: [unknown, string][] = [[value, ""]];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [item, path] = next;
+    if (typeof item === "string") {
+      if (!isWellFormed(item)) {
+        return invalid(path || root, "must be well-formed UTF-16 (it holds a lone surrogate)");
+      }
+    } else if (Array.isArray(item)) {
+      for (let i = item.length - 1; i >= 0; i--) stack.push([item[i], `${path}[${i}]`]);
+    } else if (isPlainObject(item)) {
+      const entries = Object.entries(item);
+      for (const [name] of entries) {
+        if (!isWellFormed(name)) {
+          return invalid(
+            path || root,
+            "has a field name that is not well-formed UTF-16 (it holds a lone surrogate)",
+          );
+        }
+      }
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [name, child] = entries[i] as [string, unknown];
+        stack.push([child, path ? `${path}.${name}` : name]);
+      }
+    }
+  }
+  return undefined;
+}

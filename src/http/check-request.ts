@@ -9,6 +9,7 @@ import {
   MIN_WINDOW_MS,
 } from "../config/limits";
 import {
+  illFormedString,
   invalid,
   isIntegerIn,
   isPlainObject,
@@ -58,6 +59,9 @@ export function parseCheckBody(
   grouping: AddressGrouping = DEFAULT_CLIENT_IP,
 ): Validated<CheckRequest> {
   if (!isPlainObject(body)) return invalid("body", "must be a JSON object");
+  // Every string the body carries, before any is used (as a key, an id, a rule name).
+  const illFormed = illFormedString(body, "body");
+  if (illFormed) return illFormed;
   const extra = unknownField(body, FIELDS);
   if (extra) return invalid(extra, "unknown field");
 

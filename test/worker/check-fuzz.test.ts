@@ -8,7 +8,10 @@ const TOKEN = "test-limiter-token";
 const worker = workerWith({
   LIMITER_CONFIG: JSON.stringify({
     prefix,
-    rules: [{ name: "api", limit: 5, window: "1m" }],
+    rules: [
+      { name: "api", limit: 5, window: "1m" },
+      { name: "other", limit: 5, window: "1m" },
+    ],
   }),
 });
 
@@ -226,6 +229,86 @@ describe("/check fuzz", () => {
     );
     expect(unexpected).toEqual([]);
     // Never a counted request: nothing was written under this file's prefix.
+    expect(await redis.keys(`${prefix}*`)).toEqual([]);
+  });
+});
+
+// Strings that are not well-formed UTF-16: a lone high or low surrogate, alone, at either end,
+// doubled or in the middle. JSON can carry them ("\ud800"), a Redis key cannot be encoded from
+// them: every string a body carries must be refused up front, naming the field.
+const LONE_SURROGATES = [
+  "\ud800",
+  "\udbff",
+  "\udc00",
+  "\udfff",
+  "\ud800k",
+  "k\ud800",
+  "\udc00k",
+  "k\udfff",
+  "k\udfffk",
+  "\udc00\ud800",
+  "\ud800\ud800",
+];
+
+/** Valid bodies with one string replaced by `bad`, and the field a 400 must name. */
+function surrogateCases(bad: string): { body: Record<string, unknown>; field: string }[] {
+  const adhoc = { key: "k", limit: 5, window: "1m", requestId: "r" };
+  return [
+    { body: { ...adhoc, key: bad }, field: "key" },
+    { body: { ...adhoc, requestId: bad }, field: "requestId" },
+    { body: { ...adhoc, window: bad }, field: "window" },
+    { body: { ...adhoc, algorithm: bad }, field: "algorithm" },
+    { body: { key: bad, rule: "api" }, field: "key" },
+    { body: { key: "k", rule: bad }, field: "rule" },
+    { body: { key: "k", rules: [bad, "api"] }, field: "rules[0]" },
+    { body: { key: "k", rules: ["api", bad] }, field: "rules[1]" },
+    { body: { key: "k", rules: ["api", "other"], requestId: bad }, field: "requestId" },
+  ];
+}
+
+describe("/check with strings that are not well-formed UTF-16", () => {
+  for (const path of ["/check", "/check/peek", "/check/reset"]) {
+    it(`${path}: a lone surrogate in any string field is a 400 naming it, nothing written`, async () => {
+      const wrong: unknown[] = [];
+      for (const bad of LONE_SURROGATES) {
+        for (const { body, field } of surrogateCases(bad)) {
+          const res = await worker(path, {
+            method: "POST",
+            headers: { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}` },
+            // JSON.stringify writes a lone surrogate as a \u escape: the body is valid JSON.
+            body: JSON.stringify(body),
+          });
+          const text = await res.text();
+          let problem: { field?: string; detail?: string } = {};
+          try {
+            problem = JSON.parse(text);
+          } catch {}
+          const named = problem.field === field && /well-formed/.test(problem.detail ?? "");
+          if (
+            res.status !== 400 ||
+            !named ||
+            !res.headers.get("Content-Type")?.includes("application/problem+json")
+          ) {
+            wrong.push({ body: JSON.stringify(body), field, status: res.status, text });
+          }
+        }
+      }
+      expect(wrong).toEqual([]);
+      expect(await redis.keys(`${prefix}*`)).toEqual([]);
+    });
+  }
+
+  it("a field name with a lone surrogate is a 400 naming the body", async () => {
+    for (const bad of LONE_SURROGATES) {
+      const res = await worker("/check", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}` },
+        body: JSON.stringify({ key: "k", limit: 5, window: "1m", [bad]: 1 }),
+      });
+      // (Messages carry the escaped string: a lone surrogate cannot cross the test runner's socket.)
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+      expect(await res.json(), JSON.stringify(bad)).toMatchObject({ field: "body" });
+    }
     expect(await redis.keys(`${prefix}*`)).toEqual([]);
   });
 });
