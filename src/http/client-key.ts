@@ -8,10 +8,8 @@ import { digestHex } from "../digest";
  *   "203.0.113.7" (or "203.0.113.0/24" under a shorter prefix); IPv6 grouped by its /64 (one
  *   subscriber owns a whole /64, so per-address keys would be free to rotate) as
  *   "2001:db8:1:2::/64". IPv4-mapped IPv6 counts as IPv4.
- * - "header:<name>": the SHA-256 (hex) of the header's value: API keys and tokens never reach
- *   Redis (keys, MONITOR, slowlog) in the clear. A value with a comma is no key: Headers joins
- *   a repeated header with ", ", so `X-API-Key: valid` plus a random second copy would hash to a
- *   fresh bucket on every request (a free rotation of keys). API keys and tokens hold no comma.
+ * - "header:<name>": the SHA-256 (hex) of the header's first value (see headerKeyValue): API
+ *   keys and tokens never reach Redis (keys, MONITOR, slowlog) in the clear.
  * - "global": "global" (one log for everyone).
  * Undefined when the request lacks the material (no such header, no parseable address): the
  * rule's `missingKey` decides what happens then.
@@ -24,9 +22,27 @@ export async function clientKey(
   if (spec === "global") return "global";
   if (spec === "ip") return clientIp(headers, ip);
   if (spec.startsWith("header:")) {
-    const value = headers.get(spec.slice("header:".length));
-    if (value === null || value.trim() === "" || value.includes(",")) return undefined;
-    return digestHex("SHA-256", value.trim());
+    const value = headerKeyValue(headers.get(spec.slice("header:".length)));
+    return value === undefined ? undefined : digestHex("SHA-256", value);
+  }
+  return undefined;
+}
+
+/**
+ * The value a header key is read from: the first non-empty element of the comma-separated list,
+ * trimmed. Headers joins a repeated header with ", ", and origins read the first copy (Go's
+ * Header.Get, the servlet getHeader, nginx's $http_*) and, per RFC 9110 §5.6.1, ignore empty
+ * elements and the blanks around them. So `K, junk`, `K,`, ` , K` and `K` sent twice all land in
+ * K's bucket: treating them as missing would let a client escape a `"skip"` rule (or drain the
+ * `"shared"` one) with a key the origin still accepts, and hashing the whole value would give it a
+ * fresh bucket per request. Case and inner characters are kept: `k` is another key to the origin.
+ * Undefined when there is no such element (absent, blank or only commas).
+ */
+export function headerKeyValue(raw: string | null): string | undefined {
+  if (raw === null) return undefined;
+  for (const element of raw.split(",")) {
+    const value = element.trim();
+    if (value !== "") return value;
   }
   return undefined;
 }

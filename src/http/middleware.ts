@@ -64,6 +64,9 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   /**
    * The client key, for every rule (a user id, an API key, a tenant). Return undefined when the
    * request has none: each rule's `missingKey` decides. Keys are used as given (not hashed).
+   * `c.req.header(name)` joins a repeated header with ", ": derive the key from the value your
+   * app authenticates (e.g. the first element, as "header:<name>" rules do), or a client can make
+   * a fresh key per request by appending a copy.
    * @default each rule's `key` spec ("ip": CF-Connecting-IP, IPv6 grouped by /64)
    */
   key?: (c: Context<E>) => string | undefined | Promise<string | undefined>;

@@ -87,15 +87,36 @@ describe("client keys", () => {
     ).toBeUndefined();
   });
 
-  it("a repeated key header is no key (extra copies would make a fresh bucket per request)", async () => {
+  it("keys a repeated or comma-joined header by its first non-empty value, as origins read it", async () => {
+    const k = (init: HeadersInit) => clientKey("header:x-api-key", new Headers(init), defaults);
+    const real = await k({ "X-API-Key": "valid" });
+    expect(real).toMatch(/^[0-9a-f]{64}$/);
     const repeated = new Headers();
     repeated.append("X-API-Key", "valid");
     repeated.append("X-API-Key", `junk-${crypto.randomUUID()}`);
-    expect(await clientKey("header:x-api-key", repeated, defaults)).toBeUndefined();
-    // The same once joined by a proxy: a comma cannot be told apart from a repeat.
-    expect(
-      await clientKey("header:x-api-key", headers({ "X-API-Key": "valid, junk" }), defaults),
-    ).toBeUndefined();
+    expect(await clientKey("header:x-api-key", repeated, defaults)).toBe(real);
+    // Every spelling an origin reads as "valid" (RFC 9110 §5.6.1: empty list elements and the
+    // whitespace around them are ignored) lands in the same bucket: none is a fresh one.
+    for (const spelling of [
+      "valid, junk",
+      "valid,junk",
+      "valid,",
+      "valid ,",
+      ",valid",
+      " , valid",
+      ",,valid,,junk",
+      "valid\t,\tjunk",
+      "  valid  ",
+    ]) {
+      expect(await k({ "X-API-Key": spelling }), JSON.stringify(spelling)).toBe(real);
+    }
+    // Another first value is another client (what the origin authenticates), and a value of
+    // nothing but commas and blanks is no key at all.
+    expect(await k({ "X-API-Key": "other, valid" })).toBe(await k({ "X-API-Key": "other" }));
+    expect(await k({ "X-API-Key": "Valid" })).not.toBe(real);
+    for (const empty of [",", " , ", ",,", "\t,"]) {
+      expect(await k({ "X-API-Key": empty }), JSON.stringify(empty)).toBeUndefined();
+    }
   });
 
   it('"global" is one key for everyone', async () => {

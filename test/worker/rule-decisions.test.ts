@@ -35,4 +35,31 @@ describe("decideRules", () => {
     expect(outcome.decisions.map((d) => d.remaining)).toEqual([9, 99, 999]);
     expect(headers.reads.get("x-api-key")).toBe(1);
   });
+
+  it("a repeated or comma-joined key header counts in its first value's bucket, under skip and shared", async () => {
+    const rules = parseRules([
+      { name: "optional", limit: 2, window: "1m", key: "header:X-API-Key", missingKey: "skip" },
+      { name: "pooled", limit: 2, window: "1m", key: "header:X-API-Key", missingKey: "shared" },
+    ]);
+    if (!rules.ok) throw new Error(rules.detail);
+    const limiter = createLimiter({ store: storeAt(inject("bridgeUrl"), 5_000), prefix });
+    const options = {
+      limiter,
+      clientIp: { trustedProxyHops: 1, ipv6PrefixLength: 64, ipv4PrefixLength: 32 },
+    };
+    const key = `key-${crypto.randomUUID()}`;
+    const twice = new Headers({ "X-API-Key": key });
+    twice.append("X-API-Key", "junk");
+    const spellings = [twice, new Headers({ "X-API-Key": `${key},junk` })];
+    for (const headers of spellings) {
+      expect((await decideRules(rules.value, headers, options)).allowed).toBe(true);
+    }
+    const third = await decideRules(rules.value, new Headers({ "X-API-Key": `${key},` }), options);
+    expect(third.allowed).toBe(false);
+    expect(third.violated).toEqual(["optional", "pooled"]);
+    // The keyless clients' shared log was not drained by those spellings.
+    const keyless = await decideRules(rules.value, new Headers(), options);
+    expect(keyless.allowed).toBe(true);
+    expect(keyless.decisions.map((d) => d.remaining)).toEqual([1]);
+  });
 });
