@@ -29,19 +29,39 @@ export interface CircuitBreakerOptions {
    * @default 30000
    */
   maxCooldownMs?: number;
+  /**
+   * A probe that has not reported back this long after it was handed out is given up for lost
+   * (its request was cancelled, or threw before it could report) and the next caller probes
+   * instead: a lost probe must never leave the breaker half-open, and the store unasked, forever.
+   * @default 2 × the limiter's timeoutMs (5000 when used alone)
+   */
+  probeTimeoutMs?: number;
   /** The clock (ms). @default Date.now */
   now?: () => number;
   /** Called once per state change (closed → open → half-open → …). @default none */
   onStateChange?: (event: BreakerEvent) => void;
 }
 
+/** The single call allowed through a half-open breaker; only the newest probe counts. */
+export interface Probe {
+  readonly probe: number;
+}
+
 /** What a caller may do now: call the store, call it as the single probe, or not call it. */
-export type Permit = "call" | "probe" | "skip";
+export type Permit = "call" | "skip" | Probe;
 
 export interface CircuitBreaker {
   acquire(): Permit;
+  /** The store answered. */
   success(permit: Permit): void;
+  /** The store failed (timeout, network, 5xx, garbage). */
   failure(permit: Permit, error: unknown): void;
+  /**
+   * The call says nothing about the store's health (it was slow while other calls were
+   * answered, or it was never made): counts neither way. A probe's permit is handed back, so
+   * the next caller probes at once.
+   */
+  release(permit: Permit): void;
   readonly state: BreakerState;
   /** ms until the next probe may go (0 unless open). */
   readonly retryAfterMs: number;
@@ -62,11 +82,27 @@ export function createCircuitBreaker(options: CircuitBreakerOptions = {}): Circu
     options.maxCooldownMs ?? DEFAULT_BREAKER.maxCooldownMs,
   );
   const now = options.now ?? Date.now;
+  const probeTimeout = options.probeTimeoutMs ?? 5_000;
 
   let state: BreakerState = "closed";
   let failures = 0;
   let cooldown = baseCooldown;
   let openUntil = 0;
+  // The probe now out (half-open only), and when it is given up for lost.
+  let probe: Probe | undefined;
+  let probeExpiresAt = 0;
+  let probes = 0;
+
+  function newProbe(): Probe {
+    probe = { probe: ++probes };
+    probeExpiresAt = now() + probeTimeout;
+    return probe;
+  }
+
+  /** Only the probe now out moves a half-open breaker (a lost one's late report is old news). */
+  function isCurrentProbe(permit: Permit): boolean {
+    return typeof permit === "object" && permit === probe;
+  }
 
   function move(to: BreakerState, extra: Partial<BreakerEvent> = {}) {
     const from = state;
@@ -75,6 +111,7 @@ export function createCircuitBreaker(options: CircuitBreakerOptions = {}): Circu
   }
 
   function open(error: unknown) {
+    probe = undefined;
     openUntil = now() + cooldown;
     move("open", { cooldownMs: cooldown, error: String(error) });
   }
@@ -84,8 +121,10 @@ export function createCircuitBreaker(options: CircuitBreakerOptions = {}): Circu
       if (state === "closed") return "call";
       if (state === "open" && now() >= openUntil) {
         move("half-open");
-        return "probe";
+        return newProbe();
       }
+      // The probe out was lost (never reported within its deadline): this caller probes.
+      if (state === "half-open" && now() >= probeExpiresAt) return newProbe();
       return "skip";
     },
 
@@ -94,10 +133,17 @@ export function createCircuitBreaker(options: CircuitBreakerOptions = {}): Circu
         failures = 0;
         return;
       }
-      if (permit !== "probe") return;
+      if (!isCurrentProbe(permit)) return;
+      probe = undefined;
       failures = 0;
       cooldown = baseCooldown;
       move("closed");
+    },
+
+    release(permit) {
+      if (!isCurrentProbe(permit)) return;
+      // Next acquire() probes again, with no cool-down: nothing was learnt about the store.
+      probeExpiresAt = now();
     },
 
     failure(permit, error) {
@@ -106,7 +152,7 @@ export function createCircuitBreaker(options: CircuitBreakerOptions = {}): Circu
         if (failures >= threshold) open(error);
         return;
       }
-      if (permit !== "probe") return;
+      if (!isCurrentProbe(permit)) return;
       failures++;
       cooldown = Math.min(cooldown * 2, maxCooldown);
       open(error);

@@ -2,6 +2,11 @@
  * The local fallback: an exact sliding-window log per key, in this isolate's memory, used only
  * while the store cannot answer. It knows nothing of other isolates (each enforces the limit on
  * its own), but an outage is not a free-for-all.
+ *
+ * It does know what the store last said about a key in this isolate (`note`): a key the store
+ * reported with r units left is admitted at most r more units locally until everything counted
+ * then has left the window. A slow store's late scripts have usually counted in Redis already;
+ * starting every key from a full budget would hand the same capacity out twice.
  */
 export interface FallbackLimiterOptions {
   /**
@@ -30,6 +35,14 @@ export interface FallbackLimiter {
   /** Decide and, when allowed, consume `cost`. */
   limit(key: string, limit: number, windowMs: number, cost: number, now: number): FallbackDecision;
   /**
+   * What the store last reported for `key` in this isolate: `remaining` units left at `at`. Until
+   * `at + windowMs` (when everything counted then has left the window) the fallback admits no
+   * more than that, local admissions included. Bounded like the logs (maxKeys, LRU).
+   */
+  note(key: string, remaining: number, windowMs: number, at: number): void;
+  /** Drop the store's last report of `key` (it was reset: the report describes the old log). */
+  unnote(key: string): void;
+  /**
    * What `limit` would decide now, consuming nothing (a multi-policy request checks every policy
    * before it consumes in any). Creates no key and does not touch the LRU order.
    */
@@ -40,6 +53,12 @@ export interface FallbackLimiter {
 
 export const DEFAULT_FALLBACK_MAX_ENTRIES = 100_000;
 export const DEFAULT_FALLBACK_MAX_KEYS = 10_000;
+
+/** What the store last reported for a key: units left, until when that report binds. */
+interface Known {
+  remaining: number;
+  until: number;
+}
 
 /** Admission times and costs in parallel arrays; `head` skips entries that left the window. */
 interface Log {
@@ -54,7 +73,58 @@ export function createFallbackLimiter(options: FallbackLimiterOptions = {}): Fal
   const maxKeys = options.maxKeys ?? DEFAULT_FALLBACK_MAX_KEYS;
   // Insertion-ordered Map as an LRU (delete + set moves a key to the young end).
   const logs = new Map<string, Log>();
+  const known = new Map<string, Known>();
   let totalEntries = 0;
+
+  /** The store's last report of `key`, while it still binds (an expired one is dropped). */
+  function knownOf(key: string, now: number): Known | undefined {
+    const report = known.get(key);
+    if (report && now >= report.until) {
+      known.delete(key);
+      return undefined;
+    }
+    return report;
+  }
+
+  /**
+   * Decide `cost` against the local log and the store's last report, consuming nothing. A
+   * report limits `used + cost` to what the store said was left (local admissions count against
+   * it too: they never reached the store); it frees only when the report expires.
+   */
+  function decide(
+    log: Log | undefined,
+    key: string,
+    limit: number,
+    windowMs: number,
+    cost: number,
+    now: number,
+  ): FallbackDecision & { fits: boolean } {
+    const used = log?.used ?? 0;
+    const oldest = log?.times[log.head];
+    const resetAfterMs = oldest === undefined ? windowMs : oldest + windowMs - now;
+    const report = knownOf(key, now);
+    const localFits = used + cost <= limit;
+    const reportFits = report === undefined || used + cost <= report.remaining;
+    const cap = report === undefined ? limit : Math.min(limit, report.remaining);
+    if (localFits && reportFits) {
+      return {
+        fits: true,
+        allowed: true,
+        remaining: cap - used - cost,
+        resetAfterMs,
+        retryAfterMs: 0,
+      };
+    }
+    const localWait = localFits ? 0 : log ? retryAfter(log, limit, windowMs, cost, now) : windowMs;
+    const reportWait = reportFits || !report ? 0 : Math.max(1, report.until - now);
+    return {
+      fits: false,
+      allowed: false,
+      remaining: Math.max(0, cap - used),
+      resetAfterMs,
+      retryAfterMs: Math.max(localWait, reportWait),
+    };
+  }
 
   function live(log: Log) {
     return log.times.length - log.head;
@@ -91,9 +161,8 @@ export function createFallbackLimiter(options: FallbackLimiterOptions = {}): Fal
       logs.set(key, log);
       trim(log, now, windowMs);
 
-      const oldest = log.times[log.head];
-      const resetAfterMs = oldest === undefined ? windowMs : oldest + windowMs - now;
-      if (log.used + cost <= limit) {
+      const { fits, ...decision } = decide(log, key, limit, windowMs, cost, now);
+      if (fits) {
         evictFor(key);
         // Only if this key alone fills the budget: refuse rather than grow without bound.
         if (totalEntries < maxEntries) {
@@ -101,41 +170,37 @@ export function createFallbackLimiter(options: FallbackLimiterOptions = {}): Fal
           log.costs.push(cost);
           log.used += cost;
           totalEntries++;
-          return { allowed: true, remaining: limit - log.used, resetAfterMs, retryAfterMs: 0 };
+          return decision;
         }
+        return {
+          allowed: false,
+          remaining: decision.remaining + cost,
+          resetAfterMs: decision.resetAfterMs,
+          retryAfterMs: retryAfter(log, limit, windowMs, cost, now),
+        };
       }
-      return {
-        allowed: false,
-        remaining: Math.max(0, limit - log.used),
-        resetAfterMs,
-        retryAfterMs: retryAfter(log, limit, windowMs, cost, now),
-      };
+      return decision;
+    },
+
+    note(key, remaining, windowMs, at) {
+      known.delete(key);
+      if (known.size >= maxKeys) {
+        const oldest = known.keys().next();
+        if (!oldest.done) known.delete(oldest.value);
+      }
+      known.set(key, { remaining: Math.max(0, remaining), until: at + windowMs });
+    },
+
+    unnote(key) {
+      known.delete(key);
     },
 
     peek(key, limit, windowMs, cost, now) {
       const log = logs.get(key);
-      if (!log) {
-        const fits = cost <= limit;
-        return {
-          allowed: fits,
-          remaining: fits ? limit - cost : limit,
-          resetAfterMs: windowMs,
-          retryAfterMs: fits ? 0 : windowMs,
-        };
-      }
       // Trimming only drops admissions that left the window: what `limit` would do first anyway.
-      trim(log, now, windowMs);
-      const oldest = log.times[log.head];
-      const resetAfterMs = oldest === undefined ? windowMs : oldest + windowMs - now;
-      if (log.used + cost <= limit) {
-        return { allowed: true, remaining: limit - log.used - cost, resetAfterMs, retryAfterMs: 0 };
-      }
-      return {
-        allowed: false,
-        remaining: Math.max(0, limit - log.used),
-        resetAfterMs,
-        retryAfterMs: retryAfter(log, limit, windowMs, cost, now),
-      };
+      if (log) trim(log, now, windowMs);
+      const { fits: _, ...decision } = decide(log, key, limit, windowMs, cost, now);
+      return decision;
     },
 
     get keys() {

@@ -24,6 +24,8 @@ import {
   type FallbackLimiterOptions,
 } from "./fallback-limiter";
 import { nextMemberId } from "./member-id";
+import { createSingleFlight } from "./single-flight";
+import { refusesStoreClock } from "./store-clock";
 import { StoreTimeoutError, withDeadline } from "./with-deadline";
 
 export type FailMode = "open" | "closed";
@@ -99,6 +101,21 @@ export interface LimiterOptions {
   onStoreError?: (error: unknown) => void;
   /** One structured event per breaker state change (the worker logs it as one JSON line). */
   onBreakerChange?: (event: BreakerEvent) => void;
+  /**
+   * Called once if the store refuses the Redis clock in scripts (a store that wants
+   * deterministic scripts): the limiter has switched to the caller clock for good.
+   * @default one JSON line on console.warn
+   */
+  onClockChange?: (event: ClockChangeEvent) => void;
+}
+
+/** The store refused `TIME` in a script; from now on this limiter passes its own clock. */
+export interface ClockChangeEvent {
+  event: "store-clock";
+  from: "redis";
+  to: "caller";
+  /** The store's error that showed it. */
+  error: string;
 }
 
 export interface LimitRequest {
@@ -217,7 +234,8 @@ interface Item {
 
 export function createLimiter(options: LimiterOptions): Limiter {
   const prefix = options.prefix ?? "edge-limiter";
-  const clock = options.clock ?? "redis";
+  // Mutable: a store that refuses TIME in scripts switches it to "caller" (see evaluateOn).
+  let clock: Clock = options.clock ?? "redis";
   const defaultFailMode = options.failMode ?? "open";
   const timeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
   const now = options.now ?? Date.now;
@@ -236,17 +254,22 @@ export function createLimiter(options: LimiterOptions): Limiter {
       ? undefined
       : (fallbackOption.limiter ?? createFallbackLimiter(fallbackOption));
   const breaker = createCircuitBreaker({
+    // A probe is lost if it has not reported within twice the decision's own deadline.
+    probeTimeoutMs: 2 * timeoutMs,
     ...options.breaker,
     now,
-    onStateChange: options.onBreakerChange,
+    ...(options.onBreakerChange ? { onStateChange: options.onBreakerChange } : {}),
   });
-  // One store call in flight per cache key, for single flight. Settles (true when the store
-  // answered), never rejects.
-  const inFlight = new Map<string, Promise<boolean>>();
-  // Bumped when a refund starts and when it ends. A refund frees capacity, which breaks the
-  // cache's premise (only time frees it): a store answer whose call overlapped a refund may
-  // describe the log before it, so it is not remembered (refunds are rare: 5xx, by hand).
-  let refundEpoch = 0;
+  // One store call in flight per cache key; a flight is trusted to settle only until the
+  // decision's deadline (see single-flight.ts).
+  const flights = createSingleFlight({ timeoutMs, now });
+  // Bumped when a refund or a forget (an admin reset) starts and when a refund ends. Both free
+  // capacity, which breaks the cache's premise (only time frees it): a store answer whose call
+  // overlapped one may describe the log before it, so it is not remembered (they are rare).
+  let capacityEpoch = 0;
+  // When (isolate clock) the store last answered a call: a timeout of a call sent before that is
+  // a slow store, not a dead one (see decideAll).
+  let lastAnswerAt = Number.NEGATIVE_INFINITY;
 
   function itemOf(request: LimitRequest): Item {
     const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
@@ -270,31 +293,82 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   /**
-   * Runs `work` on the store within the deadline. A NOSCRIPT → EVAL gets only the time left (its
-   * request is aborted at the deadline, so it cannot count after the decision was made without
-   * it), and does not start at all once the deadline has passed.
+   * Runs `work` on the store within the deadline. The first call gets the client's own timeout
+   * (the same as the deadline); any later one (a NOSCRIPT → EVAL, a retry on the caller clock)
+   * gets only the time left (its request is aborted at the deadline, so it cannot count after
+   * the decision was made without it), and does not start at all once the deadline has passed.
    */
   function withStore<T>(work: (store: ScriptClient) => Promise<T>): Promise<T> {
     const { store } = options;
-    return withDeadline(timeoutMs, (deadline) =>
-      work({
-        evalsha: (sha, keys, args) => store.evalsha(sha, keys, args),
-        eval: (script, keys, args) => {
-          const remaining = Math.floor(deadline.remainingMs());
-          if (deadline.expired() || remaining <= 0) {
-            return Promise.reject(new StoreTimeoutError(timeoutMs));
+    return withDeadline(timeoutMs, (deadline) => {
+      let calls = 0;
+      const client = () => {
+        const remaining = Math.floor(deadline.remainingMs());
+        if (deadline.expired() || remaining <= 0) throw new StoreTimeoutError(timeoutMs);
+        return calls++ === 0 || !store.withTimeout ? store : store.withTimeout(remaining);
+      };
+      return work({
+        evalsha: (sha, keys, args) => {
+          try {
+            return client().evalsha(sha, keys, args);
+          } catch (error) {
+            return Promise.reject(error);
           }
-          const client = store.withTimeout ? store.withTimeout(remaining) : store;
-          return client.eval(script, keys, args);
         },
-      }),
-    );
+        eval: (script, keys, args) => {
+          try {
+            return client().eval(script, keys, args);
+          } catch (error) {
+            return Promise.reject(error);
+          }
+        },
+      });
+    });
+  }
+
+  /**
+   * Calls the store on the limiter's clock. If the store refuses the Redis clock (a script
+   * calling TIME is rejected: a store that wants deterministic scripts), switch to the caller
+   * clock for good, say so once, and decide again within the same deadline. Safe to retry: TIME
+   * is the script's first command, so the refused call changed nothing.
+   */
+  async function onClock<T>(
+    store: ScriptClient,
+    call: (store: ScriptClient, at: number | undefined) => Promise<T>,
+  ): Promise<T> {
+    if (clock === "caller") return call(store, now());
+    try {
+      return await call(store, undefined);
+    } catch (error) {
+      if (!refusesStoreClock(error)) throw error;
+      switchToCallerClock(error);
+      return call(store, now());
+    }
+  }
+
+  /** Once per limiter (concurrent calls may all see the refusal): switch, and say so once. */
+  function switchToCallerClock(error: unknown) {
+    if (clock === "caller") return;
+    clock = "caller";
+    const event: ClockChangeEvent = {
+      event: "store-clock",
+      from: "redis",
+      to: "caller",
+      error: String(error).split(", command was:")[0]?.slice(0, 300) ?? "",
+    };
+    if (options.onClockChange) options.onClockChange(event);
+    else console.warn(JSON.stringify(event));
   }
 
   /** Remembers what the answer proves about later requests of this key (see denial-cache.ts). */
-  function remember(cacheKey: string, cost: number, result: StoreResult, sentAt: number) {
+  function remember(
+    cacheKey: string,
+    cost: number,
+    result: StoreResult,
+    sentAt: number,
+    receivedAt: number,
+  ) {
     if (!cache) return;
-    const receivedAt = now();
     // The store decided between sentAt and receivedAt (isolate clock). Converting with the
     // relative wait from sentAt is never late, so the cache never denies what the store admits;
     // from receivedAt it is never early, which is what Retry-After must be.
@@ -409,8 +483,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
   function degraded(items: readonly Item[]): MultiDecision {
     const at = now();
     const closed = items.map((item) => (item.request.failMode ?? defaultFailMode) === "closed");
+    // The isolate's share of the limit; never below the request's own cost, or a request costing
+    // more than the share would be denied for the whole outage: it is admitted when nothing
+    // else is in the isolate's window (README "Failure modes").
     const localLimit = (item: Item) =>
-      Math.max(1, Math.floor(item.request.limit * fallbackFraction));
+      Math.max(item.cost, Math.floor(item.request.limit * fallbackFraction));
     const peek = (item: Item) =>
       fallback?.peek(item.cacheKey, localLimit(item), item.request.windowMs, item.cost, at);
 
@@ -470,13 +547,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const only = items.length === 1 && requestId === undefined ? items[0] : undefined;
     const lookup = cached[0];
     if (only && singleFlight && lookup && !lookup.hit && lookup.exhausted) {
-      const pending = inFlight.get(only.cacheKey);
+      const pending = flights.follow(only.cacheKey);
       if (pending) {
-        // The flight failed (timeout, error): the store is not answering now. Decide as it did
-        // rather than wait a second timeout of our own. The wait is bounded by this request's own
-        // timer: in workerd the flight belongs to another request, and if that request is
-        // cancelled its timer and fetch go with it and `pending` would never settle.
-        const flew = await withDeadline(timeoutMs, () => pending).catch(() => false);
+        // The flight failed (timeout, error) or was lost: the store is not answering now. Decide
+        // as it did rather than wait a second timeout of our own.
+        const flew = await pending;
         if (!flew) return degraded(items);
         at = now();
         const after = cache?.lookup(only.cacheKey, only.cost, at);
@@ -484,46 +559,68 @@ export function createLimiter(options: LimiterOptions): Limiter {
       }
     }
 
+    // Everything built from what the client sent (keys, request id) is built before the
+    // breaker hands out a permit: nothing a client sends can fail between the permit and the
+    // store call, so a permit is always reported and a client's input never counts as a store
+    // failure.
+    const specs = items.map(specOf);
+    const memberId = nextMemberId();
+
     const permit: Permit = breaker.acquire();
     if (permit === "skip") return degraded(items);
 
     const sentAt = now();
-    const epochAtSend = refundEpoch;
-    const specs = items.map(specOf);
-    const memberId = nextMemberId();
+    const epochAtSend = capacityEpoch;
     const call = withStore((store) =>
-      evaluate(store, {
-        policies: specs,
-        memberId,
-        ...(clock === "caller" ? { now: sentAt } : {}),
-        ...(requestId !== undefined ? { requestId } : {}),
-      }),
+      onClock(store, (client, at) =>
+        evaluate(client, {
+          policies: specs,
+          memberId,
+          ...(at !== undefined ? { now: at } : {}),
+          ...(requestId !== undefined ? { requestId } : {}),
+        }),
+      ),
     );
     if (only && singleFlight) {
-      const settled = call.then(
-        () => true,
-        () => false,
+      flights.lead(
+        only.cacheKey,
+        call.then(
+          () => true,
+          () => false,
+        ),
       );
-      inFlight.set(only.cacheKey, settled);
-      void settled.then(() => {
-        if (inFlight.get(only.cacheKey) === settled) inFlight.delete(only.cacheKey);
-      });
     }
     let result: EvaluateResult;
     try {
       result = await call;
     } catch (error) {
-      breaker.failure(permit, error);
+      // Slow is not dead: a call that timed out while the store answered another call sent no
+      // earlier proves the store is up and busy. It degrades this decision but does not move
+      // the breaker (opening it would send every request to the local fallback at once).
+      if (error instanceof StoreTimeoutError && lastAnswerAt >= sentAt) breaker.release(permit);
+      else breaker.failure(permit, error);
       options.onStoreError?.(error);
       return degraded(items);
     }
+    const receivedAt = now();
+    lastAnswerAt = Math.max(lastAnswerAt, receivedAt);
     breaker.success(permit);
     // A replayed answer is the original's, at the original's time: it proves nothing now.
-    // Nor does one a refund may have overtaken (see refundEpoch).
-    const provesNow = !result.replayed && refundEpoch === epochAtSend;
+    // Nor does one a refund or reset may have overtaken (see capacityEpoch).
+    const provesNow = !result.replayed && capacityEpoch === epochAtSend;
     const decisions = items.map((item, i) => {
       const policyResult = result.policies[i] as StoreResult;
-      if (provesNow) remember(item.cacheKey, item.cost, policyResult, sentAt);
+      if (provesNow) {
+        remember(item.cacheKey, item.cost, policyResult, sentAt, receivedAt);
+        // What the fallback starts from if the store stops answering. The report binds until
+        // everything counted by the time it arrived has left the window.
+        fallback?.note(
+          item.cacheKey,
+          Math.max(0, policyResult.remaining),
+          item.request.windowMs,
+          receivedAt,
+        );
+      }
       return fromStore(item, policyResult);
     });
     const deniedBy =
@@ -557,7 +654,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // isolates may, until their entry expires: at most the Retry-After they announced.) Again
     // when it ends: an answer that arrived in between may have been remembered.
     const forgetPicked = () => {
-      refundEpoch++;
+      capacityEpoch++;
       for (const { cacheKey } of picked) if (cacheKey !== undefined) cache?.forget(cacheKey);
     };
     forgetPicked();
@@ -567,13 +664,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const whole = picked.length === receipt.specs.length;
     try {
       const result = await withStore((store) =>
-        storeRefund(store, {
-          policies: picked.map(({ spec }) => spec),
-          memberId: receipt.memberId,
-          at: receipt.at,
-          ...(clock === "caller" ? { now: now() } : {}),
-          ...(whole && receipt.requestId !== undefined ? { requestId: receipt.requestId } : {}),
-        }),
+        onClock(store, (client, at) =>
+          storeRefund(client, {
+            policies: picked.map(({ spec }) => spec),
+            memberId: receipt.memberId,
+            at: receipt.at,
+            ...(at !== undefined ? { now: at } : {}),
+            ...(whole && receipt.requestId !== undefined ? { requestId: receipt.requestId } : {}),
+          }),
+        ),
       );
       return result;
     } catch (error) {
@@ -611,7 +710,12 @@ export function createLimiter(options: LimiterOptions): Limiter {
       return refund(receipt, refundOptions?.policies);
     },
     forget(request) {
-      cache?.forget(denialCacheKey(request));
+      // An answer in flight may describe the key before the reset: it must not be remembered.
+      capacityEpoch++;
+      const key = denialCacheKey(request);
+      cache?.forget(key);
+      // Nor may the fallback start from a report of the log before the reset.
+      fallback?.unnote(key);
     },
   };
 }

@@ -4,7 +4,7 @@ import type { Algorithm } from "./algorithm";
  * Redis key layout: `<prefix>:<policy>:{<client key>}` (`<policy>/<algorithm>` for algorithms
  * other than the log).
  *
- * The client key is percent-encoded (encodeURIComponent), which is injective and leaves no `:`,
+ * The client key is percent-encoded (encodeKeyPart), which is injective and leaves no `:`,
  * `{` or `}` in it: no client key can impersonate another key or policy, and the braces around it
  * are the only hash tag, so every policy of one client key lands in one Redis Cluster slot.
  * Policy names are restricted to [A-Za-z0-9_.-] by their validators, so they hold no separator.
@@ -20,7 +20,7 @@ export function storageKey(
   // string is expected fails with WRONGTYPE; one string format misread as another resets counts).
   // The log keeps the unsuffixed key it always had.
   const name = algorithm === "sliding-log" ? policy : `${policy}/${algorithm}`;
-  return `${prefix}:${name}:{${encodeURIComponent(clientKey)}}`;
+  return `${prefix}:${name}:{${encodeKeyPart(clientKey)}}`;
 }
 
 /**
@@ -31,5 +31,32 @@ export function storageKey(
 export function requestRecordKey(policyKeys: readonly string[], requestId: string): string {
   const [first = "", ...others] = policyKeys;
   const scope = others.length > 0 ? `:${others.join("|")}` : "";
-  return `${first}:rid:${encodeURIComponent(requestId)}${scope}`;
+  return `${first}:rid:${encodeKeyPart(requestId)}${scope}`;
+}
+
+// Splits a string around its lone surrogates (a high one not followed by a low one, or a low one
+// not preceded by a high one), keeping them: the captured parts are exactly the lone surrogates.
+const LONE_SURROGATE = /([\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF])/;
+
+/**
+ * encodeURIComponent for ANY JavaScript string, never throwing. encodeURIComponent throws a
+ * URIError on a string that is not well-formed UTF-16 (a lone surrogate), and keys are built on
+ * the request path from what a client sent: a throw there once made the limiter count a client's
+ * string as a store failure. A lone surrogate is written `%uD800` instead: percent-encoding only
+ * ever writes `%` and two hex digits (a literal `%` becomes `%25`), so `%u` comes from nothing
+ * else and the encoding stays injective: every distinct string is its own key.
+ */
+export function encodeKeyPart(value: string): string {
+  try {
+    return encodeURIComponent(value);
+  } catch {
+    return value
+      .split(LONE_SURROGATE)
+      .map((part, i) =>
+        i % 2 === 1
+          ? `%u${part.charCodeAt(0).toString(16).toUpperCase()}`
+          : encodeURIComponent(part),
+      )
+      .join("");
+  }
 }

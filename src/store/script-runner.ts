@@ -5,12 +5,13 @@ import { digestHex } from "../digest";
 export type ScriptClient = Pick<Redis, "evalsha" | "eval"> & {
   /**
    * The same client, its requests aborted after `timeoutMs` (createStoreClient provides it).
-   * The limiter gives a NOSCRIPT → EVAL only what is left of the decision's time: with the
+   * The limiter gives a second call (NOSCRIPT → EVAL, or a retry on the caller clock) only
+   * what is left of the decision's time: with the
    * client's full timeout, an EVAL sent near the deadline could reach Redis after the decision
    * was made without it, and count a request the caller already answered. Optional: without it
    * the EVAL runs under the client's own timeout.
    */
-  withTimeout?(timeoutMs: number): Pick<Redis, "eval">;
+  withTimeout?(timeoutMs: number): Pick<Redis, "eval" | "evalsha">;
 };
 
 /** Argument values as the REST protocol carries them. */

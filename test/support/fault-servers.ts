@@ -5,6 +5,7 @@
 //   POST /__control/<scenario>  {"mode", "delayMs"?, "target"?}  sets the scenario's fault
 //   GET  /__stats/<scenario>                                     what the server saw
 //   POST /<scenario>/<path>                                      the store endpoint under test
+import { createHash } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { FaultMode, FaultStats } from "./fault-types.js";
@@ -49,6 +50,54 @@ export async function startFaultServer(): Promise<FaultServer> {
     }
     return found;
   };
+
+  // Scripts seen by EVAL in "refuse-time" scenarios, by SHA-1 (across scenarios: one server).
+  const scripts = new Map<string, string>();
+
+  /**
+   * "refuse-time": one command decided as a store that forbids TIME in scripts would. Returns an
+   * error text, or the command to relay (EVALSHA of a known script is relayed as EVAL).
+   */
+  function refuseTime(s: Scenario, command: unknown[]): { error: string } | { relay: unknown[] } {
+    const [name = "", first = "", numkeys = 0, ...rest] = command.map((v) => String(v));
+    const verb = name.toUpperCase();
+    if (verb !== "EVAL" && verb !== "EVALSHA") return { relay: command };
+    const script = verb === "EVAL" ? first : scripts.get(first.toLowerCase());
+    if (script === undefined) {
+      return { error: "NOSCRIPT No matching script. Please use EVAL." };
+    }
+    if (verb === "EVAL") scripts.set(createHash("sha1").update(script).digest("hex"), script);
+    const clockArg = rest[Number(numkeys)];
+    if (script.includes("redis.call('TIME')") && (clockArg === undefined || clockArg === "")) {
+      s.stats.refusedTime = (s.stats.refusedTime ?? 0) + 1;
+      return {
+        error: "ERR fault server: command TIME is not allowed in scripts (non deterministic)",
+      };
+    }
+    return { relay: ["EVAL", script, ...command.slice(2)] };
+  }
+
+  async function relayOne(s: Scenario, req: http.IncomingMessage, command: unknown[]) {
+    const answer = await forward(s, "", req, Buffer.from(JSON.stringify(command)));
+    return JSON.parse(answer.body) as { result?: unknown; error?: string };
+  }
+
+  /** "refuse-time" for a single command (`/`) or a pipeline (`/pipeline`). */
+  async function refusingTime(s: Scenario, path: string, req: http.IncomingMessage, body: Buffer) {
+    const parsed = JSON.parse(body.toString() || "[]") as unknown[];
+    if (path === "pipeline") {
+      const out = [];
+      for (const command of parsed as unknown[][]) {
+        const decided = refuseTime(s, command);
+        out.push("error" in decided ? decided : await relayOne(s, req, decided.relay));
+      }
+      return { status: 200, body: JSON.stringify(out) };
+    }
+    const decided = refuseTime(s, parsed);
+    if ("error" in decided) return { status: 400, body: JSON.stringify(decided) };
+    const answer = await relayOne(s, req, decided.relay);
+    return { status: answer.error === undefined ? 200 : 400, body: JSON.stringify(answer) };
+  }
 
   async function forward(s: Scenario, path: string, req: http.IncomingMessage, body: Buffer) {
     s.stats.forwarded++;
@@ -99,7 +148,9 @@ export async function startFaultServer(): Promise<FaultServer> {
       // The response's "close" before it was sent means the client hung up (an abort).
       res.on("close", () => {
         if (!res.writableFinished) s.stats.clientClosed++;
-        if (s.mode !== "delay-forward") finish();
+        if (s.mode !== "delay-forward" && s.mode !== "late-answer" && s.mode !== "alternate-late") {
+          finish();
+        }
       });
       const body = await readBody(req);
       const path = [second, ...rest].join("/");
@@ -127,6 +178,23 @@ export async function startFaultServer(): Promise<FaultServer> {
           const answer = await forward(s, path, req, body);
           finish();
           res.writeHead(answer.status, { "content-type": answer.type ?? "application/json" });
+          res.end(answer.body);
+          return;
+        }
+        case "alternate-late":
+        case "late-answer": {
+          const late = s.mode === "late-answer" || s.stats.requests % 2 === 1;
+          const answer = await forward(s, path, req, body);
+          if (late) await new Promise((resolve) => setTimeout(resolve, s.delayMs));
+          finish();
+          if (res.destroyed || req.socket.destroyed) return;
+          res.writeHead(answer.status, { "content-type": answer.type ?? "application/json" });
+          res.end(answer.body);
+          return;
+        }
+        case "refuse-time": {
+          const answer = await refusingTime(s, path, req, body);
+          res.writeHead(answer.status, { "content-type": "application/json" });
           res.end(answer.body);
           return;
         }

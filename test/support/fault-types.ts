@@ -12,7 +12,20 @@ export type FaultMode =
   /** 500 with an Upstash-style JSON error. */
   | "error-500"
   /** 200 with a body that is not JSON. */
-  | "garbage";
+  | "garbage"
+  /**
+   * Relay at once (Redis runs the command), then hold the answer `delayMs` (a slow store whose
+   * late answers have already counted).
+   */
+  | "late-answer"
+  /** Every other request as "late-answer", the rest relayed at once (slow, not dead). */
+  | "alternate-late"
+  /**
+   * A store that wants deterministic scripts: a script that would call TIME (its text calls it
+   * and ARGV[1], our clock argument, is empty) is answered with an error; EVALSHA of a script
+   * this server has not seen by EVAL is answered NOSCRIPT. Everything else is relayed.
+   */
+  | "refuse-time";
 
 export interface FaultStats {
   /** Requests received (store calls, counted at the network). */
@@ -25,4 +38,6 @@ export interface FaultStats {
   clientClosed: number;
   /** Requests not yet finished one way or another. */
   pending: number;
+  /** Script calls refused because they would have called TIME ("refuse-time"). */
+  refusedTime?: number;
 }

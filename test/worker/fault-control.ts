@@ -74,12 +74,17 @@ export function counting(client: ScriptClient): {
         evals++;
         return client.eval(script, keys, args);
       },
-      // The limiter's NOSCRIPT → EVAL goes through this when the client has it: count it too.
+      // The limiter's second call of a decision (NOSCRIPT → EVAL, a retry on the caller clock)
+      // goes through this when the client has it: count it too.
       ...(client.withTimeout
         ? {
             withTimeout: (ms: number) => {
               const bounded = (client.withTimeout as NonNullable<ScriptClient["withTimeout"]>)(ms);
               return {
+                evalsha: ((sha, keys, args) => {
+                  calls++;
+                  return bounded.evalsha(sha, keys, args);
+                }) as typeof bounded.evalsha,
                 eval: ((script, keys, args) => {
                   calls++;
                   evals++;
