@@ -148,7 +148,7 @@ export async function startFaultServer(): Promise<FaultServer> {
       // The response's "close" before it was sent means the client hung up (an abort).
       res.on("close", () => {
         if (!res.writableFinished) s.stats.clientClosed++;
-        if (s.mode !== "delay-forward" && s.mode !== "late-answer" && s.mode !== "alternate-late") {
+        if (s.mode !== "delay-forward" && s.mode !== "late-answer" && s.mode !== "mostly-late") {
           finish();
         }
       });
@@ -181,10 +181,11 @@ export async function startFaultServer(): Promise<FaultServer> {
           res.end(answer.body);
           return;
         }
-        case "alternate-late":
+        case "mostly-late":
         case "late-answer": {
-          const late = s.mode === "late-answer" || s.stats.requests % 2 === 1;
+          const late = s.mode === "late-answer" || s.stats.requests % 4 !== 0;
           const answer = await forward(s, path, req, body);
+          s.stats.answered = (s.stats.answered ?? 0) + 1;
           if (late) await new Promise((resolve) => setTimeout(resolve, s.delayMs));
           finish();
           if (res.destroyed || req.socket.destroyed) return;

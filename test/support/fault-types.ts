@@ -18,8 +18,11 @@ export type FaultMode =
    * late answers have already counted).
    */
   | "late-answer"
-  /** Every other request as "late-answer", the rest relayed at once (slow, not dead). */
-  | "alternate-late"
+  /**
+   * Every request as "late-answer" except every fourth, which is answered at once: a store that
+   * is slow, not dead.
+   */
+  | "mostly-late"
   /**
    * A store that wants deterministic scripts: a script that would call TIME (its text calls it
    * and ARGV[1], our clock argument, is empty) is answered with an error; EVALSHA of a script
@@ -38,6 +41,8 @@ export interface FaultStats {
   clientClosed: number;
   /** Requests not yet finished one way or another. */
   pending: number;
+  /** "late-answer"/"mostly-late": requests Redis has answered (their answers may be held). */
+  answered?: number;
   /** Script calls refused because they would have called TIME ("refuse-time"). */
   refusedTime?: number;
 }
