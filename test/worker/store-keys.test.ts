@@ -1,4 +1,6 @@
+import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
+import { rateLimit } from "../../src/index";
 import type { BreakerEvent } from "../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../src/limiter/limiter";
 import { encodeKeyPart, requestRecordKey, storageKey } from "../../src/store/keys";
@@ -105,5 +107,36 @@ describe("a client's malformed string never switches the store off", () => {
     expect(events).toEqual([]);
     expect(errors).toEqual([]);
     expect((await l.limit(request("after"))).source).toBe("redis");
+  });
+});
+
+describe("the middleware's key", () => {
+  it("a key() returning a lone surrogate is limited in its own bucket (no exception, no fallback)", async () => {
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        limiter: createLimiter({ store: testStore(), prefix }),
+        rules: { name: "mw-lone", limit: 2, window: "1m" },
+        key: (c) => c.req.header("x-user") ?? "",
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    const send = (user: string) => app.request("/", { headers: { "x-user": user } });
+    // Header values cannot carry a lone surrogate; a key() computed from anything else can.
+    const lone = new Hono();
+    lone.use(
+      rateLimit({
+        limiter: createLimiter({ store: testStore(), prefix }),
+        rules: { name: "mw-lone", limit: 2, window: "1m" },
+        key: () => "\udbff",
+      }),
+    );
+    lone.get("/", (c) => c.text("ok"));
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push((await lone.request("/")).status);
+    expect(statuses).toEqual([200, 200, 429]);
+    expect(await redis.zcard(storageKey(prefix, "mw-lone", "\udbff"))).toBe(2);
+    // Another client is untouched.
+    expect((await send("someone")).status).toBe(200);
   });
 });
