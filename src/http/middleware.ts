@@ -17,7 +17,7 @@ import {
   requestIdFrom,
   type ShadowDenyEvent,
 } from "./rule-decisions";
-import { compileRules } from "./rule-matcher";
+import { applyingRules, compileRules } from "./rule-matcher";
 
 /** A rule as the middleware takes it: the LIMITER_CONFIG rule schema (README "Configuration"). */
 export interface RateLimitRule {
@@ -136,7 +136,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       return misconfigured(c, parsed);
     }
     if (options.skip && (await options.skip(c))) return next();
-    const applying = rules.filter((r) => r.matches(c.req.method, c.req.path)).map((r) => r.rule);
+    const applying = applyingRules(rules, c.req.method, c.req.path);
     if (applying.length === 0) return next();
 
     const limiter = typeof options.limiter === "function" ? options.limiter(c) : options.limiter;

@@ -4,6 +4,7 @@ import { getRuntime } from "../runtime";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import { misconfigured, problem } from "./problem";
 import { decideRules, refundFailed, requestIdFrom } from "./rule-decisions";
+import { applyingRules } from "./rule-matcher";
 
 /**
  * The worker in front of an origin: decide every rule that matches, then either answer 429
@@ -21,9 +22,7 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
   }
   const request = c.req.raw;
   const url = new URL(request.url);
-  const rules = runtime.rules
-    .filter((r) => r.matches(request.method, url.pathname))
-    .map((r) => r.rule);
+  const rules = applyingRules(runtime.rules, request.method, url.pathname);
   if (rules.length === 0) return forward(c, request, url);
 
   const requestId = requestIdFrom(request.headers, runtime.config.requestIdHeaders);

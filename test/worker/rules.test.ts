@@ -152,6 +152,68 @@ describe("rule matching", () => {
     expect(exact?.matches("GET", "/admin")).toBe(false);
   });
 
+  it("counts every path spelling common servers route to the rule's path", () => {
+    const parsed = parseLimiterConfig({
+      rules: [
+        { name: "login", limit: 1, window: "1m", match: { path: "/login", methods: ["POST"] } },
+        { name: "api", limit: 1, window: "1m", match: { path: "/api/*" } },
+        { name: "user", limit: 1, window: "1m", match: { path: "/users/:id/edit" } },
+      ],
+    });
+    if (!parsed.ok) throw new Error(parsed.detail);
+    const [login, api, user] = compileRules(parsed.value.rules);
+    const counted = {
+      // `;` parameters stripped from each segment (Tomcat, Jetty, Spring).
+      params: ["/login;jsessionid=1", "/login;", "/LOGIN;a=1;b=2/", "/x/..;/login", "/;x/login"],
+      // %2F, %5C and "\" read as "/" before dot segments are resolved (and %3B as ";").
+      separators: [
+        "/x/..%2Flogin",
+        "/x/..%2flogin",
+        "/x/..%5Clogin",
+        "/x/..\\login",
+        "/x/%2e%2e%2flogin",
+        "/a/b/..%2F..%2Flogin",
+        "/x/.%2e/login",
+        "%2Flogin",
+        "/login%3Bjsessionid=1",
+        "/x/..%3B/login",
+      ],
+      // Trailing dots and spaces stripped from a segment (IIS, Windows).
+      trailing: ["/login.", "/login..", "/login%2e", "/login%20", "/login. %20.", "/x/.. /login"],
+      // Dot segments, percent-encoded unreserved characters, runs of "/", case.
+      plain: ["/x/../login", "/./login", "/../login", "/%6Cogin", "//login", "/a//../login"],
+      // Several readings at once.
+      combined: ["/x/..%2Flogin.;x=1", "/X/..;/LOGIN%20", "/x%5C..%5Clogin.", "/x/..;/%6cogin."],
+    };
+    for (const [reading, paths] of Object.entries(counted)) {
+      for (const path of paths)
+        expect(login?.matches("POST", path), `${reading} ${path}`).toBe(true);
+    }
+    for (const path of ["/login-x", "/loginx.", "/x/login;", "/x/..%2Fy/login", "/login%2Fx"]) {
+      expect(login?.matches("POST", path), path).toBe(false);
+    }
+    for (const path of ["/x/..%2Fapi/v1", "/API;v=1/keys", "/api./keys", "/x/..%5Capi"]) {
+      expect(api?.matches("GET", path), path).toBe(true);
+    }
+    for (const path of ["/users/42;v=1/edit", "/users/42/edit.", "/users/1/x/..%2Fedit"]) {
+      expect(user?.matches("GET", path), path).toBe(true);
+    }
+  });
+
+  it("a GET rule counts HEAD (frameworks serve HEAD with the GET handler)", () => {
+    const parsed = parseLimiterConfig({
+      rules: [
+        { name: "get", limit: 1, window: "1m", match: { path: "/x", methods: ["GET"] } },
+        { name: "post", limit: 1, window: "1m", match: { path: "/x", methods: ["POST"] } },
+      ],
+    });
+    if (!parsed.ok) throw new Error(parsed.detail);
+    const [get, post] = compileRules(parsed.value.rules);
+    expect(get?.matches("HEAD", "/x")).toBe(true);
+    expect(get?.matches("head", "/x;a")).toBe(true);
+    expect(post?.matches("HEAD", "/x")).toBe(false);
+  });
+
   it("matches methods case-insensitively and every method when none is given", () => {
     const parsed = parseLimiterConfig({
       rules: [
