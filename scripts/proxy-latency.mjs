@@ -20,7 +20,7 @@ const origin = await startOrigin();
 const port = await freePort(HOST);
 const config = {
   prefix: `latency-${Date.now()}`,
-  rules: [{ name: "api", match: { path: "/api/*" }, limit: 100_000, window: "1m", key: "ip" }],
+  rules: [{ name: "api", match: { path: "/api/*" }, limit: 8_000, window: "1m", key: "ip" }],
 };
 const start = spawnGroup("node", ["scripts/start.mjs"], {
   stdio: ["ignore", "pipe", "pipe"],

@@ -6,6 +6,7 @@ export type {
   RuleConfig,
 } from "./config/limiter-config";
 export { parseLimiterConfig } from "./config/limiter-config";
+export { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT } from "./config/limits";
 export { clientIp, clientKey } from "./http/client-key";
 export {
   type RateLimitOptions,
@@ -36,4 +37,5 @@ export {
   type RefundReceipt,
 } from "./limiter/limiter";
 export { ALGORITHMS, type Algorithm } from "./store/algorithm";
+export { PolicyBoundsError } from "./store/evaluate";
 export { createStoreClient, type StoreClientOptions } from "./store/upstash-client";

@@ -5,6 +5,7 @@ import { firstIssue } from "./config-issue";
 import { parseDuration } from "./duration";
 import {
   ADHOC_POLICY_PREFIX,
+  boundsIssue,
   MAX_LIMIT,
   MAX_WINDOW_MS,
   MIN_WINDOW_MS,
@@ -292,9 +293,13 @@ export function parseLimiterConfig(
   if (!result.success) return firstIssue(result.issues, "LIMITER_CONFIG");
   const { rules, clientIp, ...rest } = result.output;
 
+  // Cross-field checks the schema cannot express per field: each rule's limit and cost within
+  // its algorithm's caps, and every sliding-log rule's cost together within MAX_LOG_COST (one
+  // request may match them all, and is decided in one call).
+  const issue = boundsIssue(rules);
+  if (issue) return invalid(`rules[${issue.index}].${issue.field}`, issue.detail);
   const parsed: RuleConfig[] = [];
   for (const [index, rule] of rules.entries()) {
-    // Cross-field checks the schema cannot express per field.
     if (rule.cost < 1 || rule.cost > rule.limit) {
       return invalid(`rules[${index}].cost`, "must be an integer from 1 to limit");
     }

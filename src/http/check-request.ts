@@ -2,11 +2,13 @@ import { parseDuration } from "../config/duration";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP, type RuleConfig } from "../config/limiter-config";
 import {
   ADHOC_POLICY_PREFIX,
+  boundsIssue,
+  limitRange,
   MAX_KEY_LENGTH,
-  MAX_LIMIT,
   MAX_REQUEST_ID_LENGTH,
   MAX_WINDOW_MS,
   MIN_WINDOW_MS,
+  maxLimitOf,
 } from "../config/limits";
 import {
   illFormedString,
@@ -130,12 +132,27 @@ export function parseCheckBody(
       const clientKey = found.key === "ip" ? (groupAddress(key, grouping) ?? key) : key;
       requests.push(ruleRequest(found, clientKey, ruleCost));
     }
+    // The config keeps each rule, and every rule's log cost together, within the caps: only a
+    // `cost` given here can pass them.
+    const issue = boundsIssue(
+      requests.map((r) => ({
+        algorithm: r.algorithm ?? DEFAULT_ALGORITHM,
+        limit: r.limit,
+        cost: r.cost ?? 1,
+      })),
+    );
+    if (issue) return invalid(cost !== undefined ? "cost" : field, issue.detail);
     return done(requests, rule === undefined);
   }
 
+  // The algorithm first: the largest limit and cost depend on it.
+  const checkAlgorithm = algorithm === undefined ? DEFAULT_ALGORITHM : algorithm;
+  if (!isAlgorithm(checkAlgorithm)) {
+    return invalid("algorithm", `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")}`);
+  }
   if (limit === undefined) return invalid("limit", 'is required (or name a configured "rule")');
-  if (!isIntegerIn(limit, 1, MAX_LIMIT)) {
-    return invalid("limit", `must be an integer from 1 to ${MAX_LIMIT}`);
+  if (!isIntegerIn(limit, 1, maxLimitOf(checkAlgorithm))) {
+    return invalid("limit", limitRange(checkAlgorithm));
   }
   const windowMs = parseDuration(window);
   if (windowMs === undefined || windowMs < MIN_WINDOW_MS || windowMs > MAX_WINDOW_MS) {
@@ -147,10 +164,8 @@ export function parseCheckBody(
   const checkCost = cost === undefined ? 1 : cost;
   if (!isIntegerIn(checkCost, 1, limit))
     return invalid("cost", "must be an integer from 1 to limit");
-  const checkAlgorithm = algorithm === undefined ? DEFAULT_ALGORITHM : algorithm;
-  if (!isAlgorithm(checkAlgorithm)) {
-    return invalid("algorithm", `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")}`);
-  }
+  const issue = boundsIssue([{ algorithm: checkAlgorithm, limit, cost: checkCost }]);
+  if (issue) return invalid(issue.field, issue.detail);
   return done(
     [
       {

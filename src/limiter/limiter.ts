@@ -1,5 +1,11 @@
+import { boundsIssue } from "../config/limits";
 import { type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
-import { type EvaluateResult, evaluate, type PolicySpec } from "../store/evaluate";
+import {
+  type EvaluateResult,
+  evaluate,
+  PolicyBoundsError,
+  type PolicySpec,
+} from "../store/evaluate";
 import { storageKey } from "../store/keys";
 import { refund as storeRefund } from "../store/refund";
 import type { ScriptClient } from "../store/script-runner";
@@ -186,13 +192,18 @@ export interface RefundOutcome {
 }
 
 export interface Limiter {
-  /** Decide one request. Never throws: store failures become fail-open / fail-closed decisions. */
+  /**
+   * Decide one request. Never throws on a store failure: those become fail-open / fail-closed
+   * decisions. Rejects with PolicyBoundsError, before any store call, for a request past the caps
+   * of config/limits.ts (a limit, a cost; see README "Limits").
+   */
   limit(request: LimitRequest): Promise<Decision>;
   /**
    * Decide one request against several policies in one store call, all or nothing: if any
    * denies, none consumes. Never throws. The policies must be distinct (policy, key, algorithm):
    * the script checks every entry against the same stored count, so the same one twice would be
    * admitted twice (the config and /check refuse duplicate rule names for this reason).
+   * Rejects with PolicyBoundsError, like `limit`, past the caps.
    */
   limitAll(requests: readonly LimitRequest[], options?: LimitAllOptions): Promise<MultiDecision>;
   /**
@@ -689,6 +700,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
   ): Promise<MultiDecision> {
     const items = requests.map(itemOf);
     if (items.length === 0) return { allowed: true, decisions: [], replayed: false };
+    // Past the caps of config/limits.ts (what one request may make Redis store and do) is the
+    // caller's error, thrown to the caller (not a decision in the fail mode): never sent, never
+    // a store failure. /check and the config refuse the same earlier, naming the field.
+    const bounds = boundsIssue(
+      items.map(({ algorithm, cost, request }) => ({ algorithm, cost, limit: request.limit })),
+    );
+    if (bounds) throw new PolicyBoundsError("limit", bounds.index, bounds.field, bounds.detail);
     try {
       return await decideAll(items, requestId);
     } catch (error) {

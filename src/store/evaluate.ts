@@ -1,3 +1,4 @@
+import { boundsIssue } from "../config/limits";
 import type { Algorithm } from "./algorithm";
 import { requestRecordKey } from "./keys";
 import { EVALUATE_SCRIPTS } from "./lua/scripts";
@@ -9,10 +10,13 @@ export interface PolicySpec {
   /** Its Redis key: `storageKey(prefix, policy, clientKey)`. */
   key: string;
   algorithm: Algorithm;
-  /** Units per window (1 ≤ limit ≤ MAX_LIMIT). */
+  /** Units per window: 1 to MAX_LOG_LIMIT for the sliding log, MAX_LIMIT for the others. */
   limit: number;
   windowMs: number;
-  /** Units this request takes in this policy (1 ≤ cost ≤ limit). */
+  /**
+   * Units this request takes in this policy: 1 to limit; the sliding-log costs of one call
+   * together at most MAX_LOG_COST (config/limits.ts).
+   */
   cost: number;
 }
 
@@ -75,6 +79,23 @@ export async function evaluate(
 }
 
 /**
+ * A policy past the caps of config/limits.ts (a limit, a cost, or one call's summed sliding-log
+ * cost): the caller's error, thrown before the store is called, so nothing is written.
+ */
+export class PolicyBoundsError extends RangeError {
+  override name = "PolicyBoundsError";
+  constructor(
+    caller: string,
+    /** The offending policy's index in the request. */
+    readonly index: number,
+    readonly field: "limit" | "cost",
+    detail: string,
+  ) {
+    super(`${caller}: policies[${index}].${field} ${detail}`);
+  }
+}
+
+/**
  * KEYS and ARGV as every composed script takes them (see lua/scripts.ts): the policies' keys (plus
  * the request-id record), then clock, member id, n, record flag, `extra`, and 4 values per policy.
  */
@@ -85,6 +106,10 @@ export function scriptInputs(
 ): { keys: string[]; args: ScriptArg[] } {
   const { policies } = request;
   if (policies.length === 0) throw new TypeError(`${caller}: no policies`);
+  // The caps /check and the config enforce, enforced again here for code that builds its own
+  // requests (createLimiter, the middleware): refused before Redis is asked to store or do it.
+  const issue = boundsIssue(policies);
+  if (issue) throw new PolicyBoundsError(caller, issue.index, issue.field, issue.detail);
   const keys = policies.map((policy) => policy.key);
   const withRecord = request.requestId !== undefined;
   if (withRecord) keys.push(requestRecordKey(keys, request.requestId ?? ""));

@@ -129,9 +129,10 @@ describe("the window slides (explicit clock)", () => {
   it("a cost of many units is admitted whole or not at all", async () => {
     const t = 1_700_000_200_000;
     const key = storageKey(prefix, "slide", "big");
-    expect((await at("big", t, 5_000, 9_000)).allowed).toBe(true);
-    expect((await at("big", t, 5_000, 9_000)).allowed).toBe(false);
-    expect(await redis.zcard(key)).toBe(5_000);
+    // The largest cost one call may write (MAX_LOG_COST): several ZADD chunks in the script.
+    expect((await at("big", t, 1_000, 1_500)).allowed).toBe(true);
+    expect((await at("big", t, 1_000, 1_500)).allowed).toBe(false);
+    expect(await redis.zcard(key)).toBe(1_000);
   });
 });
 
