@@ -52,6 +52,17 @@ function bySignature(env: Env): Runtime {
   let runtime = cache.get(signature);
   if (!runtime) {
     runtime = buildRuntime(env);
+    if (!runtime.ok) {
+      // The operator's copy of the reason, once per isolate and configuration (this is built
+      // once): public answers only name the setting, since the reason may quote a secret.
+      console.error(
+        JSON.stringify({
+          event: "limiter-misconfigured",
+          field: runtime.field,
+          detail: runtime.detail,
+        }),
+      );
+    }
     if (cache.size >= MAX_RUNTIMES) cache.delete(cache.keys().next().value as string);
     cache.set(signature, runtime);
   }

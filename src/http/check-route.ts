@@ -5,7 +5,7 @@ import type { MultiDecision } from "../limiter/limiter";
 import { getRuntime, type ReadyRuntime } from "../runtime";
 import { bearerTokenMatches } from "./bearer-token";
 import { type CheckRequest, parseCheckBody } from "./check-request";
-import { misconfigured, problem } from "./problem";
+import { misconfiguredForOperator, problem } from "./problem";
 import { rateLimitHeaders } from "./rate-limit-headers";
 
 /** A check body is a few fields; anything bigger is refused before it is read. */
@@ -67,7 +67,8 @@ export async function authorizedCheckRequest(
 
   const runtime = getRuntime(c.env);
   if (!runtime.ok) {
-    return refuse(misconfigured(c, runtime));
+    // Only past the token: the reason may quote a secret (the public gets the generic 503).
+    return refuse(misconfiguredForOperator(c, runtime));
   }
 
   const contentType = c.req.header("Content-Type") ?? "";

@@ -24,9 +24,24 @@ export function problem(
 
 /**
  * 503 for a configuration that does not validate: which requests are limited is unknown, so
- * every one is refused rather than let through unprotected. Names the wrong field.
+ * every one is refused rather than let through unprotected. This is the public answer (the
+ * proxy, the middleware): it names the setting, never why, since the reason may quote a secret
+ * (the Upstash client's error quotes the store URL). The reason goes to the operator's log
+ * (once) and to /check callers holding the token (misconfiguredForOperator).
  */
-export function misconfigured(c: Context, issue: { field: string; detail: string }): Response {
+export function misconfigured(c: Context, issue: { field: string }): Response {
+  return problem(c, 503, {
+    title: "Limiter misconfigured",
+    detail: `${issue.field} is invalid: the operator's log says why`,
+    field: issue.field,
+  });
+}
+
+/** The 503 for a caller holding the /check token: names the wrong field and why. */
+export function misconfiguredForOperator(
+  c: Context,
+  issue: { field: string; detail: string },
+): Response {
   return problem(c, 503, {
     title: "Limiter misconfigured",
     detail: `${issue.field} ${issue.detail}`,

@@ -1,7 +1,10 @@
-import { describe, expect, inject, it } from "vitest";
+import { Hono } from "hono";
+import { describe, expect, inject, it, vi } from "vitest";
 import type { Env } from "../../src/env";
+import { createLimiter, rateLimit } from "../../src/index";
 import { getRuntime } from "../../src/runtime";
-import { uniquePrefix } from "./redis";
+import { testStore, uniquePrefix } from "./redis";
+import { workerWith } from "./worker-harness";
 
 describe("getRuntime", () => {
   it("an isolate's env object is looked up, not serialized again, on every request", () => {
@@ -28,5 +31,97 @@ describe("getRuntime", () => {
         LIMITER_CONFIG: config,
       }),
     ).toBe(first);
+  });
+});
+
+describe("a misconfigured worker", () => {
+  // A malformed store URL: the Upstash client's error quotes it. Unique per run, so the
+  // once-per-isolate log is this test's.
+  const badUrl = `not-a-url.example/${crypto.randomUUID()}?token=secret-in-url`;
+  const env = {
+    UPSTASH_REDIS_REST_URL: badUrl,
+    UPSTASH_REDIS_REST_TOKEN: "store-token-value",
+    LIMITER_TOKEN: "limiter-token-value",
+    LIMITER_CONFIG: JSON.stringify({ prefix: uniquePrefix("runtime"), rules: [] }),
+  };
+  const secrets = [badUrl, "secret-in-url", "store-token-value", "limiter-token-value"];
+
+  it("tells public clients only that it is misconfigured, and logs why once per isolate", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const worker = workerWith(env);
+      for (let i = 0; i < 3; i++) {
+        const res = await worker(`/anything-${i}`, { method: i === 2 ? "POST" : "GET" });
+        expect(res.status).toBe(503);
+        expect(res.headers.get("Content-Type")).toContain("application/problem+json");
+        const text = await res.text();
+        for (const secret of secrets) expect(text).not.toContain(secret);
+        expect(JSON.parse(text)).toMatchObject({
+          status: 503,
+          title: "Limiter misconfigured",
+          field: "UPSTASH_REDIS_REST_URL",
+        });
+      }
+      // The operator's log has the detail, once (not per request).
+      const logged = errors.mock.calls
+        .map((args) => args.join(" "))
+        .filter((l) => l.includes(badUrl));
+      expect(logged).toHaveLength(1);
+      expect(logged[0]).toContain("UPSTASH_REDIS_REST_URL");
+    } finally {
+      errors.mockRestore();
+    }
+  });
+
+  it("tells a /check caller holding the token what is wrong, and no one else", async () => {
+    const worker = workerWith(env);
+    const check = (authorization?: string) =>
+      worker("/check", {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          ...(authorization ? { Authorization: authorization } : {}),
+        },
+        body: JSON.stringify({ key: "k", limit: 1, window: "1m" }),
+      });
+    const authorized = await check("Bearer limiter-token-value");
+    expect(authorized.status).toBe(503);
+    const problem = await authorized.json<{ field: string; detail: string }>();
+    expect(problem.field).toBe("UPSTASH_REDIS_REST_URL");
+    expect(problem.detail).toContain("invalid URL");
+    for (const authorization of [undefined, "Bearer wrong"]) {
+      const res = await check(authorization);
+      expect(res.status).toBe(401);
+      const text = await res.text();
+      for (const secret of secrets) expect(text).not.toContain(secret);
+    }
+  });
+
+  it("the middleware's public 503 does not quote its rules either", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const app = new Hono();
+      app.use(
+        rateLimit({
+          limiter: createLimiter({ store: testStore(), prefix: uniquePrefix("runtime") }),
+          rules: [
+            { name: "secret-rule-name", limit: 1, window: "1m" },
+            { name: "secret-rule-name", limit: 2, window: "1m" },
+          ],
+        }),
+      );
+      app.get("/", (c) => c.text("should not run"));
+      const res = await app.request("/");
+      expect(res.status).toBe(503);
+      const text = await res.text();
+      expect(text).not.toContain("secret-rule-name");
+      expect(JSON.parse(text)).toMatchObject({ field: "rules[1].name" });
+      // Reported once, when the middleware was built.
+      expect(
+        errors.mock.calls.filter((args) => args.join(" ").includes("secret-rule-name")),
+      ).toHaveLength(1);
+    } finally {
+      errors.mockRestore();
+    }
   });
 });
