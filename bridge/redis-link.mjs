@@ -92,32 +92,58 @@ export class SharedRedis {
 }
 
 const MAX_IDLE_DEDICATED = 4;
+/** Transactions in flight at once (each holds a connection of its own): the default cap. */
+export const DEFAULT_MAX_TRANSACTIONS = 32;
+
+/** Every dedicated connection is lent: the caller should answer "busy", not open another. */
+export class PoolExhaustedError extends Error {
+  /** @param {number} max */
+  constructor(max) {
+    super(
+      `too many /multi-exec transactions in flight (at most ${max}, each on a Redis connection of its own): retry shortly`,
+    );
+    this.name = "PoolExhaustedError";
+  }
+}
 
 /**
  * Connections lent to one `/multi-exec` at a time, so MULTI…EXEC never interleaves with other
  * requests' commands and a transaction cut short cannot leave the shared connection in MULTI.
+ * At most `max` are lent (or being opened) at once: past that, acquire refuses at once rather
+ * than open connections without bound (Redis's own maxclients is shared by everyone).
  */
 export class DedicatedPool {
   #url;
+  #max;
   /** @type {RespConnection[]} */
   #idle = [];
+  #lent = 0;
   #closed = false;
 
-  /** @param {string} url */
-  constructor(url) {
+  /** @param {string} url @param {number} [max] */
+  constructor(url, max = DEFAULT_MAX_TRANSACTIONS) {
     this.#url = url;
+    this.#max = max;
   }
 
-  /** @returns {Promise<RespConnection>} */
+  /** Rejects with PoolExhaustedError when `max` are lent. @returns {Promise<RespConnection>} */
   async acquire() {
+    if (this.#lent >= this.#max) throw new PoolExhaustedError(this.#max);
+    this.#lent++;
     for (let c = this.#idle.pop(); c; c = this.#idle.pop()) {
       if (!c.closed) return c;
     }
-    return RespConnection.open({ url: this.#url });
+    try {
+      return await RespConnection.open({ url: this.#url });
+    } catch (error) {
+      this.#lent--;
+      throw error;
+    }
   }
 
-  /** @param {RespConnection} connection @param {boolean} reusable */
+  /** Every acquired connection comes back here once. @param {RespConnection} connection @param {boolean} reusable */
   release(connection, reusable) {
+    this.#lent--;
     if (reusable && !connection.closed && !this.#closed && this.#idle.length < MAX_IDLE_DEDICATED) {
       this.#idle.push(connection);
     } else {

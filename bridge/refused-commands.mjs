@@ -3,6 +3,11 @@
 // that changes that connection's state (database, user, protocol, transaction, subscriber or
 // monitor mode) would leak into other callers' commands, and one that blocks would stall them.
 // Upstash's REST API refuses the same families.
+//
+// This guards against mistakes, not attackers: a script runs any command (EVAL "return
+// redis.call('FLUSHALL')" 0), and a script that never ends stalls Redis for everyone (until
+// SCRIPT KILL). The bridge is a local development tool whose boundary is its token (README "The
+// local REST bridge"); parsing Lua to police scripts would only pretend otherwise.
 
 const CHANGES_CONNECTION = new Set([
   "select",
@@ -44,9 +49,29 @@ const BLOCKS = new Set([
 ]);
 
 // Not about the connection, but about everyone else on the server: they stall or stop it
-// (DEBUG SLEEP, SHUTDOWN, FAILOVER) or wipe every caller's keys (FLUSHALL, FLUSHDB). A dev bridge
-// usually fronts a Redis that other tools and tests share; tests delete their own keys instead.
-const AFFECTS_EVERYONE = new Set(["debug", "shutdown", "failover", "flushall", "flushdb"]);
+// (DEBUG SLEEP, SHUTDOWN, FAILOVER, SAVE), wipe, swap or move every caller's keys (FLUSHALL,
+// FLUSHDB, SWAPDB, MIGRATE, REPLICAOF / SLAVEOF, which also makes it read-only), or change the
+// server itself: its settings and files (CONFIG, all of it: CONFIG GET shows requirepass), its
+// code (MODULE) and its users (ACL). A dev bridge usually fronts a Redis that other tools and tests
+// share; tests delete their own keys instead. (bench/ and scripts/ read INFO and reset stats on a
+// private redis-server with redis-cli or ioredis, not through the bridge.)
+const AFFECTS_EVERYONE = new Set([
+  "debug",
+  "shutdown",
+  "failover",
+  "flushall",
+  "flushdb",
+  "swapdb",
+  "migrate",
+  "replicaof",
+  "slaveof",
+  "config",
+  "module",
+  "acl",
+  "save",
+  "bgsave",
+  "bgrewriteaof",
+]);
 
 /**
  * Why the command is refused, as a Redis-style error text, or null if it may run.
@@ -66,7 +91,7 @@ export function refusal(command) {
     return `ERR ${shown} is not allowed through the REST bridge: blocking commands would stall the shared Redis connection`;
   }
   if (AFFECTS_EVERYONE.has(name)) {
-    return `ERR ${shown} is not allowed through the REST bridge: it would stall, stop or wipe a Redis other callers share`;
+    return `ERR ${shown} is not allowed through the REST bridge: it would stall, stop, wipe or reconfigure a Redis other callers share`;
   }
   return null;
 }

@@ -6,7 +6,12 @@
 
 import { createHash, timingSafeEqual } from "node:crypto";
 import http from "node:http";
-import { DedicatedPool, SharedRedis } from "./redis-link.mjs";
+import {
+  DEFAULT_MAX_TRANSACTIONS,
+  DedicatedPool,
+  PoolExhaustedError,
+  SharedRedis,
+} from "./redis-link.mjs";
 import { refusal } from "./refused-commands.mjs";
 import { encodeReply } from "./reply-encoding.mjs";
 import { BadRequestError, parseCommand, parseCommandList } from "./request-body.mjs";
@@ -40,6 +45,8 @@ class HttpError extends Error {
  * @property {number} [port] default 8079; 0 picks a free port
  * @property {string} [redisUrl] default redis://127.0.0.1:6379
  * @property {(line: string) => void} [log] connection events and internal errors
+ * @property {number} [maxTransactions] `/multi-exec` requests in flight at once, each on a Redis
+ *   connection of its own (default 32); past it, 503
  */
 
 /**
@@ -60,6 +67,7 @@ export async function startBridge({
   token,
   redisUrl = "redis://127.0.0.1:6379",
   log = () => {},
+  maxTransactions = DEFAULT_MAX_TRANSACTIONS,
 }) {
   if (typeof token !== "string" || token === "") {
     throw new Error("startBridge needs a non-empty token: the bridge never runs unauthenticated");
@@ -68,7 +76,7 @@ export async function startBridge({
 
   const redis = new SharedRedis(redisUrl, log);
   await redis.start();
-  const pool = new DedicatedPool(redisUrl);
+  const pool = new DedicatedPool(redisUrl, maxTransactions);
   const scripts = new ScriptShebangRewriter();
   const expectedAuth = digest(`Bearer ${token}`);
 
@@ -162,7 +170,13 @@ export async function startBridge({
       if (refused) throw new HttpError(400, `${refused} (command ${i + 1} of the transaction)`);
     }
     const prepared = commands.map((command) => scripts.prepare(command));
-    const connection = await pool.acquire();
+    let connection;
+    try {
+      connection = await pool.acquire();
+    } catch (error) {
+      if (error instanceof PoolExhaustedError) throw new HttpError(503, `ERR ${error.message}`);
+      throw error;
+    }
     let reusable = false;
     try {
       const answers = await Promise.all(

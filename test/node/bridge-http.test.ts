@@ -171,6 +171,20 @@ describe("commands that would change or block the shared connection", () => {
     ["shutdown", "nosave"],
     ["flushall"],
     ["FLUSHDB", "ASYNC"],
+    // Server-wide state, data placement, code and users. (Arguments chosen to do no harm should
+    // the bridge ever let one through to the shared Redis.)
+    ["swapdb", "0", "0"],
+    ["replicaof", "no", "one"],
+    ["SLAVEOF", "no", "one"],
+    ["config", "get", "dir"],
+    ["CONFIG", "SET", "dir", "."],
+    ["migrate", "127.0.0.1", "1", "no-such-key", "0", "1"],
+    ["module", "list"],
+    ["acl", "whoami"],
+    ["ACL", "SETUSER", "nobody-bridge-test"],
+    ["save"],
+    ["bgsave", "schedule"],
+    ["bgrewriteaof"],
   ];
 
   it.each(refused.map((c) => [c.join(" "), c]))("%s is refused on /", async (_, command) => {
