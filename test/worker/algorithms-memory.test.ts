@@ -70,8 +70,9 @@ describe("memory per key", () => {
 
     for (const algorithm of ["fixed-window", "sliding-counter", "token-bucket"] as const) {
       const row = table[algorithm] ?? {};
+      // One string of at most 44 bytes (Redis's embedded strings): 120–136 B with this key.
       for (const limit of LIMITS)
-        expect(row[limit], `${algorithm} ${limit}`).toBeLessThanOrEqual(128);
+        expect(row[limit], `${algorithm} ${limit}`).toBeLessThanOrEqual(136);
       expect((row[10_000] ?? 0) - (row[10] ?? 0), algorithm).toBeLessThanOrEqual(16);
     }
     const log = table["sliding-log"] ?? {};

@@ -96,7 +96,8 @@ describe("sliding-counter", () => {
     const p = policy("sliding-counter", "state", 100_000, 1_000);
     expect((await p.at(T + 250, 99_999)).allowed).toBe(true);
     expect(await redis.type(p.key)).toBe("string");
-    expect(await redis.get<string>(p.key)).toBe(`${T / 1_000}:99999:0`);
+    // `<last admission>:<window>:<current>:<previous>` (see sliding-counter.lua.ts).
+    expect(await redis.get<string>(p.key)).toBe(`${T + 250}:1000:99999:0`);
     const ttl = await redis.pttl(p.key);
     // To the next window's end (1750 ms from T + 250) plus the caller-clock grace (1000 ms).
     expect(ttl).toBeGreaterThan(2_000);

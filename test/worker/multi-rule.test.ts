@@ -75,8 +75,8 @@ describe("several policies, all or nothing", () => {
     );
     expect(results.filter((r) => r.allowed)).toHaveLength(40);
     expect(await redis.zcard(log.key)).toBe(40);
-    expect(await redis.get<string>(fixed.key)).toBe(`${Math.floor((T + 10) / 60_000)}:40`);
-    expect(await redis.get<string>(counter.key)).toBe(`${Math.floor((T + 10) / 60_000)}:40:0`);
+    expect(await redis.get<string>(fixed.key)).toBe(`${T + 10}:60000:40`);
+    expect(await redis.get<string>(counter.key)).toBe(`${T + 10}:60000:40:0`);
     // Each policy, asked alone at the same instant, has exactly limit − 40 left.
     for (const policy of policies) {
       const alone = await evaluatePolicy(store, {

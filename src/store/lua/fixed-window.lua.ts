@@ -2,30 +2,68 @@
  * Fixed windows aligned to the epoch (window i covers [i·window, (i+1)·window)), as a fragment of
  * the composed scripts (see scripts.ts).
  *
- * Key: a string `<window index>:<count>`. The window index lives in the value, not in the key
- * name: with the Redis clock the index is only known inside the script, and every key a script
- * touches must be in KEYS (Upstash's allow-key-locking). It also keeps the count exact on the
- * caller's clock, whose windows need not line up with Redis's expiry. TTL: the window's end
- * (plus GRACE on the caller's clock, see scripts.ts).
+ * Key: a string `<t>:<window>:<count>`: `count` units admitted in the window of length `window`
+ * that holds `t`, the time of the last admission (never before that window's start). The window
+ * lives in the value, not in the key name: with the Redis clock it is only known inside the
+ * script, and every key a script touches must be in KEYS (Upstash's allow-key-locking). It also
+ * keeps the count exact on the caller's clock, whose windows need not line up with Redis's
+ * expiry. TTL: the window's end (plus GRACE on the caller's clock, see scripts.ts).
  *
- * Redis commands: check = GET; commit = SET … PX. Allowed: 2; denied: 1. Refund: GET, SET KEEPTTL.
+ * Why a window length and a time, not a window index: a rule's window can change, and two
+ * versions of a rule run side by side during every rolling deploy, both on this key. An index read
+ * with another window is meaningless (a 1-day index read as 7-day windows is a window 341 years
+ * ahead, whose end was once the reset). With `window` a reader knows which window the count
+ * belongs to; with `t` it knows the units were admitted in [that window's start, t]. fw_load:
+ * - this rule's window, the current one: the count, as always;
+ * - this rule's window, a later one, at most GRACE ahead (caller's clock only; GRACE is 0 on the
+ *   Redis clock): a faster isolate already counts there; count there too and never write an
+ *   older window over it (isolates would reset each other's counts at every boundary and
+ *   over-admit). Never a window further ahead: the wait runs to its end. A refund never adopts;
+ * - any other value whose `t` is in this rule's current window (another window length: the rule
+ *   changed, or the other version wrote it): its units may all be this window's, so they count
+ *   here (conservative: never a fresh budget mid-window). They matter no longer than this window:
+ *   once this rule's window has moved past `t` they count for nothing, so a client is never held
+ *   past this window's end, whatever the other window's length;
+ * - anything else (an earlier window): nothing.
+ * A count above the limit (lowered limit, the other version's count) reports 0 remaining.
+ *
+ * Values written before windows were stored, `<window index>:<count>`, are read as written with
+ * this rule's window (what the code that wrote them did; should the window have changed in that
+ * rollout, the index is an earlier window — nothing — or one far ahead, counted conservatively:
+ * either way no wait beyond this rule's window).
+ *
+ * Redis commands: check = GET; commit = SET … PX. Allowed: 2; denied: 1. Refund: GET, SET KEEPTTL
+ * (only of this rule's own window; a value the other version wrote gives back nothing).
  * Accuracy: exact per window, but up to 2 × limit can pass within one window's length across a
  * boundary (the end of one window and the start of the next).
  */
 export const FIXED_WINDOW_LUA = `
+local function fw_parse(value, window, now)
+  local t, w, count = string.match(value, '^(%-?%d+):(%d+):(%d+)$')
+  if t then return tonumber(t), tonumber(w), tonumber(count) end
+  local idx
+  idx, count = string.match(value, '^(%-?%d+):(%d+)$')
+  if not idx then return nil end
+  local start = tonumber(idx) * window
+  return math.max(start, math.min(now, start + window - 1)), window, tonumber(count)
+end
+
+-- p.start: the window counted in; p.own: the value is this rule's window (refundable).
 local function fw_load(p, now, adopt)
-  p.idx = math.floor(now / p.window)
-  p.count = 0
+  local window = p.window
+  p.start = math.floor(now / window) * window
+  p.count, p.own, p.t = 0, false, nil
   local value = redis.call('GET', p.key)
-  if value then
-    local idx, count = string.match(value, '^(%-?%d+):(%d+)$')
-    idx = tonumber(idx)
-    -- On the caller's clock a faster isolate may already count in a later window: a check
-    -- (adopt) counts in that one too and never writes an older index over it (isolates would
-    -- reset each other's counts at every boundary and over-admit). A refund must not adopt.
-    if idx == p.idx or (adopt and idx ~= nil and idx > p.idx) then
-      p.idx, p.count = idx, tonumber(count)
-    end
+  if not value then return end
+  local t, w, count = fw_parse(value, window, now)
+  if not t then return end
+  local start = math.floor(t / w) * w
+  if w == window and start == p.start then
+    p.count, p.own, p.t = count, true, t
+  elseif adopt and w == window and start > p.start and start <= now + GRACE then
+    p.start, p.count, p.own, p.t = start, count, true, t
+  elseif adopt and t >= p.start then
+    p.count = count
   end
 end
 
@@ -36,22 +74,24 @@ ALG['fixed-window'] = {
   end,
   commit = function(p, now)
     p.count = p.count + p.cost
-    redis.call('SET', p.key, p.idx .. ':' .. p.count, 'PX', (p.idx + 1) * p.window - now + GRACE)
+    local t = math.floor(math.max(now, p.start, p.t or now))
+    redis.call('SET', p.key, t .. ':' .. p.window .. ':' .. p.count, 'PX',
+      p.start + p.window - now + GRACE)
   end,
   report = function(p, now, committed)
     -- Everything frees at the window's end; cost <= limit, so a denied cost fits then.
-    local ends = (p.idx + 1) * p.window
-    if p.allowed then return p.limit - p.count, ends, 0 end
-    return p.limit - p.count, ends, ends - now
+    local ends = p.start + p.window
+    local remaining = math.max(0, p.limit - p.count)
+    if p.allowed then return remaining, ends, 0 end
+    return remaining, ends, ends - now
   end,
   refund = function(p, now)
     -- Best effort: the units come off the window the request was counted in (p.at), if that
     -- window is still the stored one; a refund for a later window gives back nothing.
-    local at = p.at
-    fw_load(p, at)
-    if p.count == 0 then return 0 end
+    fw_load(p, p.at, false)
+    if not p.own or p.count == 0 then return 0 end
     local units = math.min(p.cost, p.count)
-    redis.call('SET', p.key, p.idx .. ':' .. (p.count - units), 'KEEPTTL')
+    redis.call('SET', p.key, p.t .. ':' .. p.window .. ':' .. (p.count - units), 'KEEPTTL')
     return units
   end,
 }

@@ -39,7 +39,10 @@ ALG['sliding-log'] = {
     redis.call('PEXPIRE', p.key, p.window + GRACE)
   end,
   report = function(p, now, committed)
-    local remaining = p.limit - p.count
+    -- More members than the limit (the limit was lowered, or another version of the rule with a
+    -- higher limit shares this log during a deploy) leave 0, not fewer; the wait below is still
+    -- exact and within the window (only members inside it are left).
+    local remaining = math.max(0, p.limit - p.count)
     if p.allowed then
       if p.count == 0 then return remaining, now, 0 end
       -- The log held only this request's members: the oldest is now, no ZRANGE needed (the
