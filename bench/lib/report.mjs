@@ -179,14 +179,14 @@ export function writeReport(dir, r, rolling) {
   L.push("");
   L.push("### Redis memory per client key (`MEMORY USAGE`, key full to its limit, 1 h window)", "");
   L.push(
-    "| contender | limit 10 | limit 100 | limit 1000 | limit 10000 |",
+    "| contender | limit 10 | limit 100 | limit 1000 | limit 8000 |",
     "| --- | --- | --- | --- | --- |",
   );
   for (const id of ids) {
     const m = lib.memory?.[id];
     if (!m) continue;
     L.push(
-      `| ${id} | ${[10, 100, 1000, 10000].map((k) => (m[k] ? `${n(m[k].bytes)} B${m[k].keys !== 1 ? ` (${m[k].keys} keys)` : ""}` : "–")).join(" | ")} |`,
+      `| ${id} | ${[10, 100, 1000, 8000].map((k) => (m[k] ? `${n(m[k].bytes)} B${m[k].keys !== 1 ? ` (${m[k].keys} keys)` : ""}` : "–")).join(" | ")} |`,
     );
   }
   L.push(

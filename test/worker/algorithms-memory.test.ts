@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, inject, it } from "vitest";
+import { MAX_LOG_LIMIT } from "../../src/config/limits";
 import { ALGORITHMS, type Algorithm } from "../../src/store/algorithm";
 import { evaluatePolicy } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
@@ -13,7 +14,8 @@ import { deleteKeys, testRedis, testStore } from "./redis";
 const redis = testRedis();
 const prefix = `edge-limiter-${crypto.randomUUID().slice(0, 8)}`;
 const store = testStore(30_000);
-const LIMITS = [10, 100, 1_000, 10_000];
+// The largest is the sliding log's cap (8 000: a full log stays under 1 MB).
+const LIMITS = [10, 100, 1_000, MAX_LOG_LIMIT];
 const T = 1_700_000_000_000;
 
 afterAll(async () => {
@@ -73,11 +75,12 @@ describe("memory per key", () => {
       // One string of at most 44 bytes (Redis's embedded strings): 120–136 B with this key.
       for (const limit of LIMITS)
         expect(row[limit], `${algorithm} ${limit}`).toBeLessThanOrEqual(136);
-      expect((row[10_000] ?? 0) - (row[10] ?? 0), algorithm).toBeLessThanOrEqual(16);
+      expect((row[MAX_LOG_LIMIT] ?? 0) - (row[10] ?? 0), algorithm).toBeLessThanOrEqual(16);
     }
     const log = table["sliding-log"] ?? {};
     // At least ~40 bytes per member once the set is a skiplist (beyond 128 members).
-    expect(log[10_000] ?? 0).toBeGreaterThan(10_000 * 40);
+    expect(log[MAX_LOG_LIMIT] ?? 0).toBeGreaterThan(MAX_LOG_LIMIT * 40);
+    expect(log[MAX_LOG_LIMIT] ?? 0).toBeLessThanOrEqual(1_000_000);
     expect(log[1_000] ?? 0).toBeGreaterThan(1_000 * 40);
   }, 120_000);
 });
