@@ -64,6 +64,13 @@ function malformed(random: () => number, i: number): Case {
       Number.MAX_SAFE_INTEGER + 2,
     ]);
   const invalidNumbers = [null, true, -1, 0, 1.5, 1e308, "10", "NaN", [], {}, junkString(5)];
+  // A string with one lone surrogate (high or low) somewhere in otherwise valid text.
+  const loneSurrogate = () => {
+    const text = junkString(6);
+    const at = Math.floor(random() * (text.length + 1));
+    const lone = String.fromCharCode(0xd800 + Math.floor(random() * 0x800));
+    return text.slice(0, at) + lone + text.slice(at);
+  };
   const valid = { key: `fuzz-${i}`, limit: 5, window: "1m" };
   const good = { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}` };
   const kind = i % 12;
@@ -128,6 +135,10 @@ function malformed(random: () => number, i: number): Case {
               window: pick([...invalidNumbers.filter((n) => n !== 1e308), "1y", "", {}]),
             },
             { ...valid, cost: pick([...invalidNumbers, 6]) },
+            { ...valid, key: loneSurrogate() },
+            { ...valid, requestId: loneSurrogate() },
+            { ...valid, window: loneSurrogate() },
+            { key: "k", rules: [loneSurrogate()] },
           ]),
         ),
       };

@@ -24,6 +24,10 @@ const algorithmRules = ALGORITHMS.map((algorithm) => ({
 const worker = workerWith({
   LIMITER_CONFIG: JSON.stringify({
     prefix,
+    // These tests assert exact counts under bursts (300 concurrent checks), not timeouts: on a
+    // busy machine the default 500 ms can pass while Redis still answers, and the fallback then
+    // decides (test/worker/slow-store.test.ts covers that path).
+    timeoutMs: 10_000,
     requestIdHeaders: ["Idempotency-Key"],
     rules: [
       ...algorithmRules,
