@@ -1,13 +1,13 @@
-/** The worker's bindings (wrangler.toml vars and secrets). */
+/** The worker's bindings (wrangler.toml vars and secrets); an unset one reads as undefined. */
 export interface Env {
   /** Upstash REST endpoint (or the local bridge). Secret. */
-  UPSTASH_REDIS_REST_URL?: string;
+  UPSTASH_REDIS_REST_URL?: string | undefined;
   /** Upstash REST token. Secret. */
-  UPSTASH_REDIS_REST_TOKEN?: string;
+  UPSTASH_REDIS_REST_TOKEN?: string | undefined;
   /** Bearer token `/check` requires; without it `/check` is closed. Secret. */
-  LIMITER_TOKEN?: string;
+  LIMITER_TOKEN?: string | undefined;
   /** Rules and knobs: a JSON string or a TOML table (README "Configuration"). */
-  LIMITER_CONFIG?: string | Record<string, unknown>;
+  LIMITER_CONFIG?: string | Record<string, unknown> | undefined;
   /** Where the proxy forwards allowed requests locally (production forwards to the request URL). */
-  ORIGIN_URL?: string;
+  ORIGIN_URL?: string | undefined;
 }

@@ -29,13 +29,13 @@ export interface EvaluateRequest {
   policies: readonly PolicySpec[];
   /** Unique per call (isolate id + counter): log members are `<memberId>.<n>`; keep it for refund. */
   memberId: string;
-  /** The caller's clock (ms); omit to use the Redis clock. */
-  now?: number;
+  /** The caller's clock (ms); omit (or undefined) to use the Redis clock. */
+  now?: number | undefined;
   /**
    * A request id (Idempotency-Key, cf-ray…): a retry carrying it within the window is not counted
    * again and gets the original answer (`replayed: true`).
    */
-  requestId?: string;
+  requestId?: string | undefined;
 }
 
 export interface EvaluateResult {
@@ -169,8 +169,8 @@ function parseReply(reply: unknown, n: number): EvaluateResult {
 
 export interface PolicyRequest extends PolicySpec {
   memberId: string;
-  now?: number;
-  requestId?: string;
+  now?: number | undefined;
+  requestId?: string | undefined;
 }
 
 /** One policy, any algorithm: `evaluate` with a single policy, answered as that policy's result. */
