@@ -1,13 +1,13 @@
-// The package's public surface: `import { rateLimit, createLimiter } from "edge-limiter"`.
-export type {
-  ClientIpConfig,
-  LimiterConfig,
-  RefundOn,
-  RuleConfig,
-} from "./config/limiter-config";
-export { parseLimiterConfig } from "./config/limiter-config";
+/**
+ * The package's public surface, and all of it: `import { rateLimit } from "edge-limiter"`.
+ * Three entry points and the types they take and return (README "Public API"):
+ * - `rateLimit()`: the Hono middleware;
+ * - `createLimiter()`: the limiter behind it, to decide in your own code;
+ * - `createStoreClient()`: the @upstash/redis client configured for a decision on the request path.
+ * Everything else in src/ is internal and may change in any release.
+ */
+export type { ClientIpConfig } from "./config/limiter-config";
 export { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT } from "./config/limits";
-export { clientIp, clientKey } from "./http/client-key";
 export {
   type RateLimitOptions,
   type RateLimitResult,
@@ -15,27 +15,28 @@ export {
   type RateLimitVariables,
   rateLimit,
 } from "./http/middleware";
-export { rateLimitHeaders } from "./http/rate-limit-headers";
-export {
-  type RefundFailedEvent,
-  type RulesOutcome,
-  refundFailed,
-  type ShadowDenyEvent,
-} from "./http/rule-decisions";
-export type { Decision, DecisionSource } from "./limiter/decision";
-export {
-  type Clock,
-  createLimiter,
-  denialCacheKey,
-  type FailMode,
-  type LimitAllOptions,
-  type Limiter,
-  type LimiterOptions,
-  type LimitRequest,
-  type MultiDecision,
-  type RefundOutcome,
-  type RefundReceipt,
-} from "./limiter/limiter";
+export type { RefundFailedEvent, ShadowDenyEvent } from "./http/rule-decisions";
+export type { BreakerEvent } from "./limiter/circuit-breaker";
+export { createLimiter } from "./limiter/create-limiter";
+export type {
+  ClockChangeEvent,
+  ClockSource,
+  Decision,
+  DecisionSource,
+  FailMode,
+  FallbackOptions,
+  LimitAllOptions,
+  Limiter,
+  LimiterOptions,
+  LimitRequest,
+  MultiDecision,
+  RefundOutcome,
+  RefundReceipt,
+} from "./limiter/types";
 export { ALGORITHMS, type Algorithm } from "./store/algorithm";
 export { PolicyBoundsError } from "./store/evaluate";
-export { createStoreClient, type StoreClientOptions } from "./store/upstash-client";
+export {
+  createStoreClient,
+  type StoreClient,
+  type StoreClientOptions,
+} from "./store/upstash-client";

@@ -2,7 +2,8 @@ import { type LimiterConfig, parseLimiterConfig, type RuleConfig } from "./confi
 import type { Validated } from "./config/validation";
 import type { Env } from "./env";
 import { type CompiledRule, compileRules } from "./http/rule-matcher";
-import { createLimiter, type Limiter } from "./limiter/limiter";
+import { createLimiter } from "./limiter/create-limiter";
+import type { Limiter } from "./limiter/types";
 import type { QuotaClient } from "./store/quota";
 import { createStoreClient } from "./store/upstash-client";
 

@@ -4,7 +4,8 @@
 // measurements). See vitest.config.ts next to this file for the command.
 import { performance } from "node:perf_hooks";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
-import { createLimiter, type LimiterOptions } from "../../src/limiter/limiter";
+import { createLimiter } from "../../src/limiter/create-limiter";
+import type { LimiterOptions } from "../../src/limiter/types";
 import type { ScriptClient } from "../../src/store/script-runner";
 import { createStoreClient } from "../../src/store/upstash-client";
 import { type FaultServer, startFaultServer } from "../../test/support/fault-servers";

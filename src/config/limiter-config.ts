@@ -1,5 +1,5 @@
 import * as v from "valibot";
-import { type Clock, DEFAULT_LIMITER_TIMEOUT_MS, type FailMode } from "../limiter/limiter";
+import { type ClockSource, DEFAULT_LIMITER_TIMEOUT_MS, type FailMode } from "../limiter/types";
 import { ALGORITHMS, type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
 import { firstIssue } from "./config-issue";
 import { parseDuration } from "./duration";
@@ -95,7 +95,7 @@ export interface LimiterConfig extends ResilienceConfig {
   /** Redis key prefix. @default "edge-limiter" */
   prefix: string;
   /** @default "redis" */
-  clock: Clock;
+  clock: ClockSource;
   /** Also send X-RateLimit-Limit / -Remaining / -Reset. @default false */
   legacyHeaders: boolean;
   clientIp: ClientIpConfig;

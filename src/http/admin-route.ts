@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import type { Env } from "../env";
-import type { LimitRequest } from "../limiter/limiter";
+import type { LimitRequest } from "../limiter/types";
 import type { ReadyRuntime } from "../runtime";
 import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { peekQuota, resetQuota } from "../store/quota";

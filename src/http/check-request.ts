@@ -18,7 +18,7 @@ import {
   unknownField,
   type Validated,
 } from "../config/validation";
-import type { LimitRequest } from "../limiter/limiter";
+import type { LimitRequest } from "../limiter/types";
 import { ALGORITHMS, DEFAULT_ALGORITHM, isAlgorithm } from "../store/algorithm";
 import { groupAddress } from "./client-key";
 import { ruleRequest } from "./rule-decisions";

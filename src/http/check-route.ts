@@ -1,7 +1,6 @@
 import type { Context } from "hono";
 import type { Env } from "../env";
-import type { Decision } from "../limiter/decision";
-import type { MultiDecision } from "../limiter/limiter";
+import type { Decision, MultiDecision } from "../limiter/types";
 import { getRuntime, type ReadyRuntime } from "../runtime";
 import { bearerTokenMatches } from "./bearer-token";
 import { type CheckRequest, parseCheckBody } from "./check-request";

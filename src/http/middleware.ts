@@ -5,7 +5,7 @@ import {
   parseRules,
   type RuleConfig,
 } from "../config/limiter-config";
-import type { Limiter } from "../limiter/limiter";
+import type { Limiter } from "../limiter/types";
 import type { Algorithm } from "../store/algorithm";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import { misconfigured } from "./problem";

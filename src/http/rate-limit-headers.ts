@@ -1,4 +1,4 @@
-import type { Decision } from "../limiter/decision";
+import type { Decision } from "../limiter/types";
 
 /** What the headers read of a decision (a caller may build one by hand). */
 export type HeaderDecision = Pick<

@@ -1,7 +1,6 @@
 import type { ClientIpConfig, RuleConfig } from "../config/limiter-config";
 import { MAX_REQUEST_ID_LENGTH } from "../config/limits";
-import type { Decision } from "../limiter/decision";
-import type { Limiter, LimitRequest, RefundReceipt } from "../limiter/limiter";
+import type { Decision, Limiter, LimitRequest, RefundReceipt } from "../limiter/types";
 import { clientKey } from "./client-key";
 
 /** The client key of every request that lacks key material, under `missingKey: "shared"`. */

@@ -1,7 +1,7 @@
 import { describe, expect, inject, it } from "vitest";
 import { parseLimiterConfig, parseRules } from "../../src/config/limiter-config";
 import { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT } from "../../src/config/limits";
-import { createLimiter } from "../../src/limiter/limiter";
+import { createLimiter } from "../../src/limiter/create-limiter";
 import { nextMemberId } from "../../src/limiter/member-id";
 import { evaluate, evaluatePolicy, PolicyBoundsError } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";

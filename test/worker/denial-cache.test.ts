@@ -1,6 +1,6 @@
 import { describe, expect, inject, it } from "vitest";
+import { createLimiter, denialCacheKey } from "../../src/limiter/create-limiter";
 import { createDenialCache } from "../../src/limiter/denial-cache";
-import { createLimiter, denialCacheKey } from "../../src/limiter/limiter";
 import { storageKey } from "../../src/store/keys";
 import { counting, manualClock, storeAt } from "./fault-control";
 import { scopedPrefix, testRedis } from "./redis";

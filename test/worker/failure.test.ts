@@ -1,8 +1,9 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, inject, it } from "vitest";
 import type { BreakerEvent } from "../../src/limiter/circuit-breaker";
+import { createLimiter } from "../../src/limiter/create-limiter";
 import { createFallbackLimiter } from "../../src/limiter/fallback-limiter";
-import { createLimiter, type LimiterOptions } from "../../src/limiter/limiter";
+import type { LimiterOptions } from "../../src/limiter/types";
 import { storageKey } from "../../src/store/keys";
 import type { ScriptClient } from "../../src/store/script-runner";
 import app from "../../src/worker";

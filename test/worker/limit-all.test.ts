@@ -1,6 +1,7 @@
 import { describe, expect, inject, it } from "vitest";
+import { createLimiter } from "../../src/limiter/create-limiter";
 import { createFallbackLimiter } from "../../src/limiter/fallback-limiter";
-import { createLimiter, type LimiterOptions, type LimitRequest } from "../../src/limiter/limiter";
+import type { LimiterOptions, LimitRequest } from "../../src/limiter/types";
 import type { Algorithm } from "../../src/store/algorithm";
 import { storageKey } from "../../src/store/keys";
 import { counting, faultScenario, storeAt } from "./fault-control";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createLimiter } from "../../src/limiter/limiter";
+import { createLimiter } from "../../src/limiter/create-limiter";
 import { evaluatePolicy } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
 import { EVALUATE_SCRIPTS } from "../../src/store/lua/scripts";

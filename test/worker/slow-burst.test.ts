@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createLimiter } from "../../src/limiter/limiter";
+import { createLimiter } from "../../src/limiter/create-limiter";
 import { storageKey } from "../../src/store/keys";
 import { faultScenario, storeAt } from "./fault-control";
 import { scopedPrefix, testRedis } from "./redis";

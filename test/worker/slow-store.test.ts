@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { BreakerEvent } from "../../src/limiter/circuit-breaker";
-import { createLimiter, type LimiterOptions } from "../../src/limiter/limiter";
+import { createLimiter } from "../../src/limiter/create-limiter";
+import type { LimiterOptions } from "../../src/limiter/types";
 import { storageKey } from "../../src/store/keys";
 import { faultScenario, manualClock, storeAt } from "./fault-control";
 import { scopedPrefix, testRedis } from "./redis";

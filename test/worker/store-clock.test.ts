@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { BreakerEvent } from "../../src/limiter/circuit-breaker";
-import { type ClockChangeEvent, createLimiter } from "../../src/limiter/limiter";
+import { createLimiter } from "../../src/limiter/create-limiter";
 import { refusesStoreClock } from "../../src/limiter/store-clock";
+import type { ClockChangeEvent } from "../../src/limiter/types";
 import { storageKey } from "../../src/store/keys";
 import { counting, faultScenario, storeAt } from "./fault-control";
 import { scopedPrefix, testRedis } from "./redis";

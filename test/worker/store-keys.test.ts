@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
 import { rateLimit } from "../../src/index";
 import type { BreakerEvent } from "../../src/limiter/circuit-breaker";
-import { createLimiter } from "../../src/limiter/limiter";
+import { createLimiter } from "../../src/limiter/create-limiter";
 import { encodeKeyPart, requestRecordKey, storageKey } from "../../src/store/keys";
 import { scopedPrefix, testRedis, testStore } from "./redis";
 

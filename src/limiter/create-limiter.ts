@@ -10,216 +10,26 @@ import { storageKey } from "../store/keys";
 import { refund as storeRefund } from "../store/refund";
 import type { ScriptClient } from "../store/script-runner";
 import type { StoreResult } from "../store/store-result";
-import {
-  type BreakerEvent,
-  type CircuitBreakerOptions,
-  createCircuitBreaker,
-  type Permit,
-} from "./circuit-breaker";
-import type { Decision } from "./decision";
-import {
-  createDenialCache,
-  type DenialCache,
-  type DenialCacheOptions,
-  type Exhaustion,
-} from "./denial-cache";
-import {
-  createFallbackLimiter,
-  type FallbackDecision,
-  type FallbackLimiter,
-  type FallbackLimiterOptions,
-} from "./fallback-limiter";
+import { createCircuitBreaker, type Permit } from "./circuit-breaker";
+import { createDenialCache, type Exhaustion } from "./denial-cache";
+import { createFallbackLimiter, type FallbackDecision } from "./fallback-limiter";
 import { nextMemberId } from "./member-id";
 import { createSingleFlight } from "./single-flight";
 import { refusesStoreClock } from "./store-clock";
+import type {
+  ClockChangeEvent,
+  ClockSource,
+  Decision,
+  Limiter,
+  LimiterOptions,
+  LimitRequest,
+  MultiDecision,
+  RefundOutcome,
+  RefundReceipt,
+} from "./types";
+import { DEFAULT_LIMITER_TIMEOUT_MS } from "./types";
 import { StoreTimeoutError, withDeadline } from "./with-deadline";
 
-export type FailMode = "open" | "closed";
-export type Clock = "redis" | "caller";
-
-export interface FallbackOptions extends FallbackLimiterOptions {
-  /**
-   * Share of the rule's limit each isolate admits on its own while the store is down.
-   * @default 1
-   */
-  fraction?: number;
-  /**
-   * An existing fallback limiter (to share or inspect it).
-   * @default a new one, from these options
-   */
-  limiter?: FallbackLimiter;
-}
-
-export interface LimiterOptions {
-  /**
-   * The Redis client (any object with `evalsha` and `eval` of `@upstash/redis`). From
-   * createStoreClient, it also has `withTimeout`, which bounds a NOSCRIPT → EVAL by the time left.
-   */
-  store: ScriptClient;
-  /**
-   * Prefix of every Redis key the limiter writes.
-   * @default "edge-limiter"
-   */
-  prefix?: string;
-  /**
-   * Whose clock orders the log: `"redis"` (TIME inside the script: one clock for every isolate)
-   * or `"caller"` (this isolate's clock, passed to the script; for stores that reject
-   * non-deterministic scripts).
-   * @default "redis"
-   */
-  clock?: Clock;
-  /**
-   * What to decide when the store cannot answer (timeout, network error, 5xx, garbage) or the
-   * breaker is open: `"open"` admits (through the fallback limiter when it is on), `"closed"`
-   * denies. A request's own `failMode` wins.
-   * @default "open"
-   */
-  failMode?: FailMode;
-  /**
-   * The longest a decision waits for the store. Give the store client the same timeout (see
-   * createStoreClient): it aborts the HTTP request, this bounds the whole decision (EVALSHA plus
-   * a NOSCRIPT → EVAL).
-   * @default 500
-   */
-  timeoutMs?: number;
-  /**
-   * The per-isolate denial cache: its options, an existing cache (to inspect it), or `false`.
-   * @default { maxEntries: 10000 }
-   */
-  denialCache?: DenialCacheOptions | DenialCache | false;
-  /**
-   * The local limiter used in fail-open mode while the store is down; `false` admits everything
-   * instead. @default { fraction: 1 }
-   */
-  fallback?: FallbackOptions | false;
-  /** Circuit breaker thresholds. @default { failureThreshold: 3, cooldownMs: 1000, maxCooldownMs: 30000 } */
-  breaker?: Omit<CircuitBreakerOptions, "now" | "onStateChange">;
-  /**
-   * Concurrent checks of a key that was exhausted at its last answer wait for the one store call
-   * in flight and are denied from its answer when it still denies them (exact), instead of each
-   * calling the store.
-   * @default true
-   */
-  singleFlight?: boolean;
-  /** The isolate's clock (ms); injectable for tests. @default Date.now */
-  now?: () => number;
-  /** Called with every store error (for metrics); never throws into the decision. */
-  onStoreError?: (error: unknown) => void;
-  /** One structured event per breaker state change (the worker logs it as one JSON line). */
-  onBreakerChange?: (event: BreakerEvent) => void;
-  /**
-   * Called once if the store refuses the Redis clock in scripts (a store that wants
-   * deterministic scripts): the limiter has switched to the caller clock for good.
-   * @default one JSON line on console.warn
-   */
-  onClockChange?: (event: ClockChangeEvent) => void;
-}
-
-/** The store refused `TIME` in a script; from now on this limiter passes its own clock. */
-export interface ClockChangeEvent {
-  event: "store-clock";
-  from: "redis";
-  to: "caller";
-  /** The store's error that showed it. */
-  error: string;
-}
-
-export interface LimitRequest {
-  /** Policy (rule) name: part of the Redis key and of the headers. [A-Za-z0-9_.-]+ */
-  policy: string;
-  /** The client key (IP, API key, user id…): any string. */
-  key: string;
-  limit: number;
-  windowMs: number;
-  /** @default 1 */
-  cost?: number;
-  /** Per-request override of the limiter's fail mode. @default the limiter's `failMode` */
-  failMode?: FailMode;
-  /** How this policy counts (README "Algorithms"). @default "sliding-log" */
-  algorithm?: Algorithm;
-}
-
-export interface LimitAllOptions {
-  /**
-   * A request id (Idempotency-Key, cf-ray, a caller's own id): a retry carrying it within the
-   * longest window is not counted again and gets the original decision (`replayed: true`).
-   */
-  requestId?: string;
-}
-
-/** What `refund` needs to give back what one admitted request consumed. */
-export interface RefundReceipt {
-  /** The evaluation's member id (the log's members are `<memberId>.<n>`). */
-  memberId: string;
-  /** Every policy as it was evaluated, in request order. */
-  specs: PolicySpec[];
-  /** The policies' names, parallel to `specs`. */
-  policies: string[];
-  /** The policies' denial-cache keys, parallel to `specs` (a refund forgets them here). */
-  cacheKeys: string[];
-  /** The store's clock when it decided: the window the request was counted in. */
-  at: number;
-  requestId?: string;
-}
-
-/** One request decided against several policies, all or nothing. */
-export interface MultiDecision {
-  /** Every policy admitted, and every policy consumed its cost (a denial consumes nothing). */
-  allowed: boolean;
-  /**
-   * One decision per request, in order. `allowed` is what that policy alone says; in a denied
-   * request, `remaining` of a policy that alone allowed does not count this request's cost.
-   * When the denial cache denied the request without asking the store, a policy it did not
-   * deny reports `allowed: true`, `remaining: limit` (an upper bound: not read, nothing
-   * consumed) and `resetAfterMs: 0`, with source "cache".
-   */
-  decisions: Decision[];
-  /** When denied: the denying policy with the longest wait (the one Retry-After honours). */
-  deniedBy?: string;
-  /** The stored answer to an earlier check with the same request id: nothing was counted now. */
-  replayed: boolean;
-  /** Present when the store admitted and counted this request now: what `refund` takes. */
-  receipt?: RefundReceipt;
-}
-
-export interface RefundOutcome {
-  /** False when nothing was given back (a request id already refunded, or the store failed). */
-  refunded: boolean;
-  /** Units given back per refunded policy, in the order asked. */
-  units: number[];
-  /** Set when the store could not be asked or failed. */
-  error?: string;
-}
-
-export interface Limiter {
-  /**
-   * Decide one request. Never throws on a store failure: those become fail-open / fail-closed
-   * decisions. Rejects with PolicyBoundsError, before any store call, for a request past the caps
-   * of config/limits.ts (a limit, a cost; see README "Limits").
-   */
-  limit(request: LimitRequest): Promise<Decision>;
-  /**
-   * Decide one request against several policies in one store call, all or nothing: if any
-   * denies, none consumes. Never throws. The policies must be distinct (policy, key, algorithm):
-   * the script checks every entry against the same stored count, so the same one twice would be
-   * admitted twice (the config and /check refuse duplicate rule names for this reason).
-   * Rejects with PolicyBoundsError, like `limit`, past the caps.
-   */
-  limitAll(requests: readonly LimitRequest[], options?: LimitAllOptions): Promise<MultiDecision>;
-  /**
-   * Give back what an admitted request consumed (all its policies, or the named ones): exact for
-   * the sliding log, best effort for the others (see src/store/refund.ts). Forgets this
-   * isolate's cached denials of those keys. Never throws.
-   */
-  refund(
-    receipt: RefundReceipt,
-    options?: { policies?: readonly string[] },
-  ): Promise<RefundOutcome>;
-  /** Forget this isolate's cached denial of a key (after a reset or refund done elsewhere). */
-  forget(request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs" | "algorithm">): void;
-}
-
-export const DEFAULT_LIMITER_TIMEOUT_MS = 500;
 /** Retry-After of a fail-closed denial when the breaker gives no better estimate. */
 const FAIL_CLOSED_RETRY_MS = 1_000;
 
@@ -246,7 +56,7 @@ interface Item {
 export function createLimiter(options: LimiterOptions): Limiter {
   const prefix = options.prefix ?? "edge-limiter";
   // Mutable: a store that refuses TIME in scripts switches it to "caller" (see evaluateOn).
-  let clock: Clock = options.clock ?? "redis";
+  let clock: ClockSource = options.clock ?? "redis";
   const defaultFailMode = options.failMode ?? "open";
   const timeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
   const now = options.now ?? Date.now;
