@@ -1,4 +1,4 @@
-import type { Algorithm } from "../algorithm";
+import { ALGORITHMS, type Algorithm } from "../algorithm";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
 import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
 import { SLIDING_LOG_LUA } from "./sliding-log.lua";
@@ -12,6 +12,7 @@ import { TOKEN_BUCKET_LUA } from "./token-bucket.lua";
  *   commit(p, now)             consumes p.cost (only called when every policy admits)
  *   report(p, now) → remaining, reset, retryAfterMs (after commit, or as nothing were consumed)
  *   refund(p, now) → units     gives back what a request consumed
+ *   refundReadsClock           true if refund needs `now` (the Redis clock is read only then)
  *
  * The shebang lets Upstash run scripts on different keys in parallel (every key is in KEYS); the
  * local bridge strips the flag for stock Redis. Time is the Redis clock (TIME) unless the caller
@@ -151,9 +152,7 @@ local now = nil
 out[1] = 1
 for i = 1, n do
   local p = ps[i]
-  if now == nil and (p.alg == ALG['token-bucket'] or p.alg == ALG['sliding-counter']) then
-    now = clock(ARGV[1])
-  end
+  if now == nil and p.alg.refundReadsClock then now = clock(ARGV[1]) end
   out[i + 1] = p.alg.refund(p, now)
 end
 return out
@@ -170,18 +169,13 @@ function compose(algorithms: readonly Algorithm[], driver: string): string {
   return PRELUDE + algorithms.map((name) => FRAGMENTS[name]).join("") + driver;
 }
 
-const ALL = Object.keys(FRAGMENTS) as Algorithm[];
-
 /**
  * One script per algorithm (the short text EVAL sends after NOSCRIPT, and the SHA a benchmark of
  * one algorithm sees) and one for calls that mix algorithms.
  */
-export const EVALUATE_SCRIPTS: Record<Algorithm | "mixed", string> = {
-  "sliding-log": compose(["sliding-log"], EVALUATE_DRIVER),
-  "fixed-window": compose(["fixed-window"], EVALUATE_DRIVER),
-  "sliding-counter": compose(["sliding-counter"], EVALUATE_DRIVER),
-  "token-bucket": compose(["token-bucket"], EVALUATE_DRIVER),
-  mixed: compose(ALL, EVALUATE_DRIVER),
-};
+export const EVALUATE_SCRIPTS = Object.fromEntries([
+  ...ALGORITHMS.map((name) => [name, compose([name], EVALUATE_DRIVER)]),
+  ["mixed", compose(ALGORITHMS, EVALUATE_DRIVER)],
+]) as Record<Algorithm | "mixed", string>;
 
-export const REFUND_SCRIPT = compose(ALL, REFUND_DRIVER);
+export const REFUND_SCRIPT = compose(ALGORITHMS, REFUND_DRIVER);
