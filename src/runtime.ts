@@ -4,7 +4,7 @@ import type { Env } from "./env";
 import { type CompiledRule, compileRules } from "./http/rule-matcher";
 import { createLimiter } from "./limiter/create-limiter";
 import type { Limiter } from "./limiter/types";
-import type { QuotaClient } from "./store/quota";
+import type { QuotaClient } from "./store/peek-reset";
 import { createStoreClient } from "./store/upstash-client";
 
 /** What one isolate builds once from its bindings: the parsed config, rules and the limiter. */

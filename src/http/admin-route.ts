@@ -4,7 +4,7 @@ import type { Env } from "../env";
 import type { LimitRequest } from "../limiter/types";
 import type { ReadyRuntime } from "../runtime";
 import { DEFAULT_ALGORITHM } from "../store/algorithm";
-import { peekQuota, resetQuota } from "../store/quota";
+import { peekQuota, resetQuota } from "../store/peek-reset";
 import { authorizedCheckRequest } from "./check-route";
 import { problem } from "./problem";
 import { rateLimitHeaders } from "./rate-limit-headers";

@@ -11,7 +11,7 @@
  * for a request of `cost` at this instant. Cost: TIME, ZCOUNT (O(log N)) and at most one ranged
  * ZRANGEBYSCORE with LIMIT (O(log N)).
  */
-export const QUOTA_PEEK_SCRIPT = `#!lua flags=no-writes,allow-key-locking
+export const PEEK_SCRIPT = `#!lua flags=no-writes,allow-key-locking
 local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])

@@ -1,7 +1,11 @@
+/**
+ * The admin operations on one client's count: peek (what a request would get now, counting
+ * nothing) and reset (forget the count). The /admin routes call these; the limiter never does.
+ */
 import type { Redis } from "@upstash/redis";
 import type { Algorithm } from "./algorithm";
 import { storageKey } from "./keys";
-import { QUOTA_PEEK_SCRIPT } from "./quota.lua";
+import { PEEK_SCRIPT } from "./lua/peek.lua";
 import { type ReadOnlyScriptClient, runReadOnlyScript } from "./script-runner";
 import type { StoreResult } from "./store-result";
 
@@ -37,7 +41,7 @@ export async function peekQuota(client: QuotaClient, request: PeekRequest): Prom
   }
   const keys = [storageKey(request.prefix, request.policy, request.key)];
   const args = [request.limit, request.windowMs, request.cost ?? 1, request.now ?? ""];
-  const reply = await runReadOnlyScript<unknown>(client, QUOTA_PEEK_SCRIPT, keys, args);
+  const reply = await runReadOnlyScript<unknown>(client, PEEK_SCRIPT, keys, args);
   if (
     !Array.isArray(reply) ||
     reply.length !== 5 ||
