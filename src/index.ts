@@ -15,7 +15,6 @@ export {
   type RateLimitVariables,
   rateLimit,
 } from "./http/middleware";
-export type { RefundFailedEvent, ShadowDenyEvent } from "./http/rule-decisions";
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
 export type {
@@ -33,6 +32,8 @@ export type {
   RefundOutcome,
   RefundReceipt,
 } from "./limiter/types";
+export type { ShadowDenyEvent } from "./rules/decide";
+export type { RefundFailedEvent } from "./rules/refund-on-error";
 export { ALGORITHMS, type Algorithm } from "./store/algorithm";
 export { PolicyBoundsError } from "./store/evaluate";
 export {

@@ -1,9 +1,9 @@
 import { type LimiterConfig, parseLimiterConfig, type RuleConfig } from "./config/limiter-config";
 import type { Validated } from "./config/validation";
 import type { Env } from "./env";
-import { type CompiledRule, compileRules } from "./http/rule-matcher";
 import { createLimiter } from "./limiter/create-limiter";
 import type { Limiter } from "./limiter/types";
+import { type CompiledRule, compileRules } from "./rules/match";
 import type { QuotaClient } from "./store/peek-reset";
 import { createStoreClient } from "./store/upstash-client";
 

@@ -19,9 +19,9 @@ import {
   type Validated,
 } from "../config/validation";
 import type { LimitRequest } from "../limiter/types";
+import { groupAddress } from "../rules/client-ip";
+import { ruleRequest } from "../rules/decide";
 import { ALGORITHMS, DEFAULT_ALGORITHM, isAlgorithm } from "../store/algorithm";
-import { groupAddress } from "./client-key";
-import { ruleRequest } from "./rule-decisions";
 
 const FIELDS = [
   "key",

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
+import { enforcedDecisions, type RulesOutcome } from "../rules/decide";
 import { problem } from "./problem";
 import { rateLimitHeaders } from "./rate-limit-headers";
-import { enforcedDecisions, type RulesOutcome } from "./rule-decisions";
 
 /** The rate-limit headers for an outcome (shared by the proxy and the middleware). */
 export function outcomeHeaders(outcome: RulesOutcome, legacy: boolean): Headers {

@@ -6,18 +6,17 @@ import {
   type RuleConfig,
 } from "../config/limiter-config";
 import type { Limiter } from "../limiter/types";
+import {
+  decideRules,
+  type RulesOutcome,
+  requestIdFrom,
+  type ShadowDenyEvent,
+} from "../rules/decide";
+import { applyingRules, compileRules } from "../rules/match";
+import { type RefundFailedEvent, refundOnServerError } from "../rules/refund-on-error";
 import type { Algorithm } from "../store/algorithm";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import { misconfigured } from "./problem";
-import {
-  decideRules,
-  type RefundFailedEvent,
-  type RulesOutcome,
-  refundFailed,
-  requestIdFrom,
-  type ShadowDenyEvent,
-} from "./rule-decisions";
-import { applyingRules, compileRules } from "./rule-matcher";
 
 /** A rule as the middleware takes it: the LIMITER_CONFIG rule schema (README "Configuration"). */
 export interface RateLimitRule {
@@ -165,7 +164,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
     }
     await next();
     // The app failed: rules with `refundOn: "5xx"` give the request back.
-    await refundFailed(outcome, applying, c.res.status, limiter, options.onRefundFailed);
+    await refundOnServerError(outcome, applying, c.res.status, limiter, options.onRefundFailed);
     c.res = withRateLimitHeaders(c.res, outcomeHeaders(outcome, legacy));
   };
 }

@@ -1,10 +1,11 @@
 import type { Context } from "hono";
 import type { Env } from "../env";
+import { decideRules, requestIdFrom } from "../rules/decide";
+import { applyingRules } from "../rules/match";
+import { refundOnServerError } from "../rules/refund-on-error";
 import { getRuntime } from "../runtime";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import { misconfigured, problem } from "./problem";
-import { decideRules, refundFailed, requestIdFrom } from "./rule-decisions";
-import { applyingRules } from "./rule-matcher";
 
 /**
  * The worker in front of an origin: decide every rule that matches, then either answer 429
@@ -41,7 +42,7 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
   const response = await forward(c, request, url);
   // The origin failed (or never answered): rules with `refundOn: "5xx"` give the request back.
   // Awaited, so the next request of this client already sees it (bounded by the store timeout).
-  await refundFailed(outcome, rules, response.status, runtime.limiter, (event) =>
+  await refundOnServerError(outcome, rules, response.status, runtime.limiter, (event) =>
     console.error(JSON.stringify(event)),
   );
   return withRateLimitHeaders(response, outcomeHeaders(outcome, runtime.config.legacyHeaders));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { groupAddress } from "../../src/http/client-key";
+import { groupAddress } from "../../src/rules/client-ip";
 import { scopedPrefix, testRedis } from "./redis";
 import { workerWith } from "./worker-harness";
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ClientIpConfig } from "../../src/config/limiter-config";
-import { clientKey, groupAddress } from "../../src/http/client-key";
+import { groupAddress } from "../../src/rules/client-ip";
+import { clientKey } from "../../src/rules/client-key";
 
 const defaults: ClientIpConfig = {
   trustedProxyHops: 1,

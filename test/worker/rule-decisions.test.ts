@@ -1,7 +1,7 @@
 import { describe, expect, inject, it } from "vitest";
 import { parseRules } from "../../src/config/limiter-config";
-import { decideRules } from "../../src/http/rule-decisions";
 import { createLimiter } from "../../src/limiter/create-limiter";
+import { decideRules } from "../../src/rules/decide";
 import { storeAt } from "./fault-control";
 import { scopedPrefix } from "./redis";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseLimiterConfig } from "../../src/config/limiter-config";
-import { compilePattern, compileRules } from "../../src/http/rule-matcher";
+import { compilePattern, compileRules } from "../../src/rules/match";
 import { scopedPrefix, testRedis } from "./redis";
 import { originCount, workerWith } from "./worker-harness";
 

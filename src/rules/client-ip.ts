@@ -1,51 +1,9 @@
+/**
+ * The client's address as a rate-limit key: which header to trust for it (Cloudflare's, or the
+ * proxy you run) and how addresses are grouped (IPv4 by prefix, IPv6 by /64). Also what /check
+ * applies to an "ip" key it is given.
+ */
 import type { ClientIpConfig } from "../config/limiter-config";
-import { digestHex } from "../digest";
-
-/**
- * The client key a rule's `key` spec names, derived from the request's headers:
- * - "ip": the client address from CF-Connecting-IP (set by Cloudflare, not forgeable by the
- *   client), or from `clientIp.trustedProxyHeader` when a proxy you run sits in front. IPv4 as
- *   "203.0.113.7" (or "203.0.113.0/24" under a shorter prefix); IPv6 grouped by its /64 (one
- *   subscriber owns a whole /64, so per-address keys would be free to rotate) as
- *   "2001:db8:1:2::/64". IPv4-mapped IPv6 counts as IPv4.
- * - "header:<name>": the SHA-256 (hex) of the header's first value (see headerKeyValue): API
- *   keys and tokens never reach Redis (keys, MONITOR, slowlog) in the clear.
- * - "global": "global" (one log for everyone).
- * Undefined when the request lacks the material (no such header, no parseable address): the
- * rule's `missingKey` decides what happens then.
- */
-export async function clientKey(
-  spec: string,
-  headers: Headers,
-  ip: ClientIpConfig,
-): Promise<string | undefined> {
-  if (spec === "global") return "global";
-  if (spec === "ip") return clientIp(headers, ip);
-  if (spec.startsWith("header:")) {
-    const value = headerKeyValue(headers.get(spec.slice("header:".length)));
-    return value === undefined ? undefined : digestHex("SHA-256", value);
-  }
-  return undefined;
-}
-
-/**
- * The value a header key is read from: the first non-empty element of the comma-separated list,
- * trimmed. Headers joins a repeated header with ", ", and origins read the first copy (Go's
- * Header.Get, the servlet getHeader, nginx's $http_*) and, per RFC 9110 §5.6.1, ignore empty
- * elements and the blanks around them. So `K, junk`, `K,`, ` , K` and `K` sent twice all land in
- * K's bucket: treating them as missing would let a client escape a `"skip"` rule (or drain the
- * `"shared"` one) with a key the origin still accepts, and hashing the whole value would give it a
- * fresh bucket per request. Case and inner characters are kept: `k` is another key to the origin.
- * Undefined when there is no such element (absent, blank or only commas).
- */
-export function headerKeyValue(raw: string | null): string | undefined {
-  if (raw === null) return undefined;
-  for (const element of raw.split(",")) {
-    const value = element.trim();
-    if (value !== "") return value;
-  }
-  return undefined;
-}
 
 /** The grouped client address, or undefined when there is none to trust. */
 export function clientIp(headers: Headers, config: ClientIpConfig): string | undefined {

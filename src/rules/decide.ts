@@ -1,3 +1,16 @@
+/**
+ * src/rules/: what a request's rules decide, with no HTTP in it. This folder owns matching a
+ * request to its rules (match.ts, path-readings.ts), the client key each rule counts under
+ * (client-key.ts, client-ip.ts), deciding every applying rule in one limiter call (this file)
+ * and giving a request back when the origin failed (refund-on-error.ts). It takes the parts of
+ * an incoming request it needs (method, path, headers) as plain values, so the proxy, the
+ * middleware and tests drive it alike. It may import config/ (rule types, parsing), the
+ * limiter's public types (limiter/types.ts) and digest.ts; nothing from http/, and no
+ * implementation file of the limiter or the store: the Limiter it calls is handed in.
+ *
+ * This file: one request's applying rules → one RulesOutcome. Keys are resolved first, then the
+ * enforced rules and the shadow rules are each decided by one `limiter.limitAll` call.
+ */
 import type { ClientIpConfig, RuleConfig } from "../config/limiter-config";
 import { MAX_REQUEST_ID_LENGTH } from "../config/limits";
 import type { Decision, Limiter, LimitRequest, RefundReceipt } from "../limiter/types";
@@ -6,7 +19,11 @@ import { clientKey } from "./client-key";
 /** The client key of every request that lacks key material, under `missingKey: "shared"`. */
 export const MISSING_KEY = "(missing)";
 
-/** What the rules that apply to one request decided together. */
+/**
+ * What the rules that apply to one request decided together (the middleware's public
+ * `RateLimitResult`). Not the limiter's MultiDecision: this one also knows the shadow rules, a
+ * missing key, and the receipts a refund needs.
+ */
 export interface RulesOutcome {
   /** True when every enforced rule allowed (shadow rules never deny). */
   allowed: boolean;
@@ -24,20 +41,24 @@ export interface RulesOutcome {
   missingKey?: { rule: string; key: string };
   /**
    * What a refund needs (one receipt for the enforced rules, one for the shadow rules), when
-   * the store counted the request now; see `refundFailed`.
+   * the store counted the request now; see `refundOnServerError`.
    */
   receipts?: RefundReceipt[];
 }
 
+/**
+ * How to decide. Optional members may be present as undefined, so a caller passes what it holds
+ * without building a new object per request.
+ */
 export interface DecideOptions {
   limiter: Limiter;
   clientIp: ClientIpConfig;
   /** Overrides every rule's `key` spec (the middleware's key function). */
-  keyOf?: (rule: RuleConfig) => Promise<string | undefined>;
+  keyOf?: ((rule: RuleConfig) => Promise<string | undefined>) | undefined;
   /** The request id (from the configured headers): a retry is counted once. */
-  requestId?: string;
+  requestId?: string | undefined;
   /** Called once per shadow rule that would have denied (the worker logs it). @default none */
-  onShadowDeny?: (event: ShadowDenyEvent) => void;
+  onShadowDeny?: ((event: ShadowDenyEvent) => void) | undefined;
 }
 
 /** A shadow rule that would have denied this request: what to log or count. */
@@ -91,7 +112,8 @@ export async function decideRules(
   const enforced = keyed.filter(({ rule }) => !rule.shadow);
   const shadow = keyed.filter(({ rule }) => rule.shadow);
   const limitOptions = options.requestId !== undefined ? { requestId: options.requestId } : {};
-  const [enforcedResult, shadowResult] = await Promise.all(
+  // Each group's MultiDecision (the limiter's answer), undefined for an empty group.
+  const [enforcedDecided, shadowDecided] = await Promise.all(
     [enforced, shadow].map((group) =>
       group.length === 0
         ? undefined
@@ -104,16 +126,16 @@ export async function decideRules(
   // Back in rule order.
   const byPolicy = new Map<string, Decision>();
   for (const decision of [
-    ...(enforcedResult?.decisions ?? []),
-    ...(shadowResult?.decisions ?? []),
+    ...(enforcedDecided?.decisions ?? []),
+    ...(shadowDecided?.decisions ?? []),
   ]) {
     byPolicy.set(decision.policy, decision);
   }
   const decisions = keyed.map(({ rule }) => byPolicy.get(rule.name) as Decision);
-  const violated = (enforcedResult?.decisions ?? [])
+  const violated = (enforcedDecided?.decisions ?? [])
     .filter((decision) => !decision.allowed)
     .map((decision) => decision.policy);
-  const shadowDenied = (shadowResult?.decisions ?? [])
+  const shadowDenied = (shadowDecided?.decisions ?? [])
     .filter((decision) => !decision.allowed)
     .map((decision) => decision.policy);
   for (const policy of options.onShadowDeny ? shadowDenied : []) {
@@ -126,21 +148,24 @@ export async function decideRules(
       source: decision?.source,
     });
   }
-  const receipts = [enforcedResult?.receipt, shadowResult?.receipt].filter(
+  const receipts = [enforcedDecided?.receipt, shadowDecided?.receipt].filter(
     (receipt): receipt is RefundReceipt => receipt !== undefined,
   );
   return {
-    allowed: enforcedResult?.allowed ?? true,
+    allowed: enforcedDecided?.allowed ?? true,
     decisions,
     violated,
-    ...(enforcedResult?.deniedBy !== undefined ? { deniedBy: enforcedResult.deniedBy } : {}),
+    ...(enforcedDecided?.deniedBy !== undefined ? { deniedBy: enforcedDecided.deniedBy } : {}),
     shadowDenied,
-    ...(enforcedResult?.replayed ? { replayed: true } : {}),
+    ...(enforcedDecided?.replayed ? { replayed: true } : {}),
     ...(receipts.length > 0 ? { receipts } : {}),
   };
 }
 
-/** What the limiter decides for a rule and a client key (the proxy, middleware and /check alike). */
+/**
+ * The limiter's LimitRequest for a rule and a client key: what the proxy, the middleware and
+ * /check alike hand `limitAll`.
+ */
 export function ruleRequest(rule: RuleConfig, key: string, cost = rule.cost): LimitRequest {
   return {
     policy: rule.name,
@@ -151,41 +176,6 @@ export function ruleRequest(rule: RuleConfig, key: string, cost = rule.cost): Li
     algorithm: rule.algorithm,
     ...(rule.failMode ? { failMode: rule.failMode } : {}),
   };
-}
-
-/** A refund the store did not carry out: what to log (the library itself writes nothing). */
-export interface RefundFailedEvent {
-  event: "refund-failed";
-  policies: string[];
-  error: string;
-}
-
-/**
- * After the origin (or the app) answered: when it answered 5xx, give back what the request
- * consumed in the rules that say `refundOn: "5xx"` (and forget this isolate's cached denials of
- * those keys). Never throws; resolves to the policies refunded.
- */
-export async function refundFailed(
-  outcome: RulesOutcome,
-  rules: readonly RuleConfig[],
-  status: number,
-  limiter: Limiter,
-  onError?: (event: RefundFailedEvent) => void,
-): Promise<string[]> {
-  if (status < 500 || !outcome.receipts) return [];
-  const refundable = rules.filter((rule) => rule.refundOn === "5xx").map((rule) => rule.name);
-  if (refundable.length === 0) return [];
-  const refunded: string[] = [];
-  await Promise.all(
-    outcome.receipts.map(async (receipt) => {
-      const policies = receipt.policies.filter((policy) => refundable.includes(policy));
-      if (policies.length === 0) return;
-      const result = await limiter.refund(receipt, { policies });
-      if (result.error === undefined) refunded.push(...policies);
-      else onError?.({ event: "refund-failed", policies, error: result.error });
-    }),
-  );
-  return refunded;
 }
 
 /** The request id: the value of the first configured header present (bounded in length). */
