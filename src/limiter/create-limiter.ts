@@ -8,8 +8,9 @@ import {
 } from "../store/evaluate";
 import { storageKey } from "../store/keys";
 import { refund as storeRefund } from "../store/refund";
-import type { ScriptClient } from "../store/script-runner";
+import { type ScriptClient, withinDeadline } from "../store/script-runner";
 import type { StoreResult } from "../store/store-result";
+import { StoreTimeoutError } from "../store/with-deadline";
 import { createCircuitBreaker, type Permit } from "./circuit-breaker";
 import { createDenialCache, type Exhaustion } from "./denial-cache";
 import { createFallbackLimiter, type FallbackDecision } from "./fallback-limiter";
@@ -28,7 +29,6 @@ import type {
   RefundReceipt,
 } from "./types";
 import { DEFAULT_LIMITER_TIMEOUT_MS } from "./types";
-import { StoreTimeoutError, withDeadline } from "./with-deadline";
 
 /** Retry-After of a fail-closed denial when the breaker gives no better estimate. */
 const FAIL_CLOSED_RETRY_MS = 1_000;
@@ -111,40 +111,6 @@ export function createLimiter(options: LimiterOptions): Limiter {
       windowMs: request.windowMs,
       cost: item.cost,
     };
-  }
-
-  /**
-   * Runs `work` on the store within the deadline. The first call gets the client's own timeout
-   * (the same as the deadline); any later one (a NOSCRIPT → EVAL, a retry on the caller clock)
-   * gets only the time left (its request is aborted at the deadline, so it cannot count after
-   * the decision was made without it), and does not start at all once the deadline has passed.
-   */
-  function withStore<T>(work: (store: ScriptClient) => Promise<T>): Promise<T> {
-    const { store } = options;
-    return withDeadline(timeoutMs, (deadline) => {
-      let calls = 0;
-      const client = () => {
-        const remaining = Math.floor(deadline.remainingMs());
-        if (deadline.expired() || remaining <= 0) throw new StoreTimeoutError(timeoutMs);
-        return calls++ === 0 || !store.withTimeout ? store : store.withTimeout(remaining);
-      };
-      return work({
-        evalsha: (sha, keys, args) => {
-          try {
-            return client().evalsha(sha, keys, args);
-          } catch (error) {
-            return Promise.reject(error);
-          }
-        },
-        eval: (script, keys, args) => {
-          try {
-            return client().eval(script, keys, args);
-          } catch (error) {
-            return Promise.reject(error);
-          }
-        },
-      });
-    });
   }
 
   /**
@@ -392,7 +358,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
     const sentAt = now();
     const epochAtSend = capacityEpoch;
-    const call = withStore((store) =>
+    const call = withinDeadline(options.store, timeoutMs, (store) =>
       onClock(store, (client, at) =>
         evaluate(client, {
           policies: specs,
@@ -484,7 +450,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // so a retry within the window replays the original admission (and counts nowhere).
     const whole = picked.length === receipt.specs.length;
     try {
-      const result = await withStore((store) =>
+      const result = await withinDeadline(options.store, timeoutMs, (store) =>
         onClock(store, (client, at) =>
           storeRefund(client, {
             policies: picked.map(({ spec }) => spec),

@@ -1,15 +1,20 @@
+/**
+ * The store's retry contract, all of it: a script runs as EVALSHA, on NOSCRIPT as EVAL once, and
+ * every request of one decision (those two, and any retry the caller makes) runs within one
+ * deadline (withinDeadline). Callers (evaluate, refund, peek) build KEYS/ARGV and parse replies.
+ */
 import type { Redis } from "@upstash/redis";
 import { digestHex } from "../digest";
+import { StoreTimeoutError, withDeadline } from "./with-deadline";
 
 /** The narrow slice of the Upstash client the store needs. */
 export type ScriptClient = Pick<Redis, "evalsha" | "eval"> & {
   /**
    * The same client, its requests aborted after `timeoutMs` (createStoreClient provides it).
-   * The limiter gives a second call (NOSCRIPT → EVAL, or a retry on the caller clock) only
-   * what is left of the decision's time: with the
-   * client's full timeout, an EVAL sent near the deadline could reach Redis after the decision
-   * was made without it, and count a request the caller already answered. Optional: without it
-   * the EVAL runs under the client's own timeout.
+   * withinDeadline gives a second call (NOSCRIPT → EVAL, or a retry on the caller clock) only
+   * what is left of the decision's time: with the client's full timeout, an EVAL sent near the
+   * deadline could reach Redis after the decision was made without it, and count a request the
+   * caller already answered. Optional: without it the EVAL runs under the client's own timeout.
    */
   withTimeout?(timeoutMs: number): Pick<Redis, "eval" | "evalsha">;
 };
@@ -80,4 +85,42 @@ async function withFallback<T>(
 
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.includes("NOSCRIPT");
+}
+
+/**
+ * Runs `work`'s store requests within one deadline of `timeoutMs`, and rejects with
+ * StoreTimeoutError at the deadline whatever `work` does. The first request gets the client's own
+ * timeout (the same as the deadline); any later one (the EVAL after a NOSCRIPT, a retry on the
+ * caller clock) only the time left, so its HTTP request is aborted at the deadline and cannot
+ * count after the decision was made without it; none starts once the deadline has passed.
+ */
+export function withinDeadline<T>(
+  store: ScriptClient,
+  timeoutMs: number,
+  work: (client: ScriptClient) => Promise<T>,
+): Promise<T> {
+  return withDeadline(timeoutMs, (deadline) => {
+    let calls = 0;
+    const client = () => {
+      const remaining = Math.floor(deadline.remainingMs());
+      if (deadline.expired() || remaining <= 0) throw new StoreTimeoutError(timeoutMs);
+      return calls++ === 0 || !store.withTimeout ? store : store.withTimeout(remaining);
+    };
+    return work({
+      evalsha: (sha, keys, args) => {
+        try {
+          return client().evalsha(sha, keys, args);
+        } catch (error) {
+          return Promise.reject(error);
+        }
+      },
+      eval: (script, keys, args) => {
+        try {
+          return client().eval(script, keys, args);
+        } catch (error) {
+          return Promise.reject(error);
+        }
+      },
+    });
+  });
 }

@@ -26,8 +26,8 @@ export type StoreClient = Redis & { withTimeout(timeoutMs: number): Redis };
  *   The abort closes the connection: a request held up *before* Redis (a slow network, a
  *   queue in front of it) is never run (test/worker/failure.test.ts proves it with a server that
  *   delays, then forwards). A script Redis already ran has counted, however late its answer.
- *   The limiter's own deadline (same timeoutMs) bounds the decision as a whole; a NOSCRIPT →
- *   EVAL gets only the time left, through `withTimeout`.
+ *   withinDeadline (script-runner.ts, same timeoutMs) bounds the decision as a whole; a
+ *   NOSCRIPT → EVAL gets only the time left, through `withTimeout`.
  * - no telemetry headers; results left as Redis returns them (our scripts return integers).
  */
 export function createStoreClient(options: StoreClientOptions): StoreClient {

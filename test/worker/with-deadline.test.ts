@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { StoreTimeoutError, withDeadline } from "../../src/limiter/with-deadline";
+import { StoreTimeoutError, withDeadline } from "../../src/store/with-deadline";
 
 describe("withDeadline", () => {
   it("turns work that throws synchronously into a rejection (and clears its timer)", async () => {

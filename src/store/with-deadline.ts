@@ -1,3 +1,8 @@
+/**
+ * A deadline for one decision's store calls (used by withinDeadline in script-runner.ts): a timer
+ * that rejects, and what the calls are told about the time left. Imports nothing.
+ */
+
 /** The store did not answer within the decision's deadline. */
 export class StoreTimeoutError extends Error {
   override name = "StoreTimeoutError";
