@@ -1,0 +1,209 @@
+import * as v from "valibot";
+import { ADHOC_POLICY_PREFIX, boundsIssue, POLICY_NAME } from "./limits";
+import {
+  algorithmSchema,
+  costFits,
+  costSchema,
+  DEFAULT_COST,
+  failModeSchema,
+  limitSchema,
+  plainObject,
+  windowSchema,
+} from "./schema-parts";
+import { invalid } from "./validation";
+
+// The one rule shape: a LIMITER_CONFIG rule and a middleware rule are this schema's input
+// (RuleInput), and every layer past config reads its output (RuleConfig). The field docs live on
+// the schema entries; both types are inferred from it, so editors show them on either.
+
+/** What a rule does for a request that lacks its key material (no IP, no such header). */
+export const missingKeySchema = v.picklist(
+  ["shared", "skip", "deny"],
+  'must be "shared", "skip" or "deny"',
+);
+export type MissingKeyOutcome = v.InferOutput<typeof missingKeySchema>;
+
+/** When a rule gives back what a request consumed: when the origin (or the app) answers 5xx. */
+export const refundOnSchema = v.picklist(["5xx"], 'must be "5xx"');
+export type RefundOn = v.InferOutput<typeof refundOnSchema>;
+
+/** Where a rule's client key comes from (not the key itself: that is read per request). */
+export type KeySpec = "ip" | "global" | `header:${string}`;
+
+const KEY_SPEC = /^(ip|global|header:[A-Za-z0-9!#$%&'*+.^_`|~-]+)$/;
+const keySpecSchema = v.pipe(
+  v.custom<KeySpec>(
+    (input) => typeof input === "string",
+    'must be "ip", "global" or "header:<name>"',
+  ),
+  v.regex(KEY_SPEC, 'must be "ip", "global" or "header:<name>"'),
+  v.transform((spec) => spec.toLowerCase()),
+);
+
+const NAME_RULE = "must be 1-64 characters of [A-Za-z0-9_.-]";
+const nameSchema = v.pipe(
+  v.string(NAME_RULE),
+  v.regex(POLICY_NAME, NAME_RULE),
+  v.check(
+    (name) => !name.startsWith(ADHOC_POLICY_PREFIX),
+    `must not start with "${ADHOC_POLICY_PREFIX}" (reserved for ad-hoc checks)`,
+  ),
+);
+
+// A path pattern: literal segments, ":name" (one segment) and "*" (anything, including "/").
+const PATH_PATTERN = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,255}$/;
+const pathSchema = v.pipe(
+  v.string("must be a path pattern"),
+  v.regex(PATH_PATTERN, 'must be a path pattern starting with "/" ("/api/*", "/users/:id")'),
+);
+const METHOD = /^[A-Za-z]{1,16}$/;
+
+/** Which requests a rule applies to. Both parts must fit; an absent part fits everything. */
+export const matchSchema = v.pipe(
+  plainObject(
+    {
+      /** Path patterns ("/api/*", "/login", "/users/:id"); any one may fit. @default every path */
+      path: v.optional(
+        v.union(
+          [pathSchema, v.pipe(v.array(pathSchema), v.minLength(1, "must not be empty"))],
+          'must be a path pattern or a non-empty array of them ("/api/*")',
+        ),
+      ),
+      /** HTTP methods (upper-cased when read). @default every method */
+      methods: v.optional(
+        v.pipe(
+          v.array(
+            v.pipe(v.string(), v.regex(METHOD, "must be an HTTP method"), v.toUpperCase()),
+            "must be an array of HTTP methods",
+          ),
+          v.minLength(1, "must not be empty"),
+        ),
+      ),
+      /**
+       * Compare literal path segments case-sensitively. Off by default: many origins (Express,
+       * ASP.NET, IIS, S3 sites behind rewrites) serve "/Login" as "/login", and a limit that a
+       * client can dodge by changing case protects nothing. Counting "/LOGIN" on an origin that
+       * 404s it costs one unit; missing it on one that serves it is a bypass.
+       * @default false
+       */
+      caseSensitive: v.optional(v.boolean("must be true or false")),
+    },
+    "must be an object with path, methods and/or caseSensitive",
+  ),
+  // Read as: `paths` always a list; an absent part is absent, not undefined.
+  v.transform(({ path, methods, caseSensitive }) => ({
+    ...(path !== undefined
+      ? {
+          /** Path patterns ("/api/*", "/login", "/users/:id"); any one may fit. @default every path */
+          paths: [path].flat(),
+        }
+      : {}),
+    ...(methods !== undefined
+      ? {
+          /** Upper-case methods. @default every method */
+          methods,
+        }
+      : {}),
+    ...(caseSensitive !== undefined
+      ? {
+          /** Compare literal path segments case-sensitively (see the config's `caseSensitive`). @default false */
+          caseSensitive,
+        }
+      : {}),
+  })),
+);
+/** Which requests a rule applies to, as read: see matchSchema. */
+export type RuleMatch = v.InferOutput<typeof matchSchema>;
+
+// Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
+export const ruleSchema = v.pipe(
+  plainObject(
+    {
+      /** Policy name: in Redis keys and headers. 1-64 of [A-Za-z0-9_.-]. */
+      name: nameSchema,
+      /** Units per window (up to the algorithm's cap, README "Limits"). */
+      limit: limitSchema,
+      /** "500ms", "10s", "1m", "1h", "1d" or ms; at most 7d. */
+      window: windowSchema,
+      /** Units one request consumes, from 1 to `limit`. @default 1 */
+      cost: v.optional(costSchema, DEFAULT_COST),
+      /**
+       * Where the client key comes from: "ip", "header:<name>" (lower-cased when read) or
+       * "global". The middleware's `key` option overrides it. @default "ip"
+       */
+      key: v.optional(keySpecSchema, "ip"),
+      /** Overrides the limiter's fail mode for this rule. @default the limiter's `failMode` */
+      failMode: v.optional(failModeSchema),
+      /** Decide, log and add headers, but never deny. @default false */
+      shadow: v.optional(v.boolean("must be true or false"), false),
+      /**
+       * What a request without key material gets.
+       * @default "shared" (every request without key material shares one log)
+       */
+      missingKey: v.optional(missingKeySchema, "shared"),
+      /** Narrows the rule (for the middleware: within the route it is mounted on). @default every request */
+      match: v.optional(matchSchema),
+      /** How the rule counts (README "Algorithms"). @default "sliding-log" */
+      algorithm: algorithmSchema,
+      /**
+       * Give back what a request consumed when the origin answers 5xx (the proxy; the middleware
+       * after `next()`). Exact for the sliding log, best effort for the others. @default never
+       */
+      refundOn: v.optional(refundOnSchema),
+    },
+    "must be an object",
+  ),
+  // Read as: the window in ms; an absent option is absent, not undefined.
+  v.transform(({ window, failMode, refundOn, match, ...rest }) => ({
+    ...rest,
+    /** The window in ms (the config's `window`, read). */
+    windowMs: window,
+    ...(failMode
+      ? {
+          /** Overrides the limiter's fail mode for this rule. @default the limiter's `failMode` */
+          failMode,
+        }
+      : {}),
+    ...(refundOn
+      ? {
+          /** Give back what a request consumed when the origin answers 5xx. @default never */
+          refundOn,
+        }
+      : {}),
+    ...(match
+      ? {
+          /** Which requests the rule applies to. @default every request */
+          match,
+        }
+      : {}),
+  })),
+);
+
+/** A rule as written: in LIMITER_CONFIG's `rules`, or given to the middleware in code. */
+export type RuleInput = v.InferInput<typeof ruleSchema>;
+/** A rule as read (defaults filled in, the window in ms): what every layer past config uses. */
+export type RuleConfig = v.InferOutput<typeof ruleSchema>;
+
+/**
+ * The checks across fields and rules the schema cannot express per field: each rule's limit and
+ * cost within its algorithm's caps, every sliding-log rule's cost together within MAX_LOG_COST
+ * (one request may match them all, and is decided in one call), cost at most the limit, names
+ * distinct. The first issue, named `rules[i].<field>`; undefined when there is none.
+ */
+export function ruleListIssue(
+  rules: readonly RuleConfig[],
+): { ok: false; field: string; detail: string } | undefined {
+  const issue = boundsIssue(rules);
+  if (issue) return invalid(`rules[${issue.index}].${issue.field}`, issue.detail);
+  const names = new Set<string>();
+  for (const [index, rule] of rules.entries()) {
+    if (!costFits(rule.cost, rule.limit)) {
+      return invalid(`rules[${index}].cost`, "must be an integer from 1 to limit");
+    }
+    if (names.has(rule.name)) {
+      return invalid(`rules[${index}].name`, `duplicate rule name "${rule.name}"`);
+    }
+    names.add(rule.name);
+  }
+  return undefined;
+}

@@ -1,0 +1,122 @@
+/**
+ * config/: what a deployment or an app writes down, read once and checked strictly. It owns the
+ * worker's LIMITER_CONFIG (this file), the one rule shape (rule-schema.ts: LIMITER_CONFIG rules,
+ * the middleware's rules and, through schema-parts.ts, the fields of a /check body), the caps
+ * (limits.ts) and how a wrong field is named (validation.ts, config-issue.ts). Everything here is
+ * pure validation, run once per isolate (or per /check body): no I/O, no clock. It may import
+ * store/algorithm (the algorithm list) and limiter/types (the limiter's public types and
+ * defaults) only; every other layer reads its types from here.
+ */
+import * as v from "valibot";
+import { DEFAULT_LIMITER_TIMEOUT_MS } from "../limiter/types";
+import { clientIpSchema } from "./client-ip-config";
+import { firstIssue } from "./config-issue";
+import { resilienceEntries } from "./resilience-config";
+import { type RuleConfig, ruleListIssue, ruleSchema } from "./rule-schema";
+import { failModeSchema, integerIn, plainObject } from "./schema-parts";
+import { illFormedString, invalid, isPlainObject, type Validated } from "./validation";
+
+const MAX_TIMEOUT_MS = 30_000;
+
+/** Header names (RFC 9110 tokens), lower-cased; at most 8. */
+export const requestIdHeadersSchema = v.pipe(
+  v.array(
+    v.pipe(
+      v.string("must be a header name"),
+      v.regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/, "must be a header name"),
+      v.toLowerCase(),
+    ),
+    "must be an array of header names",
+  ),
+  v.maxLength(8, "must list at most 8 header names"),
+);
+
+// Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
+export const workerConfigSchema = plainObject(
+  {
+    /** The rules every proxied request is decided against (README "Configuration"). */
+    rules: v.optional(v.array(ruleSchema, "must be an array"), []),
+    /** Store call timeout (ms). @default 500 */
+    timeoutMs: v.optional(integerIn(1, MAX_TIMEOUT_MS), DEFAULT_LIMITER_TIMEOUT_MS),
+    /** What to decide when the store cannot answer. @default "open" */
+    failMode: v.optional(failModeSchema, "open"),
+    /** Redis key prefix. @default "edge-limiter" */
+    prefix: v.optional(
+      v.pipe(
+        v.string("must be 1-64 characters of [A-Za-z0-9_.:-]"),
+        v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 characters of [A-Za-z0-9_.:-]"),
+      ),
+      "edge-limiter",
+    ),
+    /** Whose clock orders the log. @default "redis" */
+    clock: v.optional(v.picklist(["redis", "caller"], 'must be "redis" or "caller"'), "redis"),
+    /** Also send X-RateLimit-Limit / -Remaining / -Reset. @default false */
+    legacyHeaders: v.optional(v.boolean("must be true or false"), false),
+    /** Where "ip" keys come from and how addresses are grouped. */
+    clientIp: v.optional(clientIpSchema, {}),
+    /**
+     * Request headers whose value identifies a request for idempotent counting: the first present
+     * one is the request id, and a retry carrying it within the window is not counted again.
+     * Off by default: the id comes from the client, and a client that repeats one id gets every
+     * repeat through as a replay of its first admission (README "Request ids").
+     * @default []
+     */
+    requestIdHeaders: v.optional(requestIdHeadersSchema, []),
+    // Denial cache, fallback, breaker and single flight: see resilience-config.ts.
+    ...resilienceEntries,
+  },
+  "must be an object",
+);
+
+/**
+ * The worker's LIMITER_CONFIG as read (defaults filled in). Not createLimiter's LimiterOptions:
+ * runtime.ts builds those from it.
+ */
+export type WorkerConfig = v.InferOutput<typeof workerConfigSchema>;
+
+export interface ParseWorkerConfigOptions {
+  /**
+   * The deployed worker's reading: an absent or blank LIMITER_CONFIG, or one without `rules`, is
+   * an error (a forgotten var must not leave the proxy running unprotected). `"rules": []` is
+   * still valid when written out: a deployment that only serves /check.
+   * @default false (a missing config or `rules` means no rules: for code that builds its own)
+   */
+  required?: boolean;
+}
+
+/**
+ * LIMITER_CONFIG: a JSON string (from `npm start`, or a wrangler var) or an object (a TOML table
+ * in wrangler.toml). Validated once per isolate; the first wrong field is named.
+ */
+export function parseWorkerConfig(
+  raw: unknown,
+  options: ParseWorkerConfigOptions = {},
+): Validated<WorkerConfig> {
+  const blank = raw === undefined || raw === null || (typeof raw === "string" && !raw.trim());
+  if (options.required && blank) {
+    return invalid("LIMITER_CONFIG", "is not set: without rules the worker would limit nothing");
+  }
+  let input = raw ?? {};
+  if (typeof input === "string") {
+    try {
+      input = input.trim() === "" ? {} : JSON.parse(input);
+    } catch (error) {
+      return invalid("LIMITER_CONFIG", `not valid JSON: ${(error as Error).message}`);
+    }
+  }
+  // Every string (a rule name becomes part of Redis keys and headers), before the schema reads any.
+  const illFormed = illFormedString(input, "LIMITER_CONFIG");
+  if (illFormed) return illFormed;
+  if (options.required && isPlainObject(input) && input.rules === undefined) {
+    return invalid("rules", 'is required (write "rules": [] for a worker that only serves /check)');
+  }
+  const result = v.safeParse(workerConfigSchema, input);
+  if (!result.success) return firstIssue(result.issues, "LIMITER_CONFIG");
+  return ruleListIssue(result.output.rules) ?? { ok: true, value: result.output };
+}
+
+/** Validates rules given in code (the middleware) with the same schema as LIMITER_CONFIG. */
+export function parseRules(raw: unknown): Validated<RuleConfig[]> {
+  const parsed = parseWorkerConfig({ rules: raw });
+  return parsed.ok ? { ok: true, value: parsed.value.rules } : parsed;
+}
