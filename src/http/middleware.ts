@@ -1,20 +1,11 @@
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
-import {
-  type ClientIpConfig,
-  DEFAULT_CLIENT_IP,
-  parseRules,
-  type RuleConfig,
-} from "../config/limiter-config";
+import { type ClientIpConfig, DEFAULT_CLIENT_IP, parseRules } from "../config/limiter-config";
 import type { Limiter } from "../limiter/types";
-import {
-  decideRules,
-  type RulesOutcome,
-  requestIdFrom,
-  type ShadowDenyEvent,
-} from "../rules/decide";
+import { type RulesOutcome, requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
 import { applyingRules, compileRules } from "../rules/match";
-import { type RefundFailedEvent, refundOnServerError } from "../rules/refund-on-error";
+import type { RefundFailedEvent } from "../rules/refund-on-error";
 import type { Algorithm } from "../store/algorithm";
+import { runLimited } from "./limit-pipeline";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import { misconfigured } from "./problem";
 
@@ -138,33 +129,43 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
     const applying = applyingRules(rules, c.req.method, c.req.path);
     if (applying.length === 0) return next();
 
-    const limiter = typeof options.limiter === "function" ? options.limiter(c) : options.limiter;
-    const keyFn = options.key;
+    const { handler, key: keyFn } = options;
     // The key function runs once per request, whatever the number of rules.
     let key: Promise<string | undefined> | undefined;
-    const keyOf = keyFn ? (_rule: RuleConfig) => (key ??= Promise.resolve(keyFn(c))) : undefined;
-    const requestId = requestIdFrom(c.req.raw.headers, requestIdHeaders);
-    const outcome = await decideRules(applying, c.req.raw.headers, {
-      limiter,
+    let forwarded = false;
+    const response = await runLimited({
+      rules: applying,
+      headers: c.req.raw.headers,
+      limiter: typeof options.limiter === "function" ? options.limiter(c) : options.limiter,
       clientIp,
-      ...(keyOf ? { keyOf } : {}),
-      ...(requestId !== undefined ? { requestId } : {}),
-      ...(options.onShadowDeny ? { onShadowDeny: options.onShadowDeny } : {}),
+      keyOf: keyFn ? () => (key ??= Promise.resolve(keyFn(c))) : undefined,
+      requestId: requestIdFrom(c.req.raw.headers, requestIdHeaders),
+      legacyHeaders: legacy,
+      onShadowDeny: options.onShadowDeny,
+      onRefundFailed: options.onRefundFailed,
+      forward: async (outcome) => {
+        setRateLimit(c, outcome);
+        forwarded = true;
+        await next();
+        return c.res;
+      },
+      refuse: async (outcome) => {
+        setRateLimit(c, outcome);
+        // A missing key under `missingKey: "deny"` is the client's error (400), not a rate limit.
+        if (!handler || outcome.missingKey) return refusal(c, outcome, legacy);
+        // A custom answer still carries the headers: clients learn when to come back.
+        return withRateLimitHeaders(await handler(c, outcome), outcomeHeaders(outcome, legacy));
+      },
     });
-    // Hono's typed `set` only knows the app's declared Variables; ours is documented above.
-    (c.set as (key: string, value: unknown) => void)("rateLimit", outcome);
-    if (!outcome.allowed) {
-      // A missing key under `missingKey: "deny"` is the client's error (400), not a rate limit.
-      if (!options.handler || outcome.missingKey) return refusal(c, outcome, legacy);
-      // A custom answer still carries the headers: clients learn when to come back.
-      return withRateLimitHeaders(
-        await options.handler(c, outcome),
-        outcomeHeaders(outcome, legacy),
-      );
-    }
-    await next();
-    // The app failed: rules with `refundOn: "5xx"` give the request back.
-    await refundOnServerError(outcome, applying, c.res.status, limiter, options.onRefundFailed);
-    c.res = withRateLimitHeaders(c.res, outcomeHeaders(outcome, legacy));
+    // A refusal is returned (the app never ran). After next(), Hono ignores a returned response:
+    // the app's, now with the headers, replaces c.res.
+    if (!forwarded) return response;
+    c.res = response;
   };
+}
+
+/** What `c.get("rateLimit")` reads, for the handler and the app alike. */
+function setRateLimit(c: Context, outcome: RulesOutcome): void {
+  // Hono's typed `set` only knows the app's declared Variables; ours is documented above.
+  (c.set as (key: string, value: unknown) => void)("rateLimit", outcome);
 }

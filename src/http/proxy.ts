@@ -1,10 +1,11 @@
 import type { Context } from "hono";
 import type { Env } from "../env";
-import { decideRules, requestIdFrom } from "../rules/decide";
+import { requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
 import { applyingRules } from "../rules/match";
-import { refundOnServerError } from "../rules/refund-on-error";
+import type { RefundFailedEvent } from "../rules/refund-on-error";
 import { getRuntime } from "../runtime";
-import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
+import { runLimited } from "./limit-pipeline";
+import { refusal } from "./limited-response";
 import { misconfigured, problem } from "./problem";
 
 /**
@@ -21,58 +22,60 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     // than run unprotected.
     return misconfigured(c, runtime);
   }
-  const request = c.req.raw;
-  const url = new URL(request.url);
-  const rules = applyingRules(runtime.rules, request.method, url.pathname);
-  if (rules.length === 0) return forward(c, request, url);
+  const incoming = c.req.raw;
+  const url = new URL(incoming.url);
+  const rules = applyingRules(runtime.rules, incoming.method, url.pathname);
+  if (rules.length === 0) return fetchOrigin(c, incoming, url);
 
-  const requestId = requestIdFrom(request.headers, runtime.config.requestIdHeaders);
-  const outcome = await decideRules(rules, request.headers, {
+  const { config } = runtime;
+  return runLimited({
+    rules,
+    headers: incoming.headers,
     limiter: runtime.limiter,
-    clientIp: runtime.config.clientIp,
-    ...(requestId !== undefined ? { requestId } : {}),
-    // One JSON line per shadow denial: what an operator reads before enforcing the rule.
-    onShadowDeny: (event) => console.log(JSON.stringify(event)),
+    clientIp: config.clientIp,
+    requestId: requestIdFrom(incoming.headers, config.requestIdHeaders),
+    legacyHeaders: config.legacyHeaders,
+    onShadowDeny: logShadowDeny,
+    onRefundFailed: logRefundFailed,
+    forward: () => fetchOrigin(c, incoming, url),
+    refuse: async (outcome) => {
+      // The request body is never read: cancel it so the client's upload stops.
+      await incoming.body?.cancel().catch(() => {});
+      return refusal(c, outcome, config.legacyHeaders);
+    },
   });
-  if (!outcome.allowed) {
-    // The request body is never read: cancel it so the client's upload stops.
-    await request.body?.cancel().catch(() => {});
-    return refusal(c, outcome, runtime.config.legacyHeaders);
-  }
-  const response = await forward(c, request, url);
-  // The origin failed (or never answered): rules with `refundOn: "5xx"` give the request back.
-  // Awaited, so the next request of this client already sees it (bounded by the store timeout).
-  await refundOnServerError(outcome, rules, response.status, runtime.limiter, (event) =>
-    console.error(JSON.stringify(event)),
-  );
-  return withRateLimitHeaders(response, outcomeHeaders(outcome, runtime.config.legacyHeaders));
 }
+
+// The worker's log lines (the library itself writes nothing): one JSON line per shadow denial,
+// what an operator reads before enforcing the rule; one per refund the store did not make.
+const logShadowDeny = (event: ShadowDenyEvent) => console.log(JSON.stringify(event));
+const logRefundFailed = (event: RefundFailedEvent) => console.error(JSON.stringify(event));
 
 /**
  * `fetch(request)` reaches the origin behind the worker's route in production; locally (and in
  * tests) ORIGIN_URL stands in for it: same path and query, same method, headers and body.
  * `redirect: "manual"` so a 3xx reaches the client as the origin sent it.
  */
-async function forward(
+async function fetchOrigin(
   c: Context<{ Bindings: Env }>,
-  request: Request,
-  incoming: URL,
+  incoming: Request,
+  url: URL,
 ): Promise<Response> {
   const origin = c.env.ORIGIN_URL;
   let target: Request;
   if (origin) {
-    const url = new URL(origin);
-    url.pathname = joinPaths(url.pathname, incoming.pathname);
-    url.search = incoming.search;
-    target = new Request(url, request);
-  } else if (isLoopback(incoming.hostname)) {
+    const originUrl = new URL(origin);
+    originUrl.pathname = joinPaths(originUrl.pathname, url.pathname);
+    originUrl.search = url.search;
+    target = new Request(originUrl, incoming);
+  } else if (isLoopback(url.hostname)) {
     // `wrangler dev` without ORIGIN_URL: fetch(request) would call this worker again.
     return problem(c, 502, {
       title: "No origin",
       detail: "set ORIGIN_URL to the origin this worker fronts (npm start reads it)",
     });
   } else {
-    target = request;
+    target = incoming;
   }
   try {
     return await fetch(target, { redirect: "manual" });

@@ -124,6 +124,27 @@ describe("proxy in front of an origin", () => {
     expect((await worker(path, { headers: ip(4) })).status).toBe(200);
   });
 
+  it("cancels a refused request's upload: its body is never read", async () => {
+    const path = `/api/upload-${run}`;
+    for (let i = 0; i < 2; i++) expect((await worker(path, { headers: ip(7) })).status).toBe(200);
+    let cancelled = false;
+    let pulls = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        pulls++;
+        controller.enqueue(new TextEncoder().encode("chunk"));
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    const denied = await worker(path, { method: "POST", headers: ip(7), body });
+    expect(denied.status).toBe(429);
+    expect(cancelled).toBe(true);
+    expect(await originCount(path)).toBe(2);
+    expect(pulls).toBeLessThanOrEqual(1);
+  });
+
   it("applies every matching rule: the request passes only if all allow", async () => {
     const both = workerWith({
       LIMITER_CONFIG: JSON.stringify({

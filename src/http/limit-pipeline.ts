@@ -1,0 +1,58 @@
+/**
+ * src/http/: the HTTP surfaces, each translating HTTP to the rules layer (src/rules/) and back:
+ * the proxy (proxy.ts) and the Hono middleware (middleware.ts), which share this pipeline; the
+ * /check decision service (check-route.ts, check-request.ts) and its admin routes (admin-route.ts);
+ * and what they answer with (limited-response.ts, rate-limit-headers.ts, problem.ts,
+ * bearer-token.ts). Nothing here decides: which rules apply, under which key, and what they
+ * decided is rules/'s; counting is the limiter's. http/ may import rules/, config/, the limiter's
+ * public types (limiter/types.ts), runtime.ts and env.ts (the worker's per-isolate state) and,
+ * for the admin routes only, store/ (peek and reset read one key's state as stored); never an
+ * implementation file of the limiter.
+ *
+ * This file: the one sequence the proxy and the middleware both run for a request some rule
+ * applies to: decide, forward or refuse, refund on 5xx, add the headers.
+ */
+import type { RuleConfig } from "../config/limiter-config";
+import { type DecideOptions, decideRules, type RulesOutcome } from "../rules/decide";
+import { type RefundFailedEvent, refundOnServerError } from "../rules/refund-on-error";
+import { outcomeHeaders, withRateLimitHeaders } from "./limited-response";
+
+/**
+ * One incoming request some rule applies to, as a surface hands it over: what to decide it by,
+ * and how this surface passes it on or refuses it. (Its DecideOptions members go to decideRules
+ * as they are: one object per request, no copy.)
+ */
+export interface LimitedExchange extends DecideOptions {
+  /** The rules that apply to the request (applyingRules): at least one. */
+  rules: readonly RuleConfig[];
+  /** The incoming HTTP request's headers: client keys are read from them. */
+  headers: Headers;
+  /** Also send X-RateLimit-Limit / -Remaining / -Reset. */
+  legacyHeaders: boolean;
+  /** Called when a `refundOn: "5xx"` refund could not be made. @default none */
+  onRefundFailed?: ((event: RefundFailedEvent) => void) | undefined;
+  /** Passes the request on: the origin's response (proxy), or the app's after `next()`. */
+  forward(outcome: RulesOutcome): Promise<Response>;
+  /** The answer to a request the rules refused; it carries its own headers. */
+  refuse(outcome: RulesOutcome): Response | Promise<Response>;
+}
+
+/**
+ * Decides the request against its rules; a refused one gets `refuse`'s answer and is never
+ * forwarded. A passed one is forwarded; when the answer is a 5xx, the rules with
+ * `refundOn: "5xx"` give the request back, awaited so the client's next request already sees it
+ * (bounded by the store timeout). The answer then carries the rate-limit headers.
+ */
+export async function runLimited(exchange: LimitedExchange): Promise<Response> {
+  const outcome = await decideRules(exchange.rules, exchange.headers, exchange);
+  if (!outcome.allowed) return exchange.refuse(outcome);
+  const response = await exchange.forward(outcome);
+  await refundOnServerError(
+    outcome,
+    exchange.rules,
+    response.status,
+    exchange.limiter,
+    exchange.onRefundFailed,
+  );
+  return withRateLimitHeaders(response, outcomeHeaders(outcome, exchange.legacyHeaders));
+}
