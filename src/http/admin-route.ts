@@ -1,3 +1,8 @@
+/**
+ * The /check admin routes, for a caller holding the token: peek at one key's quota without
+ * consuming it, or reset it. The one place in http/ that reads the store directly (a quota's
+ * state as stored, not a decision).
+ */
 import type { Context } from "hono";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import type { Env } from "../env";
@@ -5,7 +10,7 @@ import type { LimitRequest } from "../limiter/types";
 import type { ReadyRuntime } from "../runtime";
 import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { peekQuota, resetQuota } from "../store/peek-reset";
-import { authorizedCheckRequest } from "./check-route";
+import { authorizedCheck } from "./authorized-check";
 import { problem } from "./problem";
 import { rateLimitHeaders } from "./rate-limit-headers";
 
@@ -15,35 +20,35 @@ import { rateLimitHeaders } from "./rate-limit-headers";
  * Always 200: the answer is about the quota, not a refusal of this call.
  */
 export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
-  const parsed = await authorizedCheck(c);
-  if (!parsed.ok) return parsed.response;
-  const { runtime, request } = parsed;
-  const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
+  const authorized = await authorizedSingleCheck(c);
+  if (!authorized.ok) return authorized.response;
+  const { runtime, limitRequest } = authorized;
+  const algorithm = limitRequest.algorithm ?? DEFAULT_ALGORITHM;
   if (algorithm !== "sliding-log") {
     // The O(1) algorithms' state is a counter or a time, readable only by re-running their
     // arithmetic; an approximate answer is worse than none for an admin tool. Say so.
     return problem(c, 400, {
       title: "Bad Request",
       detail: `peek supports the sliding-log only; this check uses "${algorithm}"`,
-      field: request.policy.startsWith(ADHOC_POLICY_PREFIX) ? "algorithm" : "rule",
+      field: limitRequest.policy.startsWith(ADHOC_POLICY_PREFIX) ? "algorithm" : "rule",
     });
   }
   try {
-    const result = await peekQuota(runtime.store, {
+    const quota = await peekQuota(runtime.store, {
       prefix: runtime.config.prefix,
-      policy: request.policy,
-      key: request.key,
-      limit: request.limit,
-      windowMs: request.windowMs,
-      cost: request.cost ?? 1,
+      policy: limitRequest.policy,
+      key: limitRequest.key,
+      limit: limitRequest.limit,
+      windowMs: limitRequest.windowMs,
+      cost: limitRequest.cost ?? 1,
       ...(runtime.config.clock === "caller" ? { now: Date.now() } : {}),
     });
     const decision = {
-      ...result,
-      limit: request.limit,
-      policy: request.policy,
-      windowMs: request.windowMs,
-      resetAfterMs: Math.max(0, result.reset - result.now),
+      ...quota,
+      limit: limitRequest.limit,
+      policy: limitRequest.policy,
+      windowMs: limitRequest.windowMs,
+      resetAfterMs: Math.max(0, quota.reset - quota.now),
       source: "redis" as const,
       algorithm,
     };
@@ -60,39 +65,39 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
 
 /** POST /check/reset: forget the key's log for that rule (or ad-hoc window); 200 either way. */
 export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
-  const parsed = await authorizedCheck(c);
-  if (!parsed.ok) return parsed.response;
-  const { runtime, request } = parsed;
+  const authorized = await authorizedSingleCheck(c);
+  if (!authorized.ok) return authorized.response;
+  const { runtime, limitRequest } = authorized;
   try {
     const existed = await resetQuota(runtime.store, {
       prefix: runtime.config.prefix,
-      policy: request.policy,
-      key: request.key,
-      algorithm: request.algorithm ?? DEFAULT_ALGORITHM,
+      policy: limitRequest.policy,
+      key: limitRequest.key,
+      algorithm: limitRequest.algorithm ?? DEFAULT_ALGORITHM,
     });
     // This isolate may still remember the key as exhausted; forget it. Other isolates keep a
     // cached denial until it would have expired anyway (at most the Retry-After they
     // announced): documented in the README.
-    runtime.limiter.forget(request);
-    return c.json({ reset: true, existed, policy: request.policy }, 200);
+    runtime.limiter.forget(limitRequest);
+    return c.json({ reset: true, existed, policy: limitRequest.policy }, 200);
   } catch (error) {
     return storeUnavailable(c, error);
   }
 }
 
 /** The shared /check preamble, for one policy: a `"rules"` body is refused (400). */
-async function authorizedCheck(c: Context<{ Bindings: Env }>): Promise<
+async function authorizedSingleCheck(c: Context<{ Bindings: Env }>): Promise<
   | {
       ok: true;
       runtime: ReadyRuntime;
-      request: LimitRequest;
+      limitRequest: LimitRequest;
     }
   | { ok: false; response: Response }
 > {
-  const parsed = await authorizedCheckRequest(c);
-  if (!parsed.ok) return parsed;
-  const [request] = parsed.request.requests;
-  if (parsed.request.multi || !request) {
+  const authorized = await authorizedCheck(c);
+  if (!authorized.ok) return authorized;
+  const [limitRequest] = authorized.check.requests;
+  if (authorized.check.multi || !limitRequest) {
     return {
       ok: false,
       response: problem(c, 400, {
@@ -102,7 +107,7 @@ async function authorizedCheck(c: Context<{ Bindings: Env }>): Promise<
       }),
     };
   }
-  return { ok: true, runtime: parsed.runtime, request };
+  return { ok: true, runtime: authorized.runtime, limitRequest };
 }
 
 function storeUnavailable(c: Context, error: unknown): Response {

@@ -1,9 +1,9 @@
 /**
  * src/http/: the HTTP surfaces, each translating HTTP to the rules layer (src/rules/) and back:
  * the proxy (proxy.ts) and the Hono middleware (middleware.ts), which share this pipeline; the
- * /check decision service (check-route.ts, check-request.ts) and its admin routes (admin-route.ts);
- * and what they answer with (limited-response.ts, rate-limit-headers.ts, problem.ts,
- * bearer-token.ts). Nothing here decides: which rules apply, under which key, and what they
+ * /check decision service (check-route.ts; its token and body checks in authorized-check.ts and
+ * check-request.ts) and its admin routes (admin-route.ts); and what they answer with
+ * (limited-response.ts, rate-limit-headers.ts, problem.ts; bearer-token.ts checks the token). Nothing here decides: which rules apply, under which key, and what they
  * decided is rules/'s; counting is the limiter's. http/ may import rules/, config/, the limiter's
  * public types (limiter/types.ts), runtime.ts and env.ts (the worker's per-isolate state) and,
  * for the admin routes only, store/ (peek and reset read one key's state as stored); never an

@@ -1,0 +1,125 @@
+/**
+ * Everything before a /check decision, shared by /check and its admin routes (peek, reset): the
+ * bearer token, the worker's config, the content type, the size cap and strict validation of the
+ * body. Nothing is counted unless this returns ok.
+ */
+import type { Context } from "hono";
+import type { Env } from "../env";
+import { getRuntime, type ReadyRuntime } from "../runtime";
+import { bearerTokenMatches } from "./bearer-token";
+import { type CheckRequest, parseCheckBody } from "./check-request";
+import { misconfiguredForOperator, problem } from "./problem";
+
+/** A check body is a few fields; anything bigger is refused before it is read. */
+export const MAX_CHECK_BODY_BYTES = 8 * 1024;
+
+/**
+ * The check a /check body asks for, once the caller is authorized and the body valid; otherwise
+ * the answer that refuses it (401, 415, 413, 400, or 503 for a misconfigured worker).
+ */
+export async function authorizedCheck(
+  c: Context<{ Bindings: Env }>,
+): Promise<
+  { ok: true; runtime: ReadyRuntime; check: CheckRequest } | { ok: false; response: Response }
+> {
+  const refuse = (response: Response) => ({ ok: false as const, response });
+  const expected = c.env.LIMITER_TOKEN;
+  if (!expected) {
+    // Closed, never open by default: a decision service anyone can drain is a liability. 401
+    // like any unauthenticated call (no credential can succeed, and clients handle one status);
+    // the detail tells the operator why.
+    return refuse(
+      problem(
+        c,
+        401,
+        { title: "Unauthorized", detail: "LIMITER_TOKEN is not configured: /check is closed" },
+        { "WWW-Authenticate": "Bearer" },
+      ),
+    );
+  }
+  if (!(await bearerTokenMatches(c.req.header("Authorization"), expected))) {
+    return refuse(
+      problem(
+        c,
+        401,
+        { title: "Unauthorized", detail: "missing or wrong bearer token" },
+        { "WWW-Authenticate": "Bearer" },
+      ),
+    );
+  }
+
+  const runtime = getRuntime(c.env);
+  if (!runtime.ok) {
+    // Only past the token: the reason may quote a secret (the public gets the generic 503).
+    return refuse(misconfiguredForOperator(c, runtime));
+  }
+
+  const contentType = c.req.header("Content-Type") ?? "";
+  if (!/^application\/json\s*(;|$)/i.test(contentType)) {
+    return refuse(
+      problem(c, 415, {
+        title: "Unsupported Media Type",
+        detail: "send Content-Type: application/json",
+      }),
+    );
+  }
+  const body = await readBody(c.req.raw);
+  if (body === "too-large") {
+    return refuse(
+      problem(c, 413, {
+        title: "Payload Too Large",
+        detail: `a check body is at most ${MAX_CHECK_BODY_BYTES} bytes`,
+      }),
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(body);
+  } catch {
+    return refuse(
+      problem(c, 400, { title: "Bad Request", detail: "body is not valid JSON", field: "body" }),
+    );
+  }
+  const check = parseCheckBody(json, runtime.rulesByName, runtime.config.clientIp);
+  if (!check.ok) {
+    return refuse(
+      problem(c, 400, {
+        title: "Bad Request",
+        detail: `${check.field} ${check.detail}`,
+        field: check.field,
+      }),
+    );
+  }
+  return { ok: true, runtime, check: check.value };
+}
+
+/** Reads at most MAX_CHECK_BODY_BYTES, so a huge body is never buffered. */
+async function readBody(incoming: Request): Promise<string | "too-large"> {
+  const length = incoming.headers.get("Content-Length");
+  const declared = Number(length ?? "0");
+  if (declared > MAX_CHECK_BODY_BYTES) return "too-large";
+  if (!incoming.body) return "";
+  // A declared length within the cap is enforced by the runtime (a body longer than its
+  // Content-Length is an error): read it in one native call, the common case.
+  if (length !== null && Number.isSafeInteger(declared)) return await incoming.text();
+  const reader = incoming.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_CHECK_BODY_BYTES) {
+      await reader.cancel();
+      return "too-large";
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return new TextDecoder().decode(bytes);
+}
