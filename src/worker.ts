@@ -1,3 +1,7 @@
+/**
+ * The worker's entry: its routes (/check and below, everything else through the proxy) and the
+ * last-resort error answer. Each route's handler is in src/http/.
+ */
 import { Hono } from "hono";
 import type { Env } from "./env";
 import { peekHandler, resetHandler } from "./http/admin-route";

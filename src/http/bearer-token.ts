@@ -1,3 +1,4 @@
+/** The /check bearer token, compared in constant time. */
 import { digest } from "../digest";
 
 /**

@@ -1,3 +1,7 @@
+/**
+ * What a limited surface (the proxy, the middleware) answers: a passed response with the
+ * rate-limit headers added, or the refusal (429 problem+json, 400 for a missing key).
+ */
 import type { Context } from "hono";
 import { enforcedDecisions, type RulesOutcome } from "../rules/decide";
 import { problem } from "./problem";

@@ -1,3 +1,8 @@
+/**
+ * The Hono middleware (`rateLimit()`, public): its options, then the translation of a Hono
+ * context to the limit pipeline (limit-pipeline.ts) and back: `c.get("rateLimit")`, `next()`,
+ * `c.res`.
+ */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP, parseRules } from "../config/limiter-config";
 import type { Limiter } from "../limiter/types";

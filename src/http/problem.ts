@@ -1,3 +1,4 @@
+/** RFC 9457 problem+json answers, the one error shape of every surface. */
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 

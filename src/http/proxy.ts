@@ -1,3 +1,7 @@
+/**
+ * The worker's proxy: an incoming request translated to the limit pipeline (limit-pipeline.ts),
+ * the origin fetched when it passes.
+ */
 import type { Context } from "hono";
 import type { Env } from "../env";
 import { requestIdFrom, type ShadowDenyEvent } from "../rules/decide";

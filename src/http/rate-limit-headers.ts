@@ -1,3 +1,4 @@
+/** The rate-limit response headers, built from decisions (every surface sets them here). */
 import type { Decision } from "../limiter/types";
 
 /** What the headers read of a decision (a caller may build one by hand). */
