@@ -5,9 +5,9 @@
  * check-request.ts) and its admin routes (admin-route.ts); and what they answer with
  * (limited-response.ts, rate-limit-headers.ts, problem.ts; bearer-token.ts checks the token). Nothing here decides: which rules apply, under which key, and what they
  * decided is rules/'s; counting is the limiter's. http/ may import rules/, config/, the limiter's
- * public types (limiter/types.ts), runtime.ts and env.ts (the worker's per-isolate state) and,
- * for the admin routes only, store/ (peek and reset read one key's state as stored); never an
- * implementation file of the limiter.
+ * public types (limiter/types.ts), runtime.ts and env.ts (the worker's per-isolate state), the
+ * list of algorithms (store/algorithm.ts) and, for the admin routes only, store/peek-reset.ts
+ * (peek and reset read one key's state as stored); never an implementation file of the limiter.
  *
  * This file: the one sequence the proxy and the middleware both run for a request some rule
  * applies to: decide, forward or refuse, refund on 5xx, add the headers.
