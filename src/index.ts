@@ -35,7 +35,7 @@ export type {
 export type { ShadowDenyEvent } from "./rules/decide";
 export type { RefundFailedEvent } from "./rules/refund-on-error";
 export { ALGORITHMS, type Algorithm } from "./store/algorithm";
-export { PolicyBoundsError } from "./store/evaluate";
+export { PolicyBoundsError } from "./store/script-inputs";
 export {
   createStoreClient,
   type StoreClient,

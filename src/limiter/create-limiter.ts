@@ -1,15 +1,10 @@
 import { boundsIssue } from "../config/limits";
 import { type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
-import {
-  type EvaluateResult,
-  evaluate,
-  PolicyBoundsError,
-  type PolicySpec,
-} from "../store/evaluate";
+import { type EvaluateAnswer, evaluate, type PolicyAnswer } from "../store/evaluate";
 import { storageKey } from "../store/keys";
 import { refund as storeRefund } from "../store/refund";
+import { PolicyBoundsError, type StorePolicy } from "../store/script-inputs";
 import { type ScriptClient, withinDeadline } from "../store/script-runner";
-import type { StoreResult } from "../store/store-result";
 import { StoreTimeoutError } from "../store/with-deadline";
 import { createCircuitBreaker, type Permit } from "./circuit-breaker";
 import { createDenialCache, type Exhaustion } from "./denial-cache";
@@ -102,7 +97,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     };
   }
 
-  function specOf(item: Item): PolicySpec {
+  function specOf(item: Item): StorePolicy {
     const { request } = item;
     return {
       key: storageKey(prefix, request.policy, request.key, item.algorithm),
@@ -151,7 +146,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   function remember(
     cacheKey: string,
     cost: number,
-    result: StoreResult,
+    result: PolicyAnswer,
     sentAt: number,
     receivedAt: number,
   ) {
@@ -220,7 +215,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     });
   }
 
-  function fromStore(item: Item, result: StoreResult): Decision {
+  function fromStore(item: Item, result: PolicyAnswer): Decision {
     return decision(item, "redis", {
       allowed: result.allowed,
       remaining: Math.max(0, result.remaining),
@@ -377,7 +372,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
         ),
       );
     }
-    let result: EvaluateResult;
+    let result: EvaluateAnswer;
     try {
       result = await call;
     } catch (error) {
@@ -396,7 +391,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // Nor does one a refund or reset may have overtaken (see capacityEpoch).
     const provesNow = !result.replayed && capacityEpoch === epochAtSend;
     const decisions = items.map((item, i) => {
-      const policyResult = result.policies[i] as StoreResult;
+      const policyResult = result.policies[i] as PolicyAnswer;
       if (provesNow) {
         remember(item.cacheKey, item.cost, policyResult, sentAt, receivedAt);
         // What the fallback starts from if the store stops answering. The report binds until

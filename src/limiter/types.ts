@@ -3,7 +3,7 @@
  * import these, never the implementation (create-limiter.ts).
  */
 import type { Algorithm } from "../store/algorithm";
-import type { PolicySpec } from "../store/evaluate";
+import type { StorePolicy } from "../store/script-inputs";
 import type { ScriptClient } from "../store/script-runner";
 import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
 import type { DenialCache, DenialCacheOptions } from "./denial-cache";
@@ -153,7 +153,7 @@ export interface RefundReceipt {
   /** The evaluation's member id (the log's members are `<memberId>.<n>`). */
   memberId: string;
   /** Every policy as it was evaluated, in request order. */
-  specs: PolicySpec[];
+  specs: StorePolicy[];
   /** The policies' names, parallel to `specs`. */
   policies: string[];
   /** The policies' denial-cache keys, parallel to `specs` (a refund forgets them here). */

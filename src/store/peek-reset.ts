@@ -4,10 +4,10 @@
  */
 import type { Redis } from "@upstash/redis";
 import type { Algorithm } from "./algorithm";
+import type { PolicyAnswer } from "./evaluate";
 import { storageKey } from "./keys";
 import { PEEK_SCRIPT } from "./lua/peek.lua";
 import { type ReadOnlyScriptClient, runReadOnlyScript } from "./script-runner";
-import type { StoreResult } from "./store-result";
 
 /** The narrow slice of the Upstash client the admin operations need. */
 export type QuotaClient = ReadOnlyScriptClient & Pick<Redis, "unlink">;
@@ -35,7 +35,7 @@ export interface PeekRequest extends QuotaKey {
  * The log only (the O(1) algorithms are not peeked: `algorithm` other than the log throws).
  * Throws on store errors.
  */
-export async function peekQuota(client: QuotaClient, request: PeekRequest): Promise<StoreResult> {
+export async function peekQuota(client: QuotaClient, request: PeekRequest): Promise<PolicyAnswer> {
   if ((request.algorithm ?? "sliding-log") !== "sliding-log") {
     throw new TypeError(`peekQuota: the sliding-log only, not ${request.algorithm}`);
   }

@@ -1,25 +1,24 @@
-import { type PolicySpec, scriptInputs } from "./evaluate";
+/**
+ * The refund script call: give back what one admitted request consumed (the limiter's refund of
+ * a receipt calls it; see limiter/refund-receipt.ts).
+ */
 import { REFUND_SCRIPT } from "./lua/scripts";
-import { runScript, type ScriptClient } from "./script-runner";
-import { StoreReplyError } from "./store-result";
+import { type ScriptCall, scriptInputs } from "./script-inputs";
+import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
 
-export interface RefundRequest {
-  /** The policies exactly as the request was evaluated (keys, algorithms, limits, windows, costs). */
-  policies: readonly PolicySpec[];
-  /** The evaluation's member id. */
-  memberId: string;
+/** A refund: the evaluation's policies (exactly as evaluated: keys, algorithms, limits, windows, costs), member id and request id. */
+export interface RefundCall extends ScriptCall {
   /** The evaluation's `now` (store clock): the window the request was counted in. */
   at: number;
-  /** The caller's clock (ms); omit to use the Redis clock (read by the token bucket and the sliding counter). */
-  now?: number;
   /**
    * The evaluation's request id, if it had one: the refund then happens only if that request was
    * admitted and not refunded yet, and a retry afterwards is decided (and counted) afresh.
    */
-  requestId?: string;
+  requestId?: string | undefined;
 }
 
-export interface RefundResult {
+/** What the refund script answers. */
+export interface RefundAnswer {
   /** False when a request id was given and there was nothing (left) to refund. */
   refunded: boolean;
   /** Units given back, per policy. */
@@ -40,12 +39,12 @@ export interface RefundResult {
  * Redis commands: sliding-log ZREM (one per 500 units); fixed-window and sliding-counter GET +
  * SET (+ TIME for the counter); token-bucket TIME + GET + SET (or DEL); with a request id GET + DEL of the record.
  */
-export async function refund(client: ScriptClient, request: RefundRequest): Promise<RefundResult> {
-  const { keys, args } = scriptInputs("refund", request, [request.at]);
+export async function refund(client: ScriptClient, call: RefundCall): Promise<RefundAnswer> {
+  const { keys, args } = scriptInputs("refund", call, [call.at]);
   const reply = await runScript<unknown>(client, REFUND_SCRIPT, keys, args);
   if (
     !Array.isArray(reply) ||
-    reply.length !== 1 + request.policies.length ||
+    reply.length !== 1 + call.policies.length ||
     !reply.every((value) => typeof value === "number" && Number.isFinite(value))
   ) {
     throw new StoreReplyError(`unexpected refund reply: ${JSON.stringify(reply)}`);

@@ -19,6 +19,11 @@ export type ScriptClient = Pick<Redis, "evalsha" | "eval"> & {
   withTimeout?(timeoutMs: number): Pick<Redis, "eval" | "evalsha">;
 };
 
+/** A reply the store cannot parse means the endpoint is not what we think: said loudly. */
+export class StoreReplyError extends Error {
+  override name = "StoreReplyError";
+}
+
 /** Argument values as the REST protocol carries them. */
 export type ScriptArg = string | number;
 

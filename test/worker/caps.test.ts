@@ -3,8 +3,9 @@ import { parseLimiterConfig, parseRules } from "../../src/config/limiter-config"
 import { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT } from "../../src/config/limits";
 import { createLimiter } from "../../src/limiter/create-limiter";
 import { nextMemberId } from "../../src/limiter/member-id";
-import { evaluate, evaluatePolicy, PolicyBoundsError } from "../../src/store/evaluate";
+import { evaluate, evaluatePolicy } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
+import { PolicyBoundsError } from "../../src/store/script-inputs";
 import { scopedPrefix, testRedis, testStore } from "./redis";
 import { workerWith } from "./worker-harness";
 

@@ -1,9 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { ALGORITHMS, type Algorithm } from "../../src/store/algorithm";
-import { evaluatePolicy } from "../../src/store/evaluate";
+import { evaluatePolicy, type PolicyAnswer } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
 import { refund } from "../../src/store/refund";
-import type { StoreResult } from "../../src/store/store-result";
 import { scopedPrefix, testRedis, testStore } from "./redis";
 
 // A rule whose window or limit changes while clients are counted under it: the new version reads
@@ -27,7 +26,7 @@ interface Version {
   algorithm: Algorithm;
   limit: number;
   windowMs: number;
-  at(now: number | undefined, cost?: number): Promise<StoreResult>;
+  at(now: number | undefined, cost?: number): Promise<PolicyAnswer>;
 }
 
 /**
@@ -91,7 +90,7 @@ function bound(
 }
 
 function expectBounded(
-  r: StoreResult,
+  r: PolicyAnswer,
   v: { algorithm: Algorithm; limit: number; windowMs: number; longestMs: number },
   cost: number,
 ) {
@@ -121,7 +120,7 @@ async function drain(v: Version, now: number | undefined, max = 50): Promise<num
 }
 
 /** A denied client that waits exactly what it was told is admitted then (the wait is honest). */
-async function honoursWait(v: Version, denied: StoreResult) {
+async function honoursWait(v: Version, denied: PolicyAnswer) {
   expect(denied.allowed).toBe(false);
   expect((await v.at(denied.reset)).allowed, `${v.algorithm} at the promised reset`).toBe(true);
 }
@@ -250,7 +249,7 @@ describe("the Redis clock", () => {
     "%s: two versions (1d, 7d) alternating on one key: every wait bounded",
     async (algorithm) => {
       const [day, week] = rule(algorithm, [3, DAY], [4, WEEK]);
-      const results: StoreResult[] = [];
+      const results: PolicyAnswer[] = [];
       for (let i = 0; i < 12; i++) results.push(await (i % 2 === 0 ? day : week).at(undefined));
       // Both versions count the same clients: the limit is reached within the first few.
       expect(results.filter((r) => r.allowed).length).toBeLessThanOrEqual(4);

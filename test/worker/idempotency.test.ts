@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { evaluate, evaluatePolicy, type PolicySpec } from "../../src/store/evaluate";
+import { evaluate, evaluatePolicy } from "../../src/store/evaluate";
 import { requestRecordKey, storageKey } from "../../src/store/keys";
+import type { StorePolicy } from "../../src/store/script-inputs";
 import { scopedPrefix, testRedis, testStore } from "./redis";
 
 const T = 1_700_000_000_000;
@@ -8,7 +9,7 @@ const redis = testRedis();
 const prefix = scopedPrefix("idempotency");
 const store = testStore(10_000);
 
-const log = (name: string, limit = 5, cost = 1): PolicySpec => ({
+const log = (name: string, limit = 5, cost = 1): StorePolicy => ({
   key: storageKey(prefix, name, "client"),
   algorithm: "sliding-log",
   limit,
@@ -80,7 +81,7 @@ describe("a request id is counted once", () => {
   });
 
   it("works for several policies (the record is per id and policy set) and every algorithm", async () => {
-    const policies: PolicySpec[] = [
+    const policies: StorePolicy[] = [
       log("multi-log", 3),
       { ...log("multi-fixed", 3), algorithm: "fixed-window" },
       { ...log("multi-counter", 3), algorithm: "sliding-counter" },
@@ -100,7 +101,7 @@ describe("a request id is counted once", () => {
     expect(await redis.zcard(policies[0]?.key ?? "")).toBe(3);
     // The same id with only one of the policies is another evaluation (another reply shape).
     const alone = await evaluate(store, {
-      policies: [policies[0] as PolicySpec],
+      policies: [policies[0] as StorePolicy],
       memberId: "alone",
       now: T + 11,
       requestId: "x",

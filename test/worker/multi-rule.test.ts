@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { Algorithm } from "../../src/store/algorithm";
-import { evaluate, evaluatePolicy, type PolicySpec } from "../../src/store/evaluate";
+import { evaluate, evaluatePolicy } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
+import type { StorePolicy } from "../../src/store/script-inputs";
 import { scopedPrefix, testRedis, testStore } from "./redis";
 
 const T = 1_700_000_000_000;
@@ -18,7 +19,7 @@ function spec(
   windowMs: number,
   cost = 1,
   client = "client",
-): PolicySpec {
+): StorePolicy {
   return { key: storageKey(prefix, name, client), algorithm, limit, windowMs, cost };
 }
 

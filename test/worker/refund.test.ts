@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { Algorithm } from "../../src/store/algorithm";
-import { evaluate, evaluatePolicy, type PolicySpec } from "../../src/store/evaluate";
+import { evaluate, evaluatePolicy } from "../../src/store/evaluate";
 import { storageKey } from "../../src/store/keys";
 import { refund } from "../../src/store/refund";
+import type { StorePolicy } from "../../src/store/script-inputs";
 import { scopedPrefix, testRedis, testStore } from "./redis";
 
 const T = 1_700_000_000_000;
@@ -10,7 +11,7 @@ const redis = testRedis();
 const prefix = scopedPrefix("refund");
 const store = testStore(10_000);
 
-const spec = (name: string, algorithm: Algorithm, limit: number, cost: number): PolicySpec => ({
+const spec = (name: string, algorithm: Algorithm, limit: number, cost: number): StorePolicy => ({
   key: storageKey(prefix, name, "client"),
   algorithm,
   limit,

@@ -1,0 +1,93 @@
+/**
+ * What every composed script (lua/scripts.ts) takes: KEYS and ARGV built from the policies of one
+ * call, checked against the caps before Redis is asked to store or do anything.
+ */
+import { boundsIssue } from "../config/limits";
+import type { Algorithm } from "./algorithm";
+import { requestRecordKey } from "./keys";
+import type { ScriptArg } from "./script-runner";
+
+/**
+ * One policy (rule) of a call, as the scripts read it. The limiter passes its resolved policy (a
+ * superset: name, cache key, fail mode) as it is: no copy per store call.
+ */
+export interface StorePolicy {
+  /** Its Redis key: `storageKey(prefix, policy, clientKey, algorithm)`. */
+  key: string;
+  algorithm: Algorithm;
+  /** Units per window: 1 to MAX_LOG_LIMIT for the sliding log, MAX_LIMIT for the others. */
+  limit: number;
+  windowMs: number;
+  /**
+   * Units this request takes in this policy: 1 to limit; the sliding-log costs of one call
+   * together at most MAX_LOG_COST (config/limits.ts).
+   */
+  cost: number;
+}
+
+/** One call of a composed script: its policies and what they share. */
+export interface ScriptCall {
+  /**
+   * The policies that apply to the request, decided all or nothing in one script call. For Redis
+   * Cluster their keys must share a hash slot — they do when they share the client key (see
+   * keys.ts); Upstash and a single Redis take any keys.
+   */
+  policies: readonly StorePolicy[];
+  /** Unique per evaluation (isolate id + counter): log members are `<memberId>.<n>`. */
+  memberId: string;
+  /** The caller's clock (ms); omit (or undefined) to use the Redis clock. */
+  now?: number | undefined;
+  /**
+   * A request id (Idempotency-Key, cf-ray…): a retry carrying it within the window is not counted
+   * again and gets the original answer (`replayed: true`).
+   */
+  requestId?: string | undefined;
+}
+
+/**
+ * A policy past the caps of config/limits.ts (a limit, a cost, or one call's summed sliding-log
+ * cost): the caller's error, thrown before the store is called, so nothing is written.
+ */
+export class PolicyBoundsError extends RangeError {
+  override name = "PolicyBoundsError";
+  constructor(
+    caller: string,
+    /** The offending policy's index in the request. */
+    readonly index: number,
+    readonly field: "limit" | "cost",
+    detail: string,
+  ) {
+    super(`${caller}: policies[${index}].${field} ${detail}`);
+  }
+}
+
+/**
+ * KEYS and ARGV as every composed script takes them: the policies' keys (plus the request-id
+ * record), then clock, member id, n, record flag, `extra`, and 4 values per policy.
+ */
+export function scriptInputs(
+  caller: string,
+  call: ScriptCall,
+  extra: ScriptArg[],
+): { keys: string[]; args: ScriptArg[] } {
+  const { policies } = call;
+  if (policies.length === 0) throw new TypeError(`${caller}: no policies`);
+  // The caps /check and the config enforce, enforced again here for code that builds its own
+  // requests (createLimiter, the middleware): refused before Redis is asked to store or do it.
+  const issue = boundsIssue(policies);
+  if (issue) throw new PolicyBoundsError(caller, issue.index, issue.field, issue.detail);
+  const keys = policies.map((policy) => policy.key);
+  const withRecord = call.requestId !== undefined;
+  if (withRecord) keys.push(requestRecordKey(keys, call.requestId ?? ""));
+  const args: ScriptArg[] = [
+    call.now ?? "",
+    call.memberId,
+    policies.length,
+    withRecord ? 1 : 0,
+    ...extra,
+  ];
+  for (const policy of policies) {
+    args.push(policy.algorithm, policy.limit, policy.windowMs, policy.cost);
+  }
+  return { keys, args };
+}
