@@ -31,13 +31,21 @@ export const plainObject = <const T extends v.ObjectEntries>(entries: T, message
     v.strictObject(entries, message),
   );
 
+const WINDOW = `must be a duration from ${MIN_WINDOW_MS} ms to 7 days: an integer of ms, or "500ms", "10s", "1m", "1h", "1d"`;
+
 /** A window: an integer of ms or "500ms", "10s", "1m", "1h", "1d", from 1 ms to 7 days; → ms. */
 export const windowSchema = v.pipe(
-  v.custom<string | number>((input) => {
-    const ms = parseDuration(input);
-    return ms !== undefined && ms >= MIN_WINDOW_MS && ms <= MAX_WINDOW_MS;
-  }, `must be a duration from ${MIN_WINDOW_MS} ms to 7 days: an integer of ms, or "500ms", "10s", "1m", "1h", "1d"`),
-  v.transform((input) => parseDuration(input) as number),
+  v.custom<string | number>(
+    (input) => typeof input === "string" || typeof input === "number",
+    WINDOW,
+  ),
+  // Read once: the check and the value in one step.
+  v.rawTransform(({ dataset, addIssue, NEVER }) => {
+    const ms = parseDuration(dataset.value);
+    if (ms !== undefined && ms >= MIN_WINDOW_MS && ms <= MAX_WINDOW_MS) return ms;
+    addIssue({ message: WINDOW });
+    return NEVER;
+  }),
 );
 
 /** How a policy counts; absent, the default (the exact sliding log). */

@@ -1,19 +1,27 @@
-import { parseDuration } from "../config/duration";
-import { type ClientIpConfig, DEFAULT_CLIENT_IP, type RuleConfig } from "../config/limiter-config";
+/**
+ * A /check body (README "The /check contract"), read strictly: the first wrong field is named and
+ * nothing is counted. The fields a body shares with a rule (limit, window, cost, algorithm) are
+ * read by the rule's own schema parts, and the client key and request id by config's parts too
+ * (config/schema-parts.ts): one definition of each. Only what is /check's own is here: which
+ * fields may combine, the rules a body names, and grouping an address for an "ip" rule.
+ */
+import * as v from "valibot";
+import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
+import { ADHOC_POLICY_PREFIX, boundsIssue } from "../config/limits";
+import type { RuleConfig } from "../config/rule-schema";
 import {
-  ADHOC_POLICY_PREFIX,
-  boundsIssue,
-  limitRange,
-  MAX_KEY_LENGTH,
-  MAX_REQUEST_ID_LENGTH,
-  MAX_WINDOW_MS,
-  MIN_WINDOW_MS,
-  maxLimitOf,
-} from "../config/limits";
+  algorithmSchema,
+  clientKeySchema,
+  costFits,
+  costSchema,
+  DEFAULT_COST,
+  limitSchemaOf,
+  requestIdSchema,
+  windowSchema,
+} from "../config/schema-parts";
 import {
   illFormedString,
   invalid,
-  isIntegerIn,
   isPlainObject,
   unknownField,
   type Validated,
@@ -21,7 +29,7 @@ import {
 import type { LimitRequest } from "../limiter/types";
 import { groupAddress } from "../rules/client-ip";
 import { ruleRequest } from "../rules/decide";
-import { ALGORITHMS, DEFAULT_ALGORITHM, isAlgorithm } from "../store/algorithm";
+import { DEFAULT_ALGORITHM } from "../store/algorithm";
 
 const FIELDS = [
   "key",
@@ -37,6 +45,18 @@ const FIELDS = [
 /** Most rules one /check may name (one script call, one key per rule). */
 export const MAX_RULES_PER_CHECK = 16;
 
+const RULE_NAMES = `must be a non-empty array of at most ${MAX_RULES_PER_CHECK} rule names`;
+// The /check-only fields: the rule (or rules) a body names, looked up in the config.
+const ruleNameSchema = v.string("must be a string");
+const ruleNamesSchema = v.pipe(
+  v.array(v.string(RULE_NAMES), RULE_NAMES),
+  v.minLength(1, RULE_NAMES),
+  v.maxLength(MAX_RULES_PER_CHECK, RULE_NAMES),
+  v.check((names) => new Set(names).size === names.length, "names a rule twice"),
+);
+const optionalRequestIdSchema = v.optional(requestIdSchema);
+const optionalCostSchema = v.optional(costSchema, DEFAULT_COST);
+
 /** A valid /check body: one policy or several (decided all or nothing), and a request id. */
 export interface CheckRequest {
   /** The policies, in the order the body names them. */
@@ -48,6 +68,13 @@ export interface CheckRequest {
 
 /** How the proxy groups "ip" keys: /check groups an address it is given the same way. */
 export type AddressGrouping = Pick<ClientIpConfig, "ipv4PrefixLength" | "ipv6PrefixLength">;
+
+type Body = Record<string, unknown>;
+
+/** The field refused, in the words of the schema part that refused it. */
+function refused(field: string, issues: readonly v.BaseIssue<unknown>[]) {
+  return invalid(field, issues[0]?.message ?? "is invalid");
+}
 
 /**
  * Validates a parsed /check body strictly: the first wrong field is named; nothing is counted.
@@ -67,116 +94,108 @@ export function parseCheckBody(
   const extra = unknownField(body, FIELDS);
   if (extra) return invalid(extra, "unknown field");
 
-  const { key, rule, rules: named, limit, window, cost, algorithm, requestId } = body;
-  if (typeof key !== "string" || key.length === 0 || key.length > MAX_KEY_LENGTH) {
-    return invalid("key", `must be a non-empty string of at most ${MAX_KEY_LENGTH} characters`);
-  }
-  if (
-    requestId !== undefined &&
-    (typeof requestId !== "string" ||
-      requestId.length === 0 ||
-      requestId.length > MAX_REQUEST_ID_LENGTH)
-  ) {
-    return invalid(
-      "requestId",
-      `must be a non-empty string of at most ${MAX_REQUEST_ID_LENGTH} characters`,
-    );
-  }
-  const done = (requests: LimitRequest[], multi: boolean): Validated<CheckRequest> => ({
+  const key = v.safeParse(clientKeySchema, body.key);
+  if (!key.success) return refused("key", key.issues);
+  const requestId = v.safeParse(optionalRequestIdSchema, body.requestId);
+  if (!requestId.success) return refused("requestId", requestId.issues);
+
+  const named = body.rule !== undefined || body.rules !== undefined;
+  const requests = named
+    ? namedRules(body, key.output, rules, grouping)
+    : adhocPolicy(body, key.output);
+  if (!requests.ok) return requests;
+  return {
     ok: true,
-    value: { requests, multi, ...(requestId !== undefined ? { requestId } : {}) },
-  });
+    value: {
+      requests: requests.value,
+      multi: body.rules !== undefined,
+      ...(requestId.output !== undefined ? { requestId: requestId.output } : {}),
+    },
+  };
+}
 
-  if (rule !== undefined || named !== undefined) {
-    if (rule !== undefined && named !== undefined) {
-      return invalid("rules", 'cannot be combined with "rule"');
-    }
-    const field = rule !== undefined ? "rule" : "rules";
-    for (const [name, value] of [
-      ["limit", limit],
-      ["window", window],
-      ["algorithm", algorithm],
-    ] as const) {
-      if (value !== undefined) return invalid(name, `cannot be combined with "${field}"`);
-    }
-    let names: string[];
-    if (rule !== undefined) {
-      if (typeof rule !== "string") return invalid("rule", "must be a string");
-      names = [rule];
-    } else {
-      if (
-        !Array.isArray(named) ||
-        named.length === 0 ||
-        named.length > MAX_RULES_PER_CHECK ||
-        !named.every((name) => typeof name === "string")
-      ) {
-        return invalid(
-          "rules",
-          `must be a non-empty array of at most ${MAX_RULES_PER_CHECK} rule names`,
-        );
-      }
-      if (new Set(named).size !== named.length) return invalid("rules", "names a rule twice");
-      names = named as string[];
-    }
-    const requests: LimitRequest[] = [];
-    for (const name of names) {
-      const found = rules.get(name);
-      if (!found) return invalid(field, `unknown rule "${name}"`);
-      const ruleCost = cost === undefined ? found.cost : cost;
-      if (!isIntegerIn(ruleCost, 1, found.limit)) {
-        return invalid(
-          "cost",
-          `must be an integer from 1 to the rule's limit (${found.name}: ${found.limit})`,
-        );
-      }
-      const clientKey = found.key === "ip" ? (groupAddress(key, grouping) ?? key) : key;
-      requests.push(ruleRequest(found, clientKey, ruleCost));
-    }
-    // The config keeps each rule, and every rule's log cost together, within the caps: only a
-    // `cost` given here can pass them.
-    const issue = boundsIssue(
-      requests.map((r) => ({
-        algorithm: r.algorithm ?? DEFAULT_ALGORITHM,
-        limit: r.limit,
-        cost: r.cost ?? 1,
-      })),
-    );
-    if (issue) return invalid(cost !== undefined ? "cost" : field, issue.detail);
-    return done(requests, rule === undefined);
+/** `"rule"` or `"rules"`: configured rules by name, each with its own limit, window, algorithm. */
+function namedRules(
+  body: Body,
+  key: string,
+  rules: ReadonlyMap<string, RuleConfig>,
+  grouping: AddressGrouping,
+): Validated<LimitRequest[]> {
+  if (body.rule !== undefined && body.rules !== undefined) {
+    return invalid("rules", 'cannot be combined with "rule"');
   }
+  const field = body.rule !== undefined ? "rule" : "rules";
+  for (const name of ["limit", "window", "algorithm"] as const) {
+    if (body[name] !== undefined) return invalid(name, `cannot be combined with "${field}"`);
+  }
+  let names: readonly string[];
+  if (field === "rule") {
+    const rule = v.safeParse(ruleNameSchema, body.rule);
+    if (!rule.success) return refused("rule", rule.issues);
+    names = [rule.output];
+  } else {
+    const list = v.safeParse(ruleNamesSchema, body.rules);
+    if (!list.success) return refused("rules", list.issues);
+    names = list.output;
+  }
+  // A cost given here applies to every rule named, within each rule's own limit.
+  const given = body.cost === undefined ? undefined : v.safeParse(costSchema, body.cost);
+  const requests: LimitRequest[] = [];
+  for (const name of names) {
+    const found = rules.get(name);
+    if (!found) return invalid(field, `unknown rule "${name}"`);
+    const ruleCost = given?.success ? given.output : found.cost;
+    if ((given && !given.success) || !costFits(ruleCost, found.limit)) {
+      return invalid(
+        "cost",
+        `must be an integer from 1 to the rule's limit (${found.name}: ${found.limit})`,
+      );
+    }
+    const clientKey = found.key === "ip" ? (groupAddress(key, grouping) ?? key) : key;
+    requests.push(ruleRequest(found, clientKey, ruleCost));
+  }
+  // The config keeps each rule, and every rule's log cost together, within the caps: only a
+  // `cost` given here can pass them.
+  const issue = boundsIssue(
+    requests.map((r) => ({
+      algorithm: r.algorithm ?? DEFAULT_ALGORITHM,
+      limit: r.limit,
+      cost: r.cost ?? DEFAULT_COST,
+    })),
+  );
+  if (issue) return invalid(given !== undefined ? "cost" : field, issue.detail);
+  return { ok: true, value: requests };
+}
 
+/** `"limit"` + `"window"`: an ad-hoc policy, one log per client key and window. */
+function adhocPolicy(body: Body, key: string): Validated<LimitRequest[]> {
   // The algorithm first: the largest limit and cost depend on it.
-  const checkAlgorithm = algorithm === undefined ? DEFAULT_ALGORITHM : algorithm;
-  if (!isAlgorithm(checkAlgorithm)) {
-    return invalid("algorithm", `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")}`);
-  }
-  if (limit === undefined) return invalid("limit", 'is required (or name a configured "rule")');
-  if (!isIntegerIn(limit, 1, maxLimitOf(checkAlgorithm))) {
-    return invalid("limit", limitRange(checkAlgorithm));
-  }
-  const windowMs = parseDuration(window);
-  if (windowMs === undefined || windowMs < MIN_WINDOW_MS || windowMs > MAX_WINDOW_MS) {
-    return invalid(
-      "window",
-      `must be a duration from ${MIN_WINDOW_MS} ms to 7 days: an integer of ms, or "500ms", "10s", "1m", "1h", "1d"`,
-    );
-  }
-  const checkCost = cost === undefined ? 1 : cost;
-  if (!isIntegerIn(checkCost, 1, limit))
+  const algorithm = v.safeParse(algorithmSchema, body.algorithm);
+  if (!algorithm.success) return refused("algorithm", algorithm.issues);
+  if (body.limit === undefined)
+    return invalid("limit", 'is required (or name a configured "rule")');
+  const limit = v.safeParse(limitSchemaOf(algorithm.output), body.limit);
+  if (!limit.success) return refused("limit", limit.issues);
+  const window = v.safeParse(windowSchema, body.window);
+  if (!window.success) return refused("window", window.issues);
+  const cost = v.safeParse(optionalCostSchema, body.cost);
+  if (!cost.success || !costFits(cost.output, limit.output)) {
     return invalid("cost", "must be an integer from 1 to limit");
-  const issue = boundsIssue([{ algorithm: checkAlgorithm, limit, cost: checkCost }]);
+  }
+  const policy = { algorithm: algorithm.output, limit: limit.output, cost: cost.output };
+  const issue = boundsIssue([policy]);
   if (issue) return invalid(issue.field, issue.detail);
-  return done(
-    [
+  return {
+    ok: true,
+    value: [
       {
-        policy: `${ADHOC_POLICY_PREFIX}${windowMs}ms`,
+        policy: `${ADHOC_POLICY_PREFIX}${window.output}ms`,
         key,
-        limit,
-        windowMs,
-        cost: checkCost,
-        algorithm: checkAlgorithm,
+        limit: policy.limit,
+        windowMs: window.output,
+        cost: policy.cost,
+        algorithm: policy.algorithm,
       },
     ],
-    false,
-  );
+  };
 }
