@@ -1,5 +1,11 @@
-import { type LimiterConfig, parseLimiterConfig, type RuleConfig } from "./config/limiter-config";
+/**
+ * The worker's composition root: its bindings (LIMITER_CONFIG, the Upstash secrets) become the
+ * parsed WorkerConfig, the compiled rules, the store client and the limiter (createLimiter's
+ * LimiterOptions are built here from the WorkerConfig), once per isolate and configuration.
+ */
+import type { RuleConfig } from "./config/rule-schema";
 import type { Validated } from "./config/validation";
+import { parseWorkerConfig, type WorkerConfig } from "./config/worker-config";
 import type { Env } from "./env";
 import { createLimiter } from "./limiter/create-limiter";
 import type { Limiter } from "./limiter/types";
@@ -11,7 +17,7 @@ import { createStoreClient } from "./store/upstash-client";
 export type Runtime =
   | {
       ok: true;
-      config: LimiterConfig;
+      config: WorkerConfig;
       /** The rules with their `match` compiled, in config order. */
       rules: CompiledRule[];
       /** The rules by name (what /check looks up). */
@@ -71,7 +77,7 @@ function bySignature(env: Env): Runtime {
 }
 
 function buildRuntime(env: Env): Runtime {
-  const parsed: Validated<LimiterConfig> = parseLimiterConfig(env.LIMITER_CONFIG, {
+  const parsed: Validated<WorkerConfig> = parseWorkerConfig(env.LIMITER_CONFIG, {
     required: true,
   });
   if (!parsed.ok) return parsed;
