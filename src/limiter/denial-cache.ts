@@ -1,4 +1,11 @@
 /**
+ * The denial cache: per isolate, what the store proved about keys it found full, so a request it
+ * would deny is denied with no round trip; and the arithmetic that turns a store answer into
+ * such a claim (rememberAnswer).
+ */
+import type { PolicyAnswer } from "../store/evaluate";
+
+/**
  * What the store said about one (policy, limit, window, client key): every request costing at
  * least `minCost` is denied until `until` (isolate clock, ms).
  *
@@ -104,4 +111,42 @@ export function createDenialCache(options: DenialCacheOptions = {}): DenialCache
       return entries.size;
     },
   };
+}
+
+/**
+ * Remembers what a store answer proves about later requests of this key: a denial denies this
+ * cost and more until capacity for it frees; an admission with too little left for another of
+ * this cost denies every cost above what remains until the next unit frees; an admission with
+ * room to spare clears the key.
+ *
+ * The store decided between sentAt and receivedAt (isolate clock). Converting its relative wait
+ * from sentAt is never late, so the cache never denies what the store admits; from receivedAt
+ * it is never early, which is what Retry-After must be.
+ */
+export function rememberAnswer(
+  cache: DenialCache,
+  key: string,
+  cost: number,
+  answer: PolicyAnswer,
+  sentAt: number,
+  receivedAt: number,
+): void {
+  // (In a request another policy denied, a policy that alone admitted reports its remaining
+  // without this request's cost, so remaining ≥ cost: it is forgotten, never cached.)
+  if (answer.allowed && answer.remaining >= cost) {
+    cache.forget(key);
+    return;
+  }
+  const wait = answer.allowed ? answer.reset - answer.now : answer.retryAfterMs;
+  if (wait <= 0) return;
+  cache.remember(
+    key,
+    {
+      minCost: answer.allowed ? answer.remaining + 1 : cost,
+      remaining: Math.max(0, answer.remaining),
+      until: sentAt + wait,
+      retryAt: receivedAt + wait,
+    },
+    receivedAt,
+  );
 }

@@ -1,4 +1,11 @@
 /**
+ * Whose clock the limiter's store calls use, and the one switch that policy makes: a store that
+ * refuses the Redis clock (TIME in a script) moves the limiter to the caller clock, once, for good.
+ */
+import type { ScriptClient } from "../store/script-runner";
+import type { ClockChangeEvent, ClockSource } from "./types";
+
+/**
  * Recognises a store that refuses the Redis clock in scripts. Upstash asks scripts to stay
  * deterministic (no clock inside); a store that enforces it answers a script calling `TIME` with
  * an error, not a timeout. Known wordings: Redis before 5 ("Write commands not allowed after non
@@ -15,4 +22,62 @@ export function refusesStoreClock(error: unknown): boolean {
   const [said = ""] = error.message.split(", command was:");
   if (said.includes("NOSCRIPT")) return false;
   return REFUSES_CLOCK.test(said);
+}
+
+/** A store call given the clock to pass: the caller's ms, or undefined for the Redis clock. */
+export type ClockedCall<T> = (client: ScriptClient, now: number | undefined) => Promise<T>;
+
+export interface StoreClock {
+  /**
+   * Calls the store on the limiter's clock. If the store refuses the Redis clock, switches to
+   * the caller clock for good, says so once, and calls again on `client` (within the same
+   * deadline). Safe to retry: TIME is the script's first command, so the refused call changed
+   * nothing.
+   */
+  run<T>(client: ScriptClient, call: ClockedCall<T>): Promise<T>;
+  readonly source: ClockSource;
+}
+
+export interface StoreClockOptions {
+  clock: ClockSource;
+  /** The isolate's clock (ms), passed to the store on the caller clock. */
+  now: () => number;
+  /** @default one JSON line on console.warn */
+  onClockChange?: ((event: ClockChangeEvent) => void) | undefined;
+}
+
+/** One per limiter: the switch is the limiter's state, not a request's. */
+export function createStoreClock(options: StoreClockOptions): StoreClock {
+  const { now } = options;
+  let source = options.clock;
+
+  // Once per limiter (concurrent calls may all see the refusal): switch, and say so once.
+  function switchToCallerClock(error: unknown) {
+    if (source === "caller") return;
+    source = "caller";
+    const event: ClockChangeEvent = {
+      event: "store-clock",
+      from: "redis",
+      to: "caller",
+      error: String(error).split(", command was:")[0]?.slice(0, 300) ?? "",
+    };
+    if (options.onClockChange) options.onClockChange(event);
+    else console.warn(JSON.stringify(event));
+  }
+
+  return {
+    async run(client, call) {
+      if (source === "caller") return call(client, now());
+      try {
+        return await call(client, undefined);
+      } catch (error) {
+        if (!refusesStoreClock(error)) throw error;
+        switchToCallerClock(error);
+        return call(client, now());
+      }
+    },
+    get source() {
+      return source;
+    },
+  };
 }

@@ -3,11 +3,11 @@
  * import these, never the implementation (create-limiter.ts).
  */
 import type { Algorithm } from "../store/algorithm";
-import type { StorePolicy } from "../store/script-inputs";
 import type { ScriptClient } from "../store/script-runner";
 import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
 import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
+import type { ResolvedPolicy } from "./resolved-policy";
 
 /** Where a decision came from. */
 export type DecisionSource = "redis" | "cache" | "fail-open" | "fail-closed" | "fallback";
@@ -148,16 +148,20 @@ export interface LimitAllOptions {
   requestId?: string;
 }
 
-/** What `refund` needs to give back what one admitted request consumed. */
+/**
+ * What `refund` needs to give back what one admitted request consumed. Pass it back as it is;
+ * only `policies` is meant to be read.
+ */
 export interface RefundReceipt {
   /** The evaluation's member id (the log's members are `<memberId>.<n>`). */
   memberId: string;
-  /** Every policy as it was evaluated, in request order. */
-  specs: StorePolicy[];
-  /** The policies' names, parallel to `specs`. */
+  /** The policies' names, in request order. */
   policies: string[];
-  /** The policies' denial-cache keys, parallel to `specs` (a refund forgets them here). */
-  cacheKeys: string[];
+  /**
+   * Every policy as it was evaluated (Redis key, algorithm, limit, window, cost, denial-cache
+   * key), parallel to `policies`.
+   */
+  resolved: readonly ResolvedPolicy[];
   /** The store's clock when it decided: the window the request was counted in. */
   at: number;
   requestId?: string;

@@ -1,6 +1,7 @@
 import { describe, expect, inject, it } from "vitest";
-import { createLimiter, denialCacheKey } from "../../src/limiter/create-limiter";
+import { createLimiter } from "../../src/limiter/create-limiter";
 import { createDenialCache } from "../../src/limiter/denial-cache";
+import { denialCacheKey } from "../../src/limiter/resolved-policy";
 import { storageKey } from "../../src/store/keys";
 import { counting, manualClock, storeAt } from "./fault-control";
 import { scopedPrefix, testRedis } from "./redis";

@@ -1,0 +1,85 @@
+/**
+ * A limiter's long-lived parts and state, built once from its options (createLimiter): the
+ * denial cache, the breaker, single flight, the fallback, the clock policy, and the counters
+ * the decision and the refund share. Never per request.
+ */
+import type { ScriptClient } from "../store/script-runner";
+import { type CircuitBreaker, createCircuitBreaker } from "./circuit-breaker";
+import { createDenialCache, type DenialCache } from "./denial-cache";
+import { createFallbackLimiter, type FallbackLimiter } from "./fallback-limiter";
+import { createSingleFlight, type SingleFlight } from "./single-flight";
+import { createStoreClock, type StoreClock } from "./store-clock";
+import { DEFAULT_LIMITER_TIMEOUT_MS, type FailMode, type LimiterOptions } from "./types";
+
+export interface LimiterContext {
+  readonly store: ScriptClient;
+  /** Prefix of every Redis key. */
+  readonly prefix: string;
+  /** The longest a decision (or a refund) waits for the store. */
+  readonly timeoutMs: number;
+  /** The isolate clock (ms). */
+  readonly now: () => number;
+  readonly defaultFailMode: FailMode;
+  readonly cache: DenialCache | undefined;
+  /** Single flight, or undefined when off. */
+  readonly flights: SingleFlight | undefined;
+  readonly fallback: FallbackLimiter | undefined;
+  readonly fallbackFraction: number;
+  readonly breaker: CircuitBreaker;
+  readonly clock: StoreClock;
+  readonly onStoreError: ((error: unknown) => void) | undefined;
+  /**
+   * Bumped when a refund or a forget (an admin reset) starts and when a refund ends. Both free
+   * capacity, which breaks the cache's premise (only time frees it): a store answer whose call
+   * overlapped one may describe the log before it, so it is not remembered (they are rare).
+   */
+  capacityEpoch: number;
+  /**
+   * When (isolate clock) the store last answered a call: a timeout of a call sent before that is
+   * a slow store, not a dead one (see create-limiter.ts).
+   */
+  lastAnswerAt: number;
+}
+
+export function createLimiterContext(options: LimiterOptions): LimiterContext {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
+  const now = options.now ?? Date.now;
+  const cacheOption = options.denialCache ?? {};
+  const fallbackOption = options.fallback ?? {};
+  return {
+    store: options.store,
+    prefix: options.prefix ?? "edge-limiter",
+    timeoutMs,
+    now,
+    defaultFailMode: options.failMode ?? "open",
+    cache:
+      cacheOption === false
+        ? undefined
+        : "lookup" in cacheOption
+          ? cacheOption
+          : createDenialCache(cacheOption),
+    // One store call in flight per cache key; a flight is trusted to settle only until the
+    // decision's deadline (see single-flight.ts).
+    flights: (options.singleFlight ?? true) ? createSingleFlight({ timeoutMs, now }) : undefined,
+    fallback:
+      fallbackOption === false
+        ? undefined
+        : (fallbackOption.limiter ?? createFallbackLimiter(fallbackOption)),
+    fallbackFraction: fallbackOption === false ? 0 : (fallbackOption.fraction ?? 1),
+    breaker: createCircuitBreaker({
+      // A probe is lost if it has not reported within twice the decision's own deadline.
+      probeTimeoutMs: 2 * timeoutMs,
+      ...options.breaker,
+      now,
+      ...(options.onBreakerChange ? { onStateChange: options.onBreakerChange } : {}),
+    }),
+    clock: createStoreClock({
+      clock: options.clock ?? "redis",
+      now,
+      onClockChange: options.onClockChange,
+    }),
+    onStoreError: options.onStoreError,
+    capacityEpoch: 0,
+    lastAnswerAt: Number.NEGATIVE_INFINITY,
+  };
+}

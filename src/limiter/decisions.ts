@@ -1,0 +1,153 @@
+/**
+ * Every Decision the limiter returns is built here, one builder per source (store, cache,
+ * fallback, fail-open, fail-closed), plus the MultiDecision around them.
+ */
+import type { EvaluateAnswer, PolicyAnswer } from "../store/evaluate";
+import type { Exhaustion } from "./denial-cache";
+import type { FallbackDecision } from "./fallback-limiter";
+import type { ResolvedPolicy } from "./resolved-policy";
+import type { Decision, MultiDecision } from "./types";
+
+/**
+ * The one place a Decision is created, with its fields in one order: V8 then keeps one object
+ * shape for all of them (spreading a partial object made the hot path measurably slower).
+ */
+function decision(
+  policy: ResolvedPolicy,
+  source: Decision["source"],
+  outcome: Pick<Decision, "allowed" | "remaining" | "reset" | "resetAfterMs" | "retryAfterMs">,
+): Decision {
+  return {
+    allowed: outcome.allowed,
+    limit: policy.limit,
+    remaining: outcome.remaining,
+    reset: outcome.reset,
+    resetAfterMs: outcome.resetAfterMs,
+    retryAfterMs: outcome.retryAfterMs,
+    source,
+    policy: policy.policy,
+    windowMs: policy.windowMs,
+    algorithm: policy.algorithm,
+  };
+}
+
+/** Denied from the denial cache, no round trip. */
+export function fromCache(policy: ResolvedPolicy, entry: Exhaustion, at: number): Decision {
+  const retryAfterMs = Math.max(1, (entry.retryAt ?? entry.until) - at);
+  return decision(policy, "cache", {
+    allowed: false,
+    remaining: entry.remaining,
+    reset: at + retryAfterMs,
+    resetAfterMs: retryAfterMs,
+    retryAfterMs,
+  });
+}
+
+/** A policy the cache did not deny, in a request it denied: not asked, nothing consumed. */
+export function notAsked(policy: ResolvedPolicy, at: number): Decision {
+  return decision(policy, "cache", {
+    allowed: true,
+    remaining: policy.limit,
+    reset: at,
+    resetAfterMs: 0,
+    retryAfterMs: 0,
+  });
+}
+
+/** What the store answered for this policy. */
+export function fromStore(policy: ResolvedPolicy, answer: PolicyAnswer): Decision {
+  return decision(policy, "redis", {
+    allowed: answer.allowed,
+    remaining: Math.max(0, answer.remaining),
+    reset: answer.reset,
+    resetAfterMs: Math.max(0, answer.reset - answer.now),
+    retryAfterMs: answer.retryAfterMs,
+  });
+}
+
+/** The store did not answer and this policy fails closed: retry when the breaker may probe. */
+export function failClosed(policy: ResolvedPolicy, at: number, retryAfterMs: number): Decision {
+  return decision(policy, "fail-closed", {
+    allowed: false,
+    remaining: 0,
+    reset: at + retryAfterMs,
+    resetAfterMs: retryAfterMs,
+    retryAfterMs,
+  });
+}
+
+/** The local fallback limiter decided while the store did not answer. */
+export function fallbackDecision(
+  policy: ResolvedPolicy,
+  local: FallbackDecision,
+  at: number,
+): Decision {
+  return decision(policy, "fallback", {
+    allowed: local.allowed,
+    remaining: local.remaining,
+    reset: at + local.resetAfterMs,
+    resetAfterMs: local.resetAfterMs,
+    retryAfterMs: local.retryAfterMs,
+  });
+}
+
+/** Admitted without the store and without a fallback; `consumed` when the request was admitted. */
+export function failOpen(policy: ResolvedPolicy, at: number, consumed: boolean): Decision {
+  const { limit, windowMs } = policy;
+  return decision(policy, "fail-open", {
+    allowed: true,
+    remaining: consumed ? Math.max(0, limit - policy.cost) : limit,
+    reset: at + windowMs,
+    resetAfterMs: windowMs,
+    retryAfterMs: 0,
+  });
+}
+
+/** A denied request: named by the denying policy with the longest wait. */
+export function denied(decisions: Decision[]): MultiDecision {
+  let binding: Decision | undefined;
+  for (const decision of decisions) {
+    if (!decision.allowed && (!binding || decision.retryAfterMs > binding.retryAfterMs)) {
+      binding = decision;
+    }
+  }
+  return {
+    allowed: false,
+    decisions,
+    ...(binding ? { deniedBy: binding.policy } : {}),
+    replayed: false,
+  };
+}
+
+/**
+ * The request as the store decided it: one decision per policy, the denying policy's name, and,
+ * when the store admitted and counted it now, the receipt a refund takes.
+ */
+export function fromEvaluation(
+  policies: readonly ResolvedPolicy[],
+  answer: EvaluateAnswer,
+  memberId: string,
+  requestId: string | undefined,
+): MultiDecision {
+  const decisions = policies.map((policy, i) =>
+    fromStore(policy, answer.policies[i] as PolicyAnswer),
+  );
+  const deniedBy = answer.deniedBy === undefined ? undefined : policies[answer.deniedBy]?.policy;
+  return {
+    allowed: answer.allowed,
+    decisions,
+    ...(deniedBy !== undefined ? { deniedBy } : {}),
+    replayed: answer.replayed,
+    ...(answer.allowed && !answer.replayed
+      ? {
+          receipt: {
+            memberId,
+            policies: policies.map((policy) => policy.policy),
+            resolved: policies,
+            at: answer.now,
+            ...(requestId !== undefined ? { requestId } : {}),
+          },
+        }
+      : {}),
+  };
+}

@@ -1,0 +1,50 @@
+/**
+ * The limiter's refund: give back what an admitted request consumed, from its receipt (all its
+ * policies or the named ones), and stop this isolate denying from claims the refund makes false.
+ */
+import { refund } from "../store/refund";
+import { withinDeadline } from "../store/script-runner";
+import type { LimiterContext } from "./context";
+import type { RefundOutcome, RefundReceipt } from "./types";
+
+export async function refundReceipt(
+  ctx: LimiterContext,
+  receipt: RefundReceipt,
+  only: readonly string[] | undefined,
+): Promise<RefundOutcome> {
+  const picked =
+    only === undefined
+      ? receipt.resolved
+      : receipt.resolved.filter((policy) => only.includes(policy.policy));
+  if (picked.length === 0) return { refunded: false, units: [] };
+  // This isolate must not go on denying from a claim the refund just made false. (Other
+  // isolates may, until their entry expires: at most the Retry-After they announced.) Again
+  // when it ends: an answer that arrived in between may have been remembered.
+  const forgetPicked = () => {
+    ctx.capacityEpoch++;
+    for (const { cacheKey } of picked) ctx.cache?.forget(cacheKey);
+  };
+  forgetPicked();
+  if (ctx.breaker.state === "open") return { refunded: false, units: [], error: "circuit open" };
+  // The request-id record belongs to the whole set of policies: a partial refund leaves it,
+  // so a retry within the window replays the original admission (and counts nowhere).
+  const whole = picked.length === receipt.resolved.length;
+  try {
+    return await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
+      ctx.clock.run(store, (client, now) =>
+        refund(client, {
+          policies: picked,
+          memberId: receipt.memberId,
+          at: receipt.at,
+          now,
+          requestId: whole ? receipt.requestId : undefined,
+        }),
+      ),
+    );
+  } catch (error) {
+    ctx.onStoreError?.(error);
+    return { refunded: false, units: [], error: String(error) };
+  } finally {
+    forgetPicked();
+  }
+}
