@@ -6,7 +6,7 @@
  * - `createStoreClient()`: the @upstash/redis client configured for a decision on the request path.
  * Everything else in src/ is internal and may change in any release.
  */
-export type { ClientIpConfig } from "./config/limiter-config";
+export type { ClientIpConfig } from "./config/client-ip-config";
 export { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT } from "./config/limits";
 export {
   type RateLimitOptions,

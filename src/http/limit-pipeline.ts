@@ -12,7 +12,7 @@
  * This file: the one sequence the proxy and the middleware both run for a request some rule
  * applies to: decide, forward or refuse, refund on 5xx, add the headers.
  */
-import type { RuleConfig } from "../config/limiter-config";
+import type { RuleConfig } from "../config/rule-schema";
 import { type DecideOptions, decideRules, type RulesOutcome } from "../rules/decide";
 import { type RefundFailedEvent, refundOnServerError } from "../rules/refund-on-error";
 import { outcomeHeaders, withRateLimitHeaders } from "./limited-response";

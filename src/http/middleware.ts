@@ -4,7 +4,8 @@
  * `c.res`.
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
-import { type ClientIpConfig, DEFAULT_CLIENT_IP, parseRules } from "../config/limiter-config";
+import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
+import { parseRules } from "../config/worker-config";
 import type { Limiter } from "../limiter/types";
 import { type RulesOutcome, requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
 import { applyingRules, compileRules } from "../rules/match";

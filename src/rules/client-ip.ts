@@ -3,7 +3,7 @@
  * proxy you run) and how addresses are grouped (IPv4 by prefix, IPv6 by /64). Also what /check
  * applies to an "ip" key it is given.
  */
-import type { ClientIpConfig } from "../config/limiter-config";
+import type { ClientIpConfig } from "../config/client-ip-config";
 
 /** The grouped client address, or undefined when there is none to trust. */
 export function clientIp(headers: Headers, config: ClientIpConfig): string | undefined {

@@ -2,7 +2,7 @@
  * The client key a rule counts a request under, read from the request's headers by the rule's
  * `key` spec. The address behind "ip" is client-ip.ts's.
  */
-import type { ClientIpConfig } from "../config/limiter-config";
+import type { ClientIpConfig } from "../config/client-ip-config";
 import { digestHex } from "../digest";
 import { clientIp } from "./client-ip";
 

@@ -11,8 +11,9 @@
  * This file: one request's applying rules → one RulesOutcome. Keys are resolved first, then the
  * enforced rules and the shadow rules are each decided by one `limiter.limitAll` call.
  */
-import type { ClientIpConfig, RuleConfig } from "../config/limiter-config";
+import type { ClientIpConfig } from "../config/client-ip-config";
 import { MAX_REQUEST_ID_LENGTH } from "../config/limits";
+import type { RuleConfig } from "../config/rule-schema";
 import type { Decision, Limiter, LimitRequest, RefundReceipt } from "../limiter/types";
 import { clientKey } from "./client-key";
 

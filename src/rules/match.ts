@@ -2,7 +2,7 @@
  * Which rules apply to a request: each rule's `match` (paths, methods) compiled once per isolate,
  * tested against every reading of the request path (path-readings.ts).
  */
-import type { RuleConfig } from "../config/limiter-config";
+import type { RuleConfig } from "../config/rule-schema";
 import { pathReadings } from "./path-readings";
 
 /** A rule with its `match` compiled once per isolate. */

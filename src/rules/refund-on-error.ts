@@ -2,7 +2,7 @@
  * The refund step: a request the origin (or the app) failed with a 5xx is given back in the rules
  * that say `refundOn: "5xx"`, so a client is not charged for the server's errors.
  */
-import type { RuleConfig } from "../config/limiter-config";
+import type { RuleConfig } from "../config/rule-schema";
 import type { Limiter } from "../limiter/types";
 import type { RulesOutcome } from "./decide";
 

@@ -1,6 +1,6 @@
 import { describe, expect, inject, it } from "vitest";
-import { parseLimiterConfig, parseRules } from "../../src/config/limiter-config";
 import { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT } from "../../src/config/limits";
+import { parseRules, parseWorkerConfig } from "../../src/config/worker-config";
 import { createLimiter } from "../../src/limiter/create-limiter";
 import { nextMemberId } from "../../src/limiter/member-id";
 import { evaluate, evaluatePolicy } from "../../src/store/evaluate";
@@ -121,7 +121,7 @@ describe("caps in LIMITER_CONFIG and rules given in code", () => {
   ];
   for (const [label, rules, field] of cases) {
     it(`names ${field} for ${label}`, () => {
-      for (const parsed of [parseLimiterConfig({ rules }), parseRules(rules)]) {
+      for (const parsed of [parseWorkerConfig({ rules }), parseRules(rules)]) {
         expect(parsed.ok).toBe(false);
         expect(!parsed.ok && parsed.field).toBe(field);
       }
@@ -129,7 +129,7 @@ describe("caps in LIMITER_CONFIG and rules given in code", () => {
   }
 
   it("takes every cap exactly", () => {
-    const parsed = parseLimiterConfig({
+    const parsed = parseWorkerConfig({
       rules: [
         { name: "log", limit: MAX_LOG_LIMIT, window: "7d", cost: MAX_LOG_COST },
         {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ClientIpConfig } from "../../src/config/limiter-config";
+import type { ClientIpConfig } from "../../src/config/client-ip-config";
 import { groupAddress } from "../../src/rules/client-ip";
 import { clientKey } from "../../src/rules/client-key";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseLimiterConfig } from "../../src/config/limiter-config";
+import { parseWorkerConfig } from "../../src/config/worker-config";
 import { compilePattern, compileRules } from "../../src/rules/match";
 import { scopedPrefix, testRedis } from "./redis";
 import { originCount, workerWith } from "./worker-harness";
@@ -10,7 +10,7 @@ const run = crypto.randomUUID().slice(0, 8);
 
 describe("LIMITER_CONFIG validation", () => {
   it("fills documented defaults", () => {
-    const parsed = parseLimiterConfig('{"rules":[{"name":"api","limit":5,"window":"10s"}]}');
+    const parsed = parseWorkerConfig('{"rules":[{"name":"api","limit":5,"window":"10s"}]}');
     // toMatchObject: the resilience knobs (resilience-config.ts) have their own tests.
     expect(parsed).toMatchObject({
       ok: true,
@@ -37,7 +37,7 @@ describe("LIMITER_CONFIG validation", () => {
   });
 
   it("accepts a TOML table as wrangler hands it (an object)", () => {
-    const parsed = parseLimiterConfig({
+    const parsed = parseWorkerConfig({
       rules: [{ name: "api", limit: 5, window: 1000, match: { path: "/api/*", methods: ["get"] } }],
     });
     expect(parsed.ok && parsed.value.rules[0]?.match).toEqual({
@@ -105,7 +105,7 @@ describe("LIMITER_CONFIG validation", () => {
   ];
   for (const [label, input, field] of bad) {
     it(`names "${field}" for ${label}`, () => {
-      const parsed = parseLimiterConfig(input);
+      const parsed = parseWorkerConfig(input);
       expect(parsed.ok).toBe(false);
       expect(!parsed.ok && parsed.field).toBe(field);
     });
@@ -126,7 +126,7 @@ describe("rule matching", () => {
   });
 
   it("a trailing slash or another letter case does not dodge a rule (opt out: caseSensitive)", () => {
-    const parsed = parseLimiterConfig({
+    const parsed = parseWorkerConfig({
       rules: [
         { name: "login", limit: 1, window: "1m", match: { path: "/login", methods: ["POST"] } },
         { name: "user", limit: 1, window: "1m", match: { path: "/users/:id/" } },
@@ -153,7 +153,7 @@ describe("rule matching", () => {
   });
 
   it("counts every path spelling common servers route to the rule's path", () => {
-    const parsed = parseLimiterConfig({
+    const parsed = parseWorkerConfig({
       rules: [
         { name: "login", limit: 1, window: "1m", match: { path: "/login", methods: ["POST"] } },
         { name: "api", limit: 1, window: "1m", match: { path: "/api/*" } },
@@ -201,7 +201,7 @@ describe("rule matching", () => {
   });
 
   it("a GET rule counts HEAD (frameworks serve HEAD with the GET handler)", () => {
-    const parsed = parseLimiterConfig({
+    const parsed = parseWorkerConfig({
       rules: [
         { name: "get", limit: 1, window: "1m", match: { path: "/x", methods: ["GET"] } },
         { name: "post", limit: 1, window: "1m", match: { path: "/x", methods: ["POST"] } },
@@ -215,7 +215,7 @@ describe("rule matching", () => {
   });
 
   it("matches methods case-insensitively and every method when none is given", () => {
-    const parsed = parseLimiterConfig({
+    const parsed = parseWorkerConfig({
       rules: [
         { name: "post", limit: 1, window: "1m", match: { path: "/x", methods: ["POST"] } },
         { name: "any", limit: 1, window: "1m" },

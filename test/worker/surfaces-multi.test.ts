@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
-import { parseLimiterConfig } from "../../src/config/limiter-config";
+import { parseWorkerConfig } from "../../src/config/worker-config";
 import { createLimiter, rateLimit } from "../../src/index";
 import { ALGORITHMS } from "../../src/store/algorithm";
 import { storageKey } from "../../src/store/keys";
@@ -346,13 +346,13 @@ describe("peek and reset per algorithm", () => {
 
 describe("config: algorithm, refundOn, requestIdHeaders", () => {
   it("fills the defaults", () => {
-    const parsed = parseLimiterConfig({ rules: [{ name: "a", limit: 1, window: "1m" }] });
+    const parsed = parseWorkerConfig({ rules: [{ name: "a", limit: 1, window: "1m" }] });
     expect(parsed).toMatchObject({
       ok: true,
       value: { requestIdHeaders: [], rules: [{ algorithm: "sliding-log" }] },
     });
     expect(parsed.ok && "refundOn" in (parsed.value.rules[0] ?? {})).toBe(false);
-    const full = parseLimiterConfig({
+    const full = parseWorkerConfig({
       requestIdHeaders: ["Idempotency-Key", "cf-ray"],
       rules: [{ name: "a", limit: 1, window: "1m", algorithm: "token-bucket", refundOn: "5xx" }],
     });
@@ -386,7 +386,7 @@ describe("config: algorithm, refundOn, requestIdHeaders", () => {
   ];
   for (const [label, input, field] of bad) {
     it(`names "${field}" for ${label}`, () => {
-      const parsed = parseLimiterConfig(input);
+      const parsed = parseWorkerConfig(input);
       expect(parsed.ok).toBe(false);
       expect(!parsed.ok && parsed.field).toBe(field);
     });
