@@ -5,41 +5,21 @@
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
+import type { RuleInput } from "../config/rule-schema";
 import { parseRules } from "../config/worker-config";
 import type { Limiter } from "../limiter/types";
 import { type RulesOutcome, requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
 import { applyingRules, compileRules } from "../rules/match";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
-import type { Algorithm } from "../store/algorithm";
 import { runLimited } from "./limit-pipeline";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import { misconfigured } from "./problem";
 
-/** A rule as the middleware takes it: the LIMITER_CONFIG rule schema (README "Configuration"). */
-export interface RateLimitRule {
-  /** Policy name: in Redis keys and headers. 1-64 of [A-Za-z0-9_.-]. */
-  name: string;
-  /** Units per window. */
-  limit: number;
-  /** "500ms", "10s", "1m", "1h", "1d" or ms; at most 7d. */
-  window: string | number;
-  /** @default 1 */
-  cost?: number;
-  /** Client key spec, unless the `key` option is given. @default "ip" */
-  key?: "ip" | "global" | `header:${string}`;
-  /** Decide, log and add headers, but never deny. @default false */
-  shadow?: boolean;
-  /** @default the limiter's fail mode */
-  failMode?: "open" | "closed";
-  /** What a request without key material gets. @default "shared" */
-  missingKey?: "shared" | "skip" | "deny";
-  /** Narrows the rule within the route the middleware is mounted on. @default every request */
-  match?: { path?: string | string[]; methods?: string[]; caseSensitive?: boolean };
-  /** How the rule counts (README "Algorithms"). @default "sliding-log" */
-  algorithm?: Algorithm;
-  /** Give the request back when the app answers 5xx. @default never */
-  refundOn?: "5xx";
-}
+/**
+ * A rule as the middleware takes it: the one rule shape, a LIMITER_CONFIG rule as written (README
+ * "Configuration"; config/rule-schema.ts, where every field is documented and checked).
+ */
+export type RateLimitRule = RuleInput;
 
 /** What `c.get("rateLimit")` holds after the middleware ran (see RulesOutcome). */
 export type RateLimitResult = RulesOutcome;
