@@ -33,7 +33,7 @@ const quick = process.argv.includes("--quick");
 const PLAN = quick
   ? { repeats: 1, seconds: 2, connections: 32, outageSeconds: 1.5, steadySeconds: 4, edges: 1 }
   : { repeats: 3, seconds: 6, connections: 32, outageSeconds: 4, steadySeconds: 12, edges: 3 };
-// The largest is the sliding log's cap (src/config/limits.ts MAX_LOG_LIMIT): a full log < 1 MB.
+// The largest is the sliding log's cap (src/store/caps.ts MAX_LOG_LIMIT): a full log < 1 MB.
 const MEMORY_LIMITS = [10, 100, 1000, 8000];
 const started = Date.now();
 const OUTPUT = path.join(ROOT, "bench");

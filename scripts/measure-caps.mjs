@@ -1,5 +1,5 @@
 // @ts-check
-// What one sliding-log request costs Redis, to set the caps in src/config/limits.ts:
+// What one sliding-log request costs Redis, to set the caps in src/store/caps.ts:
 //   - the Redis-side time of one evaluate script admitting `cost` units (SLOWLOG, microseconds:
 //     Redis runs nothing else meanwhile), for one policy and for 16 policies in one call;
 //   - MEMORY USAGE (SAMPLES 0) of a log full to its limit.

@@ -1,32 +1,17 @@
-import type { Algorithm } from "../store/algorithm";
-import { isIntegerIn } from "./validation";
-
 /** Documented bounds of what a check may ask for (README "Limits"). */
 export const MAX_KEY_LENGTH = 512;
-/**
- * The largest limit of the O(1) algorithms (fixed-window, sliding-counter, token-bucket): a
- * counter or a time whatever the limit (~120 B per key), so this only keeps numbers sane.
- */
-export const MAX_LIMIT = 100_000;
 
-// What one request may make Redis store and do. The sliding log keeps one sorted-set member per
-// admitted unit for a whole window (up to 7 days) and writes them in the script, during which
-// Redis runs nothing else. Measured with `node scripts/measure-caps.mjs` (the real script on a
-// private redis-server; 2-core dev VM under load, members shaped like the limiter's):
-//   MEMORY USAGE of a full log: 1 000 → 118 KB, 5 000 → 646 KB, 8 000 → 941 KB, 10 000 → 1.29 MB,
-//   100 000 → 12 MB
-//   Redis time of one call admitting N units: 1 → 0.09 ms, 100 → 0.6 ms, 500 → 1.4–1.9 ms,
-//   1 000 → 2.6–3.4 ms, 8 000 → 16 ms, 100 000 → 340 ms; 16 log policies of 62 units: 3.6 ms
-
-/** The largest sliding-log limit: a full log (one member per unit) stays under ~1 MB. */
-export const MAX_LOG_LIMIT = 8_000;
-
-/**
- * The most units one call may add to sliding logs, summed over its log policies (a /check
- * "rules", the rules one proxied request matches): members one script writes, ~3 ms of Redis.
- * A refund removes the same members. The O(1) algorithms' cost is one INCRBY: up to the limit.
- */
-export const MAX_LOG_COST = 1_000;
+// The caps on what one request may make Redis store and do live with the store, which enforces
+// them before calling Redis; they are part of the documented bounds, so they are re-exported here.
+export {
+  type BoundedPolicy,
+  boundsIssue,
+  limitRange,
+  MAX_LIMIT,
+  MAX_LOG_COST,
+  MAX_LOG_LIMIT,
+  maxLimitOf,
+} from "../store/caps";
 
 export const MIN_WINDOW_MS = 1;
 export const MAX_WINDOW_MS = 7 * 86_400_000;
@@ -45,60 +30,3 @@ export const ADHOC_POLICY_PREFIX = "check.";
  * longer header value is not used as an id (the request is counted as if it had none).
  */
 export const MAX_REQUEST_ID_LENGTH = 256;
-
-/** The largest limit an algorithm takes: a full sliding log is memory, an O(1) key is not. */
-export function maxLimitOf(algorithm: Algorithm): number {
-  return algorithm === "sliding-log" ? MAX_LOG_LIMIT : MAX_LIMIT;
-}
-
-/** How a limit past maxLimitOf(algorithm) is refused, the same wherever it is. */
-export function limitRange(algorithm: Algorithm): string {
-  return algorithm === "sliding-log"
-    ? `must be an integer from 1 to ${MAX_LOG_LIMIT} for the sliding-log (one Redis member per unit; the O(1) algorithms take up to ${MAX_LIMIT})`
-    : `must be an integer from 1 to ${MAX_LIMIT}`;
-}
-
-/** A policy as the caps see it. */
-export interface BoundedPolicy {
-  algorithm: Algorithm;
-  limit: number;
-  cost: number;
-}
-
-/**
- * The first policy of one call past a cap: its limit (maxLimitOf), its cost (a positive
- * integer), or the call's summed sliding-log cost (MAX_LOG_COST). One function for /check, LIMITER_CONFIG
- * (every rule one request could match) and the store (which refuses before calling Redis).
- */
-export function boundsIssue(
-  policies: readonly BoundedPolicy[],
-): { index: number; field: "limit" | "cost"; detail: string } | undefined {
-  let logCost = 0;
-  for (const [index, { algorithm, limit, cost }] of policies.entries()) {
-    if (!isIntegerIn(limit, 1, maxLimitOf(algorithm))) {
-      return { index, field: "limit", detail: limitRange(algorithm) };
-    }
-    // Not capped at the limit here: a cost above it is a denial the scripts answer (never fits);
-    // /check and the config refuse it as an error themselves.
-    if (!isIntegerIn(cost, 1, Number.MAX_SAFE_INTEGER)) {
-      return { index, field: "cost", detail: "must be a positive integer" };
-    }
-    if (algorithm !== "sliding-log") continue;
-    logCost += cost;
-    if (cost > MAX_LOG_COST) {
-      return {
-        index,
-        field: "cost",
-        detail: `must be at most ${MAX_LOG_COST} for the sliding-log (one Redis member per unit, written in one call)`,
-      };
-    }
-    if (logCost > MAX_LOG_COST) {
-      return {
-        index,
-        field: "cost",
-        detail: `brings the sliding-log costs decided in one call to ${logCost}: at most ${MAX_LOG_COST} (one Redis member per unit)`,
-      };
-    }
-  }
-  return undefined;
-}

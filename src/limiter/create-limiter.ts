@@ -3,7 +3,7 @@
  * single flight, the breaker, the store, then remember what the answer proves. Each step's
  * mechanics live in its own file; this one only orders them.
  */
-import { boundsIssue } from "../config/limits";
+import { boundsIssue } from "../store/caps";
 import { type EvaluateAnswer, evaluate, type PolicyAnswer } from "../store/evaluate";
 import { PolicyBoundsError } from "../store/script-inputs";
 import { withinDeadline } from "../store/script-runner";
@@ -123,7 +123,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   ): Promise<MultiDecision> {
     const policies = requests.map((request) => resolvePolicy(request, ctx.defaultFailMode));
     if (policies.length === 0) return { allowed: true, decisions: [], replayed: false };
-    // Past the caps of config/limits.ts (what one request may make Redis store and do) is the
+    // Past the caps of store/caps.ts (what one request may make Redis store and do) is the
     // caller's error, thrown to the caller (not a decision in the fail mode): never sent, never
     // a store failure. /check and the config refuse the same earlier, naming the field.
     const bounds = boundsIssue(policies);

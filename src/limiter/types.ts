@@ -200,7 +200,7 @@ export interface Limiter {
   /**
    * Decide one request. Never throws on a store failure: those become fail-open / fail-closed
    * decisions. Rejects with PolicyBoundsError, before any store call, for a request past the caps
-   * of config/limits.ts (a limit, a cost; see README "Limits").
+   * of store/caps.ts (a limit, a cost; see README "Limits").
    */
   limit(request: LimitRequest): Promise<Decision>;
   /**

@@ -2,8 +2,9 @@
  * What every composed script (lua/scripts.ts) takes: KEYS and ARGV built from the policies of one
  * call, checked against the caps before Redis is asked to store or do anything.
  */
-import { boundsIssue } from "../config/limits";
+
 import type { Algorithm } from "./algorithm";
+import { boundsIssue } from "./caps";
 import { requestRecordKey } from "./keys";
 import type { ScriptArg } from "./script-runner";
 
@@ -20,7 +21,7 @@ export interface StorePolicy {
   windowMs: number;
   /**
    * Units this request takes in this policy: 1 to limit; the sliding-log costs of one call
-   * together at most MAX_LOG_COST (config/limits.ts).
+   * together at most MAX_LOG_COST (caps.ts).
    */
   cost: number;
 }
@@ -45,7 +46,7 @@ export interface ScriptCall {
 }
 
 /**
- * A policy past the caps of config/limits.ts (a limit, a cost, or one call's summed sliding-log
+ * A policy past the caps of caps.ts (a limit, a cost, or one call's summed sliding-log
  * cost): the caller's error, thrown before the store is called, so nothing is written.
  */
 export class PolicyBoundsError extends RangeError {
