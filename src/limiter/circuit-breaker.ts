@@ -1,3 +1,7 @@
+/**
+ * The circuit breaker: after consecutive store failures the limiter stops calling the store for a
+ * cool-down, then lets one probe through. State changes are reported, never per request.
+ */
 export type BreakerState = "closed" | "open" | "half-open";
 
 /** One structured event per state change (never per request). */

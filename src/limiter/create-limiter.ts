@@ -1,7 +1,16 @@
 /**
- * createLimiter: the decision flow of README "Failure modes", step by step — the denial cache,
- * single flight, the breaker, the store, then remember what the answer proves. Each step's
- * mechanics live in its own file; this one only orders them.
+ * src/limiter/: one request decided against its policies, all or nothing, and its refund. This
+ * folder owns everything between a LimitRequest and a Decision that is not Redis: resolving the
+ * request once (resolved-policy.ts), the denial cache, single flight, the circuit breaker, the
+ * degraded path with its local fallback limiter (degraded.ts, fallback-limiter.ts), the clock
+ * policy (store-clock.ts), every Decision builder (decisions.ts) and the refund of a receipt
+ * (refund-receipt.ts); context.ts holds what lives as long as the limiter. Its public types are
+ * in types.ts: config/, rules/ and http/ import only that file. It may import store/ and nothing
+ * else of src/ (no config/, rules/ or http/).
+ *
+ * This file: createLimiter, the decision flow of README "Failure modes", step by step — the
+ * denial cache, single flight, the breaker, the store, then remember what the answer proves.
+ * Each step's mechanics live in its own file; this one only orders them.
  */
 import { boundsIssue } from "../store/caps";
 import { type EvaluateAnswer, evaluate, type PolicyAnswer } from "../store/evaluate";

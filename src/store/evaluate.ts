@@ -1,6 +1,14 @@
 /**
- * The evaluate script call: decide one request against its policies, all or nothing, and read
- * the reply into one answer per policy.
+ * src/store/: all of Redis, and nothing but Redis. This folder owns the Lua scripts (lua/, one
+ * fragment per algorithm; the list in algorithm.ts), the script calls (this file, refund.ts,
+ * peek-reset.ts) and the KEYS/ARGV they take (script-inputs.ts), the retry contract
+ * (script-runner.ts: EVALSHA, EVAL on NOSCRIPT, within one deadline; with-deadline.ts), the key
+ * layout (keys.ts), the caps on what one call may make Redis store and do (caps.ts) and the
+ * Upstash client (upstash-client.ts). It knows nothing of HTTP, rules or decisions, and imports
+ * nothing above it: only @upstash/redis and src/digest.ts (the scripts' SHA-1).
+ *
+ * This file: the evaluate script call. Decide one request against its policies, all or
+ * nothing, and read the reply into one answer per policy.
  */
 import { EVALUATE_SCRIPTS } from "./lua/scripts";
 import { type ScriptCall, type StorePolicy, scriptInputs } from "./script-inputs";

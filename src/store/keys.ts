@@ -1,3 +1,7 @@
+/**
+ * The Redis key layout: a policy's key per client key and algorithm, and a request id's record.
+ * Total over any string (no client input can throw here) and injective.
+ */
 import type { Algorithm } from "./algorithm";
 
 /**

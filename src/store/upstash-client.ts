@@ -1,3 +1,7 @@
+/**
+ * The Upstash REST client configured for a decision on the request path (one attempt, a
+ * per-request abort, no telemetry), plus clients bounded by the time a decision has left.
+ */
 import { Redis } from "@upstash/redis/cloudflare";
 
 export interface StoreClientOptions {

@@ -1,3 +1,8 @@
+/**
+ * The scripts Redis runs, composed from one fragment per algorithm plus a driver: evaluate (one
+ * per algorithm and one mixed) and refund. Adding an algorithm: its fragment file, its entry in
+ * ALGORITHMS (algorithm.ts), and the FRAGMENTS entry the compiler then asks for.
+ */
 import { ALGORITHMS, type Algorithm } from "../algorithm";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
 import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
