@@ -1,8 +1,9 @@
+/**
+ * LIMITER_CONFIG's `clientIp` (and the middleware's `clientIp` option): where "ip" keys come from
+ * and how addresses are grouped. The type is the schema's output, documented on its entries.
+ */
 import * as v from "valibot";
 import { integerIn, plainObject } from "./schema-parts";
-
-// LIMITER_CONFIG's `clientIp` (and the middleware's `clientIp` option): where "ip" keys come
-// from and how addresses are grouped.
 
 /** The client-IP defaults, for the config schema, the middleware and /check alike. */
 export const DEFAULT_CLIENT_IP = {

@@ -1,10 +1,10 @@
 import * as v from "valibot";
-import { DEFAULT_BREAKER } from "../limiter/circuit-breaker";
-import { DEFAULT_DENIAL_CACHE_SIZE } from "../limiter/denial-cache";
 import {
+  DEFAULT_BREAKER,
+  DEFAULT_DENIAL_CACHE_SIZE,
   DEFAULT_FALLBACK_MAX_ENTRIES,
   DEFAULT_FALLBACK_MAX_KEYS,
-} from "../limiter/fallback-limiter";
+} from "../limiter/types";
 import { integerIn, plainObject } from "./schema-parts";
 
 // LIMITER_CONFIG knobs for what the limiter does when the store is slow or down (README

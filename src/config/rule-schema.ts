@@ -1,3 +1,9 @@
+/**
+ * The one rule shape: a LIMITER_CONFIG rule and a middleware rule are this schema's input
+ * (RuleInput), and every layer past config reads its output (RuleConfig). The field docs live on
+ * the schema entries and both types are inferred from it, so editors show them on either; the
+ * checks across fields and rules follow (ruleListIssue).
+ */
 import * as v from "valibot";
 import { ADHOC_POLICY_PREFIX, boundsIssue, POLICY_NAME } from "./limits";
 import {
@@ -12,19 +18,15 @@ import {
 } from "./schema-parts";
 import { invalid } from "./validation";
 
-// The one rule shape: a LIMITER_CONFIG rule and a middleware rule are this schema's input
-// (RuleInput), and every layer past config reads its output (RuleConfig). The field docs live on
-// the schema entries; both types are inferred from it, so editors show them on either.
-
 /** What a rule does for a request that lacks its key material (no IP, no such header). */
-export const missingKeySchema = v.picklist(
+const missingKeySchema = v.picklist(
   ["shared", "skip", "deny"],
   'must be "shared", "skip" or "deny"',
 );
 export type MissingKeyOutcome = v.InferOutput<typeof missingKeySchema>;
 
 /** When a rule gives back what a request consumed: when the origin (or the app) answers 5xx. */
-export const refundOnSchema = v.picklist(["5xx"], 'must be "5xx"');
+const refundOnSchema = v.picklist(["5xx"], 'must be "5xx"');
 export type RefundOn = v.InferOutput<typeof refundOnSchema>;
 
 /** Where a rule's client key comes from (not the key itself: that is read per request). */
@@ -59,7 +61,7 @@ const pathSchema = v.pipe(
 const METHOD = /^[A-Za-z]{1,16}$/;
 
 /** Which requests a rule applies to. Both parts must fit; an absent part fits everything. */
-export const matchSchema = v.pipe(
+const matchSchema = v.pipe(
   plainObject(
     {
       /** Path patterns ("/api/*", "/login", "/users/:id"); any one may fit. @default every path */

@@ -1,3 +1,7 @@
+/**
+ * Valibot building blocks, and the fields a LIMITER_CONFIG rule, a middleware rule and a /check
+ * body share: one definition each, so a bound is checked and worded the same wherever it appears.
+ */
 import * as v from "valibot";
 import { ALGORITHMS, type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
 import { parseDuration } from "./duration";
@@ -11,9 +15,6 @@ import {
   maxLimitOf,
 } from "./limits";
 import { isPlainObject } from "./validation";
-
-// Valibot building blocks, and the fields a LIMITER_CONFIG rule, a middleware rule and a /check
-// body share: one definition each, so a bound is checked and worded the same wherever it appears.
 
 /** An integer in [min, max]; every failure says the range. */
 export const integerIn = (min: number, max: number, message = integerRange(min, max)) =>

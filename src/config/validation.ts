@@ -12,10 +12,6 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-export function isIntegerIn(value: unknown, min: number, max: number): value is number {
-  return typeof value === "number" && Number.isInteger(value) && value >= min && value <= max;
-}
-
 /** The first key of `object` not in `allowed`, so typos ("limt") are reported, not ignored. */
 export function unknownField(object: Record<string, unknown>, allowed: readonly string[]) {
   return Object.keys(object).find((key) => !allowed.includes(key));

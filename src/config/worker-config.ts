@@ -1,11 +1,12 @@
 /**
  * config/: what a deployment or an app writes down, read once and checked strictly. It owns the
- * worker's LIMITER_CONFIG (this file), the one rule shape (rule-schema.ts: LIMITER_CONFIG rules,
- * the middleware's rules and, through schema-parts.ts, the fields of a /check body), the caps
- * (limits.ts) and how a wrong field is named (validation.ts, config-issue.ts). Everything here is
- * pure validation, run once per isolate (or per /check body): no I/O, no clock. It may import
- * store/algorithm (the algorithm list) and limiter/types (the limiter's public types and
- * defaults) only; every other layer reads its types from here.
+ * worker's LIMITER_CONFIG (this file, with client-ip-config.ts and resilience-config.ts), the one
+ * rule shape (rule-schema.ts: a LIMITER_CONFIG rule, a middleware rule, and through
+ * schema-parts.ts the fields of a /check body), the documented bounds (limits.ts) and how a wrong
+ * field is named (validation.ts, config-issue.ts). Pure validation, no I/O, no clock. It may
+ * import store/algorithm and store/caps (the algorithm list, the caps the store enforces) and
+ * limiter/types (the limiter's public types and defaults), nothing else; the layers above read
+ * their rule and config types from here.
  */
 import * as v from "valibot";
 import { DEFAULT_LIMITER_TIMEOUT_MS } from "../limiter/types";
@@ -19,7 +20,7 @@ import { illFormedString, invalid, isPlainObject, type Validated } from "./valid
 const MAX_TIMEOUT_MS = 30_000;
 
 /** Header names (RFC 9110 tokens), lower-cased; at most 8. */
-export const requestIdHeadersSchema = v.pipe(
+const requestIdHeadersSchema = v.pipe(
   v.array(
     v.pipe(
       v.string("must be a header name"),
@@ -32,7 +33,7 @@ export const requestIdHeadersSchema = v.pipe(
 );
 
 // Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
-export const workerConfigSchema = plainObject(
+const workerConfigSchema = plainObject(
   {
     /** The rules every proxied request is decided against (README "Configuration"). */
     rules: v.optional(v.array(ruleSchema, "must be an array"), []),

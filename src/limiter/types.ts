@@ -225,3 +225,9 @@ export interface Limiter {
 }
 
 export const DEFAULT_LIMITER_TIMEOUT_MS = 500;
+
+// The limiter's other defaults, for the LIMITER_CONFIG schema to fill in: config/ reads the
+// limiter through this file only.
+export { DEFAULT_BREAKER } from "./circuit-breaker";
+export { DEFAULT_DENIAL_CACHE_SIZE } from "./denial-cache";
+export { DEFAULT_FALLBACK_MAX_ENTRIES, DEFAULT_FALLBACK_MAX_KEYS } from "./fallback-limiter";
