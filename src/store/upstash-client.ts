@@ -25,10 +25,10 @@ export type StoreClient = Redis & { withTimeout(timeoutMs: number): Redis };
  *   (and `retry: false` still makes 2 attempts); a limiter must answer within its timeout instead.
  * - `signal` as a *function*: a fresh `AbortSignal.timeout` per request. (Never share one between
  *   requests: workerd ties a signal to the request that made it, and another request's fetch
- *   with it fails — test/worker/check.test.ts guards this.) A static signal is
+ *   with it fails — test/worker/http/check-route.test.ts guards this.) A static signal is
  *   swallowed by the client (it fakes a 200 with the abort reason) and stays aborted forever.
  *   The abort closes the connection: a request held up *before* Redis (a slow network, a
- *   queue in front of it) is never run (test/worker/failure.test.ts proves it with a server that
+ *   queue in front of it) is never run (test/worker/limiter/failure.test.ts proves it with a server that
  *   delays, then forwards). A script Redis already ran has counted, however late its answer.
  *   withinDeadline (script-runner.ts, same timeoutMs) bounds the decision as a whole; a
  *   NOSCRIPT → EVAL gets only the time left, through `withTimeout`.

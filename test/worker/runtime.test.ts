@@ -3,8 +3,8 @@ import { describe, expect, inject, it, vi } from "vitest";
 import type { Env } from "../../src/env";
 import { createLimiter, rateLimit } from "../../src/index";
 import { getRuntime } from "../../src/runtime";
-import { testStore, uniquePrefix } from "./redis";
-import { workerWith } from "./worker-harness";
+import { testStore, uniquePrefix } from "../support/worker/redis";
+import { workerWith } from "../support/worker/worker-harness";
 
 describe("getRuntime", () => {
   it("an isolate's env object is looked up, not serialized again, on every request", () => {

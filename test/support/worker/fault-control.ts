@@ -1,0 +1,115 @@
+/// <reference path="../provided.d.ts" />
+import { inject } from "vitest";
+import type { ScriptClient } from "../../../src/store/script-runner";
+import { createStoreClient, type StoreClient } from "../../../src/store/upstash-client";
+import type { FaultMode, FaultStats } from "../fault-types";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    faultUrl: string;
+    refusedUrl: string;
+  }
+}
+
+/** One scenario on the fault server: its own store URL, fault mode and counters. */
+export interface FaultScenario {
+  /** The store URL to give the client (requests land in this scenario). */
+  url: string;
+  set(mode: FaultMode, delayMs?: number): Promise<void>;
+  stats(): Promise<FaultStats>;
+  /** Polls until no request of this scenario is still pending (the server has settled them). */
+  settled(timeoutMs?: number): Promise<FaultStats>;
+}
+
+export async function faultScenario(mode: FaultMode, delayMs = 0): Promise<FaultScenario> {
+  const base = inject("faultUrl");
+  const name = `s-${crypto.randomUUID()}`;
+  const scenario: FaultScenario = {
+    url: `${base}/${name}`,
+    async set(next, delay = delayMs) {
+      const res = await fetch(`${base}/__control/${name}`, {
+        method: "POST",
+        body: JSON.stringify({ mode: next, delayMs: delay, target: inject("bridgeUrl") }),
+      });
+      await res.arrayBuffer();
+    },
+    async stats() {
+      const res = await fetch(`${base}/__stats/${name}`);
+      return res.json<FaultStats>();
+    },
+    async settled(timeoutMs = 5_000) {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const stats = await scenario.stats();
+        if (stats.pending === 0 || Date.now() > until) return stats;
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+    },
+  };
+  await scenario.set(mode, delayMs);
+  return scenario;
+}
+
+/** The worker's store client, pointed at a URL (a fault scenario, or the bridge). */
+export function storeAt(url: string, timeoutMs: number): StoreClient {
+  return createStoreClient({ url, token: inject("bridgeToken"), timeoutMs });
+}
+
+/** A real client that counts the store calls made through it (EVALSHA and EVAL). */
+export function counting(client: ScriptClient): {
+  store: ScriptClient;
+  calls: () => number;
+  evals: () => number;
+} {
+  let calls = 0;
+  let evals = 0;
+  return {
+    store: {
+      evalsha: (sha, keys, args) => {
+        calls++;
+        return client.evalsha(sha, keys, args);
+      },
+      eval: (script, keys, args) => {
+        calls++;
+        evals++;
+        return client.eval(script, keys, args);
+      },
+      // The limiter's second call of a decision (NOSCRIPT → EVAL, a retry on the caller clock)
+      // goes through this when the client has it: count it too.
+      ...(client.withTimeout
+        ? {
+            withTimeout: (ms: number) => {
+              const bounded = (client.withTimeout as NonNullable<ScriptClient["withTimeout"]>)(ms);
+              return {
+                evalsha: ((sha, keys, args) => {
+                  calls++;
+                  return bounded.evalsha(sha, keys, args);
+                }) as typeof bounded.evalsha,
+                eval: ((script, keys, args) => {
+                  calls++;
+                  evals++;
+                  return bounded.eval(script, keys, args);
+                }) as typeof bounded.eval,
+              };
+            },
+          }
+        : {}),
+    },
+    calls: () => calls,
+    evals: () => evals,
+  };
+}
+
+/** A clock the test moves by hand. */
+export function manualClock(start = 1_800_000_000_000) {
+  let t = start;
+  return {
+    now: () => t,
+    set: (value: number) => {
+      t = value;
+    },
+    advance: (ms: number) => {
+      t += ms;
+    },
+  };
+}

@@ -1,0 +1,40 @@
+/// <reference path="../provided.d.ts" />
+import { createExecutionContext, env } from "cloudflare:test";
+import { inject } from "vitest";
+import type { Env } from "../../../src/env";
+import app from "../../../src/worker";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** test/support/origin-setup.ts */
+    originUrl: string;
+  }
+}
+
+/** The worker's bindings as vitest.config.ts sets them. */
+export const baseEnv = env as unknown as Env;
+
+/** The local origin (test/support/origin-server.mjs). */
+export const originUrl = (): string => inject("originUrl");
+
+/**
+ * Calls the deployed worker's app with its real bindings but a given LIMITER_CONFIG (and any
+ * other override): each test file runs its own rules under its own Redis prefix.
+ */
+export function workerWith(overrides: Partial<Env>) {
+  const bindings = { ...baseEnv, ...overrides };
+  return (input: string, init?: RequestInit): Promise<Response> =>
+    Promise.resolve(
+      app.fetch(
+        new Request(new URL(input, "https://limited.test"), init),
+        bindings,
+        createExecutionContext(),
+      ),
+    );
+}
+
+/** How many requests the origin has seen for `path`. */
+export async function originCount(path: string): Promise<number> {
+  const res = await fetch(`${originUrl()}/__count?path=${encodeURIComponent(path)}`);
+  return (await res.json<{ count: number }>()).count;
+}

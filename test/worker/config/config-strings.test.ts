@@ -1,0 +1,60 @@
+import { describe, expect, it } from "vitest";
+import type { Validated } from "../../../src/config/validation";
+import { parseRules, parseWorkerConfig } from "../../../src/config/worker-config";
+
+/**
+ * What a failed parse names, the field as JSON (which escapes a lone surrogate: raw, one in an
+ * assertion's diff cannot cross the test runner's socket, which wants UTF-8).
+ */
+function outcome(parsed: Validated<unknown>) {
+  if (parsed.ok) return "ok";
+  return {
+    field: JSON.stringify(parsed.field),
+    wellFormed: /well-formed UTF-16/.test(parsed.detail),
+  };
+}
+
+// LIMITER_CONFIG may be JSON (with "\ud800" escapes) or a TOML table: either way a string that is
+// not well-formed UTF-16 is a config error naming where it is, whatever the field.
+describe("LIMITER_CONFIG strings that are not well-formed UTF-16", () => {
+  const rule = { name: "a", limit: 1, window: "1m" };
+  const cases: [label: string, input: Record<string, unknown>, field: string][] = [
+    ["a rule name", { rules: [{ ...rule, name: "a\ud800" }] }, "rules[0].name"],
+    [
+      "a later rule's window",
+      { rules: [rule, { ...rule, name: "b", window: "\udc00" }] },
+      "rules[1].window",
+    ],
+    ["a rule key", { rules: [{ ...rule, key: "header:x\udfff" }] }, "rules[0].key"],
+    [
+      "a path",
+      { rules: [{ ...rule, match: { path: ["/a", "/\ud800"] } }] },
+      "rules[0].match.path[1]",
+    ],
+    [
+      "a method",
+      { rules: [{ ...rule, match: { methods: ["\udbff"] } }] },
+      "rules[0].match.methods[0]",
+    ],
+    ["the prefix", { prefix: "p\ud800" }, "prefix"],
+    ["a request id header", { rules: [], requestIdHeaders: ["\udc00x"] }, "requestIdHeaders[0]"],
+    ["a field name", { rules: [{ ...rule, "\ud800": 1 }] }, "rules[0]"],
+  ];
+  for (const [label, input, field] of cases) {
+    it(`names "${field}" for ${label}, as an object and as JSON`, () => {
+      for (const raw of [input, JSON.stringify(input)]) {
+        expect(outcome(parseWorkerConfig(raw))).toEqual({
+          field: JSON.stringify(field),
+          wellFormed: true,
+        });
+      }
+    });
+  }
+
+  it("rules given in code (the middleware) are checked the same way", () => {
+    expect(outcome(parseRules([{ ...rule, name: "\ud800" }]))).toEqual({
+      field: JSON.stringify("rules[0].name"),
+      wellFormed: true,
+    });
+  });
+});

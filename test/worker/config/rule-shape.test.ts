@@ -1,0 +1,61 @@
+import { describe, expect, expectTypeOf, it } from "vitest";
+import type { RuleInput } from "../../../src/config/rule-schema";
+import type { Validated } from "../../../src/config/validation";
+import { parseRules, parseWorkerConfig } from "../../../src/config/worker-config";
+import { parseCheckBody } from "../../../src/http/check-request";
+import type { RateLimitRule } from "../../../src/index";
+
+// One rule shape: a LIMITER_CONFIG rule, a middleware rule and a /check body read the fields they
+// share with the same schema parts, so a wrong value is refused in the same words on every
+// surface (each names the field as that surface spells it).
+
+function detail(parsed: Validated<unknown>): string {
+  return parsed.ok ? "accepted" : `${parsed.field}: ${parsed.detail}`;
+}
+
+describe("the fields a rule and a /check body share are refused in the same words", () => {
+  const rule = { name: "a", limit: 10, window: "1m" };
+  const check = { key: "k", limit: 10, window: "1m" };
+  const cases: [field: string, value: unknown][] = [
+    ["window", "8d"],
+    ["window", "soon"],
+    ["window", 0],
+    ["limit", 0],
+    ["limit", 100_001],
+    ["limit", "10"],
+    ["cost", 1.5],
+    ["cost", 11],
+    ["algorithm", "leaky-bucket"],
+  ];
+  for (const [field, value] of cases) {
+    it(`${field}: ${JSON.stringify(value)}`, () => {
+      const bad = { [field]: value };
+      // Fixed-window: its limit cap is the config's own (the sliding log's is smaller).
+      const ruleWith = { ...rule, algorithm: "fixed-window", ...bad };
+      const checkWith = { ...check, algorithm: "fixed-window", ...bad };
+      const fromConfig = detail(parseWorkerConfig({ rules: [ruleWith] }));
+      const fromMiddleware = detail(parseRules([ruleWith]));
+      const fromCheck = detail(parseCheckBody(checkWith, new Map()));
+      expect(fromConfig).not.toBe("accepted");
+      expect(fromMiddleware).toBe(fromConfig);
+      expect(fromCheck).toBe(fromConfig.replace(`rules[0].${field}`, field));
+    });
+  }
+});
+
+describe("the middleware's rule type is the rule schema's input", () => {
+  it("RateLimitRule is RuleInput", () => {
+    expectTypeOf<RateLimitRule>().toEqualTypeOf<RuleInput>();
+    // A rule as the README writes it type-checks and parses.
+    const rule: RateLimitRule = {
+      name: "login",
+      limit: 5,
+      window: "10m",
+      key: "header:X-Api-Key",
+      match: { path: "/login", methods: ["POST"] },
+      algorithm: "token-bucket",
+      refundOn: "5xx",
+    };
+    expect(parseRules([rule]).ok).toBe(true);
+  });
+});

@@ -1,0 +1,129 @@
+import { describe, expect, it } from "vitest";
+import { groupAddress } from "../../../src/rules/client-ip";
+import { scopedPrefix, testRedis } from "../../support/worker/redis";
+import { workerWith } from "../../support/worker/worker-harness";
+
+const redis = testRedis();
+const prefix = scopedPrefix("check-rules");
+const run = crypto.randomUUID().slice(0, 8);
+const TOKEN = "test-limiter-token";
+
+const LIMITER_CONFIG = JSON.stringify({
+  prefix,
+  rules: [
+    { name: "api", match: { path: "/api/*" }, limit: 3, window: "1m" },
+    { name: "login", limit: 1, window: "10m", cost: 1 },
+  ],
+});
+const worker = workerWith({ LIMITER_CONFIG });
+
+function post(path: string, body: unknown, token: string | null = TOKEN) {
+  return worker(path, {
+    method: "POST",
+    headers: {
+      "Content-Type": "application/json",
+      ...(token === null ? {} : { Authorization: `Bearer ${token}` }),
+    },
+    body: JSON.stringify(body),
+  });
+}
+
+describe("/check with configured rules", () => {
+  it("uses the rule's limit and window, and shares the log the proxy writes for that key", async () => {
+    const ip = "192.0.2.123";
+    // The proxy counts one request of this client under rule "api"...
+    const proxied = await worker(`/api/${run}`, { headers: { "CF-Connecting-IP": ip } });
+    expect(proxied.headers.get("RateLimit")).toMatch(/^"api";r=2;/);
+    // ...and /check, naming the same rule and key, sees it.
+    const res = await post("/check", { key: ip, rule: "api" });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({
+      allowed: true,
+      limit: 3,
+      remaining: 1,
+      policy: "api",
+    });
+    expect(res.headers.get("RateLimit-Policy")).toBe('"api";q=3;w=60');
+  });
+
+  it('an "ip" rule groups an address key as the proxy does (IPv6 by /64), so both share one log', async () => {
+    const net = `2001:db8:${run.slice(0, 4)}:${run.slice(4, 8)}`;
+    const proxied = await worker(`/api/v6-${run}`, {
+      headers: { "CF-Connecting-IP": `${net}::5` },
+    });
+    expect(proxied.headers.get("RateLimit")).toMatch(/^"api";r=2;/);
+    // Another address of the same /64, through /check: the same client.
+    const sibling = await post("/check", { key: `${net}::77`, rule: "api" });
+    expect(await sibling.json()).toMatchObject({ allowed: true, remaining: 1 });
+    // The grouped form (what the README told callers to send) is still the same log.
+    const grouped = groupAddress(`${net}::1`, { ipv4PrefixLength: 32, ipv6PrefixLength: 64 });
+    const same = await post("/check", { key: grouped, rule: "api" });
+    expect(await same.json()).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it("answers 400 naming the rule for an unknown rule, counting nothing", async () => {
+    const res = await post("/check", { key: `k-${run}`, rule: "nope" });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ field: "rule" });
+    expect(await redis.keys(`${prefix}:*${run}*`)).toEqual([]);
+  });
+
+  it("is closed when no LIMITER_TOKEN is configured, whatever the caller sends", async () => {
+    const open = workerWith({ LIMITER_CONFIG, LIMITER_TOKEN: undefined });
+    for (const auth of [undefined, "Bearer ", "Bearer undefined", `Bearer ${TOKEN}`]) {
+      const res = await open("/check", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...(auth ? { Authorization: auth } : {}) },
+        body: JSON.stringify({ key: `closed-${run}`, limit: 5, window: "1m" }),
+      });
+      expect(res.status, String(auth)).toBe(401);
+      expect(res.headers.get("WWW-Authenticate")).toBe("Bearer");
+    }
+    expect(await redis.keys(`${prefix}:*closed-${run}*`)).toEqual([]);
+  });
+});
+
+describe("admin: peek and reset", () => {
+  it("reads a key's remaining quota without consuming it, then resets it", async () => {
+    const key = `user-${run}`;
+    const peekEmpty = await post("/check/peek", { key, rule: "login" });
+    expect(peekEmpty.status).toBe(200);
+    expect(await peekEmpty.json()).toMatchObject({
+      allowed: true,
+      limit: 1,
+      remaining: 1,
+      retryAfterMs: 0,
+    });
+    // Peeking twice consumed nothing: the real check is still allowed.
+    expect((await post("/check/peek", { key, rule: "login" })).status).toBe(200);
+    expect((await post("/check", { key, rule: "login" })).status).toBe(200);
+
+    const peekFull = await post("/check/peek", { key, rule: "login" });
+    const full = await peekFull.json<{
+      allowed: boolean;
+      remaining: number;
+      retryAfterMs: number;
+    }>();
+    expect(full).toMatchObject({ allowed: false, remaining: 0 });
+    expect(full.retryAfterMs).toBeGreaterThan(590_000);
+    expect((await post("/check", { key, rule: "login" })).status).toBe(429);
+    // A denied check wrote nothing either: one member in the log.
+    expect(await redis.zcard(`${prefix}:login:{${key}}`)).toBe(1);
+
+    const reset = await post("/check/reset", { key, rule: "login" });
+    expect(reset.status).toBe(200);
+    expect(await reset.json()).toMatchObject({ reset: true, existed: true, policy: "login" });
+    expect(await redis.exists(`${prefix}:login:{${key}}`)).toBe(0);
+    expect((await post("/check", { key, rule: "login" })).status).toBe(200);
+  });
+
+  it("peeks ad-hoc windows too, and sits behind the token", async () => {
+    const key = `adhoc-${run}`;
+    await post("/check", { key, limit: 5, window: "1m", cost: 2 });
+    const peek = await post("/check/peek", { key, limit: 5, window: "60s", cost: 4 });
+    expect(await peek.json()).toMatchObject({ allowed: false, remaining: 3 });
+    expect((await post("/check/peek", { key, limit: 5, window: "1m" }, "wrong")).status).toBe(401);
+    expect((await post("/check/reset", { key, limit: 5, window: "1m" }, null)).status).toBe(401);
+    expect(await redis.zcard(`${prefix}:check.60000ms:{${key}}`)).toBe(2);
+  });
+});

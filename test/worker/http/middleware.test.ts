@@ -1,0 +1,120 @@
+import { Hono } from "hono";
+import { describe, expect, it } from "vitest";
+import {
+  createLimiter,
+  type RateLimitVariables,
+  type RefundFailedEvent,
+  rateLimit,
+} from "../../../src/index";
+import { faultScenario, storeAt } from "../../support/worker/fault-control";
+import { scopedPrefix, testStore } from "../../support/worker/redis";
+
+const prefix = scopedPrefix("middleware");
+const limiter = createLimiter({
+  store: testStore(2_000),
+  prefix,
+});
+
+describe("rateLimit middleware", () => {
+  it("answers 503 for every request when its rules are invalid: never unprotected", async () => {
+    const app = new Hono();
+    app.use(rateLimit({ limiter, rules: { name: "bad", limit: 0, window: "1m" } }));
+    app.get("/", (c) => c.text("should not run"));
+    const res = await app.request("/");
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ field: "rules[0].limit" });
+  });
+
+  it("shadow rules add headers and sit on the context but never deny", async () => {
+    const app = new Hono<{ Variables: RateLimitVariables }>();
+    app.use(
+      rateLimit({
+        limiter,
+        rules: { name: "shadow", limit: 1, window: "1m", shadow: true },
+        key: () => "one",
+      }),
+    );
+    app.get("/", (c) => c.json(c.get("rateLimit")));
+    await app.request("/");
+    const res = await app.request("/");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("RateLimit")).toMatch(/^"shadow";r=0;/);
+    expect(res.headers.has("Retry-After")).toBe(false);
+    expect(await res.json()).toMatchObject({
+      allowed: true,
+      shadowDenied: ["shadow"],
+      violated: [],
+    });
+  });
+
+  it("reports shadow denials to onShadowDeny, and writes nothing to the console itself", async () => {
+    const events: unknown[] = [];
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        limiter,
+        rules: { name: "shadow-hook", limit: 1, window: "1m", shadow: true },
+        key: () => "one",
+        onShadowDeny: (event) => events.push(event),
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    const lines: unknown[] = [];
+    const original = console.log;
+    console.log = (...args: unknown[]) => lines.push(args);
+    try {
+      for (let i = 0; i < 2; i++) expect((await app.request("/")).status).toBe(200);
+    } finally {
+      console.log = original;
+    }
+    expect(events).toEqual([
+      expect.objectContaining({ event: "shadow-deny", policy: "shadow-hook", limit: 1 }),
+    ]);
+    expect(lines).toEqual([]);
+  });
+
+  it("adds headers to responses the handler builds, legacy ones when asked", async () => {
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        limiter,
+        rules: { name: "legacy", limit: 10, window: "10s" },
+        key: () => "k",
+        legacyHeaders: true,
+      }),
+    );
+    app.get("/", () => new Response("raw", { status: 202, headers: { "Set-Cookie": "a=1" } }));
+    const res = await app.request("/");
+    expect(res.status).toBe(202);
+    expect(await res.text()).toBe("raw");
+    expect(res.headers.get("Set-Cookie")).toBe("a=1");
+    expect(res.headers.get("RateLimit-Policy")).toBe('"legacy";q=10;w=10');
+    expect(res.headers.get("X-RateLimit-Remaining")).toBe("9");
+  });
+});
+
+describe("rateLimit middleware, store failing at refund time", () => {
+  it("reports a refund it could not make through onRefundFailed (and logs nothing itself)", async () => {
+    const store = await faultScenario("forward");
+    const failing = createLimiter({ store: storeAt(store.url, 2_000), prefix });
+    const events: RefundFailedEvent[] = [];
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        limiter: failing,
+        rules: { name: "refund-fails", limit: 5, window: "1m", refundOn: "5xx" },
+        key: () => "client",
+        onRefundFailed: (event) => events.push(event),
+      }),
+    );
+    app.get("/", async (c) => {
+      // Admitted through the store; now the store breaks before the app answers 5xx.
+      await store.set("error-500");
+      return c.text("origin failed", 500);
+    });
+    expect((await app.request("/")).status).toBe(500);
+    expect(events).toEqual([
+      { event: "refund-failed", policies: ["refund-fails"], error: expect.any(String) },
+    ]);
+  });
+});

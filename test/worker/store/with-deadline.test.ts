@@ -1,0 +1,31 @@
+import { describe, expect, it } from "vitest";
+import { StoreTimeoutError, withDeadline } from "../../../src/store/with-deadline";
+
+describe("withDeadline", () => {
+  it("turns work that throws synchronously into a rejection (and clears its timer)", async () => {
+    let outcome: unknown;
+    try {
+      outcome = withDeadline(20, () => {
+        throw new Error("boom");
+      });
+    } catch (error) {
+      outcome = error;
+    }
+    // A promise, not a synchronous throw: callers `await` it inside their own error handling.
+    expect(outcome).toBeInstanceOf(Promise);
+    await expect(outcome).rejects.toThrow("boom");
+    // Past the deadline: a timer left running would now reject unhandled (vitest fails the run).
+    await new Promise((resolve) => setTimeout(resolve, 40));
+  });
+
+  it("rejects with StoreTimeoutError at the deadline, and tells work how much time is left", async () => {
+    let left = -1;
+    const hung = withDeadline(30, (deadline) => {
+      left = deadline.remainingMs();
+      return new Promise<never>(() => {});
+    });
+    await expect(hung).rejects.toBeInstanceOf(StoreTimeoutError);
+    expect(left).toBeGreaterThan(0);
+    expect(left).toBeLessThanOrEqual(30);
+  });
+});
