@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { prng } from "../../support/worker/prng";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
 import { workerWith } from "../../support/worker/worker-harness";
 
@@ -14,18 +15,6 @@ const worker = workerWith({
     ],
   }),
 });
-
-/** A small deterministic PRNG (mulberry32): a failing case can be replayed from its seed. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const SEED = 20_261_129;
 const CASES = 1200;
