@@ -57,8 +57,9 @@ const logRefundFailed = (event: RefundFailedEvent) => console.error(JSON.stringi
 
 /**
  * `fetch(request)` reaches the origin behind the worker's route in production; locally (and in
- * tests) ORIGIN_URL stands in for it: same path and query, same method, headers and body.
- * `redirect: "manual"` so a 3xx reaches the client as the origin sent it.
+ * tests) ORIGIN_URL stands in for it: same path and query, same method, headers and body, but
+ * for `Expect` (forwardedRequest). `redirect: "manual"` so a 3xx reaches the client as the origin
+ * sent it. Resolves to the origin's final answer, never an interim 1xx (interimAnswer).
  */
 async function fetchOrigin(
   c: Context<{ Bindings: Env }>,
@@ -71,22 +72,59 @@ async function fetchOrigin(
     const originUrl = new URL(origin);
     originUrl.pathname = joinPaths(originUrl.pathname, url.pathname);
     originUrl.search = url.search;
-    target = new Request(originUrl, incoming);
+    target = forwardedRequest(originUrl, incoming);
   } else if (isLoopback(url.hostname)) {
     // `wrangler dev` without ORIGIN_URL: fetch(request) would call this worker again.
-    return problem(c, 502, {
-      title: "No origin",
-      detail: "set ORIGIN_URL to the origin this worker fronts (npm start reads it)",
-    });
+    return noOrigin(c);
   } else {
-    target = incoming;
+    target = forwardedRequest(url, incoming);
   }
+  let response: Response;
   try {
-    return await fetch(target, { redirect: "manual" });
+    response = await fetch(target, { redirect: "manual" });
   } catch (error) {
     console.error(JSON.stringify({ event: "origin-error", error: String(error) }));
     return problem(c, 502, { title: "Bad Gateway", detail: "the origin did not answer" });
   }
+  return isInterim(response.status) ? interimAnswer(c, response) : response;
+}
+
+/**
+ * The request the origin gets: the incoming one (its body the same stream, unread) at `url`,
+ * without `Expect`. A client's `Expect: 100-continue` (curl sends it for any body over 1 MiB)
+ * asks the next hop to say 100 Continue before the body is sent; that handshake is the client's
+ * with the worker, which already holds the body stream, so nothing is gained by repeating it
+ * with the origin (RFC 9110 §10.1.1 lets a proxy answer the expectation itself). And it breaks
+ * the request: a Node origin answers 100 Continue, and workerd's fetch() resolves with that
+ * interim 100 as if it were the final answer (see interimAnswer) while the body is still being
+ * sent. Only `Expect` is dropped; every other header goes on as the client sent it.
+ */
+function forwardedRequest(url: URL, incoming: Request): Request {
+  const target = new Request(url, incoming);
+  target.headers.delete("Expect");
+  return target;
+}
+
+/** 1xx but 101 (Switching Protocols ends the HTTP exchange: it is the final answer). */
+function isInterim(status: number): boolean {
+  return status >= 100 && status < 200 && status !== 101;
+}
+
+/**
+ * workerd's fetch() takes an interim 1xx (102 Processing, 103 Early Hints, a 100 Continue the
+ * request did not ask for) for the final answer: the response it resolves with has the 1xx
+ * status, and its body is the raw rest of the connection, the real answer's status line
+ * included, that never ends on a kept-alive connection. Passing it on would hang the client (or
+ * throw: a Response cannot be built with a 1xx status), and parsing HTTP out of that body is
+ * not this worker's job: answer 502 naming the interim status, and let the connection go.
+ */
+async function interimAnswer(c: Context<{ Bindings: Env }>, response: Response): Promise<Response> {
+  await response.body?.cancel().catch(() => {});
+  console.error(JSON.stringify({ event: "origin-interim", status: response.status }));
+  return problem(c, 502, {
+    title: "Bad Gateway",
+    detail: `the origin sent an interim ${response.status} before its answer, which the runtime's fetch() cannot pass on`,
+  });
 }
 
 function joinPaths(base: string, path: string): string {
@@ -100,4 +138,12 @@ function isLoopback(hostname: string): boolean {
     hostname.startsWith("127.") ||
     hostname.endsWith(".localhost")
   );
+}
+
+/** `wrangler dev` without ORIGIN_URL: there is nothing to forward to. */
+function noOrigin(c: Context<{ Bindings: Env }>): Response {
+  return problem(c, 502, {
+    title: "No origin",
+    detail: "set ORIGIN_URL to the origin this worker fronts (npm start reads it)",
+  });
 }

@@ -5,11 +5,15 @@
 //   /status/<code>     answers <code> (304 and 204 without a body; 201 with a Location)
 //   /cookies           two Set-Cookie headers and a custom header
 //   /echo/...          200 JSON: method, path, query, headers and the request body as text
+//   /digest/...        200 JSON: method, path, the body's byte count and SHA-256 (hex), and the
+//                      Expect header it arrived with (for uploads too large to echo)
+//   /early-hints/...   a 103 Early Hints interim answer, then 200 "final <path>"
 //   /stream/<id>       sends "first\n" at once, then waits for /release/<id> before "rest\n"
 //   /release/<id>      lets /stream/<id> finish
 //   /redirect          302 to /echo/redirected
 //   /__count?path=P    how many requests for path P it has seen (to prove it was not called)
 //   anything else      200 "origin <path>"
+import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 
 /**
@@ -75,6 +79,31 @@ export async function startOrigin(options = {}) {
           body: Buffer.concat(chunks).toString("utf8"),
         }),
       );
+      return;
+    }
+    if (path.startsWith("/digest")) {
+      const hash = createHash("sha256");
+      let bytes = 0;
+      for await (const chunk of req) {
+        hash.update(chunk);
+        bytes += chunk.length;
+      }
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          method: req.method,
+          path,
+          bytes,
+          sha256: hash.digest("hex"),
+          expect: req.headers.expect ?? null,
+        }),
+      );
+      return;
+    }
+    if (path.startsWith("/early-hints")) {
+      res.writeEarlyHints({ link: "</style.css>; rel=preload; as=style" });
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.end(`final ${path}`);
       return;
     }
     const stream = /^\/stream\/([\w-]+)/.exec(path);
