@@ -28,8 +28,12 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
   }
   const incoming = c.req.raw;
   const url = new URL(incoming.url);
+  // Known before any rule is decided: a request with nowhere to go is answered without
+  // consuming anything.
+  const target = originUrl(c.env.ORIGIN_URL, url);
+  if (!target) return noOrigin(c);
   const rules = applyingRules(runtime.rules, incoming.method, url.pathname);
-  if (rules.length === 0) return fetchOrigin(c, incoming, url);
+  if (rules.length === 0) return fetchOrigin(c, incoming, target);
 
   const { config } = runtime;
   return runLimited({
@@ -41,7 +45,7 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     legacyHeaders: config.legacyHeaders,
     onShadowDeny: logShadowDeny,
     onRefundFailed: logRefundFailed,
-    forward: () => fetchOrigin(c, incoming, url),
+    forward: () => fetchOrigin(c, incoming, target),
     refuse: async (outcome) => {
       // The request body is never read: cancel it so the client's upload stops.
       await incoming.body?.cancel().catch(() => {});
@@ -56,32 +60,34 @@ const logShadowDeny = (event: ShadowDenyEvent) => console.log(JSON.stringify(eve
 const logRefundFailed = (event: RefundFailedEvent) => console.error(JSON.stringify(event));
 
 /**
- * `fetch(request)` reaches the origin behind the worker's route in production; locally (and in
- * tests) ORIGIN_URL stands in for it: same path and query, same method, headers and body, but
- * for `Expect` (forwardedRequest). `redirect: "manual"` so a 3xx reaches the client as the origin
+ * Where the request goes. `fetch(request)` reaches the origin behind the worker's route in
+ * production: the request's own URL. Locally (and in tests) ORIGIN_URL stands in for it, keeping
+ * the path (under ORIGIN_URL's own) and the query. Undefined under `wrangler dev` without
+ * ORIGIN_URL: fetch(request) would call this worker again.
+ */
+function originUrl(origin: string | undefined, url: URL): URL | undefined {
+  if (origin) {
+    const target = new URL(origin);
+    target.pathname = joinPaths(target.pathname, url.pathname);
+    target.search = url.search;
+    return target;
+  }
+  return isLoopback(url.hostname) ? undefined : url;
+}
+
+/**
+ * The origin's answer to the request, sent to `target`: same method, headers and body, but for
+ * `Expect` (forwardedRequest). `redirect: "manual"` so a 3xx reaches the client as the origin
  * sent it. Resolves to the origin's final answer, never an interim 1xx (interimAnswer).
  */
 async function fetchOrigin(
   c: Context<{ Bindings: Env }>,
   incoming: Request,
-  url: URL,
+  target: URL,
 ): Promise<Response> {
-  const origin = c.env.ORIGIN_URL;
-  let target: Request;
-  if (origin) {
-    const originUrl = new URL(origin);
-    originUrl.pathname = joinPaths(originUrl.pathname, url.pathname);
-    originUrl.search = url.search;
-    target = forwardedRequest(originUrl, incoming);
-  } else if (isLoopback(url.hostname)) {
-    // `wrangler dev` without ORIGIN_URL: fetch(request) would call this worker again.
-    return noOrigin(c);
-  } else {
-    target = forwardedRequest(url, incoming);
-  }
   let response: Response;
   try {
-    response = await fetch(target, { redirect: "manual" });
+    response = await fetch(forwardedRequest(target, incoming), { redirect: "manual" });
   } catch (error) {
     console.error(JSON.stringify({ event: "origin-error", error: String(error) }));
     return problem(c, 502, { title: "Bad Gateway", detail: "the origin did not answer" });
@@ -140,7 +146,10 @@ function isLoopback(hostname: string): boolean {
   );
 }
 
-/** `wrangler dev` without ORIGIN_URL: there is nothing to forward to. */
+/**
+ * `wrangler dev` without ORIGIN_URL: there is nothing to forward to. Answered before any rule is
+ * decided, so it costs the client nothing.
+ */
 function noOrigin(c: Context<{ Bindings: Env }>): Response {
   return problem(c, 502, {
     title: "No origin",

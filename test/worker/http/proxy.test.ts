@@ -168,6 +168,28 @@ describe("proxy in front of an origin", () => {
     expect(await originCount(path)).toBe(3);
   });
 
+  it("answers 502 No origin before counting: under wrangler dev without ORIGIN_URL nothing is consumed", async () => {
+    const noOrigin = workerWith({
+      ORIGIN_URL: undefined,
+      LIMITER_CONFIG: JSON.stringify({
+        prefix,
+        rules: [{ name: "no-origin", match: { path: "/api/*" }, limit: 1, window: "1m" }],
+      }),
+    });
+    // The same client twice over a limit of 1: the second would be a 429 had the first counted.
+    for (let i = 0; i < 2; i++) {
+      const res = await noOrigin(`http://127.0.0.1:8787/api/no-origin-${run}`, {
+        method: "POST",
+        headers: ip(8),
+        body: "x",
+      });
+      expect(res.status).toBe(502);
+      expect(await res.json()).toMatchObject({ status: 502, title: "No origin" });
+      expect(res.headers.has("RateLimit")).toBe(false);
+    }
+    expect(await redis.keys(`${prefix}:no-origin*`)).toEqual([]);
+  });
+
   it("matches percent-encoded and doubled-slash spellings of a limited path", async () => {
     const tight = workerWith({
       LIMITER_CONFIG: JSON.stringify({
