@@ -4,7 +4,6 @@ export const MAX_KEY_LENGTH = 512;
 // The caps on what one request may make Redis store and do live with the store, which enforces
 // them before calling Redis; they are part of the documented bounds, so they are re-exported here.
 export {
-  type BoundedPolicy,
   boundsIssue,
   limitRange,
   MAX_LIMIT,

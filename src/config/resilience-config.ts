@@ -4,7 +4,7 @@ import {
   DEFAULT_DENIAL_CACHE_SIZE,
   DEFAULT_FALLBACK_MAX_ENTRIES,
   DEFAULT_FALLBACK_MAX_KEYS,
-} from "../limiter/types";
+} from "../limiter/defaults";
 import { integerIn, plainObject } from "./schema-parts";
 
 // LIMITER_CONFIG knobs for what the limiter does when the store is slow or down (README

@@ -23,11 +23,9 @@ const missingKeySchema = v.picklist(
   ["shared", "skip", "deny"],
   'must be "shared", "skip" or "deny"',
 );
-export type MissingKeyOutcome = v.InferOutput<typeof missingKeySchema>;
 
 /** When a rule gives back what a request consumed: when the origin (or the app) answers 5xx. */
 const refundOnSchema = v.picklist(["5xx"], 'must be "5xx"');
-export type RefundOn = v.InferOutput<typeof refundOnSchema>;
 
 /** Where a rule's client key comes from (not the key itself: that is read per request). */
 export type KeySpec = "ip" | "global" | `header:${string}`;

@@ -2,6 +2,7 @@
  * The circuit breaker: after consecutive store failures the limiter stops calling the store for a
  * cool-down, then lets one probe through. State changes are reported, never per request.
  */
+import { DEFAULT_BREAKER } from "./defaults";
 export type BreakerState = "closed" | "open" | "half-open";
 
 /** One structured event per state change (never per request). */
@@ -70,8 +71,6 @@ export interface CircuitBreaker {
   /** ms until the next probe may go (0 unless open). */
   readonly retryAfterMs: number;
 }
-
-export const DEFAULT_BREAKER = { failureThreshold: 3, cooldownMs: 1_000, maxCooldownMs: 30_000 };
 
 /**
  * Consecutive failures open it; while open, no store call and no waiting. After the cool-down

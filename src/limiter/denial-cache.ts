@@ -3,7 +3,9 @@
  * would deny is denied with no round trip; and the arithmetic that turns a store answer into
  * such a claim (rememberAnswer).
  */
+
 import type { PolicyAnswer } from "../store/evaluate";
+import { DEFAULT_DENIAL_CACHE_SIZE } from "./defaults";
 
 /**
  * What the store said about one (policy, limit, window, client key): every request costing at
@@ -49,8 +51,6 @@ export interface DenialCache {
   forget(key: string): void;
   readonly size: number;
 }
-
-export const DEFAULT_DENIAL_CACHE_SIZE = 10_000;
 
 /**
  * A bounded LRU of exhaustions. A JS Map iterates in insertion order, so delete + set moves an

@@ -8,6 +8,7 @@
  * then has left the window. A slow store's late scripts have usually counted in Redis already;
  * starting every key from a full budget would hand the same capacity out twice.
  */
+import { DEFAULT_FALLBACK_MAX_ENTRIES, DEFAULT_FALLBACK_MAX_KEYS } from "./defaults";
 export interface FallbackLimiterOptions {
   /**
    * Most admissions remembered over all keys (one entry per admitted request, whatever its
@@ -50,9 +51,6 @@ export interface FallbackLimiter {
   readonly keys: number;
   readonly entries: number;
 }
-
-export const DEFAULT_FALLBACK_MAX_ENTRIES = 100_000;
-export const DEFAULT_FALLBACK_MAX_KEYS = 10_000;
 
 /** What the store last reported for a key: units left, until when that report binds. */
 interface Known {

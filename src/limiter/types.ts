@@ -224,10 +224,6 @@ export interface Limiter {
   forget(request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs" | "algorithm">): void;
 }
 
-export const DEFAULT_LIMITER_TIMEOUT_MS = 500;
-
-// The limiter's other defaults, for the LIMITER_CONFIG schema to fill in: config/ reads the
-// limiter through this file only.
-export { DEFAULT_BREAKER } from "./circuit-breaker";
-export { DEFAULT_DENIAL_CACHE_SIZE } from "./denial-cache";
-export { DEFAULT_FALLBACK_MAX_ENTRIES, DEFAULT_FALLBACK_MAX_KEYS } from "./fallback-limiter";
+// The limiter's defaults live in defaults.ts (a leaf: config/ reads them without loading the
+// implementation); re-exported here for the limiter's own files.
+export { DEFAULT_LIMITER_TIMEOUT_MS } from "./defaults";

@@ -24,7 +24,3 @@ export type Algorithm = (typeof ALGORITHMS)[number];
 
 /** The exact log is the default: the product's promise is exactness. */
 export const DEFAULT_ALGORITHM: Algorithm = "sliding-log";
-
-export function isAlgorithm(value: unknown): value is Algorithm {
-  return typeof value === "string" && (ALGORITHMS as readonly string[]).includes(value);
-}

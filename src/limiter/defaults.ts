@@ -1,0 +1,17 @@
+/**
+ * The limiter's defaults, in a leaf file that imports nothing: the implementation reads them, and
+ * config/ fills in LIMITER_CONFIG with them without loading any implementation file.
+ */
+
+/** The longest a decision waits for the store (README "Why 500 ms"). */
+export const DEFAULT_LIMITER_TIMEOUT_MS = 500;
+
+/** Keys remembered as full per isolate (LRU). */
+export const DEFAULT_DENIAL_CACHE_SIZE = 10_000;
+
+/** The fallback's memory bounds: admissions over all keys, and keys. */
+export const DEFAULT_FALLBACK_MAX_ENTRIES = 100_000;
+export const DEFAULT_FALLBACK_MAX_KEYS = 10_000;
+
+/** Consecutive failures that open the breaker; its first and longest cool-down. */
+export const DEFAULT_BREAKER = { failureThreshold: 3, cooldownMs: 1_000, maxCooldownMs: 30_000 };
