@@ -58,8 +58,8 @@ export interface EvaluateAnswer {
  *
  * Redis commands per decision (the script's own; one EVALSHA on the wire): TIME (unless the
  * caller's clock is used), plus per policy — sliding-log: 5 admitted (4 on an empty log), 3
- * denied; fixed-window, sliding-counter, token-bucket: 2 admitted, 1 denied; plus GET (and SET
- * when it stores the answer) with a request id.
+ * denied; fixed-window, sliding-counter, token-bucket: 2 admitted, 1 denied; plus, with a
+ * request id, one MGET (the record and the policies' reset marks) and SET when it stores the answer.
  */
 export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<EvaluateAnswer> {
   const { policies } = call;

@@ -1,5 +1,6 @@
 /**
- * The Redis key layout: a policy's key per client key and algorithm, and a request id's record.
+ * The Redis key layout: a policy's key per client key and algorithm, a request id's record, and a
+ * policy key's reset mark.
  * Total over any string (no client input can throw here) and injective.
  */
 import type { Algorithm } from "./algorithm";
@@ -37,6 +38,24 @@ export function requestRecordKey(policyKeys: readonly string[], requestId: strin
   const scope = others.length > 0 ? `:${others.join("|")}` : "";
   return `${first}:rid:${encodeKeyPart(requestId)}${scope}`;
 }
+
+/**
+ * The key of a policy key's reset mark: `<policy key>:reset`, in the policy key's hash slot.
+ * A reset (peek-reset.ts) writes a fresh random token there; a request-id record remembers the
+ * marks it was written under, and one that finds a mark it did not see is forgotten (the reset
+ * came after it). Resetting cannot delete the records themselves: they live under the first
+ * policy key of each call and are not findable without SCAN.
+ */
+export function resetMarkKey(policyKey: string): string {
+  return `${policyKey}:reset`;
+}
+
+/**
+ * The longest a request-id record is kept (the longest window the config takes, 7 days, plus the
+ * caller-clock grace), and so how long a reset mark is: a mark must outlive every record written
+ * before it. A longer window (createLimiter takes any) is replayed this long only.
+ */
+export const RECORD_TTL_MAX_MS = 7 * 86_400_000 + 1_000;
 
 // Splits a string around its lone surrogates (a high one not followed by a low one, or a low one
 // not preceded by a high one), keeping them: the captured parts are exactly the lone surrogates.

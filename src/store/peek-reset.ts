@@ -1,16 +1,21 @@
 /**
  * The admin operations on one client's count: peek (what a request would get now, counting
- * nothing) and reset (forget the count). The /admin routes call these; the limiter never does.
+ * nothing) and reset (forget the count and the request ids decided on it). The /admin routes call
+ * these; the limiter never does.
  */
-import type { Redis } from "@upstash/redis";
 import type { Algorithm } from "./algorithm";
 import type { PolicyAnswer } from "./evaluate";
-import { storageKey } from "./keys";
+import { RECORD_TTL_MAX_MS, resetMarkKey, storageKey } from "./keys";
 import { PEEK_SCRIPT } from "./lua/peek.lua";
-import { type ReadOnlyScriptClient, runReadOnlyScript } from "./script-runner";
+import {
+  type ReadOnlyScriptClient,
+  runReadOnlyScript,
+  runScript,
+  type ScriptClient,
+} from "./script-runner";
 
 /** The narrow slice of the Upstash client the admin operations need. */
-export type QuotaClient = ReadOnlyScriptClient & Pick<Redis, "unlink">;
+export type QuotaClient = ReadOnlyScriptClient & ScriptClient;
 
 export interface QuotaKey {
   prefix: string;
@@ -60,9 +65,31 @@ export async function peekQuota(client: QuotaClient, request: PeekRequest): Prom
 }
 
 /**
- * Forgets a client's log: the next request starts with the full limit. UNLINK frees the set
- * off the main thread, so this is O(1) for Redis whatever the log's size. True if it existed.
+ * Forgets everything recorded for a client's key: its count (the next request starts with the
+ * full limit) and the request ids decided on it (a retry is decided and counted afresh, not
+ * replayed). UNLINK frees the state off the main thread, so this is O(1) for Redis whatever the
+ * log's size. The request-id records themselves live under the first policy key of each call and
+ * cannot be found without SCAN, so the reset writes a fresh random mark next to the key instead
+ * (kept RECORD_TTL_MAX_MS, as long as any record): a record that finds a mark it was not written
+ * under is not replayed (lua/scripts.ts readRecord). One script, so both happen or neither.
+ * Commands: UNLINK + SET. True if the key existed.
  */
 export async function resetQuota(client: QuotaClient, key: QuotaKey): Promise<boolean> {
-  return (await client.unlink(storageKey(key.prefix, key.policy, key.key, key.algorithm))) > 0;
+  const policyKey = storageKey(key.prefix, key.policy, key.key, key.algorithm);
+  const keys = [policyKey, resetMarkKey(policyKey)];
+  const existed = await runScript<unknown>(client, RESET_SCRIPT, keys, [
+    crypto.randomUUID(),
+    RECORD_TTL_MAX_MS,
+  ]);
+  if (typeof existed !== "number") {
+    throw new Error(`unexpected reset reply: ${JSON.stringify(existed)}`);
+  }
+  return existed > 0;
 }
+
+// KEYS[1] the policy key, KEYS[2] its reset mark; ARGV[1] the new mark, ARGV[2] its TTL (ms).
+const RESET_SCRIPT = `#!lua flags=allow-key-locking
+local existed = redis.call('UNLINK', KEYS[1])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return existed
+`;

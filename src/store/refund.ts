@@ -37,7 +37,7 @@ export interface RefundAnswer {
  * - token-bucket: best effort — lowers the bucket's debt by `cost` tokens, never above full.
  *
  * Redis commands: sliding-log ZREM (one per 500 units); fixed-window and sliding-counter GET +
- * SET (+ TIME for the counter); token-bucket TIME + GET + SET (or DEL); with a request id GET + DEL of the record.
+ * SET (+ TIME for the counter); token-bucket TIME + GET + SET (or DEL); with a request id MGET (the record and the reset marks) + DEL of the record.
  */
 export async function refund(client: ScriptClient, call: RefundCall): Promise<RefundAnswer> {
   const { keys, args } = scriptInputs("refund", call, [call.at]);

@@ -5,7 +5,7 @@
 
 import type { Algorithm } from "./algorithm";
 import { boundsIssue } from "./caps";
-import { requestRecordKey } from "./keys";
+import { requestRecordKey, resetMarkKey } from "./keys";
 import type { ScriptArg } from "./script-runner";
 
 /**
@@ -63,8 +63,9 @@ export class PolicyBoundsError extends RangeError {
 }
 
 /**
- * KEYS and ARGV as every composed script takes them: the policies' keys (plus the request-id
- * record), then clock, member id, n, record flag, `extra`, and 4 values per policy.
+ * KEYS and ARGV as every composed script takes them: the policies' keys (plus, with a request id,
+ * its record and the policies' reset marks), then clock, member id, n, record flag, `extra`, and 4
+ * values per policy.
  */
 export function scriptInputs(
   caller: string,
@@ -79,7 +80,11 @@ export function scriptInputs(
   if (issue) throw new PolicyBoundsError(caller, issue.index, issue.field, issue.detail);
   const keys = policies.map((policy) => policy.key);
   const withRecord = call.requestId !== undefined;
-  if (withRecord) keys.push(requestRecordKey(keys, call.requestId ?? ""));
+  if (withRecord) {
+    // The record, then each policy key's reset mark: a record a reset came after is forgotten.
+    keys.push(requestRecordKey(keys, call.requestId ?? ""));
+    for (const policy of policies) keys.push(resetMarkKey(policy.key));
+  }
   const args: ScriptArg[] = [
     call.now ?? "",
     call.memberId,

@@ -4,6 +4,7 @@
  * ALGORITHMS (algorithm.ts), and the FRAGMENTS entry the compiler then asks for.
  */
 import { ALGORITHMS, type Algorithm } from "../algorithm";
+import { RECORD_TTL_MAX_MS } from "../keys";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
 import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
 import { SLIDING_LOG_LUA } from "./sliding-log.lua";
@@ -48,12 +49,47 @@ local function policies(n, from, member, at)
   end
   return ps
 end
+
+-- With a request id: KEYS[n + 1] is its record and KEYS[n + 2 .. 2n + 1] the policies' reset
+-- marks, read in one MGET. A record holds the reply (numbers, ','), then, if any policy had a
+-- reset mark when it was written, ';' and the marks it saw (one per policy, '' for none). A
+-- record is forgotten (nil) when a policy now has a mark it did not see: that policy was reset
+-- after the record was written, and the reset forgets everything recorded for its key. A mark
+-- gone since (expired) proves nothing was reset after it, so the record stands.
+local RECORD_TTL_MAX = ${RECORD_TTL_MAX_MS}
+local function readRecord(n)
+  local got = redis.call('MGET', unpack(KEYS, n + 1, 2 * n + 1))
+  local marks = {}
+  for i = 1, n do marks[i] = got[i + 1] end
+  local stored = got[1]
+  if not stored then return nil, marks end
+  local values, seen = string.match(stored, '^([^;]*);(.*)$')
+  if not values then values, seen = stored, '' end
+  local saw = {}
+  for mark in string.gmatch(seen .. ',', '([^,]*),') do saw[#saw + 1] = mark end
+  for i = 1, n do
+    if marks[i] and marks[i] ~= (saw[i] or '') then return nil, marks end
+  end
+  return values, marks
+end
+
+local function recordValue(out, marks, n)
+  local value = table.concat(out, ',')
+  local seen, any = {}, false
+  for i = 1, n do
+    seen[i] = marks[i] or ''
+    if marks[i] then any = true end
+  end
+  if any then value = value .. ';' .. table.concat(seen, ',') end
+  return value
+end
 `;
 
 /**
  * Evaluate n policies for one request, all or nothing.
  *
- * KEYS[1..n]  one key per policy; KEYS[n + 1] the request-id record when ARGV[4] is "1".
+ * KEYS[1..n]  one key per policy; when ARGV[4] is "1", KEYS[n + 1] the request-id record and
+ *             KEYS[n + 2..2n + 1] the policies' reset marks (keys.ts resetMarkKey).
  * ARGV[1]     the caller's clock in ms, or "" for the Redis clock
  * ARGV[2]     a member id unique to this call (log members are `<id>.<n>`)
  * ARGV[3]     n
@@ -70,15 +106,18 @@ end
  * With a request id, the reply is stored in KEYS[n + 1] and returned (replayed = 1) to a retry:
  * for the longest window when admitted (the request is counted once), until retryAfterMs when
  * denied (it consumed nothing, so re-deciding after that counts nothing twice, and a retry that
- * honours Retry-After is not denied forever). Commands: GET (+ SET … PX) on that record.
+ * honours Retry-After is not denied forever), at most RECORD_TTL_MAX_MS. A record written before
+ * a reset of any of its policies is not replayed (readRecord). Commands: one MGET (the record and
+ * the marks), + SET … PX of the record.
  */
 const EVALUATE_DRIVER = `
 local now = clock(ARGV[1])
 local n = tonumber(ARGV[3])
-local record = nil
-if ARGV[4] == '1' then record = KEYS[n + 1] end
-if record then
-  local stored = redis.call('GET', record)
+local record, marks = nil, nil
+if ARGV[4] == '1' then
+  record = KEYS[n + 1]
+  local stored
+  stored, marks = readRecord(n)
   if stored then
     local out = {}
     for v in string.gmatch(stored, '[^,]+') do out[#out + 1] = tonumber(v) end
@@ -118,7 +157,9 @@ if record then
   -- decided afresh.
   local ttl = longestWindow + GRACE
   if not all then ttl = longestWait end
-  if ttl > 0 then redis.call('SET', record, table.concat(out, ','), 'PX', ttl) end
+  -- Capped so that a reset mark (kept as long) outlives every record written before it.
+  if ttl > RECORD_TTL_MAX then ttl = RECORD_TTL_MAX end
+  if ttl > 0 then redis.call('SET', record, recordValue(out, marks, n), 'PX', ttl) end
 end
 return out
 `;
@@ -126,8 +167,8 @@ return out
 /**
  * Give back what one request consumed.
  *
- * KEYS[1..n]  the keys the request was evaluated on; KEYS[n + 1] its request-id record when
- *             ARGV[4] is "1"
+ * KEYS[1..n]  the keys the request was evaluated on; when ARGV[4] is "1", KEYS[n + 1] its
+ *             request-id record and KEYS[n + 2..2n + 1] the policies' reset marks
  * ARGV[1]     the caller's clock in ms, or "" (read by the token bucket and the sliding counter)
  * ARGV[2]     the request's member id
  * ARGV[3]     n
@@ -135,8 +176,8 @@ return out
  * ARGV[5]     the store's `now` of the original decision (which window it was counted in)
  * ARGV[6..]   per policy: algorithm, limit, window ms, cost (as evaluated)
  *
- * With a request-id record, the refund happens only if the record exists and says "admitted",
- * and the record is deleted: a second refund gives back nothing, and a retry of the request is
+ * With a request-id record, the refund happens only if the record exists, says "admitted" and
+ * no policy was reset since (the reset already forgot the request), and the record is deleted: a second refund gives back nothing, and a retry of the request is
  * decided (and counted) afresh. Returns {refunded (0|1), then units given back per policy}.
  */
 const REFUND_DRIVER = `
@@ -146,7 +187,7 @@ if not ps then return redis.error_reply(err) end
 local out = {0}
 if ARGV[4] == '1' then
   local record = KEYS[n + 1]
-  local stored = redis.call('GET', record)
+  local stored = readRecord(n)
   if not stored or string.sub(stored, 1, 1) ~= '1' then
     for i = 1, n do out[i + 1] = 0 end
     return out

@@ -117,6 +117,23 @@ describe("admin: peek and reset", () => {
     expect((await post("/check", { key, rule: "login" })).status).toBe(200);
   });
 
+  it("reset forgets the key's request ids: the same requestId is decided afresh and counted", async () => {
+    const key = `rid-${run}`;
+    const body = { key, limit: 3, window: "1m", requestId: `req-${run}` };
+    const first = await post("/check", body);
+    expect(await first.json()).toMatchObject({ allowed: true, remaining: 2 });
+    expect(await (await post("/check", body)).json()).toMatchObject({ replayed: true });
+    await post("/check", { key, limit: 3, window: "1m" });
+    const reset = await post("/check/reset", { key, limit: 3, window: "1m" });
+    expect(await reset.json()).toMatchObject({ reset: true, existed: true });
+    const again = await post("/check", body);
+    expect(again.status).toBe(200);
+    const answer = await again.json<Record<string, unknown>>();
+    expect(answer).toMatchObject({ allowed: true, remaining: 2 });
+    expect(answer).not.toHaveProperty("replayed");
+    expect(await redis.zcard(`${prefix}:check.60000ms:{${key}}`)).toBe(1);
+  });
+
   it("peeks ad-hoc windows too, and sits behind the token", async () => {
     const key = `adhoc-${run}`;
     await post("/check", { key, limit: 5, window: "1m", cost: 2 });

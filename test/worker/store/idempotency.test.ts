@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { evaluate, evaluatePolicy } from "../../../src/store/evaluate";
 import { requestRecordKey, storageKey } from "../../../src/store/keys";
+import { resetQuota } from "../../../src/store/peek-reset";
+import { refund } from "../../../src/store/refund";
 import type { StorePolicy } from "../../../src/store/script-inputs";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
@@ -122,5 +124,89 @@ describe("a request id is counted once", () => {
       expect(record.match(/[{}]/g)).toEqual(["{", "}"]);
       expect(record.startsWith(policy.key)).toBe(true);
     }
+  });
+});
+
+describe("a reset forgets the request ids recorded for its key", () => {
+  const reset = (name: string, algorithm: StorePolicy["algorithm"] = "sliding-log") =>
+    resetQuota(store, { prefix, policy: name, key: "client", algorithm });
+  // A policy of another algorithm, under that algorithm's key (as the limiter builds it).
+  const other = (name: string, algorithm: StorePolicy["algorithm"], limit: number) => ({
+    ...log(name, limit),
+    key: storageKey(prefix, name, "client", algorithm),
+    algorithm,
+  });
+
+  it("an admitted request's id: after the reset the same id is decided afresh and counted", async () => {
+    const policy = log("reset-admitted", 2);
+    const first = await evaluatePolicy(store, { ...policy, memberId: "a", now: T, requestId: "r" });
+    expect(first).toMatchObject({ allowed: true, remaining: 1, replayed: false });
+    expect(await reset("reset-admitted")).toBe(true);
+    const again = await evaluatePolicy(store, {
+      ...policy,
+      memberId: "b",
+      now: T + 10,
+      requestId: "r",
+    });
+    expect(again).toMatchObject({ allowed: true, remaining: 1, replayed: false, now: T + 10 });
+    expect(await redis.zcard(policy.key)).toBe(1);
+    // Recorded after the reset: replayed as usual from now on.
+    expect(
+      await evaluatePolicy(store, { ...policy, memberId: "c", now: T + 20, requestId: "r" }),
+    ).toEqual({ ...again, replayed: true });
+    expect(await redis.zcard(policy.key)).toBe(1);
+    // A second reset forgets that record too.
+    await reset("reset-admitted");
+    expect(
+      await evaluatePolicy(store, { ...policy, memberId: "d", now: T + 30, requestId: "r" }),
+    ).toMatchObject({ remaining: 1, replayed: false });
+  });
+
+  it("a denied request's id: after the reset it is admitted, not replayed as denied", async () => {
+    const policy = log("reset-denied", 1);
+    await evaluatePolicy(store, { ...policy, memberId: "a", now: T });
+    const denied = await evaluatePolicy(store, {
+      ...policy,
+      memberId: "b",
+      now: T + 1,
+      requestId: "d",
+    });
+    expect(denied).toMatchObject({ allowed: false, replayed: false });
+    await reset("reset-denied");
+    expect(
+      await evaluatePolicy(store, { ...policy, memberId: "c", now: T + 2, requestId: "d" }),
+    ).toMatchObject({ allowed: true, remaining: 0, replayed: false });
+  });
+
+  it("a reset of any one policy of a several-policy request, any algorithm, forgets its id", async () => {
+    const policies: StorePolicy[] = [
+      log("reset-multi-log", 3),
+      other("reset-multi-bucket", "token-bucket", 3),
+    ];
+    const ask = (now: number) =>
+      evaluate(store, { policies, memberId: `m-${now}`, now, requestId: "x" });
+    expect(await ask(T)).toMatchObject({ allowed: true, replayed: false });
+    expect(await ask(T + 1)).toMatchObject({ replayed: true });
+    // The record lives under the first policy's key; resetting the second forgets it as well.
+    expect(await reset("reset-multi-bucket", "token-bucket")).toBe(true);
+    const afresh = await ask(T + 2);
+    expect(afresh).toMatchObject({ allowed: true, replayed: false });
+    expect(afresh.policies.map((p) => p.remaining)).toEqual([1, 2]);
+  });
+
+  it("a refund of a request admitted before the reset gives nothing back", async () => {
+    const policy = other("reset-refund", "fixed-window", 3);
+    const first = await evaluatePolicy(store, { ...policy, memberId: "a", now: T, requestId: "f" });
+    expect(first).toMatchObject({ allowed: true, remaining: 2 });
+    await reset("reset-refund", "fixed-window");
+    const after = await evaluatePolicy(store, { ...policy, memberId: "b", now: T + 1 });
+    expect(after).toMatchObject({ allowed: true, remaining: 2 });
+    // The reset already forgot the first request: refunding it must not free the second's unit.
+    expect(
+      await refund(store, { policies: [policy], memberId: "a", at: T, now: T + 2, requestId: "f" }),
+    ).toEqual({ refunded: false, units: [0] });
+    expect(await evaluatePolicy(store, { ...policy, memberId: "c", now: T + 3 })).toMatchObject({
+      remaining: 1,
+    });
   });
 });
