@@ -16,7 +16,7 @@ function count<T>(items: T[], predicate: (item: T) => boolean): number {
 
 describe("exactness under concurrency", () => {
   it("admits exactly the limit of 1000 concurrent decisions through one limiter", async () => {
-    const limiter = createLimiter({ store: testStore(5_000), prefix });
+    const limiter = createLimiter({ store: testStore(5_000), timeoutMs: 5_000, prefix });
     const decisions = await Promise.all(
       Array.from({ length: 1000 }, () =>
         limiter.limit({ policy: "one", key: "client", limit: 100, windowMs: 60_000 }),
@@ -28,7 +28,9 @@ describe("exactness under concurrency", () => {
   });
 
   it("admits exactly the limit across independent limiters (separate clients, like isolates)", async () => {
-    const limiters = [0, 1, 2].map(() => createLimiter({ store: testStore(5_000), prefix }));
+    const limiters = [0, 1, 2].map(() =>
+      createLimiter({ store: testStore(5_000), timeoutMs: 5_000, prefix }),
+    );
     const decisions = await Promise.all(
       Array.from({ length: 1200 }, (_, i) =>
         (limiters[i % limiters.length] ?? limiters[0])?.limit({
@@ -65,7 +67,12 @@ describe("exactness under concurrency", () => {
   });
 
   it("counts concurrent checks on the caller's clock in full (workerd freezes Date.now())", async () => {
-    const limiter = createLimiter({ store: testStore(5_000), prefix, clock: "caller" });
+    const limiter = createLimiter({
+      store: testStore(5_000),
+      timeoutMs: 5_000,
+      prefix,
+      clock: "caller",
+    });
     const decisions = await Promise.all(
       Array.from({ length: 300 }, () =>
         limiter.limit({ policy: "frozen", key: "client", limit: 50, windowMs: 60_000 }),
@@ -138,7 +145,7 @@ describe("the window slides (explicit clock)", () => {
 
 describe("keys, TTLs and scripts", () => {
   it("sets a TTL of at most the window on every admission, and writes nothing on a denial", async () => {
-    const limiter = createLimiter({ store: testStore(5_000), prefix });
+    const limiter = createLimiter({ store: testStore(5_000), timeoutMs: 5_000, prefix });
     const key = storageKey(prefix, "ttl", "client");
     await limiter.limit({ policy: "ttl", key: "client", limit: 1, windowMs: 30_000 });
     const ttl = await redis.pttl(key);
@@ -158,7 +165,7 @@ describe("keys, TTLs and scripts", () => {
   });
 
   it("keeps client keys that differ only in encoding-sensitive characters apart", async () => {
-    const limiter = createLimiter({ store: testStore(5_000), prefix });
+    const limiter = createLimiter({ store: testStore(5_000), timeoutMs: 5_000, prefix });
     const keys = ["a:b", "a%3Ab", "{a}b", "a}{b", "ключ ✓", ""];
     for (const key of keys.filter(Boolean)) {
       const d = await limiter.limit({ policy: "enc", key, limit: 1, windowMs: 60_000 });
@@ -218,7 +225,12 @@ describe("keys, TTLs and scripts", () => {
   });
 
   it("a denial on an existing log leaves its members and TTL as they were", async () => {
-    const limiter = createLimiter({ store: testStore(5_000), prefix, denialCache: false });
+    const limiter = createLimiter({
+      store: testStore(5_000),
+      timeoutMs: 5_000,
+      prefix,
+      denialCache: false,
+    });
     const key = storageKey(prefix, "ttl", "full");
     const ask = (cost = 1) =>
       limiter.limit({ policy: "ttl", key: "full", limit: 2, windowMs: 60_000, cost });
