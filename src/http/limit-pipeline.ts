@@ -41,18 +41,19 @@ export interface LimitedExchange extends DecideOptions {
  * Decides the request against its rules; a refused one gets `refuse`'s answer and is never
  * forwarded. A passed one is forwarded; when the answer is a 5xx, the rules with
  * `refundOn: "5xx"` give the request back, awaited so the client's next request already sees it
- * (bounded by the store timeout). The answer then carries the rate-limit headers.
+ * (bounded by the store timeout). The answer then carries the rate-limit headers as they stand
+ * after any refund (the cost given back is in `remaining`).
  */
 export async function runLimited(exchange: LimitedExchange): Promise<Response> {
   const outcome = await decideRules(exchange.rules, exchange.headers, exchange);
   if (!outcome.allowed) return exchange.refuse(outcome);
   const response = await exchange.forward(outcome);
-  await refundOnServerError(
+  const settled = await refundOnServerError(
     outcome,
     exchange.rules,
     response.status,
     exchange.limiter,
     exchange.onRefundFailed,
   );
-  return withRateLimitHeaders(response, outcomeHeaders(outcome, exchange.legacyHeaders));
+  return withRateLimitHeaders(response, outcomeHeaders(settled, exchange.legacyHeaders));
 }

@@ -5,6 +5,7 @@ import { parseRules } from "../../../src/config/worker-config";
 import { type LimitedExchange, runLimited } from "../../../src/http/limit-pipeline";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { RulesOutcome, ShadowDenyEvent } from "../../../src/rules/decide";
+import { ALGORITHMS } from "../../../src/store/algorithm";
 import { storageKey } from "../../../src/store/keys";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
@@ -84,6 +85,45 @@ describe("runLimited: decide, forward or refuse, refund on 5xx, headers", () => 
     expect([await count("refunded"), await count("kept")]).toEqual([1, 2]);
   });
 
+  // The headers say what is true once the answer is sent: a unit given back is in `remaining`.
+  for (const algorithm of ALGORITHMS) {
+    it(`${algorithm}: a refunded 5xx carries the remaining count after the refund`, async () => {
+      const run = crypto.randomUUID().slice(0, 8);
+      const [refunded, kept] = [`refunded-${run}`, `kept-${run}`];
+      const rules = rulesOf([
+        {
+          name: refunded,
+          limit: 6,
+          cost: 2,
+          window: "1m",
+          key: "global",
+          refundOn: "5xx",
+          algorithm,
+        },
+        { name: kept, limit: 5, window: "1m", key: "global", algorithm },
+      ]);
+      const remaining = (response: Response) =>
+        [...(response.headers.get("RateLimit") ?? "").matchAll(/"([^"]+)";r=(\d+)/g)].map(
+          ([, policy, r]) => [policy, Number(r)],
+        );
+      for (const keptRemaining of [4, 3]) {
+        const response = await runLimited(exchange(rules, 503, { legacyHeaders: true }).call);
+        expect(response.status).toBe(503);
+        expect(remaining(response)).toEqual([
+          [refunded, 6],
+          [kept, keptRemaining],
+        ]);
+        expect(response.headers.get("X-RateLimit-Remaining")).toBe(String(keptRemaining));
+      }
+      // A status that is not refunded keeps the count it reported.
+      const ok = await runLimited(exchange(rules, 200).call);
+      expect(remaining(ok)).toEqual([
+        [refunded, 4],
+        [kept, 2],
+      ]);
+    });
+  }
+
   it("refuses a request missing its key under missingKey deny before any store call", async () => {
     const name = `keyed-${crypto.randomUUID().slice(0, 8)}`;
     const { call, forwarded, refused } = exchange(
@@ -91,7 +131,9 @@ describe("runLimited: decide, forward or refuse, refund on 5xx, headers", () => 
     );
     expect((await runLimited(call)).status).toBe(429);
     expect(refused).toEqual([
-      expect.objectContaining({ missingKey: { rule: name, key: "header:x-key" } }),
+      expect.objectContaining({
+        missingKey: { rule: name, key: "header:x-key", reason: "header x-key is absent" },
+      }),
     ]);
     expect(forwarded).toEqual([]);
     expect(await redis.keys(`${prefix}:${name}*`)).toEqual([]);
