@@ -30,10 +30,10 @@ export function withRateLimitHeaders(response: Response, headers: Headers): Resp
  */
 export function refusal(c: Context, outcome: RulesOutcome, legacy: boolean): Response {
   if (outcome.missingKey) {
-    const { rule, key } = outcome.missingKey;
+    const { rule, reason } = outcome.missingKey;
     return problem(c, 400, {
       title: "Bad Request",
-      detail: `rate limit "${rule}" is keyed on ${describeKey(key)}, which this request lacks`,
+      detail: `rate limit "${rule}" found no client key: ${reason}`,
       policy: rule,
     });
   }
@@ -52,9 +52,4 @@ export function refusal(c: Context, outcome: RulesOutcome, legacy: boolean): Res
     },
     headers,
   );
-}
-
-function describeKey(key: string): string {
-  if (key === "ip") return "the client IP";
-  return key.startsWith("header:") ? `header ${key.slice("header:".length)}` : key;
 }

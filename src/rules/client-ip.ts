@@ -28,6 +28,31 @@ function trustedAddress(headers: Headers, config: ClientIpConfig): string | unde
   return headers.get("cf-connecting-ip")?.trim() || undefined;
 }
 
+/**
+ * Why clientIp found no address, in words a 400 can carry: which header was absent, short of
+ * entries or not an address. Follows trustedAddress step by step; only called on that refusal.
+ */
+export function missingIpReason(headers: Headers, config: ClientIpConfig): string {
+  const header = config.trustedProxyHeader;
+  if (header) {
+    const value = headers.get(header);
+    if (value !== null) {
+      if (header !== "x-forwarded-for")
+        return `${header} (the trusted proxy header) is not an IP address`;
+      const hops = config.trustedProxyHops;
+      return value.split(",").length < hops
+        ? `${header} has fewer than ${hops} entries`
+        : `${header} entry ${hops} from the right is not an IP address`;
+    }
+    if (!headers.get("cf-connecting-ip")?.trim()) {
+      return `neither ${header} (the trusted proxy header) nor CF-Connecting-IP is present`;
+    }
+  } else if (!headers.get("cf-connecting-ip")?.trim()) {
+    return "no CF-Connecting-IP header";
+  }
+  return "CF-Connecting-IP is not an IP address";
+}
+
 /** "a.b.c.d" or an IPv6 address → its group key; undefined for anything unparseable. */
 export function groupAddress(
   address: string,

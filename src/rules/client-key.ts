@@ -4,7 +4,7 @@
  */
 import type { ClientIpConfig } from "../config/client-ip-config";
 import { digestHex } from "../digest";
-import { clientIp } from "./client-ip";
+import { clientIp, missingIpReason } from "./client-ip";
 
 /**
  * The client key a rule's `key` spec names, derived from the request's headers:
@@ -31,6 +31,22 @@ export async function clientKey(
     return value === undefined ? undefined : digestHex("SHA-256", value);
   }
   return undefined;
+}
+
+/**
+ * Why clientKey found no key for `spec`, in words a 400 can carry (missingKey "deny"): the
+ * header that is absent or holds only blanks and commas, or what the address lacks. Only called
+ * on that refusal, so the hot path stays clientKey alone.
+ */
+export function missingKeyReason(spec: string, headers: Headers, ip: ClientIpConfig): string {
+  if (spec === "ip") return missingIpReason(headers, ip);
+  if (spec.startsWith("header:")) {
+    const name = spec.slice("header:".length);
+    return headers.get(name) === null
+      ? `header ${name} is absent`
+      : `header ${name} holds only blanks and commas`;
+  }
+  return `"${spec}" is not a key spec`;
 }
 
 /**

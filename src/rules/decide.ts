@@ -15,7 +15,7 @@ import type { ClientIpConfig } from "../config/client-ip-config";
 import { MAX_REQUEST_ID_LENGTH } from "../config/limits";
 import type { RuleConfig } from "../config/rule-schema";
 import type { Decision, Limiter, LimitRequest, RefundReceipt } from "../limiter/types";
-import { clientKey } from "./client-key";
+import { clientKey, missingKeyReason } from "./client-key";
 
 /** The client key of every request that lacks key material, under `missingKey: "shared"`. */
 export const MISSING_KEY = "(missing)";
@@ -38,8 +38,11 @@ export interface RulesOutcome {
   shadowDenied: string[];
   /** The enforced rules' answer is the stored one of an earlier request with this request id. */
   replayed?: boolean;
-  /** Set when a rule with `missingKey: "deny"` found no key material: nothing was counted. */
-  missingKey?: { rule: string; key: string };
+  /**
+   * Set when a rule with `missingKey: "deny"` found no key material: nothing was counted.
+   * `reason` says what is missing (the header, the address, or the app's key function's key).
+   */
+  missingKey?: { rule: string; key: string; reason: string };
   /**
    * What a refund needs (one receipt for the enforced rules, one for the shadow rules), when
    * the store counted the request now; see `refundOnServerError`.
@@ -104,7 +107,14 @@ export async function decideRules(
         decisions: [],
         violated: [],
         shadowDenied: [],
-        missingKey: { rule: rule.name, key: rule.key },
+        missingKey: {
+          rule: rule.name,
+          key: rule.key,
+          // A key function overrides the rule's spec: it, not the spec's header, found nothing.
+          reason: options.keyOf
+            ? "the app's key function returned no key"
+            : missingKeyReason(rule.key, headers, options.clientIp),
+        },
       };
     }
     // "skip": the rule does not apply to this request.

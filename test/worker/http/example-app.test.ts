@@ -66,4 +66,14 @@ describe("the example Hono app with the rateLimit middleware", () => {
     expect(await redis.zcard(`${prefix}:reports:{user-${prefix}}`)).toBe(1);
     expect((await call("/reports/monthly")).status).toBe(400);
   });
+
+  it("a request without the key function's header is refused naming the key function, not the IP", async () => {
+    const res = await call("/reports/monthly", { headers: { "CF-Connecting-IP": "203.0.113.80" } });
+    expect(res.status).toBe(400);
+    const body = await res.json<{ detail: string; policy: string }>();
+    expect(body.policy).toBe("reports");
+    expect(body.detail).toBe(
+      'rate limit "reports" found no client key: the app\'s key function returned no key',
+    );
+  });
 });
