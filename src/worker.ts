@@ -13,20 +13,16 @@ const app = new Hono<{ Bindings: Env }>();
 
 // The worker's own routes: /check and below is reserved (one prefix, so the proxy shadows as
 // little of the origin as possible); everything else goes through the proxy.
-app.post("/check", checkHandler);
-app.post("/check/peek", peekHandler);
-app.post("/check/reset", resetHandler);
-app.all("/check/*", (c) =>
-  problem(
-    c,
-    405,
-    {
-      title: "Method Not Allowed",
-      detail: `${c.req.method} ${c.req.path}: the limiter answers POST /check, /check/peek, /check/reset`,
-    },
-    { Allow: "POST" },
-  ),
-);
+const ROUTES = { "/check": checkHandler, "/check/peek": peekHandler, "/check/reset": resetHandler };
+for (const [path, handler] of Object.entries(ROUTES)) app.post(path, handler);
+// Anything else under /check: a route we have, asked with another method, is a 405 saying which
+// method it takes; a path we do not have is a 404 (with Allow: POST it would read as "POST it").
+app.all("/check/*", (c) => {
+  const detail = `${c.req.method} ${c.req.path}: the limiter answers POST /check, /check/peek, /check/reset`;
+  return Object.hasOwn(ROUTES, c.req.path)
+    ? problem(c, 405, { title: "Method Not Allowed", detail }, { Allow: "POST" })
+    : problem(c, 404, { title: "Not Found", detail });
+});
 app.all("*", proxyHandler);
 
 // The limiter never throws on a store failure; this only catches our own bugs, as problem+json.

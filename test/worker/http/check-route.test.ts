@@ -49,7 +49,9 @@ describe("POST /check", () => {
       retryAfterMs: number;
       reset: number;
     }>();
-    expect(deniedBody).toMatchObject({ allowed: false, remaining: 0 });
+    // The decision JSON, not problem+json: /check answers what it decided, allowed or not.
+    expect(denied.headers.get("Content-Type")).toMatch(/^application\/json/);
+    expect(deniedBody).toMatchObject({ allowed: false, remaining: 0, deniedBy: "check.60000ms" });
     expect(deniedBody.retryAfterMs).toBeGreaterThan(59_000);
     expect(deniedBody.retryAfterMs).toBeLessThanOrEqual(60_000);
     // Retry-After rounds up: never earlier than capacity frees.
@@ -149,17 +151,36 @@ describe("POST /check", () => {
     expect((await check(huge)).status).toBe(413);
   });
 
-  it("answers other methods on /check and unknown /check/* routes with a 405 problem", async () => {
+  it("answers other methods on /check, /check/peek and /check/reset with a 405 problem", async () => {
     for (const [method, path] of [
       ["GET", "/check"],
       ["PUT", "/check"],
       ["GET", "/check/peek"],
-      ["POST", "/check/nope"],
+      ["DELETE", "/check/reset"],
     ] as const) {
       const res = await SELF.fetch(`http://limiter${path}`, { method });
       expect(res.status, `${method} ${path}`).toBe(405);
       expect(res.headers.get("Allow")).toBe("POST");
       expect(res.headers.get("Content-Type")).toContain("application/problem+json");
+    }
+  });
+
+  it("answers an unknown /check/* path with a 404 problem, whatever the method", async () => {
+    for (const [method, path] of [
+      ["POST", "/check/foo"],
+      ["GET", "/check/foo"],
+      ["POST", "/check/peek/extra"],
+      ["POST", "/check/"],
+    ] as const) {
+      const res = await SELF.fetch(`http://limiter${path}`, {
+        method,
+        headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+        ...(method === "POST" ? { body: "{}" } : {}),
+      });
+      expect(res.status, `${method} ${path}`).toBe(404);
+      expect(res.headers.has("Allow")).toBe(false);
+      expect(res.headers.get("Content-Type")).toContain("application/problem+json");
+      expect(await res.json()).toMatchObject({ status: 404 });
     }
   });
 });

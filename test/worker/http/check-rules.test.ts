@@ -139,8 +139,13 @@ describe("admin: peek and reset", () => {
     await post("/check", { key, limit: 5, window: "1m", cost: 2 });
     const peek = await post("/check/peek", { key, limit: 5, window: "60s", cost: 4 });
     expect(await peek.json()).toMatchObject({ allowed: false, remaining: 3 });
+    // Peek's remaining is the count before the request; the request itself leaves one less.
+    const peekOne = await post("/check/peek", { key, limit: 5, window: "1m", cost: 1 });
+    expect(await peekOne.json()).toMatchObject({ allowed: true, remaining: 3 });
+    const checked = await post("/check", { key, limit: 5, window: "1m", cost: 1 });
+    expect(await checked.json()).toMatchObject({ allowed: true, remaining: 2 });
     expect((await post("/check/peek", { key, limit: 5, window: "1m" }, "wrong")).status).toBe(401);
     expect((await post("/check/reset", { key, limit: 5, window: "1m" }, null)).status).toBe(401);
-    expect(await redis.zcard(`${prefix}:check.60000ms:{${key}}`)).toBe(2);
+    expect(await redis.zcard(`${prefix}:check.60000ms:{${key}}`)).toBe(3);
   });
 });
