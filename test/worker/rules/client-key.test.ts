@@ -38,6 +38,12 @@ describe("client keys", () => {
     expect(await clientKey("ip", headers({ "CF-Connecting-IP": "192.0.2.5" }), realIp)).toBe(
       "192.0.2.5",
     );
+    // Present but short of the hops, or not an address: no key (missingKey decides), never the
+    // connecting IP, which behind your proxy is the proxy's own address.
+    const short = headers({ "CF-Connecting-IP": "192.0.2.5", "X-Forwarded-For": "198.51.100.9" });
+    expect(await clientKey("ip", short, { ...oneHop, trustedProxyHops: 2 })).toBeUndefined();
+    const junk = headers({ "CF-Connecting-IP": "192.0.2.5", "X-Real-IP": "junk" });
+    expect(await clientKey("ip", junk, realIp)).toBeUndefined();
   });
 
   it("groups IPv6 by /64 (configurable) and IPv4 by /32 (configurable)", () => {
