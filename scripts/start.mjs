@@ -22,6 +22,8 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const HOST = "127.0.0.1";
 const READY_TIMEOUT_MS = 120_000;
 const BANNER_PREFIX = "edge-limiter ready:";
+/** The readiness probe's body: an ad-hoc sliding-log quota on a key nothing else uses. */
+const PROBE_BODY = JSON.stringify({ key: "npm-start-readiness", limit: 1, window: "1s" });
 
 const log = (/** @type {string} */ message) => console.error(`[npm start] ${message}`);
 
@@ -33,9 +35,10 @@ let shuttingDown;
 /**
  * Stops everything started so far (newest first) and exits with `code`. Idempotent.
  * @param {number} code
+ * @param {string} [reason] why, logged last: after wrangler's own lines, where it is seen
  * @returns {Promise<never>}
  */
-function shutdown(code) {
+function shutdown(code, reason) {
   shuttingDown ??= (async () => {
     for (const resource of resources.reverse()) {
       try {
@@ -44,6 +47,7 @@ function shutdown(code) {
         log(`stopping ${resource.name} failed: ${error instanceof Error ? error.message : error}`);
       }
     }
+    if (reason) log(reason);
     process.exit(code);
   })();
   return shuttingDown;
@@ -74,8 +78,7 @@ setInterval(() => {
 try {
   await main();
 } catch (error) {
-  log(error instanceof Error ? error.message : String(error));
-  await shutdown(1);
+  await shutdown(1, error instanceof Error ? error.message : String(error));
 }
 
 async function main() {
@@ -102,6 +105,7 @@ async function main() {
   let redisNote;
   /** @type {string} */
   let bridgeNote;
+  const externalStore = Boolean(upstashUrl && upstashToken);
   if (upstashUrl && upstashToken) {
     restUrl = upstashUrl;
     restToken = upstashToken;
@@ -128,19 +132,29 @@ async function main() {
     redisNote = `${redactUrl(redis.url)}${redis.started ? " (private redis-server)" : ""}`;
   }
 
-  const workerUrl = await startWrangler({
+  const limiterConfig = process.env.LIMITER_CONFIG || undefined;
+  const { workerUrl, verdict } = await startWrangler({
     port,
+    token: limiterToken,
     vars: {
       UPSTASH_REDIS_REST_URL: restUrl,
       UPSTASH_REDIS_REST_TOKEN: restToken,
       LIMITER_TOKEN: limiterToken,
-      LIMITER_CONFIG: process.env.LIMITER_CONFIG || undefined,
+      LIMITER_CONFIG: limiterConfig,
       ORIGIN_URL: process.env.ORIGIN_URL || undefined,
     },
   });
 
-  const problem = await configProblem(workerUrl, limiterToken);
-  if (problem) log(`warning: the worker refuses to limit anything (503): ${problem}`);
+  if (!verdict.ready) {
+    // No "ready" and no curl to try: it would answer 503. Stop, like any other start-up failure.
+    throw new Error(
+      `edge-limiter NOT ready: ${verdict.problem.replace(/[\s.]+$/, "")}. ` +
+        whatToFix(verdict, {
+          configFromEnv: limiterConfig !== undefined,
+          storeFromEnv: externalStore,
+        }),
+    );
+  }
 
   const sample =
     `curl -s -X POST ${workerUrl}/check -H 'Authorization: Bearer ${limiterToken}' ` +
@@ -184,11 +198,11 @@ async function startLocalBridge({ port, token, redisUrl }) {
  * Runs `wrangler dev` in its own process group (stopped as a whole on the way out), with the
  * given vars (`--var KEY:VALUE`: wrangler splits at the first colon only, so URLs and JSON
  * pass unchanged; --var wins over wrangler.toml [vars] and .dev.vars). Resolves with the
- * worker's URL once it answers HTTP.
- * @param {{ port: number, vars: Record<string, string | undefined> }} options
- * @returns {Promise<string>}
+ * worker's URL and its verdict on itself once it answers HTTP.
+ * @param {{ port: number, token: string, vars: Record<string, string | undefined> }} options
+ * @returns {Promise<{ workerUrl: string, verdict: Verdict }>}
  */
-async function startWrangler({ port, vars }) {
+async function startWrangler({ port, token, vars }) {
   const inspectorPort = await freePort(HOST);
   const persistDir = mkdtempSync(path.join(tmpdir(), "edge-limiter-wrangler-"));
   resources.push({
@@ -221,7 +235,19 @@ async function startWrangler({ port, vars }) {
       ...(process.stdout.isTTY && !process.env.NO_COLOR ? { FORCE_COLOR: "1" } : {}),
     },
   });
-  resources.push({ name: "wrangler", stop: () => stopGroup(wrangler, { graceMs: 5000 }) });
+  // Stopped once its output is through too, so nothing it prints lands after our last word.
+  const outputDone = Promise.all(
+    [wrangler.stdout, wrangler.stderr].map(
+      (stream) => new Promise((resolve) => (stream ? stream.once("close", resolve) : resolve(0))),
+    ),
+  );
+  resources.push({
+    name: "wrangler",
+    stop: async () => {
+      await stopGroup(wrangler, { graceMs: 5000 });
+      await Promise.race([outputDone, new Promise((resolve) => setTimeout(resolve, 1000))]);
+    },
+  });
 
   let workerUrl = `http://${HOST}:${port}`;
   let announced = false;
@@ -261,9 +287,9 @@ async function startWrangler({ port, vars }) {
   });
 
   const deadline = Date.now() + READY_TIMEOUT_MS;
-  // Probe a route the worker answers itself (GET /check: 405): `/` would go through the proxy to
-  // the origin and count against any rule that matches it.
-  while (!(announced && (await answersHttp(`${workerUrl}/check`)))) {
+  for (;;) {
+    const verdict = announced ? await probe(workerUrl, token) : undefined;
+    if (verdict) return { workerUrl, verdict };
     if (shuttingDown || hasExited(wrangler)) await new Promise(() => {}); // shutdown() exits
     if (Date.now() > deadline) {
       throw new Error(
@@ -272,43 +298,85 @@ async function startWrangler({ port, vars }) {
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  return workerUrl;
 }
 
 /**
- * The worker's own verdict on its configuration, without counting anything: an authorized
- * /check with an empty body is a 400 when the config is valid, a 503 naming the problem when not.
+ * @typedef {{ ready: true } | { ready: false, problem: string, field?: string, store?: true }} Verdict
+ */
+
+/**
+ * The worker's verdict on itself, counting nothing, or undefined while nothing answers HTTP yet.
+ * One authorized POST /check/peek (a read-only look at a quota no one uses) is a 200 once the
+ * config is valid and the store answers; a 503 naming the field when the config is refused, or
+ * saying the store did not answer. wrangler dev logs every request with its status, so a healthy
+ * start logs a 200 here (probing GET /check, a 405, and an empty /check body, a 400, read as
+ * errors). Never `/`: the proxy would forward it to the origin and count it against a rule.
  * @param {string} workerUrl
  * @param {string} token
- * @returns {Promise<string | undefined>}
+ * @returns {Promise<Verdict | undefined>}
  */
-async function configProblem(workerUrl, token) {
+async function probe(workerUrl, token) {
+  /** @type {Response} */
+  let res;
   try {
-    const res = await fetch(`${workerUrl}/check`, {
+    res = await fetch(`${workerUrl}/check/peek`, {
       method: "POST",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: "{}",
-      signal: AbortSignal.timeout(5000),
+      body: PROBE_BODY,
+      // The worker's own store timeout is at most 30 s (timeoutMs); past that, try again.
+      signal: AbortSignal.timeout(35_000),
     });
-    const body = /** @type {{ detail?: string }} */ (await res.json().catch(() => ({})));
-    return res.status === 503 ? (body.detail ?? "misconfigured") : undefined;
   } catch {
     return undefined;
   }
+  if (res.ok) {
+    await res.body?.cancel();
+    return { ready: true };
+  }
+  const body = /** @type {{ title?: string, detail?: string, field?: string }} */ (
+    await res.json().catch(() => ({}))
+  );
+  if (res.status === 503 && body.title === "Store unavailable") {
+    return { ready: false, store: true, problem: "the worker's store did not answer" };
+  }
+  if (res.status === 503 && body.field) {
+    // A field of LIMITER_CONFIG (rules[0].window) is named as one, so the reader knows where.
+    const inConfig = !/^(LIMITER_CONFIG|UPSTASH_REDIS_REST_\w+)$/.test(body.field);
+    return {
+      ready: false,
+      field: body.field,
+      problem:
+        "the worker refuses its configuration and answers 503 to every request: " +
+        `${inConfig ? "LIMITER_CONFIG " : ""}${body.detail}`,
+    };
+  }
+  return {
+    ready: false,
+    problem: `POST /check/peek answered ${res.status}${body.detail ? `: ${body.detail}` : ""}`,
+  };
 }
 
 /**
- * Whether anything answers HTTP at `url` (any status).
- * @param {string} url
+ * What a newcomer should change, for a verdict that is not ready.
+ * @param {Extract<Verdict, { ready: false }>} verdict
+ * @param {{ configFromEnv: boolean, storeFromEnv: boolean }} where
  */
-async function answersHttp(url) {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
-    await res.body?.cancel();
-    return true;
-  } catch {
-    return false;
+function whatToFix(verdict, { configFromEnv, storeFromEnv }) {
+  const store = storeFromEnv
+    ? "UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN in your environment"
+    : "the local bridge and Redis above";
+  if (verdict.store) return `Check ${store} (the worker's log line above says why).`;
+  if (verdict.field?.startsWith("UPSTASH_REDIS_REST_")) {
+    return `Fix ${store}, then run npm start again.`;
   }
+  if (verdict.field) {
+    // Every other field is LIMITER_CONFIG's.
+    return configFromEnv
+      ? "Fix LIMITER_CONFIG in your environment (or unset it to use wrangler.toml's), then run " +
+          "npm start again."
+      : "Fix LIMITER_CONFIG under [vars] in wrangler.toml, then run npm start again.";
+  }
+  return "See the worker's log above.";
 }
 
 /** @param {string} text */

@@ -93,9 +93,12 @@ export function parseWorkerConfig(
   raw: unknown,
   options: ParseWorkerConfigOptions = {},
 ): Validated<WorkerConfig> {
-  const blank = raw === undefined || raw === null || (typeof raw === "string" && !raw.trim());
-  if (options.required && blank) {
+  if (options.required && (raw === undefined || raw === null)) {
     return invalid("LIMITER_CONFIG", "is not set: without rules the worker would limit nothing");
+  }
+  // Set, but to nothing: say so (a "not set" would send the operator looking for a missing var).
+  if (options.required && typeof raw === "string" && !raw.trim()) {
+    return invalid("LIMITER_CONFIG", "is blank: without rules the worker would limit nothing");
   }
   let input = raw ?? {};
   if (typeof input === "string") {

@@ -40,8 +40,8 @@ interface Instance {
 
 const running = new Set<Instance>();
 
-/** Runs `node scripts/start.mjs` with `env` and resolves once it prints its ready banner. */
-async function startInstance(env: Record<string, string>): Promise<Instance> {
+/** Runs `node scripts/start.mjs` with `env` (stripped of the caller's own npm start variables). */
+async function launch(env: Record<string, string>): Promise<Instance> {
   const port = await freePort();
   const inherited = Object.fromEntries(
     Object.entries(process.env).filter(([key]) => !START_VARS.includes(key)),
@@ -76,21 +76,49 @@ async function startInstance(env: Record<string, string>): Promise<Instance> {
     },
   };
   running.add(instance);
+  return instance;
+}
 
+const BANNER = /edge-limiter ready: worker (\S+) \| bridge (\S+)/;
+
+/**
+ * Polls until start.mjs has printed its ready banner (true) or exited on its own (false).
+ * Throws (after stopping it) if neither happens in time.
+ */
+async function readyOrExited(instance: Instance): Promise<boolean> {
   const deadline = Date.now() + READY_MS;
   for (;;) {
-    const banner = /edge-limiter ready: worker (\S+) \| bridge (\S+)/.exec(output);
-    if (banner?.[1]) {
-      instance.workerUrl = banner[1];
-      instance.bridgeUrl = banner[2]?.startsWith("http") ? banner[2] : undefined;
-      return instance;
-    }
-    if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) {
+    if (BANNER.test(instance.output())) return true;
+    if (instance.child.exitCode !== null || instance.child.signalCode !== null) return false;
+    if (Date.now() > deadline) {
       await instance.stop("SIGTERM");
-      throw new Error(`npm start did not become ready:\n${output}`);
+      throw new Error(`npm start neither became ready nor exited:\n${instance.output()}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/** Runs `node scripts/start.mjs` with `env` and resolves once it prints its ready banner. */
+async function startInstance(env: Record<string, string>): Promise<Instance> {
+  const instance = await launch(env);
+  if (!(await readyOrExited(instance))) {
+    await instance.stop("SIGTERM");
+    throw new Error(`npm start did not become ready:\n${instance.output()}`);
+  }
+  const banner = BANNER.exec(instance.output());
+  instance.workerUrl = banner?.[1] ?? "";
+  instance.bridgeUrl = banner?.[2]?.startsWith("http") ? banner[2] : undefined;
+  return instance;
+}
+
+/** wrangler dev's request log lines (`[wrangler:info] GET /check 405 Method Not Allowed (9ms)`). */
+function loggedRequests(output: string): { line: string; status: number }[] {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI escape sequences
+  const plain = output.replace(/\u001b\[[0-9;]*[A-Za-z]/g, "");
+  return [...plain.matchAll(/^\[wrangler:info\] [A-Z]+ \S+ (\d{3})\b.*$/gm)].map((m) => ({
+    line: m[0],
+    status: Number(m[1]),
+  }));
 }
 
 /** Processes whose command line names this port (wrangler's --port, workerd's socket address). */
@@ -181,6 +209,52 @@ describe("npm start", () => {
     expect(first.body).toMatchObject({ allowed: true, source: "redis" });
 
     await stopAndCheck(instance, "SIGTERM");
+  }, 120_000);
+
+  it("a healthy start: the ready banner with a curl to try; its own readiness probe logged as a 2xx", async () => {
+    const instance = await startInstance({ BRIDGE_PORT: "0", REDIS_URL: inject("redisUrl") });
+    expect(instance.output()).toContain(`try: curl -s -X POST ${instance.workerUrl}/check`);
+    // Stopped first, so every request line wrangler had to print is in the output.
+    await stopAndCheck(instance, "SIGTERM");
+    // This test sent nothing itself: every request in the log is npm start's own.
+    const requests = loggedRequests(instance.output());
+    expect(requests.length, instance.output()).toBeGreaterThan(0);
+    for (const request of requests) expect(request.status, request.line).toBeLessThan(400);
+  }, 120_000);
+
+  it("a refused LIMITER_CONFIG: not ready, names the field and what to fix, no curl, stops", async () => {
+    const cases = [
+      {
+        config: JSON.stringify({
+          rules: [{ name: "x", match: { path: "/x" }, limit: 5, window: "5 parsecs" }],
+          prefix: RUN,
+        }),
+        says: /LIMITER_CONFIG rules\[0\]\.window /,
+      },
+      // Only whitespace: blank, not "not set" (the variable is set).
+      { config: "   ", says: /LIMITER_CONFIG is blank/ },
+    ];
+    const instances = await Promise.all(
+      cases.map(({ config }) =>
+        launch({ BRIDGE_PORT: "0", REDIS_URL: inject("redisUrl"), LIMITER_CONFIG: config }),
+      ),
+    );
+    const ready = await Promise.all(instances.map((instance) => readyOrExited(instance)));
+    for (const [i, instance] of instances.entries()) {
+      const output = instance.output();
+      expect(ready[i], output).toBe(false);
+      expect(output).not.toMatch(/edge-limiter ready|try: curl/);
+      expect(output).not.toContain("is not set");
+      expect(output).toMatch(/edge-limiter NOT ready: /);
+      expect(output).toMatch(cases[i]?.says as RegExp);
+      // Where to fix it: the variable the user set, or wrangler.toml's when unset.
+      expect(output).toMatch(/Fix LIMITER_CONFIG in your environment/);
+      expect(instance.child.exitCode, output).toBe(1);
+      // Everything it started is stopped (the exit code was the process's own: it exited).
+      expect(await instance.stop()).toBe(1);
+      expect(processesOnPort(instance.port)).toEqual([]);
+      expect(await isPortOpen(instance.port)).toBe(false);
+    }
   }, 120_000);
 
   it("stops everything it started on Ctrl-C (SIGINT)", async () => {
