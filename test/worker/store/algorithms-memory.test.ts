@@ -7,7 +7,7 @@ import { deleteKeys, testRedis, testStore } from "../../support/worker/redis";
 
 // Redis memory per key (MEMORY USAGE … SAMPLES 0, i.e. every element counted), per algorithm,
 // with the key full to its limit. Rerun to print the table:
-//   npx vitest run --project worker test/worker/store/algorithms-memory.test.ts
+//   npx vitest run --silent=false --project worker test/worker/store/algorithms-memory.test.ts
 // Keys are shaped like production's (`edge-limiter:api:{203.0.113.7}`, plus 11 bytes to keep them
 // unique on the shared Redis: 41 bytes, the same for every row); log members like the limiter's
 // (12-char isolate id + counter).
