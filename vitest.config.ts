@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 
@@ -37,6 +38,11 @@ export default defineConfig({
             },
           })),
         ],
+        // The example app imports the package by name: here, the source (package.json's
+        // exports name dist/, which only `npm run build` writes). tsconfig.json's paths agree.
+        resolve: {
+          alias: { "edge-limiter": fileURLToPath(new URL("./src/index.ts", import.meta.url)) },
+        },
         test: {
           name: "worker",
           include: ["test/worker/**/*.test.ts"],
