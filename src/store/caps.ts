@@ -16,7 +16,7 @@ export const MAX_LIMIT = 100_000;
 // admitted unit for a whole window (up to 7 days) and writes them in the script, during which
 // Redis runs nothing else. Measured with `node scripts/measure-caps.mjs` (the real script on a
 // private redis-server; 2-core dev VM under load, members shaped like the limiter's):
-//   MEMORY USAGE of a full log: 1 000 → 118 KB, 5 000 → 646 KB, 8 000 → 941 KB, 10 000 → 1.29 MB,
+//   MEMORY USAGE of a full log: 1 000 → 118 kB, 5 000 → 646 kB, 8 000 → 942 kB, 10 000 → 1.29 MB (decimal),
 //   100 000 → 12 MB
 //   Redis time of one call admitting N units: 1 → 0.09 ms, 100 → 0.6 ms, 500 → 1.4–1.9 ms,
 //   1 000 → 2.6–3.4 ms, 8 000 → 16 ms, 100 000 → 340 ms; 16 log policies of 62 units: 3.6 ms
