@@ -1,0 +1,45 @@
+// Runs the compiled scratch app (out/app.js) in Node against the store named on the command
+// line: four requests with app.request(), four over HTTP through @hono/node-server, two to the
+// createLimiter route. Prints what came back as one JSON line.
+//   node run-node.mjs <store url> <store token> <key prefix>
+import { serve } from "@hono/node-server";
+import { createApp } from "./out/app.js";
+
+const [url = "", token = "", prefix = ""] = process.argv.slice(2);
+const app = createApp({ url, token, prefix });
+
+/** @param {Response} res */
+const summary = async (res) => ({
+  status: res.status,
+  policy: res.headers.get("ratelimit-policy"),
+  ratelimit: res.headers.get("ratelimit"),
+  retryAfter: res.headers.get("retry-after"),
+  body: await res.text(),
+});
+
+const viaRequest = [];
+for (let i = 0; i < 4; i += 1) {
+  viaRequest.push(
+    await summary(await app.request("/api/hello", { headers: { "X-User-Id": "a" } })),
+  );
+}
+
+const direct = [];
+for (let i = 0; i < 2; i += 1) direct.push(await summary(await app.request("/direct?key=a")));
+
+/** @type {import("node:http").Server} */
+const server = await new Promise((resolve) => {
+  const started = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () =>
+    resolve(/** @type {import("node:http").Server} */ (started)),
+  );
+});
+const address = server.address();
+const port = typeof address === "object" && address !== null ? address.port : 0;
+const viaServer = [];
+for (let i = 0; i < 4; i += 1) {
+  const res = await fetch(`http://127.0.0.1:${port}/api/hello`, { headers: { "X-User-Id": "b" } });
+  viaServer.push(await summary(res));
+}
+await new Promise((resolve) => server.close(resolve));
+
+console.log(JSON.stringify({ viaRequest, direct, viaServer }));

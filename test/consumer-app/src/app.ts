@@ -1,0 +1,48 @@
+// The scratch app: the three entry points as a user's code calls them.
+import {
+  createLimiter,
+  createStoreClient,
+  type Decision,
+  type RateLimitVariables,
+  rateLimit,
+} from "edge-limiter";
+import { Hono } from "hono";
+
+export interface StoreSettings {
+  url: string;
+  token: string;
+  prefix: string;
+}
+
+export function createApp(store: StoreSettings) {
+  const limiter = createLimiter({
+    store: createStoreClient({ url: store.url, token: store.token, timeoutMs: 5_000 }),
+    prefix: store.prefix,
+    timeoutMs: 5_000,
+    failMode: "closed",
+  });
+  const app = new Hono<{ Variables: RateLimitVariables }>();
+  app.use(
+    "/api/*",
+    rateLimit({
+      limiter,
+      rules: { name: "api", limit: 3, window: "1m" },
+      key: (c) => c.req.header("X-User-Id"),
+    }),
+  );
+  app.get("/api/hello", (c) => {
+    const remaining = c.get("rateLimit").decisions.map((d: Decision) => d.remaining);
+    return c.json({ hello: "world", remaining });
+  });
+  // createLimiter on its own, decided in the app's code.
+  app.get("/direct", async (c) => {
+    const decision = await limiter.limit({
+      policy: "direct",
+      key: c.req.query("key") ?? "anonymous",
+      limit: 1,
+      windowMs: 60_000,
+    });
+    return c.json({ allowed: decision.allowed }, decision.allowed ? 200 : 429);
+  });
+  return app;
+}

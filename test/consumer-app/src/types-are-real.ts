@@ -1,0 +1,16 @@
+// Each marked line must be a type error. Were the package's types `any` (or missing), the
+// directive itself would be the error: "Unused '@ts-expect-error' directive".
+import { createLimiter, type RateLimitResult, rateLimit } from "edge-limiter";
+
+const limiter = createLimiter({ store: undefined as never });
+
+// @ts-expect-error a rule's limit is a number
+rateLimit({ limiter, rules: { name: "x", limit: "3", window: "1m" } });
+
+// @ts-expect-error no such option
+createLimiter({ store: undefined as never, notAnOption: true });
+
+export function allowedOf(result: RateLimitResult): boolean {
+  // @ts-expect-error decisions is an array of Decision
+  return result.decisions.allowed;
+}

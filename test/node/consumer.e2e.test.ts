@@ -1,0 +1,217 @@
+// The package as a user gets it: `npm pack` (which builds dist/), the tarball installed with hono
+// and @upstash/redis from the registry (the newest in our peer ranges) into a scratch app in a
+// temporary folder (test/consumer-app), then: the tarball holds only what users need, one copy of
+// hono, the app type-checks under a strict tsconfig with skipLibCheck false, and it limits
+// correctly in Node (app.request() and @hono/node-server) and, bundled by wrangler, in workerd
+// (Miniflare), against the bridge of the global setup. Skipped, saying so, only when the npm
+// registry does not answer.
+import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const APP = path.join(ROOT, "test", "consumer-app");
+const require = createRequire(path.join(ROOT, "package.json"));
+const TSC = require.resolve("typescript/bin/tsc");
+const WRANGLER = require.resolve("wrangler/bin/wrangler.js");
+const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
+  version: string;
+  peerDependencies: Record<string, string>;
+};
+
+interface Run {
+  code: number;
+  output: string;
+  stdout: string;
+}
+
+/** Runs a command to its end; never throws on a non-zero exit (the caller asserts on it). */
+function run(command: string, args: string[], cwd: string): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      command,
+      args,
+      {
+        cwd,
+        maxBuffer: 64 * 1024 * 1024,
+        env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" },
+      },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === "number" ? error.code : 1) : 0;
+        resolve({ code, stdout, output: `${stdout}\n${stderr}` });
+      },
+    );
+  });
+}
+
+/** Why the registry cannot be used, or undefined when it answers. */
+async function registryUnreachable(): Promise<string | undefined> {
+  const registry = (await run("npm", ["config", "get", "registry"], ROOT)).stdout.trim();
+  try {
+    const res = await fetch(new URL("hono", registry), { signal: AbortSignal.timeout(10_000) });
+    await res.body?.cancel();
+    return undefined;
+  } catch (error) {
+    return `${registry}: ${error instanceof Error ? error.message : String(error)}`;
+  }
+}
+
+const unreachable = await registryUnreachable();
+if (unreachable !== undefined) {
+  console.warn(`consumer test SKIPPED: the npm registry does not answer (${unreachable})`);
+}
+
+interface Answer {
+  status: number;
+  policy: string | null;
+  ratelimit: string | null;
+  retryAfter: string | null;
+  body: string;
+}
+
+/** Four requests as one client over a limit of 3: three admitted, the fourth denied, headed. */
+function expectLimited(answers: Answer[]) {
+  expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 429]);
+  expect(answers.map((a) => a.policy)).toEqual(Array(4).fill('"api";q=3;w=60'));
+  expect(answers.map((a) => a.ratelimit?.replace(/;t=\d+$/, ""))).toEqual([
+    '"api";r=2',
+    '"api";r=1',
+    '"api";r=0',
+    '"api";r=0',
+  ]);
+  expect(answers[3]?.retryAfter).toMatch(/^\d+$/);
+  expect(JSON.parse(answers[3]?.body ?? "{}")).toMatchObject({ status: 429, violated: ["api"] });
+}
+
+describe.skipIf(unreachable !== undefined)("the packed package in a scratch app", () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "edge-limiter-consumer-"));
+  const tarball = path.join(dir, `edge-limiter-${pkg.version}.tgz`);
+  let typecheck: Run;
+
+  beforeAll(async () => {
+    cpSync(APP, dir, { recursive: true });
+    const pack = await run("npm", ["pack", "--pack-destination", dir], ROOT);
+    expect(pack.code, pack.output).toBe(0);
+    writeFileSync(
+      path.join(dir, "package.json"),
+      JSON.stringify({ name: "scratch-consumer", private: true, type: "module" }),
+    );
+    const peers = Object.entries(pkg.peerDependencies).map(([name, range]) => `${name}@${range}`);
+    const install = await run(
+      "npm",
+      [
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--prefer-offline",
+        tarball,
+        ...peers,
+        "@hono/node-server@^2",
+        "@types/node@^20",
+      ],
+      dir,
+    );
+    expect(install.code, install.output).toBe(0);
+    typecheck = await run(process.execPath, [TSC, "-p", "."], dir);
+  }, 240_000);
+
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("the tarball holds dist/, README.md, LICENSE and package.json, nothing else", async () => {
+    const list = await run("tar", ["-tzf", tarball], dir);
+    expect(list.code, list.output).toBe(0);
+    const files = list.stdout.trim().split("\n");
+    const outside = files.filter(
+      (f) => !/^package\/(dist\/.+|README\.md|LICENSE|package\.json)$/.test(f),
+    );
+    expect(outside).toEqual([]);
+    expect(files).toContain("package/dist/index.js");
+    expect(files).toContain("package/dist/index.d.ts");
+    expect(files).toContain("package/dist/index.js.map");
+  });
+
+  it("installs one copy of hono (ours is a peer)", async () => {
+    const ls = await run("npm", ["ls", "hono", "--all", "--parseable"], dir);
+    expect(ls.code, ls.output).toBe(0);
+    expect(ls.stdout.trim().split("\n")).toEqual([path.join(dir, "node_modules", "hono")]);
+    expect(existsSync(path.join(dir, "node_modules", "edge-limiter", "node_modules"))).toBe(false);
+  });
+
+  it("type-checks under strict settings with skipLibCheck false (and the types are not any)", () => {
+    expect(typecheck.code, typecheck.output).toBe(0);
+  });
+
+  it("limits in Node: app.request() and @hono/node-server against the bridge", async () => {
+    const prefix = `consumer-node-${randomUUID()}`;
+    const node = await run(
+      process.execPath,
+      ["run-node.mjs", inject("bridgeUrl"), inject("bridgeToken"), prefix],
+      dir,
+    );
+    expect(node.code, node.output).toBe(0);
+    const result = JSON.parse(node.stdout) as Record<"viaRequest" | "viaServer", Answer[]> & {
+      direct: Answer[];
+    };
+    expectLimited(result.viaRequest);
+    expectLimited(result.viaServer);
+    expect(result.direct.map((a) => [a.status, JSON.parse(a.body)])).toEqual([
+      [200, { allowed: true }],
+      [429, { allowed: false }],
+    ]);
+  });
+
+  it("bundles with wrangler and limits in workerd (Miniflare) against the bridge", async () => {
+    const bundle = await run(
+      process.execPath,
+      [WRANGLER, "deploy", "--dry-run", "--outdir", "bundle"],
+      dir,
+    );
+    expect(bundle.code, bundle.output).toBe(0);
+    // Miniflare as wrangler itself uses it (the workerd that wrangler dev would run); its types
+    // are not the hoisted miniflare's (the vitest pool's newer major), hence the shape here.
+    const fromWrangler = createRequire(require.resolve("wrangler/package.json"));
+    const { Miniflare } = (await import(fromWrangler.resolve("miniflare"))) as {
+      Miniflare: new (
+        options: Record<string, unknown>,
+      ) => {
+        dispatchFetch: (url: string, init: RequestInit) => Promise<Response>;
+        dispose: () => Promise<void>;
+      };
+    };
+    const mf = new Miniflare({
+      modules: true,
+      scriptPath: path.join(dir, "bundle", "worker.js"),
+      // Module names are relative to this; the default (the cwd, this repo) cannot reach tmp.
+      modulesRoot: path.join(dir, "bundle"),
+      compatibilityDate: "2026-04-20",
+      bindings: {
+        UPSTASH_REDIS_REST_URL: inject("bridgeUrl"),
+        UPSTASH_REDIS_REST_TOKEN: inject("bridgeToken"),
+        LIMITER_PREFIX: `consumer-workerd-${randomUUID()}`,
+      },
+    });
+    try {
+      const answers: Answer[] = [];
+      for (let i = 0; i < 4; i += 1) {
+        const res = await mf.dispatchFetch("http://scratch.test/api/hello", {
+          headers: { "X-User-Id": "c" },
+        });
+        answers.push({
+          status: res.status,
+          policy: res.headers.get("ratelimit-policy"),
+          ratelimit: res.headers.get("ratelimit"),
+          retryAfter: res.headers.get("retry-after"),
+          body: await res.text(),
+        });
+      }
+      expectLimited(answers);
+    } finally {
+      await mf.dispose();
+    }
+  });
+});
