@@ -27,7 +27,9 @@
  * bucket, a clock skew) reports 0 remaining, not fewer.
  *
  * Redis commands: check = GET; commit = SET … PX. Allowed: 2; denied: 1.
- * Refund: GET, then SET … PX or DEL (best effort: the bucket never holds more than `limit`).
+ * Refund: GET, then SET … PX or DEL (best effort: the bucket never holds more than `limit`). The
+ * units it reports round a partial token up: the bucket lacked it and has it back (rounding down
+ * reported 1 of 2 units refunded 3 ms after the admission).
  */
 export const TOKEN_BUCKET_LUA = `
 -- p.rate: units per ms at which p.debt falls until this rule writes (p.limit for its own window).
@@ -91,7 +93,7 @@ ALG['token-bucket'] = {
     -- Best effort: give the tokens back, but never more than the bucket lacks from full.
     tb_load(p, now)
     if p.debt == 0 then return 0 end
-    local units = math.min(p.cost, math.floor(p.debt / p.window))
+    local units = math.min(p.cost, math.ceil(p.debt / p.window))
     p.debt = p.debt - p.cost * p.window
     if p.debt <= 0 then
       redis.call('DEL', p.key)

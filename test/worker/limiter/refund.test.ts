@@ -88,6 +88,16 @@ describe("refund", () => {
     });
   });
 
+  it("token-bucket: a refund just after the admission reports every unit it gave back", async () => {
+    // 10 tokens per second: 3 ms after taking 2, the bucket lacks 1.97 tokens. The refund makes
+    // it full again (2 tokens' worth), so it gave back 2 units, not floor(1.97) = 1.
+    const policy = spec("bucket-soon", "token-bucket", 10, 2);
+    expect((await evaluatePolicy(store, { ...policy, memberId: "a", now: T })).allowed).toBe(true);
+    const back = await refund(store, { policies: [policy], memberId: "a", at: T, now: T + 3 });
+    expect(back).toEqual({ refunded: true, units: [2] });
+    expect(await redis.exists(policy.key)).toBe(0);
+  });
+
   it("token-bucket: puts the tokens back, never more than full", async () => {
     const policy = spec("bucket", "token-bucket", 10, 4);
     expect(
