@@ -1,3 +1,5 @@
+import { isWellFormed } from "../utf16";
+
 /** A validation outcome that names the offending field, so a 400 or 503 can say what is wrong. */
 export type Validated<T> = { ok: true; value: T } | { ok: false; field: string; detail: string };
 
@@ -15,16 +17,6 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
 /** The first key of `object` not in `allowed`, so typos ("limt") are reported, not ignored. */
 export function unknownField(object: Record<string, unknown>, allowed: readonly string[]) {
   return Object.keys(object).find((key) => !allowed.includes(key));
-}
-
-// A high surrogate not followed by a low one, or a low one not preceded by a high one. (The
-// regex, not String.prototype.isWellFormed: the library also runs on Node 18/20, and ES2022 is
-// our TS lib.)
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** True when `text` is well-formed UTF-16 (no lone surrogate), so it can be encoded as UTF-8. */
-export function isWellFormed(text: string): boolean {
-  return !LONE_SURROGATE.test(text);
 }
 
 /**

@@ -5,7 +5,7 @@
  * schema-parts.ts the fields of a /check body), the documented bounds (limits.ts) and how a wrong
  * field is named (validation.ts, config-issue.ts). Pure validation, no I/O, no clock. It may
  * import store/algorithm and store/caps (the algorithm list, the caps the store enforces) and
- * limiter/types and limiter/defaults (the limiter's public types and defaults; never an implementation file), nothing else; the layers above read
+ * limiter/types and limiter/defaults (the limiter's public types and defaults; never an implementation file), and the leaf src/utf16.ts, nothing else; the layers above read
  * their rule and config types from here.
  */
 import * as v from "valibot";

@@ -83,3 +83,13 @@ export function createLimiterContext(options: LimiterOptions): LimiterContext {
     lastAnswerAt: Number.NEGATIVE_INFINITY,
   };
 }
+
+/**
+ * Capacity of these keys was freed outside the store's view of time (a refund, an admin reset):
+ * this isolate stops denying from claims that are now false, and an answer in flight, which may
+ * describe the keys before it, is not remembered (capacityEpoch).
+ */
+export function capacityFreed(ctx: LimiterContext, cacheKeys: Iterable<string>): void {
+  ctx.capacityEpoch++;
+  for (const key of cacheKeys) ctx.cache?.forget(key);
+}

@@ -18,7 +18,7 @@ import { PolicyBoundsError } from "../store/script-inputs";
 import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
 import type { Permit } from "./circuit-breaker";
-import { createLimiterContext, type LimiterContext } from "./context";
+import { capacityFreed, createLimiterContext, type LimiterContext } from "./context";
 import { denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
 import { rememberAnswer } from "./denial-cache";
@@ -92,7 +92,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
         evaluate(client, { policies, memberId, now: clock, requestId }),
       ),
     );
-    if (only && flights) {
+    // Followers join only a key exhausted at its last answer (step 2): lead only there, so an
+    // ordinary request allocates no flight.
+    if (only && flights && lookup && !lookup.hit && lookup.exhausted) {
       flights.lead(
         only.cacheKey,
         call.then(
@@ -193,9 +195,7 @@ function remember(
 
 /** After a reset of this key elsewhere (the admin route). */
 function forget(ctx: LimiterContext, key: string) {
-  // An answer in flight may describe the key before the reset: it must not be remembered.
-  ctx.capacityEpoch++;
-  ctx.cache?.forget(key);
+  capacityFreed(ctx, [key]);
   // Nor may the fallback start from a report of the log before the reset.
   ctx.fallback?.unnote(key);
 }

@@ -56,6 +56,10 @@ export interface DenialCache {
  * A bounded LRU of exhaustions. A JS Map iterates in insertion order, so delete + set moves an
  * entry to the young end and the first key is the least recently used: O(1) everything.
  */
+// The two misses, shared: a lookup on the hot path allocates nothing unless it hits.
+const MISS = Object.freeze({ hit: false, exhausted: false } as const);
+const MISS_EXHAUSTED = Object.freeze({ hit: false, exhausted: true } as const);
+
 export function createDenialCache(options: DenialCacheOptions = {}): DenialCache {
   const maxEntries = options.maxEntries ?? DEFAULT_DENIAL_CACHE_SIZE;
   const entries = new Map<string, Exhaustion>();
@@ -78,8 +82,8 @@ export function createDenialCache(options: DenialCacheOptions = {}): DenialCache
   return {
     lookup(key, cost, now) {
       const entry = entries.get(key);
-      if (!entry) return { hit: false, exhausted: false };
-      if (entry.until <= now || cost < entry.minCost) return { hit: false, exhausted: true };
+      if (!entry) return MISS;
+      if (entry.until <= now || cost < entry.minCost) return MISS_EXHAUSTED;
       touch(key, entry);
       return { hit: true, entry };
     },

@@ -4,7 +4,7 @@
  */
 import { refund } from "../store/refund";
 import { withinDeadline } from "../store/script-runner";
-import type { LimiterContext } from "./context";
+import { capacityFreed, type LimiterContext } from "./context";
 import type { RefundOutcome, RefundReceipt } from "./types";
 
 export async function refundReceipt(
@@ -20,10 +20,11 @@ export async function refundReceipt(
   // This isolate must not go on denying from a claim the refund just made false. (Other
   // isolates may, until their entry expires: at most the Retry-After they announced.) Again
   // when it ends: an answer that arrived in between may have been remembered.
-  const forgetPicked = () => {
-    ctx.capacityEpoch++;
-    for (const { cacheKey } of picked) ctx.cache?.forget(cacheKey);
-  };
+  const forgetPicked = () =>
+    capacityFreed(
+      ctx,
+      picked.map((policy) => policy.cacheKey),
+    );
   forgetPicked();
   if (ctx.breaker.state === "open") return { refunded: false, units: [], error: "circuit open" };
   // The request-id record belongs to the whole set of policies: a partial refund leaves it,

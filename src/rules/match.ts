@@ -8,9 +8,10 @@ import { pathReadings } from "./path-readings";
 /** A rule with its `match` compiled once per isolate. */
 export interface CompiledRule {
   rule: RuleConfig;
-  /** Whether the rule applies to this method and path, under any of the path's readings. */
-  matches(method: string, path: string): boolean;
-  /** The same for a path's readings (pathReadings), computed once for all rules. */
+  /**
+   * Whether the rule applies to this (upper-case) method and any of the path's readings
+   * (pathReadings, computed once for all rules).
+   */
   matchesReadings(method: string, readings: readonly string[]): boolean;
 }
 
@@ -33,16 +34,12 @@ export function compileRules(rules: readonly RuleConfig[]): CompiledRule[] {
     const methods = rule.match?.methods ? new Set(rule.match.methods) : undefined;
     if (methods?.has("GET")) methods.add("HEAD");
     const matchesReadings = (method: string, readings: readonly string[]) => {
-      if (methods && !methods.has(method.toUpperCase())) return false;
+      if (methods && !methods.has(method)) return false;
       if (!patterns) return true;
       // Any reading counts, once: the caller keeps or drops the rule, never counts per reading.
       return readings.some((reading) => patterns.some((pattern) => pattern.test(reading)));
     };
-    return {
-      rule,
-      matchesReadings,
-      matches: (method, path) => matchesReadings(method, pathReadings(path)),
-    };
+    return { rule, matchesReadings };
   });
 }
 
@@ -53,7 +50,8 @@ export function applyingRules(
   path: string,
 ): RuleConfig[] {
   const readings = pathReadings(path);
-  return rules.filter((r) => r.matchesReadings(method, readings)).map((r) => r.rule);
+  const upper = method.toUpperCase();
+  return rules.filter((r) => r.matchesReadings(upper, readings)).map((r) => r.rule);
 }
 
 export interface PatternOptions {

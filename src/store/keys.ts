@@ -3,6 +3,7 @@
  * policy key's reset mark.
  * Total over any string (no client input can throw here) and injective.
  */
+import { LONE_SURROGATE } from "../utf16";
 import type { Algorithm } from "./algorithm";
 
 /**
@@ -57,10 +58,6 @@ export function resetMarkKey(policyKey: string): string {
  */
 export const RECORD_TTL_MAX_MS = 7 * 86_400_000 + 1_000;
 
-// Splits a string around its lone surrogates (a high one not followed by a low one, or a low one
-// not preceded by a high one), keeping them: the captured parts are exactly the lone surrogates.
-const LONE_SURROGATE = /([\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF])/;
-
 /**
  * encodeURIComponent for ANY JavaScript string, never throwing. encodeURIComponent throws a
  * URIError on a string that is not well-formed UTF-16 (a lone surrogate), and keys are built on
@@ -73,13 +70,16 @@ export function encodeKeyPart(value: string): string {
   try {
     return encodeURIComponent(value);
   } catch {
-    return value
-      .split(LONE_SURROGATE)
-      .map((part, i) =>
-        i % 2 === 1
-          ? `%u${part.charCodeAt(0).toString(16).toUpperCase()}`
-          : encodeURIComponent(part),
-      )
-      .join("");
+    return (
+      value
+        // The captured parts (odd indexes) are exactly the lone surrogates.
+        .split(LONE_SURROGATE)
+        .map((part, i) =>
+          i % 2 === 1
+            ? `%u${part.charCodeAt(0).toString(16).toUpperCase()}`
+            : encodeURIComponent(part),
+        )
+        .join("")
+    );
   }
 }

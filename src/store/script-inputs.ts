@@ -74,8 +74,9 @@ export function scriptInputs(
 ): { keys: string[]; args: ScriptArg[] } {
   const { policies } = call;
   if (policies.length === 0) throw new TypeError(`${caller}: no policies`);
-  // The caps /check and the config enforce, enforced again here for code that builds its own
-  // requests (createLimiter, the middleware): refused before Redis is asked to store or do it.
+  // A backstop for code that calls the store directly (evaluate, refund): the limiter has already
+  // refused an over-cap request before its breaker (create-limiter.ts), /check and the config
+  // before that, naming the field. A short loop; nothing is sent past it.
   const issue = boundsIssue(policies);
   if (issue) throw new PolicyBoundsError(caller, issue.index, issue.field, issue.detail);
   const keys = policies.map((policy) => policy.key);
