@@ -1,9 +1,13 @@
 // @ts-check
-// `npm run bench [-- --quick]`: edge-limiter against @upstash/ratelimit, same runtime (workerd via
-// Miniflare), same private Redis, same REST bridge, one run, alternating, repeated; medians and
-// ratios into bench/results.md (+ SVG charts) and bench/results.json. See bench/results.md.
-import { rmSync, writeFileSync } from "node:fs";
+// `npm run bench [-- --quick] [-- --only=cpu]`: edge-limiter against @upstash/ratelimit, same
+// runtime (workerd via Miniflare), same private Redis, same REST bridge, one run, alternating,
+// repeated; medians and ratios into bench/results.md (+ SVG charts) and bench/results.json. See
+// bench/results.md. --quick (CI) writes to bench/.quick/ (git-ignored), never over the committed
+// full run; --only=cpu runs the workerd-CPU side by side alone (to iterate on CPU), into
+// bench/.quick/cpu.json.
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { measureWorkerdCpu } from "./lib/cpu-section.mjs";
 import { analyse, edgeBursts, rollingAdmissions, steadySender } from "./lib/accuracy.mjs";
 import {
   buildWorkers,
@@ -23,20 +27,41 @@ import {
   loadLibraries,
   oursId,
 } from "./lib/library.mjs";
-import { bodyExtras, check, LIMITER_TOKEN, LOADS, runLoad } from "./lib/load.mjs";
+import { bodyExtras, check, LIMITER_TOKEN, LOADS, PROXY_RULES, runLoad } from "./lib/load.mjs";
 import { connectStats } from "./lib/redis-stats.mjs";
 import { writeReport } from "./lib/report.mjs";
+import { startOrigin } from "../test/support/origin-server.mjs";
 import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
 
 const quick = process.argv.includes("--quick");
-/** Knobs of the two modes: full ≈ 10 min, quick ≈ 2 min on a 2-core machine. */
+const cpuOnly = process.argv.includes("--only=cpu");
+/** Knobs of the two modes: full ≈ 12 min, quick ≈ 2 min on a 2-core machine. */
 const PLAN = quick
-  ? { repeats: 1, seconds: 2, connections: 32, outageSeconds: 1.5, steadySeconds: 4, edges: 1 }
-  : { repeats: 3, seconds: 6, connections: 32, outageSeconds: 4, steadySeconds: 12, edges: 3 };
+  ? {
+      repeats: 1,
+      seconds: 2,
+      connections: 32,
+      outageSeconds: 1.5,
+      steadySeconds: 4,
+      edges: 1,
+      cpuRepeats: 1,
+      cpuSeconds: 2,
+    }
+  : {
+      repeats: 3,
+      seconds: 6,
+      connections: 32,
+      outageSeconds: 4,
+      steadySeconds: 12,
+      edges: 3,
+      cpuRepeats: 5,
+      cpuSeconds: 5,
+    };
 // The largest is the sliding log's cap (src/store/caps.ts MAX_LOG_LIMIT): a full log < 1 MB.
 const MEMORY_LIMITS = [10, 100, 1000, 8000];
 const started = Date.now();
-const OUTPUT = path.join(ROOT, "bench");
+// A quick run never overwrites the committed full run's figures.
+const OUTPUT = path.join(ROOT, "bench", quick || cpuOnly ? ".quick" : "");
 
 /** @param {string} message */
 function progress(message) {
@@ -130,6 +155,64 @@ try {
     if (c.extra) bodyExtras.set(worker.url, c.extra);
     return worker;
   };
+
+  progress("workerd CPU per decision: serving the CPU contenders");
+  const origin = await startOrigin();
+  cleanups.push(origin.close);
+  /** @type {Record<string, { url: string, pid: number | undefined, dispose: () => Promise<void> }>} */
+  const cpuWorkers = {};
+  const storeBindings = {
+    UPSTASH_REDIS_REST_URL: bridge.url,
+    UPSTASH_REDIS_REST_TOKEN: bridge.token,
+    LIMITER_TOKEN,
+  };
+  for (const [id, scriptPath, bindings] of /** @type {const} */ ([
+    ["ours", bundles.ours, { LIMITER_CONFIG: OURS_CONFIG }],
+    ["anchorMinimal", bundles.anchorMinimal, {}],
+    ["anchorSliding", bundles.anchor, CONTENDERS.find((c) => c.id === "anchorSliding")?.bindings],
+    [
+      "oursProxy",
+      bundles.ours,
+      {
+        LIMITER_CONFIG: JSON.stringify({ rules: PROXY_RULES, timeoutMs: 500, failMode: "open" }),
+        ORIGIN_URL: origin.url,
+      },
+    ],
+  ])) {
+    const worker = await serveWorker({ scriptPath, bindings: { ...storeBindings, ...bindings } });
+    // Disposed after the section; the cleanup only covers a failure during it (dispose once).
+    let disposed = false;
+    worker.dispose = ((dispose) => async () => {
+      if (!disposed) await dispose();
+      disposed = true;
+    })(worker.dispose);
+    cleanups.push(worker.dispose);
+    cpuWorkers[id] = worker;
+  }
+  cpuWorkers.oursForward = cpuWorkers.oursProxy;
+  results.workerdCpu = await measureWorkerdCpu({
+    workers: /** @type {any} */ (cpuWorkers),
+    repeats: PLAN.cpuRepeats,
+    seconds: PLAN.cpuSeconds,
+    connections: PLAN.connections,
+    progress,
+  });
+  const wc = results.workerdCpu;
+  progress(
+    `workerd CPU: ours ÷ anchor (minimal front) ${wc.ratios.cpuVsMinimal.toFixed(2)}×, ` +
+      `throughput ${wc.ratios.throughputVsMinimal.toFixed(2)}×; ours ÷ anchor (our /check code) ` +
+      `${wc.ratios.cpuVsLikeForLike.toFixed(2)}×; proxy beyond /check ` +
+      `${wc.proxy.beyondCheckUsec.toFixed(0)} µs, beyond forwarding ${wc.proxy.beyondForwardUsec.toFixed(0)} µs`,
+  );
+  for (const worker of Object.values(cpuWorkers)) await worker.dispose();
+  if (cpuOnly) {
+    mkdirSync(OUTPUT, { recursive: true });
+    writeFileSync(path.join(OUTPUT, "cpu.json"), `${JSON.stringify(results, null, 2)}\n`);
+    progress(`done: ${path.relative(ROOT, path.join(OUTPUT, "cpu.json"))}`);
+    await cleanup();
+    await delay(10);
+    process.exit(0);
+  }
 
   progress("serving the workers from workerd (Miniflare)");
   /** @type {Record<string, { url: string, dispose: () => Promise<void> }>} */
@@ -406,9 +489,10 @@ try {
   }
 
   results.seconds = (Date.now() - started) / 1000;
+  mkdirSync(OUTPUT, { recursive: true });
   writeFileSync(path.join(OUTPUT, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
   writeReport(OUTPUT, results, rolling);
-  progress(`done: bench/results.md, bench/results.json (${results.seconds.toFixed(0)} s)`);
+  progress(`done: ${path.relative(ROOT, OUTPUT)}/results.md, results.json (${results.seconds.toFixed(0)} s)`);
 } catch (error) {
   console.error(error);
   process.exitCode = 1;

@@ -9,6 +9,7 @@ import path from "node:path";
 import { freePort } from "../../scripts/lib/ports.mjs";
 import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
 import { startPrivateRedis as startRedisServer } from "../../scripts/lib/redis.mjs";
+import { workerdChildren } from "./workerd-cpu.mjs";
 
 export const ROOT = path.resolve(import.meta.dirname, "..", "..");
 
@@ -96,23 +97,30 @@ export function compatibilityDate() {
 }
 
 /**
- * Builds src/worker.ts (via wrangler.toml) and bench/anchor-worker.ts (via a generated config).
+ * Builds src/worker.ts (via wrangler.toml), bench/anchor-worker.ts (the anchor behind our /check
+ * code) and bench/anchor-minimal-worker.ts (the anchor behind a minimal /check front), the two
+ * anchors via generated configs with the same compatibility date.
  * @param {string} tmp
  */
 export async function buildWorkers(tmp) {
   const ours = await wranglerBundle(path.join(tmp, "ours"));
-  const config = path.join(tmp, "anchor.wrangler.toml");
-  writeFileSync(
-    config,
-    [
-      'name = "edge-limiter-bench-anchor"',
-      `main = ${JSON.stringify(path.join(ROOT, "bench", "anchor-worker.ts"))}`,
-      `compatibility_date = "${compatibilityDate()}"`,
-      "",
-    ].join("\n"),
-  );
-  const anchor = await wranglerBundle(path.join(tmp, "anchor"), ["--config", config]);
-  return { ours, anchor };
+  /** @param {string} name @param {string} entry */
+  const benchBundle = async (name, entry) => {
+    const config = path.join(tmp, `${name}.wrangler.toml`);
+    writeFileSync(
+      config,
+      [
+        `name = "edge-limiter-bench-${name}"`,
+        `main = ${JSON.stringify(path.join(ROOT, "bench", entry))}`,
+        `compatibility_date = "${compatibilityDate()}"`,
+        "",
+      ].join("\n"),
+    );
+    return wranglerBundle(path.join(tmp, name), ["--config", config]);
+  };
+  const anchor = await benchBundle("anchor", "anchor-worker.ts");
+  const anchorMinimal = await benchBundle("anchor-minimal", "anchor-minimal-worker.ts");
+  return { ours, anchor, anchorMinimal };
 }
 
 export function tempDir() {
@@ -122,10 +130,13 @@ export function tempDir() {
 /**
  * One worker served by workerd on its own port (Miniflare: no Node proxy in front of it).
  * @param {{ scriptPath: string, bindings: Record<string, string> }} options
- * @returns {Promise<{ url: string, dispose: () => Promise<void> }>}
+ * @returns {Promise<{ url: string, pid: number | undefined, dispose: () => Promise<void> }>}
  */
 export async function serveWorker({ scriptPath, bindings }) {
   const port = await freePort();
+  // Each Miniflare starts its own workerd child: the one that appears is this worker's, whose
+  // CPU time the benchmark reads (workerd-cpu.mjs). Workers are served one at a time.
+  const before = new Set(workerdChildren());
   const mf = new Miniflare({
     modules: true,
     scriptPath,
@@ -145,5 +156,10 @@ export async function serveWorker({ scriptPath, bindings }) {
     await mf.dispose().catch(() => {});
     throw error;
   }
-  return { url: ready.origin, dispose: () => mf.dispose() };
+  const pids = workerdChildren().filter((pid) => !before.has(pid));
+  return {
+    url: ready.origin,
+    pid: pids.length === 1 ? pids[0] : undefined,
+    dispose: () => mf.dispose(),
+  };
 }

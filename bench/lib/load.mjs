@@ -74,6 +74,15 @@ export async function runLoad({ url, load, tag, seconds, connections }) {
       },
     ],
   });
+  return summarise(result);
+}
+
+/**
+ * An autocannon result as a LoadResult.
+ * @param {any} result
+ * @returns {LoadResult}
+ */
+function summarise(result) {
   const codes = /** @type {Record<string, { count: number }>} */ (result.statusCodeStats ?? {});
   const allowed = Number(codes["200"]?.count ?? 0);
   const denied = Number(codes["429"]?.count ?? 0);
@@ -96,6 +105,50 @@ export async function runLoad({ url, load, tag, seconds, connections }) {
     percentiles,
     seconds: result.duration,
   };
+}
+
+/**
+ * The proxy's rules for the proxy-path runs: the mixed load's two limits, one rule each, keyed on
+ * a header so the load generator names the client (no CF-Connecting-IP locally).
+ */
+export const PROXY_RULES = [
+  { name: "api", match: { path: "/api/*" }, limit: 100, window: "1m", key: "header:X-Client" },
+  { name: "flood", match: { path: "/flood/*" }, limit: 10, window: "1m", key: "header:X-Client" },
+];
+
+/**
+ * The mixed load through the proxy: GET /api/x (80 %, 10 000 clients at 100/min) and /flood/x
+ * (20 %, 20 clients at 10/min), the client in X-Client. `matched: false` sends the same requests
+ * under /plain/, which no rule matches: forwarded without a decision (what forwarding alone costs).
+ * Decisions are the 200s and 429s.
+ * @param {{ url: string, tag: string, seconds: number, connections: number, matched: boolean }} options
+ * @returns {Promise<LoadResult>}
+ */
+export async function runProxyLoad({ url, tag, seconds, connections, matched }) {
+  let n = 0;
+  const result = await autocannon({
+    url,
+    connections,
+    duration: seconds,
+    pipelining: 1,
+    timeout: 30,
+    requests: [
+      {
+        method: "GET",
+        setupRequest: (/** @type {object} */ request) => {
+          const i = n++;
+          const flood = i % 5 === 0;
+          const client = flood ? `${tag}:f${(i / 5) % 20}` : `${tag}:u${(i * 7919) % 10_000}`;
+          return {
+            ...request,
+            path: matched ? (flood ? "/flood/x" : "/api/x") : "/plain/x",
+            headers: { "x-client": client },
+          };
+        },
+      },
+    ],
+  });
+  return summarise(result);
 }
 
 /**

@@ -1,0 +1,71 @@
+// @ts-check
+// Workerd CPU per decision (issue 12; design.md "Measuring CPU per decision"): the CPU time of a
+// worker's own workerd process, read from /proc/<pid>/stat (utime + stime) before and after a
+// load, over the decisions it answered. That is the whole worker a user pays for (routing, token
+// check, body parsing, the limiter, the store client, the answer), plus workerd's own HTTP work,
+// which is alike for every contender.
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+
+/** Clock ticks per second of utime/stime (USER_HZ; 100 on Linux nearly everywhere). */
+export const CLOCK_TICKS = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/**
+ * The fields of /proc/<pid>/stat after the command name (which may hold spaces and parentheses).
+ * @param {number} pid
+ */
+function statFields(pid) {
+  const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return text.slice(text.lastIndexOf(")") + 2).split(" ");
+}
+
+/**
+ * CPU time (user + system) a process has used so far, in ms (tick resolution: 1000 / CLOCK_TICKS).
+ * @param {number} pid
+ */
+export function processCpuMs(pid) {
+  const fields = statFields(pid);
+  // After ")": state(3) ppid(4) … utime(14) stime(15), 1-based as proc(5) numbers them.
+  const utime = Number(fields[14 - 3]);
+  const stime = Number(fields[15 - 3]);
+  return ((utime + stime) * 1000) / CLOCK_TICKS;
+}
+
+/** The pids of this process's workerd children (each Miniflare instance starts one). */
+export function workerdChildren() {
+  /** @type {number[]} */
+  const pids = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const text = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const name = text.slice(text.indexOf("(") + 1, text.lastIndexOf(")"));
+      const ppid = Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === process.pid && name.startsWith("workerd")) pids.push(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return pids;
+}
+
+/**
+ * Runs `load` and returns its result with the worker's workerd CPU per decision (µs).
+ * @template {{ decisions: number }} T
+ * @param {number | undefined} pid
+ * @param {() => Promise<T>} load
+ * @returns {Promise<T & { cpuMs: number, cpuUsecPerDecision: number }>}
+ */
+export async function withWorkerdCpu(pid, load) {
+  if (pid === undefined) throw new Error("no workerd pid for this worker: cannot read its CPU");
+  const before = processCpuMs(pid);
+  const result = await load();
+  const cpuMs = processCpuMs(pid) - before;
+  return { ...result, cpuMs, cpuUsecPerDecision: (cpuMs * 1000) / Math.max(1, result.decisions) };
+}
