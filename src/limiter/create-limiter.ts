@@ -139,13 +139,23 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // a store failure. /check and the config refuse the same earlier, naming the field.
     const bounds = boundsIssue(policies);
     if (bounds) throw new PolicyBoundsError("limit", bounds.index, bounds.field, bounds.detail);
+    let decided: MultiDecision;
     try {
-      return await decide(policies, requestId);
+      decided = await decide(policies, requestId);
     } catch (error) {
       // Only a bug of ours gets here (store errors are handled above); still never throw.
       ctx.onStoreError?.(error);
-      return degraded(policies);
+      decided = degraded(policies);
     }
+    // Metrics (src/analytics): every decision, the denial cache's included, passes here.
+    if (options.onDecision) {
+      try {
+        options.onDecision(requests, decided);
+      } catch {
+        // A metrics hook must never turn a decision into an error.
+      }
+    }
+    return decided;
   }
 
   return {

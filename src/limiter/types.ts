@@ -114,6 +114,13 @@ export interface LimiterOptions {
    * @default one JSON line on console.warn
    */
   onClockChange?: (event: ClockChangeEvent) => void;
+  /**
+   * Called with every decided call (`limit`, `limitAll`), after the decision and before it is
+   * returned: for metrics (`createAnalytics(…).record` counts them). Synchronous, on the
+   * request path: keep it cheap. What it throws is ignored.
+   * @default none
+   */
+  onDecision?: (requests: readonly LimitRequest[], decided: MultiDecision) => void;
 }
 
 /** The store refused `TIME` in a script; from now on this limiter passes its own clock. */

@@ -1,0 +1,150 @@
+/**
+ * One isolate's counts since its last flush: per minute, per rule, what was decided. Bounded:
+ * at most MAX_RULES_PER_MINUTE rules a minute (more land in OTHER_RULE: ad-hoc /check windows
+ * are chosen by callers) and MAX_PENDING_MINUTES minutes (older ones are dropped, and counted,
+ * if flushes keep failing); each rule's denied keys in a TopKeys of a few times `topKeys`.
+ */
+import type { DecisionSource } from "../limiter/types";
+import { TopKeys } from "./top-keys";
+
+export const MAX_RULES_PER_MINUTE = 64;
+export const MAX_PENDING_MINUTES = 15;
+/** Where the rules past MAX_RULES_PER_MINUTE in one minute are counted. */
+export const OTHER_RULE = "(other)";
+/** Client keys are cut to this many characters (a key may be 512). */
+export const MAX_KEY_LENGTH = 128;
+
+/** Index of each source in RuleMinute.sources (fixed order: the Redis field codes follow it). */
+export const SOURCES: readonly DecisionSource[] = [
+  "redis",
+  "cache",
+  "fallback",
+  "fail-open",
+  "fail-closed",
+];
+const SOURCE_INDEX: Record<DecisionSource, number> = {
+  redis: 0,
+  cache: 1,
+  fallback: 2,
+  "fail-open": 3,
+  "fail-closed": 4,
+};
+
+export interface RuleMinute {
+  allowed: number;
+  denied: number;
+  deniedFromCache: number;
+  shadowDenied: number;
+  /** Counts by source, in SOURCES order. */
+  sources: number[];
+  top: TopKeys | undefined;
+}
+
+/** minute (ms since the epoch / 60 000) → rule → counts. */
+export type Pending = Map<number, Map<string, RuleMinute>>;
+
+export type Outcome = "allowed" | "denied" | "shadow-denied" | "not-counted";
+
+export class Aggregate {
+  private pending: Pending = new Map();
+  // The minute being written, cached: one Map lookup per decision instead of two.
+  private minute = -1;
+  private rules: Map<string, RuleMinute> | undefined;
+  /** Rule-minutes dropped (MAX_PENDING_MINUTES). */
+  dropped = 0;
+  size = 0;
+
+  constructor(private readonly topCapacity: number) {}
+
+  add(minute: number, policy: string, outcome: Outcome, source: DecisionSource, key: string): void {
+    let rules = this.rules;
+    if (minute !== this.minute || !rules) {
+      rules = this.rulesOf(minute);
+      this.minute = minute;
+      this.rules = rules;
+    }
+    let counts = rules.get(policy);
+    if (!counts) {
+      if (rules.size >= MAX_RULES_PER_MINUTE) policy = OTHER_RULE;
+      counts = rules.get(policy);
+      if (!counts) {
+        counts = {
+          allowed: 0,
+          denied: 0,
+          deniedFromCache: 0,
+          shadowDenied: 0,
+          sources: [0, 0, 0, 0, 0],
+          top: undefined,
+        };
+        rules.set(policy, counts);
+        this.size++;
+      }
+    }
+    counts.sources[SOURCE_INDEX[source]] = (counts.sources[SOURCE_INDEX[source]] ?? 0) + 1;
+    if (outcome === "allowed") counts.allowed++;
+    else if (outcome === "denied" || outcome === "shadow-denied") {
+      if (outcome === "denied") {
+        counts.denied++;
+        if (source === "cache") counts.deniedFromCache++;
+      } else counts.shadowDenied++;
+      if (this.topCapacity > 0) {
+        counts.top ??= new TopKeys(this.topCapacity);
+        counts.top.add(key.length > MAX_KEY_LENGTH ? key.slice(0, MAX_KEY_LENGTH) : key);
+      }
+    }
+  }
+
+  /** Everything held, handed over; the aggregate starts empty. */
+  take(): Pending {
+    const taken = this.pending;
+    this.pending = new Map();
+    this.minute = -1;
+    this.rules = undefined;
+    this.size = 0;
+    return taken;
+  }
+
+  /** Puts back what a failed flush took (older minutes than the cap allows are dropped). */
+  restore(taken: Pending): void {
+    for (const [minute, rules] of taken) {
+      const into = this.rulesOf(minute);
+      for (const [policy, counts] of rules) {
+        const existing = into.get(policy);
+        if (!existing) {
+          into.set(policy, counts);
+          this.size++;
+          continue;
+        }
+        existing.allowed += counts.allowed;
+        existing.denied += counts.denied;
+        existing.deniedFromCache += counts.deniedFromCache;
+        existing.shadowDenied += counts.shadowDenied;
+        for (let i = 0; i < SOURCES.length; i++) {
+          existing.sources[i] = (existing.sources[i] ?? 0) + (counts.sources[i] ?? 0);
+        }
+        if (counts.top) {
+          existing.top ??= new TopKeys(this.topCapacity);
+          for (const [key, count] of counts.top.counts) existing.top.add(key, count);
+        }
+      }
+    }
+    this.minute = -1;
+    this.rules = undefined;
+  }
+
+  private rulesOf(minute: number): Map<string, RuleMinute> {
+    let rules = this.pending.get(minute);
+    if (!rules) {
+      if (this.pending.size >= MAX_PENDING_MINUTES) {
+        const oldest = Math.min(...this.pending.keys());
+        const gone = this.pending.get(oldest);
+        this.dropped += gone?.size ?? 0;
+        this.size -= gone?.size ?? 0;
+        this.pending.delete(oldest);
+      }
+      rules = new Map();
+      this.pending.set(minute, rules);
+    }
+    return rules;
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * The recorder: the limiter's `onDecision` hook counts each decided call into this isolate's
+ * aggregate (and, when given, one Analytics Engine data point per rule), and at most every
+ * `flushIntervalMs` hands one pipelined flush to `waitUntil`, off the request path. A failed
+ * flush keeps its counts for the next one (bounded: aggregate.ts).
+ */
+import type { BreakerEvent } from "../limiter/circuit-breaker";
+import type { LimitRequest, MultiDecision } from "../limiter/types";
+import { Aggregate, type Outcome } from "./aggregate";
+import { writeDecisionPoint } from "./analytics-engine-sink";
+import { flushPending, MINUTE_MS } from "./redis-layout";
+import type { Analytics, AnalyticsOptions, IsolateStats } from "./types";
+
+export const DEFAULT_FLUSH_INTERVAL_MS = 5_000;
+export const DEFAULT_RETENTION_MINUTES = 1_440;
+export const DEFAULT_TOP_KEYS = 10;
+/** Keys tracked per rule and minute, per kept one: the space-saving counter's headroom. */
+const TRACKED_PER_TOP_KEY = 4;
+
+export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
+  const now = options.now ?? Date.now;
+  const interval = options.flushIntervalMs ?? DEFAULT_FLUSH_INTERVAL_MS;
+  const topKeys = options.topKeys ?? DEFAULT_TOP_KEYS;
+  const layout = {
+    prefix: options.prefix ?? "edge-limiter",
+    retentionMinutes: options.retentionMinutes ?? DEFAULT_RETENTION_MINUTES,
+    topKeys,
+  };
+  const { store, analyticsEngine, waitUntil, onFlushError } = options;
+  const shadow = new Set(options.shadowPolicies ?? []);
+  const aggregate = new Aggregate(topKeys * TRACKED_PER_TOP_KEY);
+  const stats: IsolateStats = {
+    breaker: { state: "closed", since: null, failures: 0 },
+    flushes: 0,
+    flushFailures: 0,
+    decisions: 0,
+    dropped: 0,
+  };
+  let lastFlushAt: number | undefined;
+  let inFlight: Promise<void> | undefined;
+
+  function flush(): Promise<void> {
+    // One flush at a time: a second waits for the first, then sends what arrived meanwhile.
+    if (inFlight) return inFlight.then(flush);
+    if (!store || aggregate.size === 0) return Promise.resolve();
+    lastFlushAt = now();
+    const taken = aggregate.take();
+    stats.flushes++;
+    inFlight = flushPending(store, taken, layout).then(
+      () => {
+        inFlight = undefined;
+      },
+      (error: unknown) => {
+        inFlight = undefined;
+        stats.flushFailures++;
+        aggregate.restore(taken);
+        onFlushError?.(error);
+      },
+    );
+    return inFlight;
+  }
+
+  return {
+    record(requests: readonly LimitRequest[], decided: MultiDecision) {
+      try {
+        const at = now();
+        const minute = Math.floor(at / MINUTE_MS);
+        const { decisions } = decided;
+        for (let i = 0; i < decisions.length; i++) {
+          const decision = decisions[i];
+          const request = requests[i];
+          if (!decision || !request) continue;
+          const outcome: Outcome = !decision.allowed
+            ? shadow.has(decision.policy)
+              ? "shadow-denied"
+              : "denied"
+            : decided.allowed
+              ? "allowed"
+              : "not-counted";
+          aggregate.add(minute, decision.policy, outcome, decision.source, request.key);
+          if (analyticsEngine) {
+            writeDecisionPoint(
+              analyticsEngine,
+              decision.policy,
+              decision.source,
+              outcome,
+              request.key,
+              request.cost ?? 1,
+            );
+          }
+        }
+        stats.decisions += decisions.length;
+        lastFlushAt ??= at;
+        if (store && !inFlight && at - lastFlushAt >= interval) {
+          const flushing = flush();
+          try {
+            waitUntil?.(flushing);
+          } catch {
+            // No request to attach to (a call outside a request): the flush runs unattended.
+          }
+        }
+      } catch (error) {
+        // Counting must never break a decision.
+        onFlushError?.(error);
+      }
+    },
+    flush,
+    noteBreaker(event: BreakerEvent) {
+      stats.breaker = {
+        state: event.to,
+        since: now(),
+        failures: event.failures,
+        ...(event.error !== undefined ? { error: event.error } : {}),
+      };
+    },
+    isolate() {
+      return { ...stats, dropped: aggregate.dropped };
+    },
+  };
+}

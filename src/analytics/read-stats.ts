@@ -1,0 +1,186 @@
+/**
+ * Reads the analytics back for GET /check/stats: the last `minutes` minutes of every rule, in
+ * two pipelined calls (the per-minute hashes, then each rule's top denied keys merged by
+ * ZUNION over its per-minute sets). Answers with a zero for every minute without counts.
+ */
+import type { DecisionSource } from "../limiter/types";
+import { SOURCES } from "./aggregate";
+import {
+  COUNT_CODES,
+  countsKey,
+  MINUTE_MS,
+  SOURCE_CODES,
+  TOP_KEYS_RETENTION_MINUTES,
+  topKey,
+} from "./redis-layout";
+import type { AnalyticsStore, RuleMinuteCounts } from "./types";
+
+export interface StatsRule {
+  rule: string;
+  shadow: boolean;
+  /** The whole span. */
+  totals: RuleMinuteCounts;
+  /** One entry per minute, oldest first; `minute` is its start (Unix ms). */
+  minutes: ({ minute: number } & Omit<RuleMinuteCounts, "sources">)[];
+  /** The most denied client keys over the span (its last hour at most), most first. */
+  topDenied: { key: string; count: number }[];
+}
+
+export interface StatsSpan {
+  /** Start of the oldest minute and end of the newest (Unix ms). */
+  from: number;
+  to: number;
+  rules: StatsRule[];
+}
+
+export interface ReadStatsOptions {
+  prefix: string;
+  /** How many minutes back, the current one included. */
+  minutes: number;
+  /** The isolate's clock now (ms). */
+  now: number;
+  /** Rules to list even without counts (the configured ones), in this order. */
+  rules: readonly string[];
+  shadowPolicies: ReadonlySet<string>;
+  topKeys: number;
+}
+
+export async function readStats(
+  store: AnalyticsStore,
+  options: ReadStatsOptions,
+): Promise<StatsSpan> {
+  const last = Math.floor(options.now / MINUTE_MS);
+  const first = last - options.minutes + 1;
+  const minuteIds = Array.from({ length: options.minutes }, (_, i) => first + i);
+
+  const read = store.pipeline();
+  for (const minute of minuteIds) read.hgetall(countsKey(options.prefix, minute));
+  const hashes = (await read.exec()) as unknown[];
+
+  // rule → minute index → counts
+  const byRule = new Map<string, RuleMinuteCounts[]>();
+  const rulesOf = (rule: string) => {
+    let series = byRule.get(rule);
+    if (!series) {
+      series = minuteIds.map(emptyCounts);
+      byRule.set(rule, series);
+    }
+    return series;
+  };
+  for (const rule of options.rules) rulesOf(rule);
+  hashes.forEach((hash, index) => {
+    for (const [field, value] of pairs(hash)) {
+      const bar = field.lastIndexOf("|");
+      if (bar < 0) continue;
+      const counts = rulesOf(field.slice(0, bar))[index] as RuleMinuteCounts;
+      addField(counts, field.slice(bar + 1), Number(value) || 0);
+    }
+  });
+
+  const rules = [...byRule.keys()];
+  const tops = await readTopKeys(store, options, rules, minuteIds);
+  return {
+    from: first * MINUTE_MS,
+    to: (last + 1) * MINUTE_MS,
+    rules: rules.map((rule, r) => {
+      const series = byRule.get(rule) as RuleMinuteCounts[];
+      const totals = emptyCounts();
+      for (const counts of series) {
+        totals.allowed += counts.allowed;
+        totals.denied += counts.denied;
+        totals.deniedFromCache += counts.deniedFromCache;
+        totals.shadowDenied += counts.shadowDenied;
+        for (const source of SOURCES) totals.sources[source] += counts.sources[source];
+      }
+      return {
+        rule,
+        shadow: options.shadowPolicies.has(rule),
+        totals,
+        minutes: series.map(({ allowed, denied, deniedFromCache, shadowDenied }, i) => ({
+          minute: (minuteIds[i] as number) * MINUTE_MS,
+          allowed,
+          denied,
+          deniedFromCache,
+          shadowDenied,
+        })),
+        topDenied: tops[r] ?? [],
+      };
+    }),
+  };
+}
+
+/** Each rule's top denied keys over the span's last hour: one ZUNION per rule, one call. */
+async function readTopKeys(
+  store: AnalyticsStore,
+  options: ReadStatsOptions,
+  rules: readonly string[],
+  minuteIds: readonly number[],
+): Promise<{ key: string; count: number }[][]> {
+  if (options.topKeys === 0 || rules.length === 0) return [];
+  const recent = minuteIds.slice(-Math.min(minuteIds.length, TOP_KEYS_RETENTION_MINUTES - 2));
+  const read = store.pipeline();
+  for (const rule of rules) {
+    const keys = recent.map((minute) => topKey(options.prefix, minute, rule));
+    read.zunion(keys.length, keys, { withScores: true, aggregate: "sum" });
+  }
+  const answers = (await read.exec()) as unknown[];
+  return answers.map((answer) =>
+    scoredPairs(answer)
+      .sort((a, b) => b.count - a.count || (a.key < b.key ? -1 : 1))
+      .slice(0, options.topKeys),
+  );
+}
+
+function emptyCounts(): RuleMinuteCounts {
+  return {
+    allowed: 0,
+    denied: 0,
+    deniedFromCache: 0,
+    shadowDenied: 0,
+    sources: { redis: 0, cache: 0, fallback: 0, "fail-open": 0, "fail-closed": 0 },
+  };
+}
+
+function addField(counts: RuleMinuteCounts, code: string, value: number) {
+  switch (code) {
+    case COUNT_CODES[0]:
+      counts.allowed += value;
+      return;
+    case COUNT_CODES[1]:
+      counts.denied += value;
+      return;
+    case COUNT_CODES[2]:
+      counts.deniedFromCache += value;
+      return;
+    case COUNT_CODES[3]:
+      counts.shadowDenied += value;
+      return;
+  }
+  const source = SOURCES[SOURCE_CODES.indexOf(code as (typeof SOURCE_CODES)[number])] as
+    | DecisionSource
+    | undefined;
+  if (source) counts.sources[source] += value;
+}
+
+/** A hash as the client hands it back: a flat [field, value, …] array (raw) or an object. */
+function pairs(hash: unknown): [string, unknown][] {
+  if (Array.isArray(hash)) {
+    const out: [string, unknown][] = [];
+    for (let i = 0; i + 1 < hash.length; i += 2) out.push([String(hash[i]), hash[i + 1]]);
+    return out;
+  }
+  if (hash && typeof hash === "object") return Object.entries(hash);
+  return [];
+}
+
+/** ZUNION … WITHSCORES: flat [member, score, …], or [[member, score], …]. */
+function scoredPairs(answer: unknown): { key: string; count: number }[] {
+  if (!Array.isArray(answer)) return [];
+  if (answer.every((item) => Array.isArray(item))) {
+    return (answer as unknown[][]).map(([key, count]) => ({
+      key: String(key),
+      count: Number(count),
+    }));
+  }
+  return pairs(answer).map(([key, count]) => ({ key, count: Number(count) }));
+}

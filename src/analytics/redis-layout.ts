@@ -1,0 +1,92 @@
+/**
+ * Where the analytics live in Redis, and the one pipelined call that adds an isolate's pending
+ * counts to them. Per minute (ms since the epoch / 60 000, the isolate's clock):
+ *
+ * - `<prefix>:analytics:<minute>`: one hash for every rule, field `<rule>|<code>` → count, codes
+ *   a allowed, d denied, c denied from the cache, s shadow-denied, and by source r redis,
+ *   k cache, f fallback, o fail-open, x fail-closed. One key a minute, however many rules: a small
+ *   listpack hash while it has ≤ 128 fields (14 rules). Expires `retentionMinutes` after its minute.
+ * - `<prefix>:analytics:<minute>:top:<rule>`: a sorted set of that rule's most denied client
+ *   keys, trimmed to `topKeys` members at every flush, expiring 62 minutes after its minute.
+ *
+ * Every write is an increment (HINCRBY, ZINCRBY), so isolates add up without coordination, and
+ * every key gets an absolute expiry (PEXPIREAT) with every write: none lives without a TTL.
+ */
+import type { Pending, RuleMinute } from "./aggregate";
+import type { AnalyticsStore } from "./types";
+
+export const MINUTE_MS = 60_000;
+/** Top keys serve the dashboard's hour (plus the minute being written and one of slack). */
+export const TOP_KEYS_RETENTION_MINUTES = 62;
+
+/** Field codes, in the order of aggregate.ts's SOURCES after the four outcomes. */
+export const COUNT_CODES = ["a", "d", "c", "s"] as const;
+export const SOURCE_CODES = ["r", "k", "f", "o", "x"] as const;
+
+export const countsKey = (prefix: string, minute: number) => `${prefix}:analytics:${minute}`;
+export const topKey = (prefix: string, minute: number, policy: string) =>
+  `${prefix}:analytics:${minute}:top:${policy}`;
+
+export interface FlushLayout {
+  prefix: string;
+  retentionMinutes: number;
+  topKeys: number;
+}
+
+/**
+ * Adds `pending` to Redis in one pipelined call (one HTTP request). Resolves to the number of
+ * commands sent (0: nothing to send, no call made); rejects when the store fails.
+ */
+export async function flushPending(
+  store: AnalyticsStore,
+  pending: Pending,
+  layout: FlushLayout,
+): Promise<number> {
+  const pipeline = store.pipeline();
+  let commands = 0;
+  for (const [minute, rules] of pending) {
+    const key = countsKey(layout.prefix, minute);
+    const end = (minute + 1) * MINUTE_MS;
+    for (const [policy, counts] of rules) {
+      commands += addCounts(pipeline, key, policy, counts);
+      if (counts.top && layout.topKeys > 0) {
+        const top = topKey(layout.prefix, minute, policy);
+        // Send a few more than kept: the merge across isolates needs their near-misses.
+        for (const [client, count] of counts.top.top(layout.topKeys * 2)) {
+          pipeline.zincrby(top, count, client);
+          commands++;
+        }
+        pipeline.zremrangebyrank(top, 0, -(layout.topKeys + 1));
+        pipeline.pexpireat(top, end + TOP_KEYS_RETENTION_MINUTES * MINUTE_MS);
+        commands += 2;
+      }
+    }
+    pipeline.pexpireat(key, end + layout.retentionMinutes * MINUTE_MS);
+    commands++;
+  }
+  if (commands === 0) return 0;
+  await pipeline.exec();
+  return commands;
+}
+
+type Pipeline = ReturnType<AnalyticsStore["pipeline"]>;
+
+function addCounts(pipeline: Pipeline, key: string, policy: string, counts: RuleMinute): number {
+  let commands = 0;
+  const values = [counts.allowed, counts.denied, counts.deniedFromCache, counts.shadowDenied];
+  for (let i = 0; i < COUNT_CODES.length; i++) {
+    const value = values[i] ?? 0;
+    if (value > 0) {
+      pipeline.hincrby(key, `${policy}|${COUNT_CODES[i]}`, value);
+      commands++;
+    }
+  }
+  for (let i = 0; i < SOURCE_CODES.length; i++) {
+    const value = counts.sources[i] ?? 0;
+    if (value > 0) {
+      pipeline.hincrby(key, `${policy}|${SOURCE_CODES[i]}`, value);
+      commands++;
+    }
+  }
+  return commands;
+}

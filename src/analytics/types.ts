@@ -1,0 +1,111 @@
+/**
+ * src/analytics/: what the limiter decided, counted per rule and per minute in each isolate and
+ * flushed to Redis off the request path (README "Analytics and the dashboard"). It owns the
+ * per-isolate aggregate (aggregate.ts, top-keys.ts), the Redis layout of the counts
+ * (redis-layout.ts), the recorder that the limiter's `onDecision` hook feeds and that flushes
+ * (create-analytics.ts), the Workers Analytics Engine sink (analytics-engine-sink.ts) and the
+ * reading of the last hour back (read-stats.ts). It may import the limiter's public types
+ * (limiter/types.ts) and the breaker's event type; nothing of http/, rules/ or config/.
+ *
+ * This file: the public types.
+ */
+import type { Redis } from "@upstash/redis";
+import type { BreakerEvent } from "../limiter/circuit-breaker";
+import type { DecisionSource, LimitRequest, MultiDecision } from "../limiter/types";
+
+/** The part of an @upstash/redis client the analytics use: one pipelined call per flush. */
+export type AnalyticsStore = Pick<Redis, "pipeline">;
+
+/** A Workers Analytics Engine dataset binding (`analytics_engine_datasets` in wrangler.toml). */
+export interface AnalyticsEngineDatasetLike {
+  writeDataPoint(event?: {
+    indexes?: (string | null)[];
+    doubles?: number[];
+    blobs?: (string | null)[];
+  }): void;
+}
+
+export interface AnalyticsOptions {
+  /**
+   * Where the per-minute counts are flushed (the limiter's store client is the usual one);
+   * omit it to send data points to `analyticsEngine` only.
+   * @default none
+   */
+  store?: AnalyticsStore;
+  /**
+   * Prefix of the analytics keys (`<prefix>:analytics:…`): give it the limiter's.
+   * @default "edge-limiter"
+   */
+  prefix?: string;
+  /**
+   * Shortest time between two flushes of this isolate's counts (one pipelined call each).
+   * @default 5000
+   */
+  flushIntervalMs?: number;
+  /**
+   * How long the per-minute counts live in Redis (minutes).
+   * @default 1440 (a day)
+   */
+  retentionMinutes?: number;
+  /**
+   * Denied client keys kept per rule and minute (the most denied; 0 keeps none). They live an
+   * hour and two minutes: the dashboard's hour.
+   * @default 10
+   */
+  topKeys?: number;
+  /**
+   * Rules whose denials are shadow denials (decided, never enforced): counted apart.
+   * @default []
+   */
+  shadowPolicies?: Iterable<string>;
+  /**
+   * Keeps a flush alive after the response (`ctx.waitUntil`, or `waitUntil` from
+   * "cloudflare:workers"). Without it the flush runs unattended (fine in Node).
+   * @default none
+   */
+  waitUntil?: (promise: Promise<unknown>) => void;
+  /** A Workers Analytics Engine dataset: one data point per decision. @default none */
+  analyticsEngine?: AnalyticsEngineDatasetLike;
+  /** The isolate's clock (ms); injectable for tests. @default Date.now */
+  now?: () => number;
+  /** Called when a flush fails (its counts are kept for the next one). @default none */
+  onFlushError?: (error: unknown) => void;
+}
+
+/** What one rule did in one minute. */
+export interface RuleMinuteCounts {
+  /** Decisions that admitted (the request consumed this rule's cost). */
+  allowed: number;
+  /** Decisions this (enforced) rule denied. */
+  denied: number;
+  /** Of `denied`, those answered by the denial cache (no store call). */
+  deniedFromCache: number;
+  /** Denials of a shadow rule (never enforced). */
+  shadowDenied: number;
+  /** Every decision of this rule, by where it came from. */
+  sources: Record<DecisionSource, number>;
+}
+
+export interface Analytics {
+  /**
+   * The limiter's `onDecision` hook: counts one decided call. Synchronous and cheap; flushes
+   * through `waitUntil` when the last flush is `flushIntervalMs` old. Never throws.
+   */
+  record(requests: readonly LimitRequest[], decided: MultiDecision): void;
+  /** Flushes what this isolate holds now (the stats route calls it before reading). */
+  flush(): Promise<void>;
+  /** The limiter's `onBreakerChange`: remembered for the stats. */
+  noteBreaker(event: BreakerEvent): void;
+  /** This isolate's breaker as last reported, and its flush counters. */
+  isolate(): IsolateStats;
+}
+
+export interface IsolateStats {
+  breaker: { state: BreakerEvent["to"]; since: number | null; failures: number; error?: string };
+  /** Flushes made (one pipelined store call each) and failed, and decisions recorded. */
+  flushes: number;
+  flushFailures: number;
+  decisions: number;
+  /** Rule-minutes dropped because the aggregate was full (store down for long). */
+  dropped: number;
+}
