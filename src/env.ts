@@ -8,6 +8,11 @@ export interface Env {
   LIMITER_TOKEN?: string | undefined;
   /** Rules and knobs: a JSON string or a TOML table (README "Configuration"). */
   LIMITER_CONFIG?: string | Record<string, unknown> | undefined;
+  /**
+   * Workers Analytics Engine dataset (`analytics_engine_datasets` in wrangler.toml), used when
+   * LIMITER_CONFIG's `analytics.sinks` names "analytics-engine".
+   */
+  LIMITER_ANALYTICS?: AnalyticsEngineDataset | undefined;
   /** Where the proxy forwards allowed requests locally (production forwards to the request URL). */
   ORIGIN_URL?: string | undefined;
 }

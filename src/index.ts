@@ -6,6 +6,16 @@
  * - `createStoreClient()`: the @upstash/redis client configured for a decision on the request path.
  * Everything else in src/ is internal and may change in any release.
  */
+export { createAnalytics } from "./analytics/create-analytics";
+export type { StatsRule, StatsSpan } from "./analytics/read-stats";
+export type {
+  Analytics,
+  AnalyticsEngineDatasetLike,
+  AnalyticsOptions,
+  AnalyticsStore,
+  IsolateStats,
+  RuleMinuteCounts,
+} from "./analytics/types";
 export type { ClientIpConfig } from "./config/client-ip-config";
 export { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT } from "./config/limits";
 export {

@@ -3,6 +3,9 @@
  * parsed WorkerConfig, the compiled rules, the store client and the limiter (createLimiter's
  * LimiterOptions are built here from the WorkerConfig), once per isolate and configuration.
  */
+import { waitUntil } from "cloudflare:workers";
+import { createAnalytics } from "./analytics/create-analytics";
+import type { Analytics } from "./analytics/types";
 import type { RuleConfig } from "./config/rule-schema";
 import type { Validated } from "./config/validation";
 import { parseWorkerConfig, type WorkerConfig } from "./config/worker-config";
@@ -25,6 +28,8 @@ export type Runtime =
       limiter: Limiter;
       /** The store itself, for the admin routes (read a quota, reset a key). */
       store: QuotaClient;
+      /** This isolate's counts, when `analytics.enabled` (GET /check/stats reads them back). */
+      analytics: Analytics | undefined;
     }
   | { ok: false; field: string; detail: string };
 
@@ -99,6 +104,8 @@ function buildRuntime(env: Env): Runtime {
   } catch (error) {
     return { ok: false, field: "UPSTASH_REDIS_REST_URL", detail: (error as Error).message };
   }
+  const analytics = buildAnalytics(env, config, store);
+  if (analytics && !("record" in analytics)) return analytics;
   const limiter = createLimiter({
     store,
     timeoutMs: config.timeoutMs,
@@ -111,7 +118,11 @@ function buildRuntime(env: Env): Runtime {
     singleFlight: config.singleFlight,
     // One JSON line per breaker state change (it carries the error that opened it), not one per
     // failing request: an outage must not flood the logs.
-    onBreakerChange: (event) => console.log(JSON.stringify(event)),
+    onBreakerChange: (event) => {
+      console.log(JSON.stringify(event));
+      analytics?.noteBreaker(event);
+    },
+    ...(analytics ? { onDecision: analytics.record } : {}),
   });
   return {
     ok: true,
@@ -120,5 +131,41 @@ function buildRuntime(env: Env): Runtime {
     rulesByName: new Map(config.rules.map((rule) => [rule.name, rule])),
     limiter,
     store,
+    analytics,
   };
+}
+
+/**
+ * The per-isolate recorder when LIMITER_CONFIG turns analytics on: its flushes ride on the
+ * current request's waitUntil (off the request path), and the Analytics Engine sink needs its
+ * binding.
+ */
+function buildAnalytics(
+  env: Env,
+  config: WorkerConfig,
+  store: ReturnType<typeof createStoreClient>,
+): Analytics | { ok: false; field: string; detail: string } | undefined {
+  const settings = config.analytics;
+  if (!settings.enabled) return undefined;
+  const dataset = env.LIMITER_ANALYTICS;
+  if (settings.sinks.includes("analytics-engine") && !dataset) {
+    return {
+      ok: false,
+      field: "LIMITER_ANALYTICS",
+      detail:
+        'is not bound: analytics.sinks names "analytics-engine" (add an analytics_engine_datasets binding named LIMITER_ANALYTICS)',
+    };
+  }
+  return createAnalytics({
+    ...(settings.sinks.includes("redis") ? { store } : {}),
+    ...(settings.sinks.includes("analytics-engine") && dataset ? { analyticsEngine: dataset } : {}),
+    prefix: config.prefix,
+    flushIntervalMs: settings.flushIntervalMs,
+    retentionMinutes: settings.retentionMinutes,
+    topKeys: settings.topKeys,
+    shadowPolicies: config.rules.filter((rule) => rule.shadow).map((rule) => rule.name),
+    waitUntil,
+    onFlushError: (error) =>
+      console.error(JSON.stringify({ event: "analytics-flush-error", error: String(error) })),
+  });
 }

@@ -6,8 +6,10 @@ import { Hono } from "hono";
 import type { Env } from "./env";
 import { peekHandler, resetHandler } from "./http/admin-route";
 import { checkHandler } from "./http/check-route";
+import { dashboardHandler } from "./http/dashboard-route";
 import { problem } from "./http/problem";
 import { proxyHandler } from "./http/proxy";
+import { statsHandler } from "./http/stats-route";
 
 const app = new Hono<{ Bindings: Env }>();
 
@@ -15,10 +17,16 @@ const app = new Hono<{ Bindings: Env }>();
 // little of the origin as possible); everything else goes through the proxy.
 const ROUTES = { "/check": checkHandler, "/check/peek": peekHandler, "/check/reset": resetHandler };
 for (const [path, handler] of Object.entries(ROUTES)) app.post(path, handler);
+// The analytics, read (README "Analytics and the dashboard"): GET (and HEAD).
+const READ_ROUTES = { "/check/stats": statsHandler, "/check/dashboard": dashboardHandler };
+for (const [path, handler] of Object.entries(READ_ROUTES)) app.get(path, handler);
 // Anything else under /check: a route we have, asked with another method, is a 405 saying which
 // method it takes; a path we do not have is a 404 (with Allow: POST it would read as "POST it").
 app.all("/check/*", (c) => {
-  const detail = `${c.req.method} ${c.req.path}: the limiter answers POST /check, /check/peek, /check/reset`;
+  const detail = `${c.req.method} ${c.req.path}: the limiter answers POST /check, /check/peek, /check/reset and GET /check/stats, /check/dashboard`;
+  if (Object.hasOwn(READ_ROUTES, c.req.path)) {
+    return problem(c, 405, { title: "Method Not Allowed", detail }, { Allow: "GET, HEAD" });
+  }
   return Object.hasOwn(ROUTES, c.req.path)
     ? problem(c, 405, { title: "Method Not Allowed", detail }, { Allow: "POST" })
     : problem(c, 404, { title: "Not Found", detail });

@@ -14,29 +14,13 @@ export const OTHER_RULE = "(other)";
 /** Client keys are cut to this many characters (a key may be 512). */
 export const MAX_KEY_LENGTH = 128;
 
-/** Index of each source in RuleMinute.sources (fixed order: the Redis field codes follow it). */
-export const SOURCES: readonly DecisionSource[] = [
-  "redis",
-  "cache",
-  "fallback",
-  "fail-open",
-  "fail-closed",
-];
-const SOURCE_INDEX: Record<DecisionSource, number> = {
-  redis: 0,
-  cache: 1,
-  fallback: 2,
-  "fail-open": 3,
-  "fail-closed": 4,
-};
-
 export interface RuleMinute {
   allowed: number;
   denied: number;
   deniedFromCache: number;
   shadowDenied: number;
-  /** Counts by source, in SOURCES order. */
-  sources: number[];
+  /** Counts by source ("redis", "cache"…), only those seen. */
+  sources: Partial<Record<DecisionSource, number>>;
   top: TopKeys | undefined;
 }
 
@@ -73,14 +57,14 @@ export class Aggregate {
           denied: 0,
           deniedFromCache: 0,
           shadowDenied: 0,
-          sources: [0, 0, 0, 0, 0],
+          sources: {},
           top: undefined,
         };
         rules.set(policy, counts);
         this.size++;
       }
     }
-    counts.sources[SOURCE_INDEX[source]] = (counts.sources[SOURCE_INDEX[source]] ?? 0) + 1;
+    counts.sources[source] = (counts.sources[source] ?? 0) + 1;
     if (outcome === "allowed") counts.allowed++;
     else if (outcome === "denied" || outcome === "shadow-denied") {
       if (outcome === "denied") {
@@ -119,8 +103,11 @@ export class Aggregate {
         existing.denied += counts.denied;
         existing.deniedFromCache += counts.deniedFromCache;
         existing.shadowDenied += counts.shadowDenied;
-        for (let i = 0; i < SOURCES.length; i++) {
-          existing.sources[i] = (existing.sources[i] ?? 0) + (counts.sources[i] ?? 0);
+        for (const [source, count] of Object.entries(counts.sources) as [
+          DecisionSource,
+          number,
+        ][]) {
+          existing.sources[source] = (existing.sources[source] ?? 0) + count;
         }
         if (counts.top) {
           existing.top ??= new TopKeys(this.topCapacity);

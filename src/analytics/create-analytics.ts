@@ -8,12 +8,11 @@ import type { BreakerEvent } from "../limiter/circuit-breaker";
 import type { LimitRequest, MultiDecision } from "../limiter/types";
 import { Aggregate, type Outcome } from "./aggregate";
 import { writeDecisionPoint } from "./analytics-engine-sink";
+import { DEFAULT_FLUSH_INTERVAL_MS, DEFAULT_RETENTION_MINUTES, DEFAULT_TOP_KEYS } from "./defaults";
+import { readStats } from "./read-stats";
 import { flushPending, MINUTE_MS } from "./redis-layout";
 import type { Analytics, AnalyticsOptions, IsolateStats } from "./types";
 
-export const DEFAULT_FLUSH_INTERVAL_MS = 5_000;
-export const DEFAULT_RETENTION_MINUTES = 1_440;
-export const DEFAULT_TOP_KEYS = 10;
 /** Keys tracked per rule and minute, per kept one: the space-saving counter's headroom. */
 const TRACKED_PER_TOP_KEY = 4;
 
@@ -29,7 +28,7 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
   const { store, analyticsEngine, waitUntil, onFlushError } = options;
   const shadow = new Set(options.shadowPolicies ?? []);
   const aggregate = new Aggregate(topKeys * TRACKED_PER_TOP_KEY);
-  const stats: IsolateStats = {
+  const counters: IsolateStats = {
     breaker: { state: "closed", since: null, failures: 0 },
     flushes: 0,
     flushFailures: 0,
@@ -45,14 +44,14 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
     if (!store || aggregate.size === 0) return Promise.resolve();
     lastFlushAt = now();
     const taken = aggregate.take();
-    stats.flushes++;
+    counters.flushes++;
     inFlight = flushPending(store, taken, layout).then(
       () => {
         inFlight = undefined;
       },
       (error: unknown) => {
         inFlight = undefined;
-        stats.flushFailures++;
+        counters.flushFailures++;
         aggregate.restore(taken);
         onFlushError?.(error);
       },
@@ -89,7 +88,7 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
             );
           }
         }
-        stats.decisions += decisions.length;
+        counters.decisions += decisions.length;
         lastFlushAt ??= at;
         if (store && !inFlight && at - lastFlushAt >= interval) {
           const flushing = flush();
@@ -106,7 +105,7 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
     },
     flush,
     noteBreaker(event: BreakerEvent) {
-      stats.breaker = {
+      counters.breaker = {
         state: event.to,
         since: now(),
         failures: event.failures,
@@ -114,7 +113,19 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
       };
     },
     isolate() {
-      return { ...stats, dropped: aggregate.dropped };
+      return { ...counters, dropped: aggregate.dropped };
+    },
+    async stats(minutes, rules) {
+      if (!store) return undefined;
+      await flush();
+      return readStats(store, {
+        prefix: layout.prefix,
+        minutes,
+        now: now(),
+        rules,
+        shadowPolicies: shadow,
+        topKeys,
+      });
     },
   };
 }

@@ -4,12 +4,10 @@
  * ZUNION over its per-minute sets). Answers with a zero for every minute without counts.
  */
 import type { DecisionSource } from "../limiter/types";
-import { SOURCES } from "./aggregate";
 import {
   COUNT_CODES,
   countsKey,
   MINUTE_MS,
-  SOURCE_CODES,
   TOP_KEYS_RETENTION_MINUTES,
   topKey,
 } from "./redis-layout";
@@ -90,7 +88,12 @@ export async function readStats(
         totals.denied += counts.denied;
         totals.deniedFromCache += counts.deniedFromCache;
         totals.shadowDenied += counts.shadowDenied;
-        for (const source of SOURCES) totals.sources[source] += counts.sources[source];
+        for (const [source, count] of Object.entries(counts.sources) as [
+          DecisionSource,
+          number,
+        ][]) {
+          totals.sources[source] = (totals.sources[source] ?? 0) + count;
+        }
       }
       return {
         rule,
@@ -156,10 +159,9 @@ function addField(counts: RuleMinuteCounts, code: string, value: number) {
       counts.shadowDenied += value;
       return;
   }
-  const source = SOURCES[SOURCE_CODES.indexOf(code as (typeof SOURCE_CODES)[number])] as
-    | DecisionSource
-    | undefined;
-  if (source) counts.sources[source] += value;
+  // Any other code is a decision source's name.
+  const source = code as DecisionSource;
+  counts.sources[source] = (counts.sources[source] ?? 0) + value;
 }
 
 /** A hash as the client hands it back: a flat [field, value, …] array (raw) or an object. */

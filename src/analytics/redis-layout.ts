@@ -3,9 +3,10 @@
  * counts to them. Per minute (ms since the epoch / 60 000, the isolate's clock):
  *
  * - `<prefix>:analytics:<minute>`: one hash for every rule, field `<rule>|<code>` → count, codes
- *   a allowed, d denied, c denied from the cache, s shadow-denied, and by source r redis,
- *   k cache, f fallback, o fail-open, x fail-closed. One key a minute, however many rules: a small
- *   listpack hash while it has ≤ 128 fields (14 rules). Expires `retentionMinutes` after its minute.
+ *   a allowed, d denied, c denied from the cache, s shadow-denied, and per decision source its
+ *   name (`api|redis`, `api|cache`, `api|fail-open`, `api|lease`…; only those seen). One key a
+ *   minute, however many rules: a compact listpack hash while it has ≤ 128 fields (about 20
+ *   rules). Expires `retentionMinutes` after its minute.
  * - `<prefix>:analytics:<minute>:top:<rule>`: a sorted set of that rule's most denied client
  *   keys, trimmed to `topKeys` members at every flush, expiring 62 minutes after its minute.
  *
@@ -19,9 +20,8 @@ export const MINUTE_MS = 60_000;
 /** Top keys serve the dashboard's hour (plus the minute being written and one of slack). */
 export const TOP_KEYS_RETENTION_MINUTES = 62;
 
-/** Field codes, in the order of aggregate.ts's SOURCES after the four outcomes. */
+/** Field codes of the four outcomes (a source's field is its name, never one letter). */
 export const COUNT_CODES = ["a", "d", "c", "s"] as const;
-export const SOURCE_CODES = ["r", "k", "f", "o", "x"] as const;
 
 export const countsKey = (prefix: string, minute: number) => `${prefix}:analytics:${minute}`;
 export const topKey = (prefix: string, minute: number, policy: string) =>
@@ -81,10 +81,10 @@ function addCounts(pipeline: Pipeline, key: string, policy: string, counts: Rule
       commands++;
     }
   }
-  for (let i = 0; i < SOURCE_CODES.length; i++) {
-    const value = counts.sources[i] ?? 0;
+  for (const source in counts.sources) {
+    const value = counts.sources[source as keyof RuleMinute["sources"]] ?? 0;
     if (value > 0) {
-      pipeline.hincrby(key, `${policy}|${SOURCE_CODES[i]}`, value);
+      pipeline.hincrby(key, `${policy}|${source}`, value);
       commands++;
     }
   }

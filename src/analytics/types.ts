@@ -12,6 +12,7 @@
 import type { Redis } from "@upstash/redis";
 import type { BreakerEvent } from "../limiter/circuit-breaker";
 import type { DecisionSource, LimitRequest, MultiDecision } from "../limiter/types";
+import type { StatsSpan } from "./read-stats";
 
 /** The part of an @upstash/redis client the analytics use: one pipelined call per flush. */
 export type AnalyticsStore = Pick<Redis, "pipeline">;
@@ -82,8 +83,8 @@ export interface RuleMinuteCounts {
   deniedFromCache: number;
   /** Denials of a shadow rule (never enforced). */
   shadowDenied: number;
-  /** Every decision of this rule, by where it came from. */
-  sources: Record<DecisionSource, number>;
+  /** Every decision of this rule, by where it came from (the five every limiter has, at 0 if none). */
+  sources: Partial<Record<DecisionSource, number>>;
 }
 
 export interface Analytics {
@@ -98,6 +99,12 @@ export interface Analytics {
   noteBreaker(event: BreakerEvent): void;
   /** This isolate's breaker as last reported, and its flush counters. */
   isolate(): IsolateStats;
+  /**
+   * Flushes this isolate's counts, then reads the last `minutes` minutes of every rule back
+   * from Redis (`rules` listed even without counts). Undefined without a `store`. Rejects when
+   * the store fails.
+   */
+  stats(minutes: number, rules: readonly string[]): Promise<StatsSpan | undefined>;
 }
 
 export interface IsolateStats {

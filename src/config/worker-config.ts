@@ -5,11 +5,12 @@
  * schema-parts.ts the fields of a /check body), the documented bounds (limits.ts) and how a wrong
  * field is named (validation.ts, config-issue.ts). Pure validation, no I/O, no clock. It may
  * import store/algorithm and store/caps (the algorithm list, the caps the store enforces) and
- * limiter/types and limiter/defaults (the limiter's public types and defaults; never an implementation file), and the leaf src/utf16.ts, nothing else; the layers above read
+ * limiter/types and limiter/defaults (the limiter's public types and defaults; never an implementation file), analytics/defaults, and the leaf src/utf16.ts, nothing else; the layers above read
  * their rule and config types from here.
  */
 import * as v from "valibot";
 import { DEFAULT_LIMITER_TIMEOUT_MS } from "../limiter/defaults";
+import { analyticsSchema } from "./analytics-config";
 import { clientIpSchema } from "./client-ip-config";
 import { firstIssue } from "./config-issue";
 import { resilienceEntries } from "./resilience-config";
@@ -65,6 +66,8 @@ const workerConfigSchema = plainObject(
     requestIdHeaders: v.optional(requestIdHeadersSchema, []),
     // Denial cache, fallback, breaker and single flight: see resilience-config.ts.
     ...resilienceEntries,
+    /** Per-rule counts for /check/stats and the dashboard (analytics-config.ts). @default off */
+    analytics: v.optional(analyticsSchema, {}),
   },
   "must be an object",
 );

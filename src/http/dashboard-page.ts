@@ -1,0 +1,183 @@
+/**
+ * The dashboard's one HTML page: no external script, style, font or image (the worker must not
+ * depend on a CDN; its Content-Security-Policy forbids any). Its script reads GET /check/stats
+ * every 10 s (the browser re-sends the Basic credentials it logged in with) and draws, per
+ * rule, allowed vs denied per minute as an inline SVG chart, how decisions were made, and the
+ * top denied client keys; and this isolate's breaker. Every value goes in with textContent or
+ * an SVG attribute, never as HTML: client keys are attacker-chosen.
+ */
+export const DASHBOARD_HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>edge-limiter dashboard</title>
+<style>
+  :root { --ok: #2e7d32; --deny: #c62828; --cache: #ef6c00; --shadow: #6a1b9a; --muted: #666; }
+  body { font: 14px/1.4 system-ui, sans-serif; margin: 0; background: #f5f6f8; color: #1b1f24; }
+  header { background: #1b1f24; color: #fff; padding: 12px 20px; display: flex; gap: 16px; align-items: baseline; flex-wrap: wrap; }
+  header h1 { font-size: 18px; margin: 0; }
+  header .meta { color: #bbb; font-size: 12px; }
+  main { padding: 16px 20px; display: grid; gap: 16px; grid-template-columns: repeat(auto-fill, minmax(460px, 1fr)); }
+  .card { background: #fff; border-radius: 8px; padding: 14px 16px; box-shadow: 0 1px 2px rgba(0,0,0,.08); }
+  .card h2 { font-size: 16px; margin: 0 0 8px; display: flex; gap: 8px; align-items: center; }
+  .badge { font-size: 11px; padding: 1px 7px; border-radius: 10px; background: #eee; color: #333; font-weight: 600; }
+  .badge.shadow { background: #f3e5f5; color: var(--shadow); }
+  .badge.closed { background: #e8f5e9; color: var(--ok); }
+  .badge.open { background: #ffebee; color: var(--deny); }
+  .badge.half-open { background: #fff3e0; color: var(--cache); }
+  .totals { display: flex; gap: 14px; flex-wrap: wrap; margin-bottom: 8px; }
+  .totals div { min-width: 70px; }
+  .totals b { display: block; font-size: 20px; }
+  .totals span { color: var(--muted); font-size: 12px; }
+  .allowed b { color: var(--ok); } .denied b { color: var(--deny); }
+  .cached b { color: var(--cache); } .shadowed b { color: var(--shadow); }
+  svg { display: block; width: 100%; height: auto; }
+  h3 { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); margin: 12px 0 4px; }
+  table { border-collapse: collapse; width: 100%; font-size: 13px; }
+  td { padding: 2px 4px; border-bottom: 1px solid #eee; }
+  td.key { font-family: ui-monospace, monospace; word-break: break-all; }
+  td.count { text-align: right; width: 60px; }
+  .legend { display: flex; gap: 10px; flex-wrap: wrap; font-size: 12px; color: var(--muted); }
+  .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; }
+  #status.error { color: #ff8a80; }
+  .empty { color: var(--muted); }
+</style>
+</head>
+<body>
+<header>
+  <h1>edge-limiter</h1>
+  <span class="meta">last hour, per minute · refreshes every 10 s</span>
+  <span class="meta">breaker (this isolate): <span id="breaker" class="badge">…</span></span>
+  <span class="meta" id="status">loading…</span>
+</header>
+<main id="rules"></main>
+<script>
+(() => {
+  const SOURCES = [["redis", "#1565c0"], ["cache", "#ef6c00"], ["fallback", "#8d6e63"], ["fail-open", "#9e9d24"], ["fail-closed", "#c62828"], ["lease", "#00838f"]];
+  const SVG = "http://www.w3.org/2000/svg";
+  const el = (tag, attrs = {}, text) => {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = String(text);
+    return node;
+  };
+  const svgEl = (tag, attrs = {}) => {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+    return node;
+  };
+  const time = (ms) => new Date(ms).toISOString().slice(11, 16);
+
+  function chart(rule) {
+    const W = 600, H = 150, left = 36, bottom = 18, top = 6;
+    const minutes = rule.minutes;
+    const denied = (m) => m.denied + m.shadowDenied;
+    const max = Math.max(1, ...minutes.map((m) => m.allowed + denied(m)));
+    const svg = svgEl("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": rule.rule + " allowed and denied per minute" });
+    const plotH = H - bottom - top, step = (W - left) / Math.max(1, minutes.length), barW = Math.max(1, step - 1);
+    for (const frac of [0, 0.5, 1]) {
+      const y = top + plotH * (1 - frac);
+      svg.append(svgEl("line", { x1: left, x2: W, y1: y, y2: y, stroke: "#e0e0e0" }));
+      const label = svgEl("text", { x: left - 4, y: y + 4, "text-anchor": "end", "font-size": 10, fill: "#666" });
+      label.textContent = String(Math.round(max * frac));
+      svg.append(label);
+    }
+    minutes.forEach((m, i) => {
+      const x = left + i * step;
+      const hA = (m.allowed / max) * plotH, hD = (denied(m) / max) * plotH;
+      if (hA > 0) svg.append(svgEl("rect", { x, width: barW, y: top + plotH - hA, height: hA, fill: "#2e7d32", class: "bar-allowed" }));
+      if (hD > 0) svg.append(svgEl("rect", { x, width: barW, y: top + plotH - hA - hD, height: hD, fill: rule.shadow ? "#6a1b9a" : "#c62828", class: "bar-denied" }));
+    });
+    for (const i of [0, Math.floor(minutes.length / 2), minutes.length - 1]) {
+      const m = minutes[i];
+      if (!m) continue;
+      const label = svgEl("text", { x: left + i * step, y: H - 4, "font-size": 10, fill: "#666" });
+      label.textContent = time(m.minute);
+      svg.append(label);
+    }
+    return svg;
+  }
+
+  function sourcesBar(rule) {
+    const total = SOURCES.reduce((sum, [s]) => sum + (rule.totals.sources[s] || 0), 0);
+    const wrap = el("div", { class: "sources" });
+    const svg = svgEl("svg", { viewBox: "0 0 600 16", role: "img", "aria-label": "decision sources" });
+    let x = 0;
+    const legend = el("div", { class: "legend" });
+    for (const [source, color] of SOURCES) {
+      const n = rule.totals.sources[source] || 0;
+      const share = total ? n / total : 0;
+      if (share > 0) svg.append(svgEl("rect", { x: x * 600, width: share * 600, y: 0, height: 16, fill: color }));
+      x += share;
+      const item = el("span", { "data-source": source });
+      const swatch = el("i");
+      swatch.style.background = color;
+      item.append(swatch, source + " " + (total ? Math.round(share * 1000) / 10 : 0) + "% (" + n + ")");
+      legend.append(item);
+    }
+    if (total === 0) svg.append(svgEl("rect", { x: 0, width: 600, y: 0, height: 16, fill: "#eee" }));
+    wrap.append(svg, legend);
+    return wrap;
+  }
+
+  function card(rule) {
+    const node = el("section", { class: "card", "data-rule": rule.rule });
+    const title = el("h2", {}, rule.rule);
+    if (rule.shadow) title.append(el("span", { class: "badge shadow" }, "shadow"));
+    node.append(title);
+    const totals = el("div", { class: "totals" });
+    const stat = (cls, value, label) => {
+      const box = el("div", { class: cls });
+      box.append(el("b", {}, value), el("span", {}, label));
+      totals.append(box);
+    };
+    stat("allowed", rule.totals.allowed, "allowed");
+    stat("denied", rule.totals.denied, "denied");
+    stat("cached", rule.totals.deniedFromCache, "denied from cache");
+    stat("shadowed", rule.totals.shadowDenied, "shadow denials");
+    node.append(totals, chart(rule));
+    node.append(el("h3", {}, "How decisions were made"), sourcesBar(rule));
+    node.append(el("h3", {}, "Top denied client keys"));
+    if (rule.topDenied.length === 0) node.append(el("div", { class: "empty" }, "none"));
+    else {
+      const table = el("table", { class: "top-keys" });
+      for (const { key, count } of rule.topDenied) {
+        const row = el("tr");
+        row.append(el("td", { class: "key" }, key), el("td", { class: "count" }, count));
+        table.append(row);
+      }
+      node.append(table);
+    }
+    return node;
+  }
+
+  async function refresh() {
+    const status = document.getElementById("status");
+    try {
+      const res = await fetch("stats?minutes=60", { credentials: "same-origin", cache: "no-store" });
+      if (!res.ok) throw new Error("GET /check/stats answered " + res.status);
+      const stats = await res.json();
+      const main = document.getElementById("rules");
+      main.replaceChildren();
+      if (!stats.enabled) main.append(el("p", { class: "empty" }, stats.detail));
+      for (const rule of stats.rules) main.append(card(rule));
+      const breaker = stats.isolate ? stats.isolate.breaker.state : "unknown";
+      const badge = document.getElementById("breaker");
+      badge.textContent = breaker;
+      badge.className = "badge " + breaker;
+      status.className = "";
+      status.textContent = "updated " + new Date(stats.generatedAt || Date.now()).toISOString().slice(11, 19) + " UTC";
+      document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
+    } catch (error) {
+      status.className = "error";
+      status.textContent = String(error.message || error);
+    }
+  }
+  refresh();
+  setInterval(refresh, 10000);
+})();
+</script>
+</body>
+</html>
+`;

@@ -1,0 +1,67 @@
+/**
+ * GET /check/stats: what the analytics counted, per rule and minute, as JSON (README "Analytics
+ * and the dashboard"); the dashboard's data. This isolate's pending counts are flushed first, so
+ * what it decided is in the answer to the request.
+ */
+import type { Context } from "hono";
+import type { Env } from "../env";
+import { authorizedReader } from "./dashboard-auth";
+import { problem } from "./problem";
+
+export const MAX_STATS_MINUTES = 1_440;
+const DEFAULT_STATS_MINUTES = 60;
+
+export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
+  const authorized = await authorizedReader(c);
+  if (!authorized.ok) return authorized.response;
+  const { runtime } = authorized;
+  const asked = c.req.query("minutes");
+  const minutes = asked === undefined ? DEFAULT_STATS_MINUTES : Number(asked);
+  if (!Number.isInteger(minutes) || minutes < 1 || minutes > MAX_STATS_MINUTES || asked === "") {
+    return problem(c, 400, {
+      title: "Bad Request",
+      detail: `minutes must be an integer from 1 to ${MAX_STATS_MINUTES}`,
+      field: "minutes",
+    });
+  }
+  const noStore = { "Cache-Control": "no-store" };
+  const settings = runtime.config.analytics;
+  const { analytics } = runtime;
+  if (!analytics) {
+    return c.json(
+      {
+        enabled: false,
+        detail: 'analytics are off: set "analytics": {"enabled": true} in LIMITER_CONFIG',
+        rules: [],
+      },
+      200,
+      noStore,
+    );
+  }
+  let span: Awaited<ReturnType<typeof analytics.stats>>;
+  try {
+    span = await analytics.stats(
+      minutes,
+      runtime.config.rules.map((rule) => rule.name),
+    );
+  } catch (error) {
+    console.error(JSON.stringify({ event: "stats-store-error", error: String(error) }));
+    return problem(c, 503, { title: "Store unavailable", detail: "the store did not answer" });
+  }
+  return c.json(
+    {
+      enabled: true,
+      generatedAt: Date.now(),
+      minutes,
+      sinks: settings.sinks,
+      flushIntervalMs: settings.flushIntervalMs,
+      isolate: analytics.isolate(),
+      ...(span ?? {
+        rules: [],
+        detail: 'analytics.sinks has no "redis": the counts are in Analytics Engine only',
+      }),
+    },
+    200,
+    noStore,
+  );
+}

@@ -1,0 +1,217 @@
+import { describe, expect, it } from "vitest";
+import { scopedPrefix, testRedis } from "../../support/worker/redis";
+import { originCount, workerWith } from "../../support/worker/worker-harness";
+
+// Mixed proxy traffic with analytics on: /check/stats must show each rule's counts to the
+// request, cached denials included (they never reach Redis).
+const redis = testRedis();
+const prefix = scopedPrefix("analytics");
+const run = crypto.randomUUID().slice(0, 8);
+const TOKEN = "test-limiter-token"; // vitest.config.ts's LIMITER_TOKEN
+
+const config = {
+  prefix,
+  analytics: { enabled: true },
+  rules: [
+    { name: "api", match: { path: `/api-${run}/*` }, limit: 3, window: "1m", key: "ip" },
+    {
+      name: "login",
+      match: { path: `/login-${run}`, methods: ["POST"] },
+      limit: 1,
+      window: "1m",
+      key: "ip",
+    },
+    {
+      name: "quota",
+      match: { path: `/api-${run}/*` },
+      limit: 1,
+      window: "1m",
+      key: "header:X-API-Key",
+      missingKey: "skip",
+      shadow: true,
+    },
+  ],
+};
+const worker = workerWith({ LIMITER_CONFIG: JSON.stringify(config) });
+const bearer = { Authorization: `Bearer ${TOKEN}` };
+const basic = (password: string) => ({ Authorization: `Basic ${btoa(`ops:${password}`)}` });
+const ip = (n: number) => ({ "CF-Connecting-IP": `198.51.100.${n}` });
+
+interface StatsBody {
+  enabled: boolean;
+  rules: {
+    rule: string;
+    shadow: boolean;
+    totals: {
+      allowed: number;
+      denied: number;
+      deniedFromCache: number;
+      shadowDenied: number;
+      sources: Record<string, number>;
+    };
+    minutes: { minute: number; allowed: number; denied: number }[];
+    topDenied: { key: string; count: number }[];
+  }[];
+  isolate: { breaker: { state: string }; flushes: number };
+}
+
+async function sha256(text: string): Promise<string> {
+  const bytes = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+describe("GET /check/stats with analytics on", () => {
+  it("counts mixed proxy traffic per rule to the request, cached denials and shadow denials included", async () => {
+    const statuses: number[] = [];
+    // Client 1: 6 API calls with an API key: 3 allowed, then 3 denied, all from this isolate's
+    // denial cache (the third admission left 0, which the cache remembers: no store call); the
+    // shadow quota (limit 1) would deny 5 of them.
+    for (let i = 0; i < 6; i++) {
+      const res = await worker(`/api-${run}/items`, {
+        headers: { ...ip(1), "X-API-Key": `key-${run}` },
+      });
+      statuses.push(res.status);
+      await res.body?.cancel();
+    }
+    // Client 2: 2 API calls, no key (the shadow rule skips them): allowed.
+    for (let i = 0; i < 2; i++) {
+      const res = await worker(`/api-${run}/items`, { headers: ip(2) });
+      statuses.push(res.status);
+      await res.body?.cancel();
+    }
+    // Logins: client 3 twice (1 allowed, 1 denied), client 4 once.
+    for (const n of [3, 3, 4]) {
+      const res = await worker(`/login-${run}`, { method: "POST", headers: ip(n), body: "x" });
+      statuses.push(res.status);
+      await res.body?.cancel();
+    }
+    // A path no rule matches: no decision, nothing counted.
+    await (await worker(`/plain-${run}`)).body?.cancel();
+    expect(statuses).toEqual([200, 200, 200, 429, 429, 429, 200, 200, 200, 429, 200]);
+    expect(await originCount(`/api-${run}/items`)).toBe(5);
+
+    const res = await worker("/check/stats", { headers: bearer });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("Cache-Control")).toBe("no-store");
+    const stats = await res.json<StatsBody>();
+    expect(stats.enabled).toBe(true);
+    const rule = (name: string) => stats.rules.find((r) => r.rule === name);
+    expect(stats.rules.map((r) => r.rule)).toEqual(["api", "login", "quota"]);
+
+    expect(rule("api")?.totals).toEqual({
+      allowed: 5,
+      denied: 3,
+      deniedFromCache: 3,
+      shadowDenied: 0,
+      sources: { redis: 5, cache: 3, fallback: 0, "fail-open": 0, "fail-closed": 0 },
+    });
+    expect(rule("api")?.topDenied).toEqual([{ key: "198.51.100.1", count: 3 }]);
+    expect(rule("login")?.totals).toMatchObject({ allowed: 2, denied: 1, deniedFromCache: 1 });
+    expect(rule("login")?.topDenied).toEqual([{ key: "198.51.100.3", count: 1 }]);
+    // The shadow rule: 1 admitted, 5 would-be denials (from the cache), none enforced; its key is
+    // the header's SHA-256, never the key itself.
+    expect(rule("quota")?.shadow).toBe(true);
+    expect(rule("quota")?.totals).toMatchObject({ allowed: 1, denied: 0, shadowDenied: 5 });
+    expect(rule("quota")?.totals.sources).toMatchObject({ redis: 1, cache: 5 });
+    expect(rule("quota")?.topDenied).toEqual([{ key: await sha256(`key-${run}`), count: 5 }]);
+
+    // The last hour, a minute per entry; this minute holds the counts.
+    const minutes = rule("api")?.minutes ?? [];
+    expect(minutes).toHaveLength(60);
+    expect(minutes.at(-1)).toMatchObject({ allowed: 5, denied: 3 });
+    expect(minutes.slice(0, -2).every((m) => m.allowed === 0 && m.denied === 0)).toBe(true);
+    expect(stats.isolate.breaker.state).toBe("closed");
+
+    // Every key the analytics wrote expires (counts after a day, top keys after an hour).
+    const keys = await redis.keys(`${prefix}:analytics:*`);
+    expect(keys.length).toBeGreaterThanOrEqual(4);
+    for (const key of keys) {
+      const ttl = await redis.pttl(key);
+      expect(ttl, key).toBeGreaterThan(0);
+      expect(ttl, key).toBeLessThanOrEqual(key.includes(":top:") ? 63 * 60_000 : 1441 * 60_000);
+    }
+
+    // Asked again, nothing is counted twice (the flush took the isolate's counts).
+    const again = await (
+      await worker("/check/stats?minutes=5", { headers: bearer })
+    ).json<StatsBody>();
+    expect(again.rules.find((r) => r.rule === "api")?.totals.allowed).toBe(5);
+    expect(again.rules.find((r) => r.rule === "api")?.minutes).toHaveLength(5);
+  });
+
+  it("takes the token as a bearer token or as the Basic password, and nothing else", async () => {
+    const none = await worker("/check/stats");
+    expect(none.status).toBe(401);
+    expect(none.headers.get("WWW-Authenticate")).toMatch(/^Basic realm="edge-limiter"/);
+    expect((await worker("/check/stats", { headers: basic("wrong") })).status).toBe(401);
+    expect((await worker("/check/stats", { headers: basic(TOKEN) })).status).toBe(200);
+    expect(
+      (await worker("/check/stats", { headers: { Authorization: `Basic ${btoa(TOKEN)}` } })).status,
+    ).toBe(401); // no "user:" part
+    expect(
+      (await worker("/check/stats", { headers: { Authorization: "Bearer nope" } })).status,
+    ).toBe(401);
+    expect((await worker("/check/dashboard")).status).toBe(401);
+    expect((await worker("/check/stats", { headers: { Authorization: "Basic %%%" } })).status).toBe(
+      401,
+    );
+  });
+
+  it("refuses a bad minutes with 400 naming it, and other methods with 405", async () => {
+    for (const minutes of ["0", "1441", "1.5", "abc", ""]) {
+      const res = await worker(`/check/stats?minutes=${minutes}`, { headers: bearer });
+      expect(res.status, minutes).toBe(400);
+      expect(await res.json()).toMatchObject({ field: "minutes" });
+    }
+    const post = await worker("/check/stats", { method: "POST", headers: bearer });
+    expect(post.status).toBe(405);
+    expect(post.headers.get("Allow")).toBe("GET, HEAD");
+    expect((await worker("/check/dashboard", { method: "DELETE" })).status).toBe(405);
+  });
+
+  it("serves the dashboard as one self-contained page that loads nothing from elsewhere", async () => {
+    const res = await worker("/check/dashboard", { headers: basic(TOKEN) });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("Content-Type")).toMatch(/^text\/html/);
+    expect(res.headers.get("Content-Security-Policy")).toMatch(/^default-src 'none'/);
+    const html = await res.text();
+    expect(html).toContain("stats?minutes=60");
+    // No external script, style sheet, font or image: no src= or href= at all, no @import/url().
+    expect(html).not.toMatch(/\s(src|href)=|@import|url\(/i);
+  });
+});
+
+describe("analytics off (the default)", () => {
+  it("counts nothing and says how to turn it on", async () => {
+    const offPrefix = scopedPrefix("analytics-off");
+    const off = workerWith({
+      LIMITER_CONFIG: JSON.stringify({
+        prefix: offPrefix,
+        rules: [{ name: "api", match: { path: `/off-${run}/*` }, limit: 1, window: "1m" }],
+      }),
+    });
+    await (await off(`/off-${run}/a`, { headers: ip(9) })).body?.cancel();
+    const res = await off("/check/stats", { headers: bearer });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ enabled: false, rules: [] });
+    expect(await redis.keys(`${offPrefix}:analytics:*`)).toEqual([]);
+  });
+
+  it("a bad analytics setting is a 503 naming the field; a missing dataset names the binding", async () => {
+    const bad = workerWith({
+      LIMITER_CONFIG: JSON.stringify({ rules: [], analytics: { enabled: true, topKeys: 99 } }),
+    });
+    const res = await bad("/check/stats", { headers: bearer });
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ field: "analytics.topKeys" });
+    const noDataset = workerWith({
+      LIMITER_CONFIG: JSON.stringify({
+        rules: [],
+        analytics: { enabled: true, sinks: ["analytics-engine"] },
+      }),
+    });
+    const missing = await noDataset("/check/stats", { headers: bearer });
+    expect(missing.status).toBe(503);
+    expect(await missing.json()).toMatchObject({ field: "LIMITER_ANALYTICS" });
+  });
+});
