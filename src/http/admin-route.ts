@@ -8,7 +8,7 @@ import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import type { Env } from "../env";
 import type { LimitRequest } from "../limiter/types";
 import type { ReadyRuntime } from "../runtime";
-import { DEFAULT_ALGORITHM } from "../store/algorithm";
+import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
 import { peekQuota, resetQuota } from "../store/peek-reset";
 import { authorizedCheck } from "./authorized-check";
 import { problem } from "./problem";
@@ -24,12 +24,12 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
   if (!authorized.ok) return authorized.response;
   const { runtime, limitRequest } = authorized;
   const algorithm = limitRequest.algorithm ?? DEFAULT_ALGORITHM;
-  if (algorithm !== "sliding-log") {
+  if (!isLogAlgorithm(algorithm)) {
     // The O(1) algorithms' state is a counter or a time, readable only by re-running their
     // arithmetic; an approximate answer is worse than none for an admin tool. Say so.
     return problem(c, 400, {
       title: "Bad Request",
-      detail: `peek supports the sliding-log only; this check uses "${algorithm}"`,
+      detail: `peek supports the sliding logs only (sliding-log, sliding-log-zset); this check uses "${algorithm}"`,
       field: limitRequest.policy.startsWith(ADHOC_POLICY_PREFIX) ? "algorithm" : "rule",
     });
   }

@@ -3,7 +3,9 @@
  * (see lua/scripts.ts). Which to use when: README "Algorithms". Config, /check and the public
  * surface read the list from here.
  *
- * - `sliding-log`: exact; one sorted-set member per admitted unit (memory grows with the limit).
+ * - `sliding-log`: exact; the last `limit` admission times in a ring (4 bytes per unit of the limit).
+ * - `sliding-log-zset`: the same exact log in a sorted set, one member per admitted unit (the seeds'
+ *   design: ~120 bytes per unit, more commands; kept selectable and measured side by side).
  * - `fixed-window`: aligned windows, O(1); allows up to 2× the limit across a window boundary.
  * - `sliding-counter`: two-window weighted approximation, O(1); assumes the previous window's
  *   admissions were spread evenly over it.
@@ -11,6 +13,7 @@
  */
 export const ALGORITHMS = [
   "sliding-log",
+  "sliding-log-zset",
   "fixed-window",
   "sliding-counter",
   "token-bucket",
@@ -24,3 +27,11 @@ export type Algorithm = (typeof ALGORITHMS)[number];
 
 /** The exact log is the default: the product's promise is exactness. */
 export const DEFAULT_ALGORITHM: Algorithm = "sliding-log";
+
+/**
+ * The exact logs: both layouts share one key (storageKey), and each converts the other's state
+ * when it meets it, so a rule moving between them never forgets an admission in the window.
+ */
+export function isLogAlgorithm(algorithm: Algorithm): boolean {
+  return algorithm === "sliding-log" || algorithm === "sliding-log-zset";
+}

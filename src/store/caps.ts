@@ -21,11 +21,14 @@ export const MAX_LIMIT = 100_000;
 //   Redis time of one call admitting N units: 1 → 0.09 ms, 100 → 0.6 ms, 500 → 1.4–1.9 ms,
 //   1 000 → 2.6–3.4 ms, 8 000 → 16 ms, 100 000 → 340 ms; 16 log policies of 62 units: 3.6 ms
 
-/** The largest sliding-log limit: a full log (one member per unit) stays under ~1 MB. */
+/**
+ * The largest sliding-log-zset limit: a full sorted set (one member per unit) stays under ~1 MB.
+ * The ring (`sliding-log`) takes MAX_LIMIT: 4 bytes a unit, ~400 kB full at 100 000.
+ */
 export const MAX_LOG_LIMIT = 8_000;
 
 /**
- * The most units one call may add to sliding logs, summed over its log policies (a /check
+ * The most units one call may add to sorted-set logs (sliding-log-zset), summed over its policies (a /check
  * "rules", the rules one proxied request matches): members one script writes, ~3 ms of Redis.
  * A refund removes the same members. The O(1) algorithms' cost is one INCRBY: up to the limit.
  */
@@ -33,13 +36,13 @@ export const MAX_LOG_COST = 1_000;
 
 /** The largest limit an algorithm takes: a full sliding log is memory, an O(1) key is not. */
 export function maxLimitOf(algorithm: Algorithm): number {
-  return algorithm === "sliding-log" ? MAX_LOG_LIMIT : MAX_LIMIT;
+  return algorithm === "sliding-log-zset" ? MAX_LOG_LIMIT : MAX_LIMIT;
 }
 
 /** How a limit past maxLimitOf(algorithm) is refused, the same wherever it is. */
 export function limitRange(algorithm: Algorithm): string {
-  return algorithm === "sliding-log"
-    ? `must be an integer from 1 to ${MAX_LOG_LIMIT} for the sliding-log (one Redis member per unit; the O(1) algorithms take up to ${MAX_LIMIT})`
+  return algorithm === "sliding-log-zset"
+    ? `must be an integer from 1 to ${MAX_LOG_LIMIT} for the sliding-log-zset (one Redis member per unit; the other algorithms take up to ${MAX_LIMIT})`
     : `must be an integer from 1 to ${MAX_LIMIT}`;
 }
 
@@ -68,20 +71,22 @@ export function boundsIssue(
     if (!isIntegerIn(cost, 1, Number.MAX_SAFE_INTEGER)) {
       return { index, field: "cost", detail: "must be a positive integer" };
     }
-    if (algorithm !== "sliding-log") continue;
+    // The ring writes 4 bytes a unit with one string command: only the sorted set's members are
+    // capped per call.
+    if (algorithm !== "sliding-log-zset") continue;
     logCost += cost;
     if (cost > MAX_LOG_COST) {
       return {
         index,
         field: "cost",
-        detail: `must be at most ${MAX_LOG_COST} for the sliding-log (one Redis member per unit, written in one call)`,
+        detail: `must be at most ${MAX_LOG_COST} for the sliding-log-zset (one Redis member per unit, written in one call)`,
       };
     }
     if (logCost > MAX_LOG_COST) {
       return {
         index,
         field: "cost",
-        detail: `brings the sliding-log costs decided in one call to ${logCost}: at most ${MAX_LOG_COST} (one Redis member per unit)`,
+        detail: `brings the sliding-log-zset costs decided in one call to ${logCost}: at most ${MAX_LOG_COST} (one Redis member per unit)`,
       };
     }
   }

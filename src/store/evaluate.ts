@@ -10,6 +10,8 @@
  * This file: the evaluate script call. Decide one request against its policies, all or
  * nothing, and read the reply into one answer per policy.
  */
+import { isLogAlgorithm } from "./algorithm";
+import { STAMP_AHEAD_MAX_MS } from "./keys";
 import { EVALUATE_SCRIPTS } from "./lua/scripts";
 import { type ScriptCall, type StorePolicy, scriptInputs } from "./script-inputs";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
@@ -57,13 +59,24 @@ export interface EvaluateAnswer {
  * call's memberId to refund it.
  *
  * Redis commands per decision (the script's own; one EVALSHA on the wire): TIME (unless the
- * caller's clock is used), plus per policy — sliding-log: 5 admitted (4 on an empty log), 3
- * denied; fixed-window, sliding-counter, token-bucket: 2 admitted, 1 denied; plus, with a
+ * caller's clock is used), plus per policy — sliding-log (ring): 2 admitted (GET, SET), 1 denied
+ * up to limit 248, else 4–5 admitted and 2–3 denied (GETRANGE/SETRANGE); sliding-log-zset: 5
+ * admitted (4 on an empty log), 3 denied; fixed-window, sliding-counter, token-bucket: 2 admitted, 1 denied; plus, with a
  * request id, one MGET (the record and the policies' reset marks) and SET when it stores the answer.
  */
 export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<EvaluateAnswer> {
   const { policies } = call;
-  const { keys, args } = scriptInputs("evaluate", call, []);
+  const ahead = call.stampOffsetMs ?? 0;
+  if (!Number.isInteger(ahead) || ahead < 0 || ahead > STAMP_AHEAD_MAX_MS) {
+    throw new RangeError(
+      `evaluate: stampOffsetMs must be an integer from 0 to ${STAMP_AHEAD_MAX_MS}`,
+    );
+  }
+  if (ahead > 0 && !policies.every((policy) => isLogAlgorithm(policy.algorithm))) {
+    // The O(1) algorithms keep counts, not times: a future stamp means nothing to them.
+    throw new TypeError("evaluate: stampOffsetMs applies to the sliding logs only");
+  }
+  const { keys, args } = scriptInputs("evaluate", call, [ahead]);
   const reply = await runScript<unknown>(client, scriptFor(policies), keys, args);
   return parseReply(reply, policies.length);
 }

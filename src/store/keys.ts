@@ -4,7 +4,7 @@
  * Total over any string (no client input can throw here) and injective.
  */
 import { LONE_SURROGATE } from "../utf16";
-import type { Algorithm } from "./algorithm";
+import { type Algorithm, isLogAlgorithm } from "./algorithm";
 
 /**
  * Redis key layout: `<prefix>:<policy>:{<client key>}` (`<policy>/<algorithm>` for algorithms
@@ -24,8 +24,9 @@ export function storageKey(
   // The other algorithms get their own key (`<policy>/<algorithm>`; `/` is not in policy names):
   // a rule whose algorithm changes must not read another algorithm's state (a sorted set where a
   // string is expected fails with WRONGTYPE; one string format misread as another resets counts).
-  // The log keeps the unsuffixed key it always had.
-  const name = algorithm === "sliding-log" ? policy : `${policy}/${algorithm}`;
+  // The log keeps the unsuffixed key it always had, in both layouts: each converts the other's
+  // state when it meets it (a rule moving between them forgets nothing admitted in the window).
+  const name = isLogAlgorithm(algorithm) ? policy : `${policy}/${algorithm}`;
   return `${prefix}:${name}:{${encodeKeyPart(clientKey)}}`;
 }
 
@@ -83,3 +84,9 @@ export function encodeKeyPart(value: string): string {
     );
   }
 }
+
+/**
+ * How far ahead of the store's now a log admission may be stamped: a lease's units are stamped at
+ * its end (see the evaluate script's ARGV[5]); the sorted set's TTL covers this much more.
+ */
+export const STAMP_AHEAD_MAX_MS = 1_000;

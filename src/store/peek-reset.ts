@@ -3,7 +3,7 @@
  * nothing) and reset (forget the count and the request ids decided on it). The /admin routes call
  * these; the limiter never does.
  */
-import type { Algorithm } from "./algorithm";
+import { type Algorithm, isLogAlgorithm } from "./algorithm";
 import type { PolicyAnswer } from "./evaluate";
 import { RECORD_TTL_MAX_MS, resetMarkKey, storageKey } from "./keys";
 import { PEEK_SCRIPT } from "./lua/peek.lua";
@@ -37,12 +37,13 @@ export interface PeekRequest extends QuotaKey {
 
 /**
  * What a request of `cost` would get now from the sliding log, without consuming anything.
- * The log only (the O(1) algorithms are not peeked: `algorithm` other than the log throws).
+ * The logs only, either layout: the key is read as whatever it holds (the O(1) algorithms are not
+ * peeked: another `algorithm` throws).
  * Throws on store errors.
  */
 export async function peekQuota(client: QuotaClient, request: PeekRequest): Promise<PolicyAnswer> {
-  if ((request.algorithm ?? "sliding-log") !== "sliding-log") {
-    throw new TypeError(`peekQuota: the sliding-log only, not ${request.algorithm}`);
+  if (!isLogAlgorithm(request.algorithm ?? "sliding-log")) {
+    throw new TypeError(`peekQuota: the sliding logs only, not ${request.algorithm}`);
   }
   const keys = [storageKey(request.prefix, request.policy, request.key)];
   const args = [request.limit, request.windowMs, request.cost ?? 1, request.now ?? ""];

@@ -16,11 +16,11 @@ export interface StorePolicy {
   /** Its Redis key: `storageKey(prefix, policy, clientKey, algorithm)`. */
   key: string;
   algorithm: Algorithm;
-  /** Units per window: 1 to MAX_LOG_LIMIT for the sliding log, MAX_LIMIT for the others. */
+  /** Units per window: 1 to MAX_LOG_LIMIT for the sliding-log-zset, MAX_LIMIT for the others. */
   limit: number;
   windowMs: number;
   /**
-   * Units this request takes in this policy: 1 to limit; the sliding-log costs of one call
+   * Units this request takes in this policy: 1 to limit; the sliding-log-zset costs of one call
    * together at most MAX_LOG_COST (caps.ts).
    */
   cost: number;
@@ -43,6 +43,12 @@ export interface ScriptCall {
    * again and gets the original answer (`replayed: true`).
    */
   requestId?: string | undefined;
+  /**
+   * Stamp the logs' admissions this many ms after the store's now (a lease's units, recorded at
+   * the lease's end: see README "Leases"): 0 to STAMP_AHEAD_MAX_MS, logs only. A refund of them
+   * passes `at` = the evaluation's now + this offset. @default 0
+   */
+  stampOffsetMs?: number | undefined;
 }
 
 /**

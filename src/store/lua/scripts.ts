@@ -3,11 +3,13 @@
  * per algorithm and one mixed) and refund. Adding an algorithm: its fragment file, its entry in
  * ALGORITHMS (algorithm.ts), and the FRAGMENTS entry the compiler then asks for.
  */
-import { ALGORITHMS, type Algorithm } from "../algorithm";
-import { RECORD_TTL_MAX_MS } from "../keys";
+import { ALGORITHMS, type Algorithm, isLogAlgorithm } from "../algorithm";
+import { RECORD_TTL_MAX_MS, STAMP_AHEAD_MAX_MS } from "../keys";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
+import { RING_CODEC_LUA } from "./ring-codec.lua";
 import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
-import { SLIDING_LOG_LUA } from "./sliding-log.lua";
+import { SLIDING_LOG_RING_LUA } from "./sliding-log-ring.lua";
+import { SLIDING_LOG_ZSET_LUA } from "./sliding-log-zset.lua";
 import { TOKEN_BUCKET_LUA } from "./token-bucket.lua";
 
 /**
@@ -36,16 +38,20 @@ end
 -- algorithm keeps its window or time in the value); the grace only delays reclaiming memory.
 local GRACE = 0
 if ARGV[1] ~= nil and ARGV[1] ~= '' then GRACE = 1000 end
+-- How far ahead of now a log admission may be stamped (a lease's units: stamped at its end).
+local STAMP_AHEAD_MAX = ${STAMP_AHEAD_MAX_MS}
 
--- ARGV[from + 1 ..] holds n policies of 4 values each: algorithm, limit, window ms, cost.
-local function policies(n, from, member, at)
+-- ARGV[from + 1 ..] holds n policies of 4 values each: algorithm, limit, window ms, cost. A log
+-- commits its admissions stamped at \`stamp\` (now, or a lease's end).
+local function policies(n, from, member, at, stamp)
   local ps = {}
   for i = 1, n do
     local b = from + (i - 1) * 4
     local alg = ALG[ARGV[b + 1]]
     if not alg then return nil, 'unknown algorithm: ' .. tostring(ARGV[b + 1]) end
     ps[i] = { key = KEYS[i], alg = alg, limit = tonumber(ARGV[b + 2]),
-      window = tonumber(ARGV[b + 3]), cost = tonumber(ARGV[b + 4]), member = member, at = at }
+      window = tonumber(ARGV[b + 3]), cost = tonumber(ARGV[b + 4]), member = member, at = at,
+      stamp = stamp }
   end
   return ps
 end
@@ -94,7 +100,9 @@ end
  * ARGV[2]     a member id unique to this call (log members are `<id>.<n>`)
  * ARGV[3]     n
  * ARGV[4]     "1" when KEYS[n + 1] is a request-id record, else "0"
- * ARGV[5..]   per policy: algorithm, limit, window ms, cost
+ * ARGV[5]     ms ahead of now to stamp the logs' admissions (0; a lease: its lifetime, at most
+ *             STAMP_AHEAD_MAX_MS): the O(1) algorithms ignore it
+ * ARGV[6..]   per policy: algorithm, limit, window ms, cost
  *
  * Phase 1 checks every policy; phase 2 commits every policy only if all admit: a request denied
  * by one policy consumes nothing in any. Returns
@@ -126,7 +134,9 @@ if ARGV[4] == '1' then
   end
 end
 
-local ps, err = policies(n, 4, ARGV[2], now)
+local ahead = tonumber(ARGV[5]) or 0
+if ahead < 0 or ahead > STAMP_AHEAD_MAX then return redis.error_reply('stamp offset out of range') end
+local ps, err = policies(n, 5, ARGV[2], now, now + ahead)
 if not ps then return redis.error_reply(err) end
 local all = true
 for i = 1, n do
@@ -173,7 +183,8 @@ return out
  * ARGV[2]     the request's member id
  * ARGV[3]     n
  * ARGV[4]     "1" when KEYS[n + 1] is a request-id record
- * ARGV[5]     the store's `now` of the original decision (which window it was counted in)
+ * ARGV[5]     the store's `now` of the original decision (which window it was counted in), plus
+ *             its stamp offset if it had one (the log's refund finds the request's times by it)
  * ARGV[6..]   per policy: algorithm, limit, window ms, cost (as evaluated)
  *
  * With a request-id record, the refund happens only if the record exists, says "admitted" and
@@ -205,14 +216,17 @@ return out
 `;
 
 const FRAGMENTS: Record<Algorithm, string> = {
-  "sliding-log": SLIDING_LOG_LUA,
+  "sliding-log": SLIDING_LOG_RING_LUA,
+  "sliding-log-zset": SLIDING_LOG_ZSET_LUA,
   "fixed-window": FIXED_WINDOW_LUA,
   "sliding-counter": SLIDING_COUNTER_LUA,
   "token-bucket": TOKEN_BUCKET_LUA,
 };
 
 function compose(algorithms: readonly Algorithm[], driver: string): string {
-  return PRELUDE + algorithms.map((name) => FRAGMENTS[name]).join("") + driver;
+  // Both log layouts read the ring codec (the sorted set converts a ring it meets): once per script.
+  const codec = algorithms.some(isLogAlgorithm) ? RING_CODEC_LUA : "";
+  return PRELUDE + codec + algorithms.map((name) => FRAGMENTS[name]).join("") + driver;
 }
 
 /**

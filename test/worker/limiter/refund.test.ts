@@ -4,6 +4,7 @@ import { evaluate, evaluatePolicy } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
 import { refund } from "../../../src/store/refund";
 import type { StorePolicy } from "../../../src/store/script-inputs";
+import { LOG_LAYOUTS, logCount, readLog } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
 const T = 1_700_000_000_000;
@@ -20,27 +21,37 @@ const spec = (name: string, algorithm: Algorithm, limit: number, cost: number): 
 });
 
 describe("refund", () => {
-  it("sliding-log: removes exactly the request's members, once", async () => {
-    const policy = spec("log", "sliding-log", 10, 2);
-    for (const [memberId, now] of [
-      ["m1", T],
-      ["m2", T + 100],
-      ["m3", T + 200],
-    ] as const) {
-      expect((await evaluatePolicy(store, { ...policy, memberId, now })).allowed).toBe(true);
-    }
-    const back = await refund(store, { policies: [policy], memberId: "m2", at: T + 100 });
-    expect(back).toEqual({ refunded: true, units: [2] });
-    expect(await redis.zrange(policy.key, 0, -1)).toEqual(["m1.1", "m1.2", "m3.1", "m3.2"]);
-    // Exact and idempotent: a second refund of the same request gives back nothing.
-    expect(await refund(store, { policies: [policy], memberId: "m2", at: T + 100 })).toEqual({
-      refunded: true,
-      units: [0],
+  for (const layout of LOG_LAYOUTS) {
+    it(`${layout}: removes exactly the request's admissions, once, and the capacity is back at once`, async () => {
+      const policy = spec(`log-${layout}`, layout, 10, 2);
+      for (const [memberId, now] of [
+        ["m1", T],
+        ["m2", T + 100],
+        ["m3", T + 200],
+      ] as const) {
+        expect((await evaluatePolicy(store, { ...policy, memberId, now })).allowed).toBe(true);
+      }
+      const back = await refund(store, { policies: [policy], memberId: "m2", at: T + 100 });
+      expect(back).toEqual({ refunded: true, units: [2] });
+      if (layout === "sliding-log-zset") {
+        expect(await redis.zrange(policy.key, 0, -1)).toEqual(["m1.1", "m1.2", "m3.1", "m3.2"]);
+      } else {
+        expect((await readLog(redis, policy.key)).times).toEqual([T, T, T + 200, T + 200]);
+      }
+      // Exact: a second refund of the same request gives back nothing.
+      expect(await refund(store, { policies: [policy], memberId: "m2", at: T + 100 })).toEqual({
+        refunded: true,
+        units: [0],
+      });
+      // The 2 units are back now, not when the refunded admissions would have left the window.
+      expect(
+        await evaluatePolicy(store, { ...policy, cost: 6, memberId: "m4", now: T + 300 }),
+      ).toMatchObject({ allowed: true, remaining: 0 });
+      expect(
+        await evaluatePolicy(store, { ...policy, cost: 1, memberId: "m5", now: T + 301 }),
+      ).toMatchObject({ allowed: false, retryAfterMs: 699 });
     });
-    expect(
-      await evaluatePolicy(store, { ...policy, cost: 6, memberId: "m4", now: T + 300 }),
-    ).toMatchObject({ allowed: true, remaining: 0 });
-  });
+  }
 
   it("fixed-window: gives the cost back to the window it was counted in, not to a later one", async () => {
     const policy = spec("fixed", "fixed-window", 10, 6);
@@ -145,10 +156,10 @@ describe("refund", () => {
       refund(store, { policies, memberId: "r1", at: first.now, now: T + 10, requestId: "req" });
     expect(await give()).toEqual({ refunded: true, units: [1, 1] });
     expect(await give()).toEqual({ refunded: false, units: [0, 0] });
-    expect(await redis.zcard(policies[0]?.key ?? "")).toBe(0);
+    expect(await logCount(redis, policies[0]?.key ?? "")).toBe(0);
     // The refunded request is retried: decided and counted again, not replayed.
     expect(await ask("r1b", "req")).toMatchObject({ allowed: true, replayed: false });
-    expect(await redis.zcard(policies[0]?.key ?? "")).toBe(1);
+    expect(await logCount(redis, policies[0]?.key ?? "")).toBe(1);
     // A denied request (by request id) has nothing to refund.
     await ask("f1");
     await ask("f2");

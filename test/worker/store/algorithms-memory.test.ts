@@ -14,8 +14,9 @@ import { deleteKeys, testRedis, testStore } from "../../support/worker/redis";
 const redis = testRedis();
 const prefix = `edge-limiter-${crypto.randomUUID().slice(0, 8)}`;
 const store = testStore(30_000);
-// The largest is the sliding log's cap (8 000: a full log stays under 1 MB).
-const LIMITS = [10, 100, 1_000, MAX_LOG_LIMIT];
+// The limits issue 11 reports. The sorted set's cap is MAX_LOG_LIMIT (8 000): past it, its rows are
+// filled with ZADD directly, members shaped like the script's, to show what the cap prevents.
+const LIMITS = [10, 100, 1_000, 10_000, 100_000];
 const T = 1_700_000_000_000;
 
 afterAll(async () => {
@@ -40,6 +41,18 @@ async function fill(algorithm: Algorithm, limit: number): Promise<number> {
   // One admission per unit for limits a loop can afford, so a log holds `limit` distinct requests'
   // members; a single costly admission beyond (same member count, one request id).
   const perCall = limit <= 1_000 ? 1 : limit / 10;
+  if (algorithm === "sliding-log-zset" && limit > MAX_LOG_LIMIT) {
+    for (let i = 0; i < limit; i += 5_000) {
+      const members = Array.from({ length: 5_000 }, (_, j) => ({
+        score: T + i + j,
+        member: `AbCdEfGhIjKl${(i + j).toString(36)}.1`,
+      }));
+      const [first, ...rest] = members;
+      if (first) await redis.zadd(key, first, ...rest);
+    }
+    await redis.pexpire(key, 3_600_000);
+    return memoryUsage(key);
+  }
   for (let i = 0; i < limit / perCall; i++) {
     const result = await evaluatePolicy(store, {
       key,
@@ -56,7 +69,7 @@ async function fill(algorithm: Algorithm, limit: number): Promise<number> {
 }
 
 describe("memory per key", () => {
-  it("is O(1) for fixed-window, sliding-counter and token-bucket; grows with the limit for the log", async () => {
+  it("is O(1) for fixed-window, sliding-counter and token-bucket; 4 bytes a unit for the ring; ~120 for the sorted set", async () => {
     const table: Record<string, Record<string, number>> = {};
     for (const algorithm of ALGORITHMS) {
       const row: Record<string, number> = {};
@@ -64,9 +77,11 @@ describe("memory per key", () => {
       table[algorithm] = row;
     }
     const lines = [`bytes per key, full to its limit (key name ${prefix.length + 20} bytes)`];
-    lines.push(["algorithm".padEnd(16), ...LIMITS.map((l) => String(l).padStart(8))].join(""));
+    lines.push(["algorithm".padEnd(16), ...LIMITS.map((l) => String(l).padStart(10))].join(""));
     for (const [algorithm, row] of Object.entries(table)) {
-      lines.push([algorithm.padEnd(16), ...LIMITS.map((l) => String(row[l]).padStart(8))].join(""));
+      lines.push(
+        [algorithm.padEnd(16), ...LIMITS.map((l) => String(row[l]).padStart(10))].join(""),
+      );
     }
     console.log(lines.join("\n"));
 
@@ -75,12 +90,20 @@ describe("memory per key", () => {
       // One string of at most 44 bytes (Redis's embedded strings): 120–136 B with this key.
       for (const limit of LIMITS)
         expect(row[limit], `${algorithm} ${limit}`).toBeLessThanOrEqual(136);
-      expect((row[MAX_LOG_LIMIT] ?? 0) - (row[10] ?? 0), algorithm).toBeLessThanOrEqual(16);
+      expect((row[100_000] ?? 0) - (row[10] ?? 0), algorithm).toBeLessThanOrEqual(16);
     }
-    const log = table["sliding-log"] ?? {};
+    const zset = table["sliding-log-zset"] ?? {};
     // At least ~40 bytes per member once the set is a skiplist (beyond 128 members).
-    expect(log[MAX_LOG_LIMIT] ?? 0).toBeGreaterThan(MAX_LOG_LIMIT * 40);
-    expect(log[MAX_LOG_LIMIT] ?? 0).toBeLessThanOrEqual(1_000_000);
-    expect(log[1_000] ?? 0).toBeGreaterThan(1_000 * 40);
-  }, 120_000);
+    expect(zset[1_000] ?? 0).toBeGreaterThan(1_000 * 40);
+    expect(zset[10_000] ?? 0).toBeGreaterThan(10_000 * 40);
+    const ring = table["sliding-log"] ?? {};
+    for (const limit of LIMITS) {
+      // Issue 11: at most 10 bytes per admitted unit plus a constant (4 bytes of data a unit, plus
+      // the allocator's rounding of one string), and never more than the sorted set.
+      expect(ring[limit] ?? 0, `ring ${limit}`).toBeLessThanOrEqual(10 * limit + 200);
+      expect(ring[limit] ?? 0, `ring ${limit}`).toBeLessThanOrEqual(zset[limit] ?? 0);
+    }
+    expect(ring[1_000] ?? 0).toBeLessThanOrEqual(10_500);
+    expect(ring[10_000] ?? 0).toBeLessThanOrEqual(100_000);
+  }, 300_000);
 });

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { Algorithm } from "../../../src/store/algorithm";
 import { evaluatePolicy } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
+import { readLog } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
 // Every test drives the scripts on the caller's clock with explicit values: window edges are
@@ -167,6 +168,7 @@ describe("token-bucket", () => {
 describe("a denied request consumes nothing", () => {
   const algorithms: Algorithm[] = [
     "sliding-log",
+    "sliding-log-zset",
     "fixed-window",
     "sliding-counter",
     "token-bucket",
@@ -176,9 +178,11 @@ describe("a denied request consumes nothing", () => {
       const p = policy(algorithm, "costly", 10, 60_000);
       expect(await p.at(T + 10, 7)).toMatchObject({ allowed: true, remaining: 3 });
       const snapshot = async () =>
-        algorithm === "sliding-log"
+        algorithm === "sliding-log-zset"
           ? JSON.stringify(await redis.zrange(p.key, 0, -1, { withScores: true }))
-          : await redis.get<string>(p.key);
+          : algorithm === "sliding-log"
+            ? JSON.stringify(await readLog(redis, p.key))
+            : await redis.get<string>(p.key);
       const before = await snapshot();
       for (let i = 0; i < 5; i++) {
         expect(await p.at(T + 20, 4)).toMatchObject({ allowed: false, remaining: 3 });

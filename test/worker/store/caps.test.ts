@@ -6,6 +6,7 @@ import { nextMemberId } from "../../../src/limiter/member-id";
 import { evaluate, evaluatePolicy } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
 import { PolicyBoundsError } from "../../../src/store/script-inputs";
+import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 import { workerWith } from "../../support/worker/worker-harness";
 
@@ -21,8 +22,8 @@ const worker = workerWith({
   LIMITER_CONFIG: JSON.stringify({
     prefix,
     rules: [
-      { name: "log-a", limit: MAX_LOG_LIMIT, window: "1m", cost: 1 },
-      { name: "log-b", limit: MAX_LOG_LIMIT, window: "1m" },
+      { name: "log-a", limit: MAX_LOG_LIMIT, window: "1m", cost: 1, algorithm: "sliding-log-zset" },
+      { name: "log-b", limit: MAX_LOG_LIMIT, window: "1m", algorithm: "sliding-log-zset" },
       { name: "counter", limit: MAX_LIMIT, window: "1m", algorithm: "fixed-window" },
     ],
   }),
@@ -48,19 +49,25 @@ async function expectRefused(body: Record<string, unknown>, field: string) {
 }
 
 describe("caps on what one /check may make Redis store and do", () => {
-  it("an ad-hoc sliding-log limit past MAX_LOG_LIMIT is a 400 naming limit; the O(1) algorithms keep MAX_LIMIT", async () => {
-    await expectRefused({ key: "k1", limit: MAX_LOG_LIMIT + 1, window: "1m" }, "limit");
+  it("an ad-hoc sliding-log-zset limit past MAX_LOG_LIMIT is a 400 naming limit; the ring and the O(1) algorithms keep MAX_LIMIT", async () => {
     await expectRefused(
-      { key: "k1", limit: MAX_LOG_LIMIT + 1, window: "1m", algorithm: "sliding-log" },
+      { key: "k1", limit: MAX_LOG_LIMIT + 1, window: "1m", algorithm: "sliding-log-zset" },
       "limit",
     );
+    await expectRefused({ key: "k1", limit: MAX_LIMIT + 1, window: "1m" }, "limit");
     await expectRefused(
       { key: "k1", limit: MAX_LIMIT + 1, window: "1m", algorithm: "token-bucket" },
       "limit",
     );
-    // The documented 12 MB request.
-    await expectRefused({ key: "k1", limit: 100_000, cost: 100_000, window: "7d" }, "limit");
+    // The documented 12 MB request, in a sorted set.
+    await expectRefused(
+      { key: "k1", limit: 100_000, cost: 100_000, window: "7d", algorithm: "sliding-log-zset" },
+      "limit",
+    );
     expect(await redis.keys(`${prefix}*`)).toEqual([]);
+    // In the ring (the default) the same request is 400 kB, written with one SET.
+    const ring = await check({ key: "r1", limit: 100_000, cost: 100_000, window: "7d" });
+    expect(ring.status).toBe(200);
 
     for (const algorithm of ["fixed-window", "sliding-counter", "token-bucket"]) {
       const res = await check({
@@ -74,10 +81,16 @@ describe("caps on what one /check may make Redis store and do", () => {
     }
   });
 
-  it("a sliding-log cost past MAX_LOG_COST is a 400 naming cost, for ad-hoc checks and rules", async () => {
+  it("a sliding-log-zset cost past MAX_LOG_COST is a 400 naming cost, for ad-hoc checks and rules", async () => {
     const before = (await redis.keys(`${prefix}*`)).sort();
     await expectRefused(
-      { key: "k2", limit: MAX_LOG_LIMIT, cost: MAX_LOG_COST + 1, window: "1m" },
+      {
+        key: "k2",
+        limit: MAX_LOG_LIMIT,
+        cost: MAX_LOG_COST + 1,
+        window: "1m",
+        algorithm: "sliding-log-zset",
+      },
       "cost",
     );
     await expectRefused({ key: "k2", rule: "log-a", cost: MAX_LOG_COST + 1 }, "cost");
@@ -92,6 +105,7 @@ describe("caps on what one /check may make Redis store and do", () => {
       limit: MAX_LOG_LIMIT,
       cost: MAX_LOG_COST,
       window: "1m",
+      algorithm: "sliding-log-zset",
     });
     expect(atCap.status).toBe(200);
     const split = await check({ key: "k4", rules: ["log-a", "counter"], cost: MAX_LOG_COST });
@@ -100,7 +114,7 @@ describe("caps on what one /check may make Redis store and do", () => {
 });
 
 describe("caps in LIMITER_CONFIG and rules given in code", () => {
-  const rule = { name: "a", window: "1m" };
+  const rule = { name: "a", window: "1m", algorithm: "sliding-log-zset" };
   const cases: [label: string, rules: unknown[], field: string][] = [
     ["a log limit", [{ ...rule, limit: MAX_LOG_LIMIT + 1 }], "rules[0].limit"],
     [
@@ -114,9 +128,10 @@ describe("caps in LIMITER_CONFIG and rules given in code", () => {
       [
         { ...rule, limit: MAX_LOG_LIMIT, cost: MAX_LOG_COST },
         { ...rule, name: "b", limit: 10, cost: 1, algorithm: "token-bucket" },
+        { ...rule, name: "r", limit: 10, cost: 1, algorithm: "sliding-log" },
         { ...rule, name: "c", limit: 10, cost: 1 },
       ],
-      "rules[2].cost",
+      "rules[3].cost",
     ],
   ];
   for (const [label, rules, field] of cases) {
@@ -131,7 +146,14 @@ describe("caps in LIMITER_CONFIG and rules given in code", () => {
   it("takes every cap exactly", () => {
     const parsed = parseWorkerConfig({
       rules: [
-        { name: "log", limit: MAX_LOG_LIMIT, window: "7d", cost: MAX_LOG_COST },
+        {
+          name: "log",
+          limit: MAX_LOG_LIMIT,
+          window: "7d",
+          cost: MAX_LOG_COST,
+          algorithm: "sliding-log-zset",
+        },
+        { name: "ring", limit: MAX_LIMIT, window: "7d", cost: MAX_LIMIT },
         {
           name: "bucket",
           limit: MAX_LIMIT,
@@ -151,29 +173,30 @@ describe("caps in the store layer (createLimiter, evaluate)", () => {
     const over = [
       {
         key,
-        algorithm: "sliding-log" as const,
+        algorithm: "sliding-log-zset" as const,
         limit: 100_000,
         windowMs: 604_800_000,
         cost: 100_000,
       },
       {
         key,
-        algorithm: "sliding-log" as const,
+        algorithm: "sliding-log-zset" as const,
         limit: MAX_LOG_LIMIT + 1,
         windowMs: 60_000,
         cost: 1,
       },
       {
         key,
-        algorithm: "sliding-log" as const,
+        algorithm: "sliding-log-zset" as const,
         limit: MAX_LOG_LIMIT,
         windowMs: 60_000,
         cost: MAX_LOG_COST + 1,
       },
       { key, algorithm: "fixed-window" as const, limit: MAX_LIMIT + 1, windowMs: 60_000, cost: 1 },
+      { key, algorithm: "sliding-log" as const, limit: MAX_LIMIT + 1, windowMs: 60_000, cost: 1 },
       { key, algorithm: "fixed-window" as const, limit: 5, windowMs: 60_000, cost: -5 },
-      { key, algorithm: "sliding-log" as const, limit: 5, windowMs: 60_000, cost: 1.5 },
-      { key, algorithm: "sliding-log" as const, limit: 5, windowMs: 60_000, cost: 0 },
+      { key, algorithm: "sliding-log-zset" as const, limit: 5, windowMs: 60_000, cost: 1.5 },
+      { key, algorithm: "sliding-log-zset" as const, limit: 5, windowMs: 60_000, cost: 0 },
     ];
     for (const policy of over) {
       await expect(
@@ -188,7 +211,7 @@ describe("caps in the store layer (createLimiter, evaluate)", () => {
         memberId: nextMemberId(),
         policies: ["x", "y"].map((p) => ({
           key: storageKey(prefix, p, "k5"),
-          algorithm: "sliding-log" as const,
+          algorithm: "sliding-log-zset" as const,
           limit: MAX_LOG_LIMIT,
           windowMs: 60_000,
           cost: half,
@@ -200,7 +223,14 @@ describe("caps in the store layer (createLimiter, evaluate)", () => {
 
   it("a limiter refuses the 12 MB request as the caller's error: nothing written, the store stays in use", async () => {
     const limiter = createLimiter({ store, prefix, denialCache: false, fallback: false });
-    const huge = { policy: "lib", key: "k6", limit: 100_000, windowMs: 604_800_000, cost: 100_000 };
+    const huge = {
+      policy: "lib",
+      key: "k6",
+      limit: 100_000,
+      windowMs: 604_800_000,
+      cost: 100_000,
+      algorithm: "sliding-log-zset" as const,
+    };
     // More than the breaker's failure threshold (3): a caller's bad request is not a store failure.
     for (let i = 0; i < 5; i++) {
       await expect(limiter.limit(huge)).rejects.toThrow(PolicyBoundsError);
@@ -217,14 +247,14 @@ describe("caps in the store layer (createLimiter, evaluate)", () => {
   });
 });
 
-describe("a sliding log full at MAX_LOG_LIMIT", () => {
+describe("a sorted-set log full at MAX_LOG_LIMIT", () => {
   it("stays within about 1 MB of Redis memory", async () => {
     const key = storageKey(prefix, "full", "203.0.113.7");
     const T = 1_700_000_000_000;
     for (let i = 0; i < MAX_LOG_LIMIT / MAX_LOG_COST; i++) {
       const result = await evaluatePolicy(store, {
         key,
-        algorithm: "sliding-log",
+        algorithm: "sliding-log-zset",
         limit: MAX_LOG_LIMIT,
         windowMs: 604_800_000,
         cost: MAX_LOG_COST,
@@ -233,7 +263,7 @@ describe("a sliding log full at MAX_LOG_LIMIT", () => {
       });
       expect(result.allowed).toBe(true);
     }
-    expect(await redis.zcard(key)).toBe(MAX_LOG_LIMIT);
+    expect(await logCount(redis, key)).toBe(MAX_LOG_LIMIT);
     // MEMORY USAGE is not in the client's API: one raw REST call to the bridge.
     const response = await fetch(inject("bridgeUrl"), {
       method: "POST",

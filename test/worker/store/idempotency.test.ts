@@ -4,6 +4,7 @@ import { requestRecordKey, storageKey } from "../../../src/store/keys";
 import { resetQuota } from "../../../src/store/peek-reset";
 import { refund } from "../../../src/store/refund";
 import type { StorePolicy } from "../../../src/store/script-inputs";
+import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
 const T = 1_700_000_000_000;
@@ -27,7 +28,7 @@ describe("a request id is counted once", () => {
         evaluatePolicy(store, { ...policy, memberId: `m${i}`, now: T, requestId: "req-1" }),
       ),
     );
-    expect(await redis.zcard(policy.key)).toBe(2);
+    expect(await logCount(redis, policy.key)).toBe(2);
     expect(results.filter((r) => r.replayed)).toHaveLength(99);
     for (const r of results) {
       expect(r).toMatchObject({ allowed: true, remaining: 3, reset: T + 60_000, now: T });
@@ -49,7 +50,7 @@ describe("a request id is counted once", () => {
       requestId: "r",
     });
     expect(retry).toEqual({ ...first, replayed: true });
-    expect(await redis.zcard(policy.key)).toBe(2);
+    expect(await logCount(redis, policy.key)).toBe(2);
     // Another id is another request.
     expect(
       await evaluatePolicy(store, { ...policy, memberId: "d", now: T + 3, requestId: "r2" }),
@@ -100,7 +101,7 @@ describe("a request id is counted once", () => {
     expect((await ask("z", T + 10)).allowed).toBe(true);
     // x, y, z: three admissions in every policy, the limit; a fourth id is denied everywhere.
     expect(await ask("w", T + 10)).toMatchObject({ allowed: false });
-    expect(await redis.zcard(policies[0]?.key ?? "")).toBe(3);
+    expect(await logCount(redis, policies[0]?.key ?? "")).toBe(3);
     // The same id with only one of the policies is another evaluation (another reply shape).
     const alone = await evaluate(store, {
       policies: [policies[0] as StorePolicy],
@@ -118,7 +119,7 @@ describe("a request id is counted once", () => {
       const r = await evaluatePolicy(store, { ...policy, memberId: requestId, now: T, requestId });
       expect(r.replayed, requestId).toBe(false);
     }
-    expect(await redis.zcard(policy.key)).toBe(ids.length);
+    expect(await logCount(redis, policy.key)).toBe(ids.length);
     for (const requestId of ids) {
       const record = requestRecordKey([policy.key], requestId);
       expect(record.match(/[{}]/g)).toEqual(["{", "}"]);
@@ -149,12 +150,12 @@ describe("a reset forgets the request ids recorded for its key", () => {
       requestId: "r",
     });
     expect(again).toMatchObject({ allowed: true, remaining: 1, replayed: false, now: T + 10 });
-    expect(await redis.zcard(policy.key)).toBe(1);
+    expect(await logCount(redis, policy.key)).toBe(1);
     // Recorded after the reset: replayed as usual from now on.
     expect(
       await evaluatePolicy(store, { ...policy, memberId: "c", now: T + 20, requestId: "r" }),
     ).toEqual({ ...again, replayed: true });
-    expect(await redis.zcard(policy.key)).toBe(1);
+    expect(await logCount(redis, policy.key)).toBe(1);
     // A second reset forgets that record too.
     await reset("reset-admitted");
     expect(

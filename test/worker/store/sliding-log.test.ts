@@ -5,143 +5,166 @@ import { storageKey } from "../../../src/store/keys";
 import { EVALUATE_SCRIPTS } from "../../../src/store/lua/scripts";
 import { scriptSha } from "../../../src/store/script-runner";
 import { counting, faultScenario, storeAt } from "../../support/worker/fault-control";
+import { LOG_LAYOUTS, logCount, readLog } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
 const redis = testRedis();
-const prefix = scopedPrefix("sliding-log");
+const filePrefix = scopedPrefix("sliding-log");
+const prefix = filePrefix;
 
 function count<T>(items: T[], predicate: (item: T) => boolean): number {
   return items.filter(predicate).length;
 }
 
-describe("exactness under concurrency", () => {
-  it("admits exactly the limit of 1000 concurrent decisions through one limiter", async () => {
-    const limiter = createLimiter({ store: testStore(5_000), timeoutMs: 5_000, prefix });
-    const decisions = await Promise.all(
-      Array.from({ length: 1000 }, () =>
-        limiter.limit({ policy: "one", key: "client", limit: 100, windowMs: 60_000 }),
-      ),
-    );
-    expect(count(decisions, (d) => d.allowed)).toBe(100);
-    expect(decisions.every((d) => d.source === "redis")).toBe(true);
-    expect(await redis.zcard(storageKey(prefix, "one", "client"))).toBe(100);
-  });
+// Every exactness test runs against both layouts of the log (the ring is the default). They share
+// the unsuffixed key, so each layout gets its own prefix here.
+for (const algorithm of LOG_LAYOUTS) {
+  const prefix = `${filePrefix}:${algorithm}`;
 
-  it("admits exactly the limit across independent limiters (separate clients, like isolates)", async () => {
-    const limiters = [0, 1, 2].map(() =>
-      createLimiter({ store: testStore(5_000), timeoutMs: 5_000, prefix }),
-    );
-    const decisions = await Promise.all(
-      Array.from({ length: 1200 }, (_, i) =>
-        (limiters[i % limiters.length] ?? limiters[0])?.limit({
-          policy: "many",
-          key: "client",
-          limit: 100,
-          windowMs: 60_000,
-        }),
-      ),
-    );
-    expect(count(decisions, (d) => d?.allowed === true)).toBe(100);
-    expect(await redis.zcard(storageKey(prefix, "many", "client"))).toBe(100);
-  });
+  describe(`${algorithm}`, () => {
+    describe("exactness under concurrency", () => {
+      it("admits exactly the limit of 1000 concurrent decisions through one limiter", async () => {
+        const limiter = createLimiter({ store: testStore(5_000), timeoutMs: 5_000, prefix });
+        const decisions = await Promise.all(
+          Array.from({ length: 1000 }, () =>
+            limiter.limit({
+              policy: "one",
+              key: "client",
+              limit: 100,
+              windowMs: 60_000,
+              algorithm,
+            }),
+          ),
+        );
+        expect(count(decisions, (d) => d.allowed)).toBe(100);
+        expect(decisions.every((d) => d.source === "redis")).toBe(true);
+        expect(await logCount(redis, storageKey(prefix, "one", "client"))).toBe(100);
+      });
 
-  it("counts a burst that shares one millisecond in full (the timestamp-as-member bug)", async () => {
-    const store = testStore(5_000);
-    const key = storageKey(prefix, "burst", "client");
-    const now = 1_700_000_000_000;
-    const results = await Promise.all(
-      Array.from({ length: 1000 }, (_, i) =>
+      it("admits exactly the limit across independent limiters (separate clients, like isolates)", async () => {
+        const limiters = [0, 1, 2].map(() =>
+          createLimiter({ store: testStore(5_000), timeoutMs: 5_000, prefix }),
+        );
+        const decisions = await Promise.all(
+          Array.from({ length: 1200 }, (_, i) =>
+            (limiters[i % limiters.length] ?? limiters[0])?.limit({
+              policy: "many",
+              key: "client",
+              limit: 100,
+              windowMs: 60_000,
+              algorithm,
+            }),
+          ),
+        );
+        expect(count(decisions, (d) => d?.allowed === true)).toBe(100);
+        expect(await logCount(redis, storageKey(prefix, "many", "client"))).toBe(100);
+      });
+
+      it("counts a burst that shares one millisecond in full (the timestamp-as-member bug)", async () => {
+        const store = testStore(5_000);
+        const key = storageKey(prefix, "burst", "client");
+        const now = 1_700_000_000_000;
+        const results = await Promise.all(
+          Array.from({ length: 1000 }, (_, i) =>
+            evaluatePolicy(store, {
+              key,
+              algorithm,
+              limit: 100,
+              windowMs: 60_000,
+              cost: 1,
+              memberId: `m${i}`,
+              now,
+            }),
+          ),
+        );
+        expect(count(results, (r) => r.allowed)).toBe(100);
+        expect(await logCount(redis, key)).toBe(100);
+      });
+
+      it("counts concurrent checks on the caller's clock in full (workerd freezes Date.now())", async () => {
+        const limiter = createLimiter({
+          store: testStore(5_000),
+          timeoutMs: 5_000,
+          prefix,
+          clock: "caller",
+        });
+        const decisions = await Promise.all(
+          Array.from({ length: 300 }, () =>
+            limiter.limit({
+              policy: "frozen",
+              key: "client",
+              limit: 50,
+              windowMs: 60_000,
+              algorithm,
+            }),
+          ),
+        );
+        expect(count(decisions, (d) => d.allowed)).toBe(50);
+      });
+    });
+
+    describe("the window slides (explicit clock)", () => {
+      const store = testStore(5_000);
+      let n = 0;
+      const at = (key: string, now: number, cost = 1, limit = 3) =>
         evaluatePolicy(store, {
-          key,
-          algorithm: "sliding-log",
-          limit: 100,
-          windowMs: 60_000,
-          cost: 1,
-          memberId: `m${i}`,
+          key: storageKey(prefix, "slide", key),
+          algorithm,
+          limit,
+          windowMs: 1_000,
+          cost,
+          memberId: `s${n++}`,
           now,
-        }),
-      ),
-    );
-    expect(count(results, (r) => r.allowed)).toBe(100);
-    expect(await redis.zcard(key)).toBe(100);
-  });
+        });
 
-  it("counts concurrent checks on the caller's clock in full (workerd freezes Date.now())", async () => {
-    const limiter = createLimiter({
-      store: testStore(5_000),
-      timeoutMs: 5_000,
-      prefix,
-      clock: "caller",
+      it("frees capacity exactly when the oldest admission leaves, not before, not at a boundary", async () => {
+        const t = 1_700_000_000_000;
+        expect((await at("a", t)).allowed).toBe(true);
+        expect((await at("a", t + 400)).allowed).toBe(true);
+        const third = await at("a", t + 800);
+        expect(third).toMatchObject({ allowed: true, remaining: 0, reset: t + 1_000 });
+
+        const early = await at("a", t + 999);
+        expect(early).toMatchObject({
+          allowed: false,
+          remaining: 0,
+          reset: t + 1_000,
+          retryAfterMs: 1,
+        });
+
+        // The first admission leaves at t + 1000: exactly one unit frees.
+        expect((await at("a", t + 1_000)).allowed).toBe(true);
+        const next = await at("a", t + 1_000);
+        expect(next).toMatchObject({ allowed: false, reset: t + 1_400, retryAfterMs: 400 });
+        // A fixed window would refill everything at t + 1000; the log frees the second unit at t + 1400.
+        expect((await at("a", t + 1_399)).allowed).toBe(false);
+        expect((await at("a", t + 1_400)).allowed).toBe(true);
+      });
+
+      it("a denied costly request consumes nothing; a smaller one that fits still passes", async () => {
+        const t = 1_700_000_100_000;
+        const key = storageKey(prefix, "slide", "cost");
+        expect((await at("cost", t, 7, 10)).allowed).toBe(true);
+        const denied = await at("cost", t + 1, 5, 10);
+        expect(denied).toMatchObject({ allowed: false, remaining: 3 });
+        // It must wait until 2 of the 7 leave: they all left at t + 1000.
+        expect(denied.retryAfterMs).toBe(999);
+        expect(await logCount(redis, key)).toBe(7);
+        expect(await at("cost", t + 2, 3, 10)).toMatchObject({ allowed: true, remaining: 0 });
+        expect(await logCount(redis, key)).toBe(10);
+      });
+
+      it("a cost of many units is admitted whole or not at all", async () => {
+        const t = 1_700_000_200_000;
+        const key = storageKey(prefix, "slide", "big");
+        // The largest cost one call may write (MAX_LOG_COST): several ZADD chunks in the script.
+        expect((await at("big", t, 1_000, 1_500)).allowed).toBe(true);
+        expect((await at("big", t, 1_000, 1_500)).allowed).toBe(false);
+        expect(await logCount(redis, key)).toBe(1_000);
+      });
     });
-    const decisions = await Promise.all(
-      Array.from({ length: 300 }, () =>
-        limiter.limit({ policy: "frozen", key: "client", limit: 50, windowMs: 60_000 }),
-      ),
-    );
-    expect(count(decisions, (d) => d.allowed)).toBe(50);
   });
-});
-
-describe("the window slides (explicit clock)", () => {
-  const store = testStore(5_000);
-  let n = 0;
-  const at = (key: string, now: number, cost = 1, limit = 3) =>
-    evaluatePolicy(store, {
-      key: storageKey(prefix, "slide", key),
-      algorithm: "sliding-log",
-      limit,
-      windowMs: 1_000,
-      cost,
-      memberId: `s${n++}`,
-      now,
-    });
-
-  it("frees capacity exactly when the oldest admission leaves, not before, not at a boundary", async () => {
-    const t = 1_700_000_000_000;
-    expect((await at("a", t)).allowed).toBe(true);
-    expect((await at("a", t + 400)).allowed).toBe(true);
-    const third = await at("a", t + 800);
-    expect(third).toMatchObject({ allowed: true, remaining: 0, reset: t + 1_000 });
-
-    const early = await at("a", t + 999);
-    expect(early).toMatchObject({
-      allowed: false,
-      remaining: 0,
-      reset: t + 1_000,
-      retryAfterMs: 1,
-    });
-
-    // The first admission leaves at t + 1000: exactly one unit frees.
-    expect((await at("a", t + 1_000)).allowed).toBe(true);
-    const next = await at("a", t + 1_000);
-    expect(next).toMatchObject({ allowed: false, reset: t + 1_400, retryAfterMs: 400 });
-    // A fixed window would refill everything at t + 1000; the log frees the second unit at t + 1400.
-    expect((await at("a", t + 1_399)).allowed).toBe(false);
-    expect((await at("a", t + 1_400)).allowed).toBe(true);
-  });
-
-  it("a denied costly request consumes nothing; a smaller one that fits still passes", async () => {
-    const t = 1_700_000_100_000;
-    const key = storageKey(prefix, "slide", "cost");
-    expect((await at("cost", t, 7, 10)).allowed).toBe(true);
-    const denied = await at("cost", t + 1, 5, 10);
-    expect(denied).toMatchObject({ allowed: false, remaining: 3 });
-    // It must wait until 2 of the 7 leave: they all left at t + 1000.
-    expect(denied.retryAfterMs).toBe(999);
-    expect(await redis.zcard(key)).toBe(7);
-    expect(await at("cost", t + 2, 3, 10)).toMatchObject({ allowed: true, remaining: 0 });
-    expect(await redis.zcard(key)).toBe(10);
-  });
-
-  it("a cost of many units is admitted whole or not at all", async () => {
-    const t = 1_700_000_200_000;
-    const key = storageKey(prefix, "slide", "big");
-    // The largest cost one call may write (MAX_LOG_COST): several ZADD chunks in the script.
-    expect((await at("big", t, 1_000, 1_500)).allowed).toBe(true);
-    expect((await at("big", t, 1_000, 1_500)).allowed).toBe(false);
-    expect(await redis.zcard(key)).toBe(1_000);
-  });
-});
+}
 
 describe("keys, TTLs and scripts", () => {
   it("sets a TTL of at most the window on every admission, and writes nothing on a denial", async () => {
@@ -221,7 +244,7 @@ describe("keys, TTLs and scripts", () => {
     const { requests } = await network.stats();
     expect(requests).toBeLessThanOrEqual(10);
     expect(count(decisions, (d) => d.allowed)).toBe(100);
-    expect(await redis.zcard(storageKey(prefix, "flush-burst", "client"))).toBe(100);
+    expect(await logCount(redis, storageKey(prefix, "flush-burst", "client"))).toBe(100);
   });
 
   it("a denial on an existing log leaves its members and TTL as they were", async () => {
@@ -235,10 +258,10 @@ describe("keys, TTLs and scripts", () => {
     const ask = (cost = 1) =>
       limiter.limit({ policy: "ttl", key: "full", limit: 2, windowMs: 60_000, cost });
     expect((await ask()).allowed).toBe(true);
-    const members = await redis.zrange(key, 0, -1, { withScores: true });
+    const members = await readLog(redis, key);
     const ttl = await redis.pttl(key);
     expect((await ask(2)).allowed).toBe(false);
-    expect(await redis.zrange(key, 0, -1, { withScores: true })).toEqual(members);
+    expect(await readLog(redis, key)).toEqual(members);
     expect(await redis.pttl(key)).toBeLessThanOrEqual(ttl);
   });
 });

@@ -1,5 +1,6 @@
 /**
- * The exact sliding-window log, as a fragment of the composed scripts (see scripts.ts for the
+ * The exact sliding-window log in a sorted set (`sliding-log-zset`, the seeds' design; the default
+ * `sliding-log` keeps the same log in a ring: sliding-log-ring.lua.ts), as a fragment of the composed scripts (see scripts.ts for the
  * interface every algorithm implements).
  *
  * Key: a sorted set; one member per admitted unit of cost, `<member id>.<n>`, scored by admission
@@ -13,11 +14,30 @@
  * Refund: ZREM (one per 500 units).
  * Memory: one member per admitted unit in the window (see README "Algorithms").
  */
-export const SLIDING_LOG_LUA = `
-ALG['sliding-log'] = {
+export const SLIDING_LOG_ZSET_LUA = `
+ALG['sliding-log-zset'] = {
   check = function(p, now)
     -- A member admitted at s is inside the window while now < s + window.
-    redis.call('ZREMRANGEBYSCORE', p.key, '-inf', now - p.window)
+    local trimmed = redis.pcall('ZREMRANGEBYSCORE', p.key, '-inf', now - p.window)
+    if type(trimmed) == 'table' and trimmed.err then
+      -- A ring (the rule's algorithm changed): carry its live times over as members, so that
+      -- nothing admitted in the window is forgotten (never a burst past the limit).
+      local s = redis.call('GET', p.key)
+      redis.call('DEL', p.key)
+      if isRing(s) then
+        local args = {}
+        for i, t in ipairs(ringTimes(s, now - p.window)) do
+          args[#args + 1] = t
+          args[#args + 1] = 'ring.' .. i
+          if #args >= 1000 then
+            redis.call('ZADD', p.key, unpack(args))
+            args = {}
+          end
+        end
+        if #args > 0 then redis.call('ZADD', p.key, unpack(args)) end
+        redis.call('PEXPIRE', p.key, u48(s, 20) + p.window - now + GRACE)
+      end
+    end
     p.count = redis.call('ZCARD', p.key)
     p.allowed = p.count + p.cost <= p.limit
   end,
@@ -25,7 +45,7 @@ ALG['sliding-log'] = {
     -- ZADD in chunks: unpack() of more than a few thousand values overflows Lua's C stack.
     local args = {}
     for i = 1, p.cost do
-      args[#args + 1] = now
+      args[#args + 1] = p.stamp
       args[#args + 1] = p.member .. '.' .. i
       if #args >= 1000 then
         redis.call('ZADD', p.key, unpack(args))
@@ -34,9 +54,11 @@ ALG['sliding-log'] = {
     end
     if #args > 0 then redis.call('ZADD', p.key, unpack(args)) end
     p.count = p.count + p.cost
-    -- Every member has left the window \`window\` ms after the newest: the TTL is exact (plus
-    -- GRACE on the caller's clock).
-    redis.call('PEXPIRE', p.key, p.window + GRACE)
+    -- Every member has left the window \`window\` ms after the newest (plus GRACE on the caller's
+    -- clock).
+    -- A lease's members are stamped up to STAMP_AHEAD_MAX in the future, and a later admission's
+    -- PEXPIRE must not cut them short: the TTL always covers that much more.
+    redis.call('PEXPIRE', p.key, p.window + GRACE + STAMP_AHEAD_MAX)
   end,
   report = function(p, now, committed)
     -- More members than the limit (the limit was lowered, or another version of the rule with a
@@ -47,7 +69,7 @@ ALG['sliding-log'] = {
       if p.count == 0 then return remaining, now, 0 end
       -- The log held only this request's members: the oldest is now, no ZRANGE needed (the
       -- first request of every window saves a billed command).
-      if committed and p.count == p.cost then return remaining, now + p.window, 0 end
+      if committed and p.count == p.cost then return remaining, p.stamp + p.window, 0 end
       local oldest = tonumber(redis.call('ZRANGE', p.key, 0, 0, 'WITHSCORES')[2])
       return remaining, oldest + p.window, 0
     end
