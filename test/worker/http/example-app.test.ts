@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import app, { type Bindings } from "../../../examples/hono-app/app";
+import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
 import { baseEnv } from "../../support/worker/worker-harness";
 
@@ -63,7 +64,7 @@ describe("the example Hono app with the rateLimit middleware", () => {
     expect(denied.headers.get("RateLimit-Policy")).toBe('"reports";q=1;w=3600');
     expect(Number(denied.headers.get("Retry-After"))).toBeGreaterThan(3590);
     // The key function's value is used as given: the log is under the user id.
-    expect(await redis.zcard(`${prefix}:reports:{user-${prefix}}`)).toBe(1);
+    expect(await logCount(redis, `${prefix}:reports:{user-${prefix}}`)).toBe(1);
     expect((await call("/reports/monthly")).status).toBe(400);
   });
 

@@ -5,6 +5,7 @@ import type { LimiterOptions, LimitRequest } from "../../../src/limiter/types";
 import type { Algorithm } from "../../../src/store/algorithm";
 import { storageKey } from "../../../src/store/keys";
 import { counting, faultScenario, storeAt } from "../../support/worker/fault-control";
+import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
 
 const redis = testRedis();
@@ -50,7 +51,7 @@ describe("limitAll: several policies in one store call", () => {
     // The wide policy alone admits, and reports its remaining without this request's cost.
     expect(denied.decisions[0]).toMatchObject({ allowed: true, remaining: 3, source: "redis" });
     expect(denied.decisions[1]).toMatchObject({ allowed: false, remaining: 0 });
-    expect(await redis.zcard(storageKey(prefix, "la-wide", key))).toBe(2);
+    expect(await logCount(redis, storageKey(prefix, "la-wide", key))).toBe(2);
     expect(calls() - start).toBe(2);
   });
 
@@ -79,7 +80,7 @@ describe("limitAll: several policies in one store call", () => {
       source: "cache",
     });
     // The wide log holds the one admitted request only.
-    expect(await redis.zcard(storageKey(prefix, "lc-wide", key))).toBe(1);
+    expect(await logCount(redis, storageKey(prefix, "lc-wide", key))).toBe(1);
   });
 
   it("a request id is counted once, its retry replayed past the denial cache; replays are not cached", async () => {
@@ -96,7 +97,7 @@ describe("limitAll: several policies in one store call", () => {
     const again = await limiter.limitAll(one, { requestId: "r-1" });
     expect(again).toMatchObject({ allowed: true, replayed: true });
     expect(again.receipt).toBeUndefined();
-    expect(await redis.zcard(storageKey(prefix, "lr-one", key))).toBe(1);
+    expect(await logCount(redis, storageKey(prefix, "lr-one", key))).toBe(1);
 
     // A replayed denial proves nothing now: it is not remembered.
     const key2 = `k-${crypto.randomUUID()}`;
@@ -126,7 +127,7 @@ describe("limitAll: several policies in one store call", () => {
     expect(calls()).toBe(before);
     const back = await limiter.refund(second.receipt as NonNullable<typeof second.receipt>);
     expect(back).toEqual({ refunded: true, units: [1, 1] });
-    expect(await redis.zcard(storageKey(prefix, "lf-log", key))).toBe(1);
+    expect(await logCount(redis, storageKey(prefix, "lf-log", key))).toBe(1);
     // The cache no longer denies: the store is asked, and admits.
     const after = await limiter.limitAll(p);
     expect(after).toMatchObject({ allowed: true });
@@ -142,8 +143,8 @@ describe("limitAll: several policies in one store call", () => {
       policies: ["lp-a"],
     });
     expect(back).toEqual({ refunded: true, units: [1] });
-    expect(await redis.zcard(storageKey(prefix, "lp-a", key))).toBe(0);
-    expect(await redis.zcard(storageKey(prefix, "lp-b", key))).toBe(1);
+    expect(await logCount(redis, storageKey(prefix, "lp-a", key))).toBe(0);
+    expect(await logCount(redis, storageKey(prefix, "lp-b", key))).toBe(1);
 
     const single = policy("lp-single", key, 1, "sliding-counter");
     expect(await limiter.limit(single)).toMatchObject({ allowed: true, source: "redis" });
@@ -168,7 +169,7 @@ describe("limitAll: several policies in one store call", () => {
     expect(racing).toMatchObject({ allowed: false, source: "redis" });
     expect(back).toEqual({ refunded: true, units: [1] });
     // The log is empty now: the store admits a cost of 2, so the cache must not deny it.
-    expect(await redis.zcard(storageKey(prefix, "lr-race", key))).toBe(0);
+    expect(await logCount(redis, storageKey(prefix, "lr-race", key))).toBe(0);
     expect(await limiter.limit({ ...p, cost: 2 })).toMatchObject({
       allowed: true,
       source: "redis",
