@@ -42,8 +42,13 @@ export interface EvaluateAnswer {
   deniedBy: number | undefined;
   /** The answer is the stored original decision of this request id; nothing was counted now. */
   replayed: boolean;
-  /** The store's clock when it decided (ms); keep it (`at`) to refund this request. */
+  /** The store's clock when it decided (ms). */
   now: number;
+  /**
+   * When the logs' admissions were stamped: `now + stampOffsetMs` (`now` without an offset). Keep it
+   * (`at`) to refund this request: the ring finds the request's admissions by this time.
+   */
+  stamp: number;
   /** ms until the whole request could pass: the longest wait of the denying policies; 0 when allowed. */
   retryAfterMs: number;
   /**
@@ -78,7 +83,7 @@ export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<
   }
   const { keys, args } = scriptInputs("evaluate", call, [ahead]);
   const reply = await runScript<unknown>(client, scriptFor(policies), keys, args);
-  return parseReply(reply, policies.length);
+  return parseReply(reply, policies.length, ahead);
 }
 
 /** The single-algorithm script when the policies share one (shorter EVAL text), else the mixed one. */
@@ -89,7 +94,7 @@ function scriptFor(policies: readonly StorePolicy[]): string {
     : EVALUATE_SCRIPTS.mixed;
 }
 
-function parseReply(reply: unknown, n: number): EvaluateAnswer {
+function parseReply(reply: unknown, n: number, ahead: number): EvaluateAnswer {
   if (
     !Array.isArray(reply) ||
     reply.length !== 4 + 4 * n ||
@@ -117,6 +122,7 @@ function parseReply(reply: unknown, n: number): EvaluateAnswer {
     deniedBy,
     replayed: at(2) === 1,
     now,
+    stamp: now + ahead,
     retryAfterMs: deniedBy === undefined ? 0 : (policies[deniedBy]?.retryAfterMs ?? 0),
     policies,
   };
