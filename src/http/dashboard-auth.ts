@@ -2,7 +2,7 @@
  * Who may read the analytics (GET /check/stats, /check/dashboard): a holder of LIMITER_TOKEN,
  * as `Authorization: Bearer <token>` or, for a browser, HTTP Basic with the token as the
  * password (any user name). Compared in constant time by bearer-token.ts. A refusal challenges
- * with Basic first, so a browser asks for the password.
+ * with Basic, so a browser asks for the password.
  */
 import type { Context } from "hono";
 import type { Env } from "../env";
@@ -44,12 +44,12 @@ function asBearer(header: string | undefined): string | undefined {
 }
 
 function unauthorized(c: Context, detail: string): Response {
-  const response = problem(
+  // Basic alone: a browser then asks for the password (Chromium gives up on the challenge when
+  // a Bearer one is listed beside it). Bearer clients send their token without being asked.
+  return problem(
     c,
     401,
     { title: "Unauthorized", detail },
     { "WWW-Authenticate": 'Basic realm="edge-limiter", charset="UTF-8"' },
   );
-  response.headers.append("WWW-Authenticate", "Bearer");
-  return response;
 }
