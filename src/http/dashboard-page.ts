@@ -89,10 +89,12 @@ export const DASHBOARD_HTML = `<!doctype html>
       if (hA > 0) svg.append(svgEl("rect", { x, width: barW, y: top + plotH - hA, height: hA, fill: "#2e7d32", class: "bar-allowed" }));
       if (hD > 0) svg.append(svgEl("rect", { x, width: barW, y: top + plotH - hA - hD, height: hD, fill: rule.shadow ? "#6a1b9a" : "#c62828", class: "bar-denied" }));
     });
-    for (const i of [0, Math.floor(minutes.length / 2), minutes.length - 1]) {
+    const ticks = [[0, "start"], [Math.floor(minutes.length / 2), "middle"], [minutes.length - 1, "end"]];
+    for (const [i, anchor] of ticks) {
       const m = minutes[i];
       if (!m) continue;
-      const label = svgEl("text", { x: left + i * step, y: H - 4, "font-size": 10, fill: "#666" });
+      const x = anchor === "end" ? W : left + i * step;
+      const label = svgEl("text", { x, y: H - 4, "font-size": 10, fill: "#666", "text-anchor": anchor });
       label.textContent = time(m.minute);
       svg.append(label);
     }
@@ -106,6 +108,8 @@ export const DASHBOARD_HTML = `<!doctype html>
     let x = 0;
     const legend = el("div", { class: "legend" });
     for (const [source, color] of SOURCES) {
+      // The five sources every limiter has are always listed; a lease only when there is one.
+      if (!(source in rule.totals.sources)) continue;
       const n = rule.totals.sources[source] || 0;
       const share = total ? n / total : 0;
       if (share > 0) svg.append(svgEl("rect", { x: x * 600, width: share * 600, y: 0, height: 16, fill: color }));
@@ -136,7 +140,15 @@ export const DASHBOARD_HTML = `<!doctype html>
     stat("denied", rule.totals.denied, "denied");
     stat("cached", rule.totals.deniedFromCache, "denied from cache");
     stat("shadowed", rule.totals.shadowDenied, "shadow denials");
-    node.append(totals, chart(rule));
+    const key = el("div", { class: "legend" });
+    for (const [label, color] of [["allowed", "#2e7d32"], [rule.shadow ? "shadow-denied" : "denied", rule.shadow ? "#6a1b9a" : "#c62828"]]) {
+      const item = el("span");
+      const swatch = el("i");
+      swatch.style.background = color;
+      item.append(swatch, label + " per minute");
+      key.append(item);
+    }
+    node.append(totals, chart(rule), key);
     node.append(el("h3", {}, "How decisions were made"), sourcesBar(rule));
     node.append(el("h3", {}, "Top denied client keys"));
     if (rule.topDenied.length === 0) node.append(el("div", { class: "empty" }, "none"));

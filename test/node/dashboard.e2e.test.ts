@@ -1,0 +1,177 @@
+// The dashboard in a real browser (issue 15): the worker as deployed (wrangler deploy --dry-run,
+// served by workerd through Miniflare) in front of the local origin, with analytics on; traffic
+// through the proxy, some of it denied; then Debian's Chromium, driven by playwright-core, logs
+// in with HTTP Basic (the token as password) and must show the rules, the denials and the top
+// key. The screenshot is kept in test-results/ (CI's artifact).
+//
+// Without Chromium (/usr/bin/chromium, or CHROMIUM_PATH) this test is skipped with a loud
+// message; .ci/run installs it (apt-get install -y chromium) when it can.
+import { existsSync, mkdirSync, rmSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { serveWorker, tempDir, wranglerBundle } from "../../bench/lib/infra.mjs";
+import { startOrigin } from "../support/origin-server.mjs";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const haveChromium = existsSync(CHROMIUM);
+const SCREENSHOT = path.join(ROOT, "test-results", "dashboard.png");
+const TOKEN = "browser-test-token";
+const run = crypto.randomUUID().slice(0, 8);
+const prefix = `test-dashboard-${run}`;
+
+// design.md "A real browser": the flags that work as root without a network.
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+if (!haveChromium) {
+  console.warn(
+    [
+      "",
+      "!".repeat(78),
+      `!!! SKIPPED test/node/dashboard.e2e.test.ts: no Chromium at ${CHROMIUM}.`,
+      "!!! Install it (apt-get install -y chromium) or set CHROMIUM_PATH to run the browser test.",
+      "!".repeat(78),
+      "",
+    ].join("\n"),
+  );
+}
+
+describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
+  let worker: { url: string; dispose: () => Promise<void> };
+  let origin: { url: string; close(): Promise<void> };
+  const tmp = tempDir();
+
+  beforeAll(async () => {
+    origin = await startOrigin();
+    const scriptPath = await wranglerBundle(path.join(tmp, "worker"));
+    worker = await serveWorker({
+      scriptPath,
+      bindings: {
+        UPSTASH_REDIS_REST_URL: inject("bridgeUrl"),
+        UPSTASH_REDIS_REST_TOKEN: inject("bridgeToken"),
+        LIMITER_TOKEN: TOKEN,
+        ORIGIN_URL: origin.url,
+        LIMITER_CONFIG: JSON.stringify({
+          prefix,
+          analytics: { enabled: true },
+          rules: [
+            { name: "api", match: { path: "/api/*" }, limit: 5, window: "1m", key: "ip" },
+            {
+              name: "login",
+              match: { path: "/login", methods: ["POST"] },
+              limit: 2,
+              window: "1m",
+              key: "ip",
+            },
+          ],
+        }),
+      },
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await worker?.dispose();
+    await origin?.close();
+    rmSync(tmp, { recursive: true, force: true });
+    await deleteKeys(`${prefix}*`);
+  });
+
+  it("logs in, and shows the rules, the denials and the top denied key", async () => {
+    // Traffic through the proxy: 203.0.113.66 floods /api (5 admitted, 7 denied), two others
+    // stay within it; one client fails a third login.
+    const statuses: number[] = [];
+    const send = async (pathname: string, ip: string, method = "GET") => {
+      const res = await fetch(`${worker.url}${pathname}`, {
+        method,
+        headers: { "CF-Connecting-IP": ip },
+        ...(method === "POST" ? { body: "user=a" } : {}),
+      });
+      await res.arrayBuffer();
+      statuses.push(res.status);
+    };
+    for (let i = 0; i < 12; i++) await send("/api/items", "203.0.113.66");
+    for (let i = 0; i < 3; i++) await send("/api/items", "203.0.113.7");
+    for (let i = 0; i < 2; i++) await send("/api/items", "203.0.113.8");
+    for (let i = 0; i < 3; i++) await send("/login", "203.0.113.9", "POST");
+    expect(statuses.filter((s) => s === 429)).toHaveLength(8);
+
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    try {
+      // Without credentials: a 401 with a Basic challenge, which a headless browser, having no
+      // one to ask, gives up on; with a wrong password, still a 401.
+      const anonymous = await browser.newContext();
+      const refused = await anonymous.request.get(`${worker.url}/check/dashboard`);
+      expect(refused.status()).toBe(401);
+      expect(refused.headers()["www-authenticate"]).toMatch(/^Basic realm="edge-limiter"/);
+      await expect(
+        (await anonymous.newPage()).goto(`${worker.url}/check/dashboard`),
+      ).rejects.toThrow(/ERR_INVALID_AUTH_CREDENTIALS/);
+      await anonymous.close();
+      const wrong = await browser.newContext({
+        httpCredentials: { username: "ops", password: "not-the-token" },
+      });
+      const wrongAnswer = await (await wrong.newPage()).goto(`${worker.url}/check/dashboard`);
+      expect(wrongAnswer?.status()).toBe(401);
+      await wrong.close();
+
+      const context = await browser.newContext({
+        httpCredentials: { username: "ops", password: TOKEN },
+        viewport: { width: 1280, height: 900 },
+      });
+      const page = await context.newPage();
+      const external: string[] = [];
+      page.on("request", (request) => {
+        if (!request.url().startsWith(worker.url)) external.push(request.url());
+      });
+      const response = await page.goto(`${worker.url}/check/dashboard`);
+      expect(response?.status()).toBe(200);
+      await page.waitForSelector('body[data-loaded] section[data-rule="api"]');
+
+      const api = page.locator('section[data-rule="api"]');
+      expect(await api.locator(".allowed b").textContent()).toBe("10");
+      expect(await api.locator(".denied b").textContent()).toBe("7");
+      // The first denial came from the denial cache already (the 5th admission left 0).
+      expect(await api.locator(".cached b").textContent()).toBe("7");
+      expect(await api.locator(".top-keys td.key").first().textContent()).toBe("203.0.113.66");
+      expect(await api.locator(".top-keys td.count").first().textContent()).toBe("7");
+      expect(await api.locator("svg rect.bar-denied").count()).toBeGreaterThan(0);
+      expect(await api.locator('[data-source="cache"]').textContent()).toContain("(7)");
+      const login = page.locator('section[data-rule="login"]');
+      expect(await login.locator(".denied b").textContent()).toBe("1");
+      expect(await login.locator(".top-keys td.key").first().textContent()).toBe("203.0.113.9");
+      expect(await page.locator("#breaker").textContent()).toBe("closed");
+      expect(external).toEqual([]);
+
+      mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
+      await page.screenshot({ path: SCREENSHOT, fullPage: true });
+      expect(existsSync(SCREENSHOT)).toBe(true);
+      await context.close();
+    } finally {
+      await browser.close();
+    }
+  }, 120_000);
+});
+
+/** The test's keys on the shared Redis, through the bridge (no other client on the Node side). */
+async function deleteKeys(pattern: string) {
+  const call = async (command: unknown[]) => {
+    const res = await fetch(inject("bridgeUrl"), {
+      method: "POST",
+      headers: { Authorization: `Bearer ${inject("bridgeToken")}` },
+      body: JSON.stringify(command),
+    });
+    return ((await res.json()) as { result: unknown }).result;
+  };
+  const keys = (await call(["KEYS", pattern])) as string[];
+  if (keys.length > 0) await call(["DEL", ...keys]);
+}
