@@ -5,6 +5,7 @@
  * checks across fields and rules follow (ruleListIssue).
  */
 import * as v from "valibot";
+import { isLogAlgorithm } from "../store/algorithm";
 import { ADHOC_POLICY_PREFIX, boundsIssue, POLICY_NAME } from "./limits";
 import {
   algorithmSchema,
@@ -150,6 +151,11 @@ export const ruleSchema = v.pipe(
        * after `next()`). Exact for the sliding log, best effort for the others. @default never
        */
       refundOn: v.optional(refundOnSchema),
+      /**
+       * Let each isolate lease a few units of a hot key and decide them with no round trip,
+       * still exactly (README "Leases"). The sliding logs only. @default false
+       */
+      lease: v.optional(v.boolean("must be true or false"), false),
     },
     "must be an object",
   ),
@@ -185,6 +191,14 @@ export type RuleInput = v.InferInput<typeof ruleSchema>;
 export type RuleConfig = v.InferOutput<typeof ruleSchema>;
 
 /**
+ * Why `lease: true` is refused with an O(1) algorithm (a rule's and an ad-hoc /check's words):
+ * a lease is exact because its units are stamped in the log at the lease's end, and those
+ * algorithms keep counts, not times.
+ */
+export const LEASE_NEEDS_LOG =
+  'applies to the sliding logs only ("sliding-log", "sliding-log-zset"): the O(1) algorithms keep counts, which a lease cannot stamp ahead';
+
+/**
  * The checks across fields and rules the schema cannot express per field: each rule's limit and
  * cost within its algorithm's caps, every sliding-log rule's cost together within MAX_LOG_COST
  * (one request may match them all, and is decided in one call), cost at most the limit, names
@@ -199,6 +213,9 @@ export function ruleListIssue(
   for (const [index, rule] of rules.entries()) {
     if (!costFits(rule.cost, rule.limit)) {
       return invalid(`rules[${index}].cost`, "must be an integer from 1 to limit");
+    }
+    if (rule.lease && !isLogAlgorithm(rule.algorithm)) {
+      return invalid(`rules[${index}].lease`, LEASE_NEEDS_LOG);
     }
     if (names.has(rule.name)) {
       return invalid(`rules[${index}].name`, `duplicate rule name "${rule.name}"`);

@@ -8,7 +8,7 @@
 import * as v from "valibot";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
 import { ADHOC_POLICY_PREFIX, boundsIssue } from "../config/limits";
-import type { RuleConfig } from "../config/rule-schema";
+import { LEASE_NEEDS_LOG, type RuleConfig } from "../config/rule-schema";
 import {
   algorithmSchema,
   clientKeySchema,
@@ -29,7 +29,7 @@ import {
 import type { LimitRequest } from "../limiter/types";
 import { groupAddress } from "../rules/client-ip";
 import { ruleRequest } from "../rules/decide";
-import { DEFAULT_ALGORITHM } from "../store/algorithm";
+import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
 
 const FIELDS = [
   "key",
@@ -40,6 +40,7 @@ const FIELDS = [
   "cost",
   "algorithm",
   "requestId",
+  "lease",
 ] as const;
 
 /** Most rules one /check may name (one script call, one key per rule). */
@@ -56,6 +57,7 @@ const ruleNamesSchema = v.pipe(
 );
 const optionalRequestIdSchema = v.optional(requestIdSchema);
 const optionalCostSchema = v.optional(costSchema, DEFAULT_COST);
+const optionalLeaseSchema = v.optional(v.boolean("must be true or false"), false);
 
 /** A valid /check body: one policy or several (decided all or nothing), and a request id. */
 export interface CheckRequest {
@@ -125,7 +127,7 @@ function namedRules(
     return invalid("rules", 'cannot be combined with "rule"');
   }
   const field = body.rule !== undefined ? "rule" : "rules";
-  for (const name of ["limit", "window", "algorithm"] as const) {
+  for (const name of ["limit", "window", "algorithm", "lease"] as const) {
     if (body[name] !== undefined) return invalid(name, `cannot be combined with "${field}"`);
   }
   let names: readonly string[];
@@ -185,6 +187,10 @@ function adhocPolicy(body: Body, key: string): Validated<LimitRequest[]> {
   const policy = { algorithm: algorithm.output, limit: limit.output, cost: cost.output };
   const issue = boundsIssue([policy]);
   if (issue) return invalid(issue.field, issue.detail);
+  // Leases (README "Leases"): the logs only; a named rule brings its own setting.
+  const lease = v.safeParse(optionalLeaseSchema, body.lease);
+  if (!lease.success) return refused("lease", lease.issues);
+  if (lease.output && !isLogAlgorithm(policy.algorithm)) return invalid("lease", LEASE_NEEDS_LOG);
   return {
     ok: true,
     value: [
@@ -195,6 +201,7 @@ function adhocPolicy(body: Body, key: string): Validated<LimitRequest[]> {
         windowMs: window.output,
         cost: policy.cost,
         algorithm: policy.algorithm,
+        ...(lease.output ? { lease: true } : {}),
       },
     ],
   };

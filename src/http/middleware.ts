@@ -14,6 +14,7 @@ import type { RefundFailedEvent } from "../rules/refund-on-error";
 import { runLimited } from "./limit-pipeline";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import { misconfigured } from "./problem";
+import { waitUntilOf } from "./wait-until";
 
 /**
  * A rule as the middleware takes it: the one rule shape, a LIMITER_CONFIG rule as written (README
@@ -126,6 +127,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       clientIp,
       keyOf: keyFn ? () => (key ??= Promise.resolve(keyFn(c))) : undefined,
       requestId: requestIdFrom(c.req.raw.headers, requestIdHeaders),
+      waitUntil: waitUntilOf(c),
       legacyHeaders: legacy,
       onShadowDeny: options.onShadowDeny,
       onRefundFailed: options.onRefundFailed,

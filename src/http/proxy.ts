@@ -11,6 +11,7 @@ import { getRuntime } from "../runtime";
 import { runLimited } from "./limit-pipeline";
 import { refusal } from "./limited-response";
 import { misconfigured, problem } from "./problem";
+import { waitUntilOf } from "./wait-until";
 
 /**
  * The worker in front of an origin: decide every rule that matches, then either answer 429
@@ -42,6 +43,7 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     limiter: runtime.limiter,
     clientIp: config.clientIp,
     requestId: requestIdFrom(incoming.headers, config.requestIdHeaders),
+    waitUntil: waitUntilOf(c),
     legacyHeaders: config.legacyHeaders,
     onShadowDeny: logShadowDeny,
     onRefundFailed: logRefundFailed,

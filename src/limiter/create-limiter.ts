@@ -22,6 +22,8 @@ import { capacityFreed, createLimiterContext, type LimiterContext } from "./cont
 import { denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
 import { rememberAnswer } from "./denial-cache";
+import type { WaitUntil } from "./lease-book";
+import { createLimiterLeases } from "./lease-limiter";
 import { nextMemberId } from "./member-id";
 import { refundReceipt } from "./refund-receipt";
 import {
@@ -36,11 +38,21 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const ctx = createLimiterContext(options);
   const { cache, flights, breaker, now } = ctx;
   const degraded = createDegradedPath(ctx);
+  // Leases (lease-limiter.ts): steps 0 and 6 below, the refund and endLeases.
+  const leases = createLimiterLeases(ctx, options.leases);
 
   async function decide(
     policies: ResolvedPolicy[],
     requestId: string | undefined,
+    waitUntil: WaitUntil | undefined,
   ): Promise<MultiDecision> {
+    // 0. Leases: every policy paid from a live lease this isolate holds, no round trip. Not for
+    // a request id (only the store can replay it).
+    if (leases && requestId === undefined) {
+      const local = leases.decide(policies, waitUntil);
+      if (local) return local;
+    }
+
     // 1. The denial cache: one policy known to deny is enough to deny the whole request, and
     // only time frees capacity (other requests can only consume), so no round trip is needed.
     // Not for a request id: its retry must get the original answer, which only the store holds
@@ -125,12 +137,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (!answer.replayed && ctx.capacityEpoch === epochAtSend) {
       remember(ctx, policies, answer, sentAt, receivedAt);
     }
+    // 6. Leases learn what remains, and hot keys are leased (off the request path).
+    leases?.afterStore(policies, answer, waitUntil);
     return fromEvaluation(policies, answer, memberId, requestId);
   }
 
   async function limitAll(
     requests: readonly LimitRequest[],
     requestId: string | undefined,
+    waitUntil?: WaitUntil,
   ): Promise<MultiDecision> {
     const policies = requests.map((request) => resolvePolicy(request, ctx.defaultFailMode));
     if (policies.length === 0) return { allowed: true, decisions: [], replayed: false };
@@ -141,7 +156,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (bounds) throw new PolicyBoundsError("limit", bounds.index, bounds.field, bounds.detail);
     let decided: MultiDecision;
     try {
-      decided = await decide(policies, requestId);
+      decided = await decide(policies, requestId, waitUntil);
     } catch (error) {
       // Only a bug of ours gets here (store errors are handled above); still never throw.
       ctx.onStoreError?.(error);
@@ -159,15 +174,19 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   return {
-    async limit(request) {
-      const { decisions } = await limitAll([request], undefined);
+    async limit(request, limitOptions) {
+      const { decisions } = await limitAll([request], undefined, limitOptions?.waitUntil);
       return decisions[0] as Decision;
     },
     limitAll(requests, limitOptions) {
-      return limitAll(requests, limitOptions?.requestId);
+      return limitAll(requests, limitOptions?.requestId, limitOptions?.waitUntil);
     },
     refund(receipt, refundOptions) {
+      if (receipt.leased && leases) return leases.refund(receipt, refundOptions?.policies);
       return refundReceipt(ctx, receipt, refundOptions?.policies);
+    },
+    endLeases() {
+      return leases?.endAll() ?? Promise.resolve();
     },
     forget(request) {
       forget(ctx, denialCacheKey(request));

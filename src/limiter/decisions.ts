@@ -5,6 +5,7 @@
 import type { EvaluateAnswer, PolicyAnswer } from "../store/evaluate";
 import type { Exhaustion } from "./denial-cache";
 import type { FallbackDecision } from "./fallback-limiter";
+import type { Lease } from "./lease-book";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { Decision, MultiDecision } from "./types";
 
@@ -62,6 +63,27 @@ export function fromStore(policy: ResolvedPolicy, answer: PolicyAnswer): Decisio
     reset: answer.reset,
     resetAfterMs: Math.max(0, answer.reset - answer.now),
     retryAfterMs: answer.retryAfterMs,
+  });
+}
+
+/**
+ * Paid from a lease this isolate holds (lease-book.ts), no round trip. `remaining` is what the
+ * store last reported plus what is left in this isolate's leases of the key (an estimate: other
+ * isolates spend too); `reset` is the grant's, aged on the isolate clock.
+ */
+export function fromLease(
+  policy: ResolvedPolicy,
+  lease: Lease,
+  remaining: number,
+  at: number,
+): Decision {
+  const resetAfterMs = Math.max(0, lease.reset - lease.storeNow - (at - lease.sentAt));
+  return decision(policy, "lease", {
+    allowed: true,
+    remaining: Math.min(policy.limit, Math.max(0, remaining)),
+    reset: lease.reset,
+    resetAfterMs,
+    retryAfterMs: 0,
   });
 }
 

@@ -5,6 +5,7 @@
 import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { storageKey } from "../store/keys";
 import type { StorePolicy } from "../store/script-inputs";
+import { LEASABLE } from "./lease-book";
 import type { FailMode, LimitRequest } from "./types";
 
 /**
@@ -20,6 +21,8 @@ export interface ResolvedPolicy extends StorePolicy {
   readonly failMode: FailMode;
   /** Its key in the denial cache and the fallback limiter (denialCacheKey). */
   readonly cacheKey: string;
+  /** The request asked for leases and its algorithm can be leased exactly (lease-book.ts). */
+  readonly lease: boolean;
   /**
    * Its Redis key: "" until the store is to be asked (withStorageKeys), so a denial from the
    * cache never builds it.
@@ -40,15 +43,17 @@ export function denialCacheKey(
 }
 
 export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode): ResolvedPolicy {
+  const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
   return {
     policy: request.policy,
     clientKey: request.key,
-    algorithm: request.algorithm ?? DEFAULT_ALGORITHM,
+    algorithm,
     limit: request.limit,
     windowMs: request.windowMs,
     cost: request.cost ?? 1,
     failMode: request.failMode ?? defaultFailMode,
     cacheKey: denialCacheKey(request),
+    lease: request.lease === true && LEASABLE.has(algorithm),
     key: "",
   };
 }

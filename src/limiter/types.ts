@@ -7,10 +7,12 @@ import type { ScriptClient } from "../store/script-runner";
 import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
 import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
+import type { LeaseSpend, WaitUntil } from "./lease-book";
+import type { LeaseOptions } from "./lease-sizing";
 import type { ResolvedPolicy } from "./resolved-policy";
 
-/** Where a decision came from. */
-export type DecisionSource = "redis" | "cache" | "fail-open" | "fail-closed" | "fallback";
+/** Where a decision came from. "lease": spent from a lease this isolate holds (README "Leases"). */
+export type DecisionSource = "redis" | "cache" | "fail-open" | "fail-closed" | "fallback" | "lease";
 
 /** One decision, shared by every surface (proxy, /check, middleware). */
 export interface Decision {
@@ -104,6 +106,12 @@ export interface LimiterOptions {
   singleFlight?: boolean;
   /** The isolate's clock (ms); injectable for tests. @default Date.now */
   now?: () => number;
+  /**
+   * Leases (README "Leases"): how a request with `lease: true` is leased, or `false` to decide
+   * every request with the store. A request asks for leases itself (`LimitRequest.lease`).
+   * @default { maxLifetimeMs: 1000, minUnits: 2, maxShare: 0.25, headroom: 1.5, maxKeys: 10000 }
+   */
+  leases?: LeaseOptions | false;
   /** Called with every store error (for metrics); never throws into the decision. */
   onStoreError?: (error: unknown) => void;
   /** One structured event per breaker state change (the worker logs it as one JSON line). */
@@ -145,6 +153,12 @@ export interface LimitRequest {
   failMode?: FailMode;
   /** How this policy counts (README "Algorithms"). @default "sliding-log" */
   algorithm?: Algorithm;
+  /**
+   * Let this isolate lease units of a hot key and decide from them with no round trip, still
+   * exactly (README "Leases"). Honoured for the sliding log only (other algorithms are decided
+   * by the store; the config refuses the combination). @default false
+   */
+  lease?: boolean;
 }
 
 export interface LimitAllOptions {
@@ -153,6 +167,13 @@ export interface LimitAllOptions {
    * longest window is not counted again and gets the original decision (`replayed: true`).
    */
   requestId?: string;
+  /**
+   * Keeps background store calls (a lease, the give-back of a lease's unspent units) alive past
+   * the response: pass the Worker's `ctx.waitUntil` (bound). Without it they run unattended,
+   * and a runtime that drops them after the response only holds capacity longer (never more
+   * admissions). @default none
+   */
+  waitUntil?: WaitUntil;
 }
 
 /**
@@ -172,6 +193,8 @@ export interface RefundReceipt {
   /** The store's clock when it decided: the window the request was counted in. */
   at: number;
   requestId?: string;
+  /** Internal: for a request paid from leases, where each policy's units came from. */
+  leased?: readonly LeaseSpend[];
 }
 
 /** One request decided against several policies, all or nothing. */
@@ -209,7 +232,7 @@ export interface Limiter {
    * decisions. Rejects with PolicyBoundsError, before any store call, for a request past the caps
    * of store/caps.ts (a limit, a cost; see README "Limits").
    */
-  limit(request: LimitRequest): Promise<Decision>;
+  limit(request: LimitRequest, options?: Pick<LimitAllOptions, "waitUntil">): Promise<Decision>;
   /**
    * Decide one request against several policies in one store call, all or nothing: if any
    * denies, none consumes. Never throws. The policies must be distinct (policy, key, algorithm):
@@ -227,6 +250,11 @@ export interface Limiter {
     receipt: RefundReceipt,
     options?: { policies?: readonly string[] },
   ): Promise<RefundOutcome>;
+  /**
+   * Ends every lease this limiter holds now and gives back their unspent units (before an
+   * isolate goes away, and in tests). Never throws.
+   */
+  endLeases(): Promise<void>;
   /** Forget this isolate's cached denial of a key (after a reset or refund done elsewhere). */
   forget(request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs" | "algorithm">): void;
 }

@@ -14,7 +14,13 @@
 import type { ClientIpConfig } from "../config/client-ip-config";
 import { MAX_REQUEST_ID_LENGTH } from "../config/limits";
 import type { RuleConfig } from "../config/rule-schema";
-import type { Decision, Limiter, LimitRequest, RefundReceipt } from "../limiter/types";
+import type {
+  Decision,
+  LimitAllOptions,
+  Limiter,
+  LimitRequest,
+  RefundReceipt,
+} from "../limiter/types";
 import { clientKey, missingKeyReason } from "./client-key";
 
 /** The client key of every request that lacks key material, under `missingKey: "shared"`. */
@@ -61,6 +67,8 @@ export interface DecideOptions {
   keyOf?: ((rule: RuleConfig) => Promise<string | undefined>) | undefined;
   /** The request id (from the configured headers): a retry is counted once. */
   requestId?: string | undefined;
+  /** Keeps background store calls (leases) alive past the response: `ctx.waitUntil`. */
+  waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
   /** Called once per shadow rule that would have denied (the worker logs it). @default none */
   onShadowDeny?: ((event: ShadowDenyEvent) => void) | undefined;
 }
@@ -122,7 +130,10 @@ export async function decideRules(
 
   const enforced = keyed.filter(({ rule }) => !rule.shadow);
   const shadow = keyed.filter(({ rule }) => rule.shadow);
-  const limitOptions = options.requestId !== undefined ? { requestId: options.requestId } : {};
+  const limitOptions: LimitAllOptions = {
+    ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
+    ...(options.waitUntil ? { waitUntil: options.waitUntil } : {}),
+  };
   // Each group's MultiDecision (the limiter's answer), undefined for an empty group.
   const [enforcedDecided, shadowDecided] = await Promise.all(
     [enforced, shadow].map((group) =>
@@ -186,6 +197,7 @@ export function ruleRequest(rule: RuleConfig, key: string, cost = rule.cost): Li
     cost,
     algorithm: rule.algorithm,
     ...(rule.failMode ? { failMode: rule.failMode } : {}),
+    ...(rule.lease ? { lease: true } : {}),
   };
 }
 

@@ -1,0 +1,394 @@
+/**
+ * The lease book (README "Leases"; design notes "Leases"): per isolate, the leases this limiter
+ * holds per key, spent locally with no round trip, renewed before they run out, and ended on
+ * time with their unspent units given back.
+ *
+ * Why it stays exact: a lease of k units is recorded in the log as k admissions stamped at
+ * s = t + δ (t: the store's now when it granted, δ: the lease's lifetime), and its units are
+ * spent only until t + δ, so every use u has a stamp s ≥ u, at most δ later. Any later decision
+ * counts every stamp inside its window, and for any span [a, a + W) of uses, the last grant among
+ * them counted all their stamps (each ≥ a) with its own against the limit. Isolate-side, a lease
+ * ends at sentAt + δ on this isolate's clock, where sentAt is taken before the call was sent: no
+ * later than t + δ (the same conversion the denial cache makes).
+ *
+ * What stays with the store: a request with a request id (only the store can replay it), a
+ * request any of whose policies is not leased here or lacks room for its cost (multi-rule is all
+ * or nothing: every policy's lease pays, or the store decides), and every policy whose algorithm
+ * cannot be leased exactly (only the log can: see LEASABLE).
+ */
+import { ALGORITHMS, type Algorithm, isLogAlgorithm } from "../store/algorithm";
+import { MAX_LOG_COST } from "../store/caps";
+import { type LeaseSizing, leaseLifetimeMs, leaseUnits } from "./lease-sizing";
+import type { LeaseStore } from "./lease-store";
+import { nextMemberId } from "./member-id";
+import type { ResolvedPolicy } from "./resolved-policy";
+
+/**
+ * The algorithms a lease is exact for: the logs (both layouts), whose admissions are times that can be stamped in
+ * the future and whose members a lease can give back exactly. The O(1) algorithms count, not
+ * stamp: a future stamp means nothing to them, so `lease: true` with one of them is refused by
+ * the config, /check and the middleware (and ignored by the limiter: decided by the store).
+ */
+export const LEASABLE: ReadonlySet<Algorithm> = new Set<Algorithm>(
+  ALGORITHMS.filter(isLogAlgorithm),
+);
+
+/** One lease: units of one key recorded in the log at `stamp`, spendable until `deadline`. */
+export interface Lease {
+  readonly memberId: string;
+  /** The policy as leased (Redis key, algorithm, limit, window): what a give-back sends. */
+  readonly policy: ResolvedPolicy;
+  /** Units granted. */
+  readonly granted: number;
+  /** Units left to spend. */
+  units: number;
+  /** Isolate clock: the last instant a unit may be spent (exclusive). */
+  readonly deadline: number;
+  /** Store clock: where its units are in the log. */
+  readonly stamp: number;
+  /** Store clock: when the store granted it. */
+  readonly storeNow: number;
+  /** Isolate clock: when the grant was asked for (the store's now is no earlier). */
+  readonly sentAt: number;
+  /** Store clock: when capacity next frees, as the grant reported it. */
+  readonly reset: number;
+  /** Ended: nothing more is spent from it, its unspent units were (or are being) given back. */
+  ended: boolean;
+}
+
+/** What spending one request's cost of one policy took: the lease it came from. */
+export interface LeaseSpend {
+  readonly lease: Lease;
+  readonly cost: number;
+}
+
+interface KeyState {
+  /** Live leases, oldest deadline first. */
+  leases: Lease[];
+  /** Demand (units asked for, admitted or not) in the current and the previous bucket of δ. */
+  bucketStart: number;
+  current: number;
+  previous: number;
+  /** What the store last said remains (undefined: never asked in this isolate). */
+  remaining: number | undefined;
+  /**
+   * The policy as the store last decided it, its Redis key built: what a lease call sends (a
+   * request paid from a lease never builds its key).
+   */
+  policy: ResolvedPolicy | undefined;
+  /** Isolate clock until which a lease call is in flight (at most one per key). */
+  inFlightUntil: number;
+  /** Isolate clock until which no lease call is made (after a failed one). */
+  quietUntil: number;
+}
+
+export interface LeaseBookDeps {
+  sizing: LeaseSizing;
+  store: LeaseStore;
+  /** The isolate clock (ms). */
+  now: () => number;
+  /** How long a lease call is trusted to settle (the limiter's timeout). */
+  timeoutMs: number;
+  /**
+   * End each lease on time with a timer (real time). Off with an injected clock, which a real
+   * timer cannot wait for: leases then end when their key is next touched, or by endAll.
+   */
+  timers: boolean;
+  /** True while the breaker is open: no lease calls then (the store is not answering). */
+  storeDown: () => boolean;
+  /** A give-back freed capacity of these keys (the denial cache must forget them). */
+  capacityFreed: (cacheKeys: string[]) => void;
+  onStoreError: ((error: unknown) => void) | undefined;
+}
+
+/** Keeps background work (a lease call, a give-back) alive past the response. */
+export type WaitUntil = (promise: Promise<unknown>) => void;
+
+export interface LeaseBook {
+  /**
+   * Counts the request's demand, then spends every policy's cost from live leases, all or
+   * nothing: the spends, or undefined (nothing spent) when any policy cannot be paid locally.
+   * Starts a renewal where a lease runs low. Call only for requests without a request id.
+   */
+  spend(
+    policies: readonly ResolvedPolicy[],
+    at: number,
+    waitUntil: WaitUntil | undefined,
+  ): LeaseSpend[] | undefined;
+  /**
+   * The store decided the request (its policies' Redis keys built): note what it said remains,
+   * and lease hot keys.
+   */
+  afterStore(
+    policies: readonly ResolvedPolicy[],
+    remaining: readonly number[],
+    at: number,
+    waitUntil: WaitUntil | undefined,
+  ): void;
+  /**
+   * Gives back `cost` spent units of a lease (a refund of a request it paid for): into the lease
+   * while it lives (it is spent again or given back at its end), else to the store.
+   */
+  refund(spend: LeaseSpend): Promise<number>;
+  /** Ends every lease now and gives back their unspent units (tests, shutdown). */
+  endAll(): Promise<void>;
+  /** Units left in live leases of a key (tests, remaining). */
+  liveUnits(cacheKey: string, at: number): number;
+  /** What the store last reported as remaining for a key (excludes this isolate's leases). */
+  lastRemaining(cacheKey: string): number | undefined;
+}
+
+export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
+  const { sizing, store, now, timeoutMs } = deps;
+  const keys = new Map<string, KeyState>();
+
+  function stateOf(cacheKey: string, at: number): KeyState {
+    let state = keys.get(cacheKey);
+    if (state) {
+      // Least recently used leaves first: delete + set moves it to the young end.
+      keys.delete(cacheKey);
+    } else {
+      state = {
+        leases: [],
+        bucketStart: at,
+        current: 0,
+        previous: 0,
+        remaining: undefined,
+        policy: undefined,
+        inFlightUntil: 0,
+        quietUntil: 0,
+      };
+      while (keys.size >= sizing.maxKeys) {
+        const oldest = keys.entries().next();
+        if (oldest.done) break;
+        keys.delete(oldest.value[0]);
+        for (const lease of oldest.value[1].leases) void end(lease, undefined);
+      }
+    }
+    keys.set(cacheKey, state);
+    return state;
+  }
+
+  /** Demand per lifetime: the previous bucket weighed by how much of it is still within δ. */
+  function noteDemand(state: KeyState, units: number, at: number, lifetime: number): void {
+    const elapsed = at - state.bucketStart;
+    if (elapsed >= lifetime) {
+      state.previous = elapsed >= 2 * lifetime ? 0 : state.current;
+      state.current = 0;
+      state.bucketStart = elapsed >= 2 * lifetime ? at : state.bucketStart + lifetime;
+    }
+    state.current += units;
+  }
+
+  function demand(state: KeyState, at: number, lifetime: number): number {
+    const left = Math.max(0, 1 - (at - state.bucketStart) / lifetime);
+    return state.previous * left + state.current;
+  }
+
+  /** Ends the leases whose deadline has passed (lazily, when their key is touched). */
+  function endExpired(state: KeyState, at: number, waitUntil: WaitUntil | undefined): void {
+    while (state.leases.length > 0 && (state.leases[0] as Lease).deadline <= at) {
+      void end(state.leases[0] as Lease, waitUntil);
+    }
+  }
+
+  /**
+   * Ends a lease: nothing more is spent from it, and its unspent units leave the log. Ending
+   * early is always safe (unspent units were never used); ending late is what must not happen,
+   * and cannot: a lease is spent only while the isolate clock is before its deadline.
+   */
+  function end(lease: Lease, waitUntil: WaitUntil | undefined): Promise<void> {
+    if (lease.ended) return Promise.resolve();
+    lease.ended = true;
+    const state = keys.get(lease.policy.cacheKey);
+    if (state) state.leases = state.leases.filter((live) => live !== lease);
+    const unspent = lease.units;
+    lease.units = 0;
+    if (unspent === 0) return Promise.resolve();
+    deps.capacityFreed([lease.policy.cacheKey]);
+    const work = store.giveBack(lease.policy, lease.memberId, lease.stamp, unspent).then(
+      () => deps.capacityFreed([lease.policy.cacheKey]),
+      // Not given back: the units stay in the log until their stamp leaves the window (held
+      // capacity, never an over-admission).
+      (error: unknown) => deps.onStoreError?.(error),
+    );
+    waitUntil?.(work);
+    return work;
+  }
+
+  /** Whether a key needs a (new) lease now, and how many units. */
+  function wanted(state: KeyState, policy: ResolvedPolicy, at: number, lifetime: number): number {
+    if (
+      state.remaining === undefined ||
+      state.policy === undefined ||
+      at < state.inFlightUntil ||
+      at < state.quietUntil
+    ) {
+      return 0;
+    }
+    const expected = demand(state, at, lifetime);
+    let live = 0;
+    let coveredUntil = at;
+    for (const lease of state.leases) {
+      live += lease.units;
+      coveredUntil = Math.max(coveredUntil, lease.deadline);
+    }
+    // Renew before the lease runs out, so a hot key never waits: when what is left would last
+    // less than half a lifetime at the recent rate, or the leases end within half a lifetime.
+    if (live > 0 && live >= expected / 2 && coveredUntil - at > lifetime / 2) return 0;
+    const maxUnits = Math.min(MAX_LOG_COST, policy.limit);
+    return leaseUnits(sizing, expected, state.remaining, maxUnits);
+  }
+
+  /** One lease call for one key, off the request path; then its end at the deadline. */
+  function take(
+    state: KeyState,
+    policy: ResolvedPolicy,
+    units: number,
+    lifetime: number,
+    waitUntil: WaitUntil | undefined,
+  ): void {
+    const sentAt = now();
+    state.inFlightUntil = sentAt + timeoutMs;
+    const memberId = nextMemberId();
+    const work = (async () => {
+      let lease: Lease;
+      try {
+        const grant = await store.take(policy, units, lifetime, memberId);
+        state.remaining = grant.remaining;
+        if (!grant.granted) return;
+        lease = {
+          memberId,
+          policy,
+          granted: units,
+          units,
+          deadline: sentAt + lifetime,
+          stamp: grant.stamp,
+          storeNow: grant.now,
+          sentAt,
+          reset: grant.reset,
+          ended: false,
+        };
+        if (keys.get(policy.cacheKey) !== state) {
+          // Evicted while the call was out: nothing will spend it.
+          lease.ended = true;
+          await store.giveBack(policy, memberId, grant.stamp, units);
+          return;
+        }
+        state.leases.push(lease);
+        state.leases.sort((x, y) => x.deadline - y.deadline);
+      } catch (error) {
+        deps.onStoreError?.(error);
+        // A second's quiet: the breaker decides about the store; this only stops hammering it.
+        state.quietUntil = now() + 1_000;
+        return;
+      } finally {
+        state.inFlightUntil = 0;
+      }
+      // The end, on time, kept alive like the call (a lease nobody touches again still gives
+      // its unspent units back). A timer can fire a little early by the isolate clock: then
+      // the lazy end in spend (or a later timer) ends it, never the timer before the deadline.
+      if (deps.timers) {
+        const ending = (async () => {
+          const wait = lease.deadline - now();
+          if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait + 1));
+          if (now() >= lease.deadline) await end(lease, undefined);
+        })();
+        if (waitUntil) waitUntil(ending);
+      }
+    })();
+    if (waitUntil) waitUntil(work);
+    else void work;
+  }
+
+  /** Starts a lease call for every leasable policy of the request that wants one. */
+  function lease(
+    policies: readonly ResolvedPolicy[],
+    at: number,
+    waitUntil: WaitUntil | undefined,
+  ): void {
+    if (deps.storeDown()) return;
+    for (const policy of policies) {
+      if (!policy.lease) continue;
+      const state = keys.get(policy.cacheKey);
+      if (!state) continue;
+      const lifetime = leaseLifetimeMs(sizing, policy.windowMs);
+      const units = wanted(state, policy, at, lifetime);
+      if (units > 0 && state.policy) take(state, state.policy, units, lifetime, waitUntil);
+    }
+  }
+
+  return {
+    spend(policies, at, waitUntil) {
+      let all = true;
+      const found: (Lease | undefined)[] = [];
+      for (const policy of policies) {
+        if (!policy.lease) {
+          all = false;
+          found.push(undefined);
+          continue;
+        }
+        const lifetime = leaseLifetimeMs(sizing, policy.windowMs);
+        const state = stateOf(policy.cacheKey, at);
+        noteDemand(state, policy.cost, at, lifetime);
+        endExpired(state, at, waitUntil);
+        const paying = state.leases.find((lease) => lease.units >= policy.cost);
+        if (!paying) all = false;
+        found.push(paying);
+      }
+      if (!all) return undefined;
+      const spends = policies.map((policy, i) => {
+        const lease = found[i] as Lease;
+        lease.units -= policy.cost;
+        return { lease, cost: policy.cost };
+      });
+      lease(policies, at, waitUntil);
+      return spends;
+    },
+
+    afterStore(policies, remaining, at, waitUntil) {
+      for (let i = 0; i < policies.length; i++) {
+        const policy = policies[i] as ResolvedPolicy;
+        if (!policy.lease) continue;
+        const state = stateOf(policy.cacheKey, at);
+        state.remaining = remaining[i];
+        // Decided by the store: its Redis key is built (withStorageKeys).
+        if (policy.key !== "") state.policy = policy;
+      }
+      lease(policies, at, waitUntil);
+    },
+
+    async refund({ lease, cost }) {
+      if (!lease.ended) {
+        // Back into the lease it came from: its stamp still covers any later use of it.
+        lease.units += cost;
+        return cost;
+      }
+      try {
+        const units = await store.giveBack(lease.policy, lease.memberId, lease.stamp, cost);
+        deps.capacityFreed([lease.policy.cacheKey]);
+        return units;
+      } catch (error) {
+        deps.onStoreError?.(error);
+        return 0;
+      }
+    },
+
+    async endAll() {
+      const all = [...keys.values()].flatMap((state) => state.leases);
+      await Promise.all(all.map((lease) => end(lease, undefined)));
+    },
+
+    liveUnits(cacheKey, at) {
+      let units = 0;
+      for (const lease of keys.get(cacheKey)?.leases ?? []) {
+        if (lease.deadline > at) units += lease.units;
+      }
+      return units;
+    },
+
+    lastRemaining(cacheKey) {
+      return keys.get(cacheKey)?.remaining;
+    },
+  };
+}

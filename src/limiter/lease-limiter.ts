@@ -1,0 +1,106 @@
+/**
+ * The limiter's side of leases: the lease book built from the limiter's context, and the three
+ * hooks create-limiter.ts calls — decide a request from leases, tell the book what the store
+ * answered, refund a request leases paid for. The book (lease-book.ts) keeps the leases; this
+ * file turns its spends into decisions and receipts.
+ */
+import type { EvaluateAnswer } from "../store/evaluate";
+import { capacityFreed, type LimiterContext } from "./context";
+import { fromLease } from "./decisions";
+import { createLeaseBook, type LeaseBook, type LeaseSpend, type WaitUntil } from "./lease-book";
+import { type LeaseOptions, resolveLeaseSizing } from "./lease-sizing";
+import { createLeaseStore } from "./lease-store";
+import type { ResolvedPolicy } from "./resolved-policy";
+import type { MultiDecision, RefundOutcome, RefundReceipt } from "./types";
+
+export interface LimiterLeases {
+  /** The request decided from this isolate's leases, or undefined: ask the store. */
+  decide(
+    policies: readonly ResolvedPolicy[],
+    waitUntil: WaitUntil | undefined,
+  ): MultiDecision | undefined;
+  /** The store answered this request: the book learns what remains, and leases hot keys. */
+  afterStore(
+    policies: readonly ResolvedPolicy[],
+    answer: EvaluateAnswer,
+    waitUntil: WaitUntil | undefined,
+  ): void;
+  /** Refund of a request leases paid for (receipt.leased). */
+  refund(receipt: RefundReceipt, only: readonly string[] | undefined): Promise<RefundOutcome>;
+  endAll(): Promise<void>;
+  readonly book: LeaseBook;
+}
+
+/** Undefined when leases are off (`leases: false`). */
+export function createLimiterLeases(
+  ctx: LimiterContext,
+  options: LeaseOptions | false | undefined,
+): LimiterLeases | undefined {
+  if (options === false) return undefined;
+  const book = createLeaseBook({
+    sizing: resolveLeaseSizing(options),
+    store: createLeaseStore(ctx),
+    now: ctx.now,
+    timers: ctx.now === Date.now,
+    timeoutMs: ctx.timeoutMs,
+    storeDown: () => ctx.breaker.state === "open",
+    capacityFreed: (keys) => capacityFreed(ctx, keys),
+    onStoreError: ctx.onStoreError,
+  });
+
+  return {
+    book,
+    decide(policies, waitUntil) {
+      // Cheap exit for the common case: no policy of the request asked for leases.
+      if (!policies.some((policy) => policy.lease)) return undefined;
+      const at = ctx.now();
+      const spends = book.spend(policies, at, waitUntil);
+      if (!spends) return undefined;
+      const decisions = policies.map((policy, i) => {
+        const spend = spends[i] as LeaseSpend;
+        const remaining =
+          (book.lastRemaining(policy.cacheKey) ?? 0) + book.liveUnits(policy.cacheKey, at);
+        return fromLease(policy, spend.lease, remaining, at);
+      });
+      const first = spends[0] as LeaseSpend;
+      return {
+        allowed: true,
+        decisions,
+        replayed: false,
+        receipt: {
+          memberId: first.lease.memberId,
+          policies: policies.map((policy) => policy.policy),
+          resolved: policies,
+          at: first.lease.stamp,
+          leased: spends,
+        },
+      };
+    },
+
+    afterStore(policies, answer, waitUntil) {
+      if (answer.replayed || !policies.some((policy) => policy.lease)) return;
+      book.afterStore(
+        policies,
+        answer.policies.map((policy) => policy.remaining),
+        ctx.now(),
+        waitUntil,
+      );
+    },
+
+    async refund(receipt, only) {
+      const leased = receipt.leased ?? [];
+      const units: number[] = [];
+      for (let i = 0; i < receipt.resolved.length; i++) {
+        const policy = receipt.resolved[i] as ResolvedPolicy;
+        const spend = leased[i];
+        if (only !== undefined && !only.includes(policy.policy)) continue;
+        units.push(spend ? await book.refund(spend) : 0);
+      }
+      // Given back into a live lease, capacity is not freed in the log (the units are spent
+      // again or given back at the lease's end); this isolate's denial claims stay true.
+      return { refunded: units.some((n) => n > 0), units };
+    },
+
+    endAll: () => book.endAll(),
+  };
+}

@@ -1,0 +1,100 @@
+/**
+ * Lease sizing (README "Leases"): how long a lease lives, how many units it asks for, and when a
+ * key is hot enough in this isolate to lease at all. Pure arithmetic: no clock, no store.
+ */
+
+/** How leases are sized and when they are taken (LimiterOptions.leases). */
+export interface LeaseOptions {
+  /**
+   * The longest a lease lives (ms). A lease also lives at most a twentieth of its window: a
+   * leased unit holds capacity from its grant until its stamp (grant + lifetime) plus the window,
+   * so the lifetime is what a steady over-limit sender can lose per window (≤ 5 %).
+   * @default 1000
+   */
+  maxLifetimeMs?: number;
+  /**
+   * The fewest units worth a lease: a key is leased only when this isolate expects at least this
+   * many units of demand within one lease lifetime, and only when a lease of that size fits in
+   * `maxShare` of the budget the store last reported.
+   * @default 2
+   */
+  minUnits?: number;
+  /**
+   * The largest share of the remaining budget (as the store last reported it) one lease may take:
+   * other isolates keep the rest, and near the limit leases get too small and stop (every request
+   * is then decided by the store, exactly as without leases).
+   * @default 0.25
+   */
+  maxShare?: number;
+  /**
+   * A lease asks for this many lifetimes' worth of the key's recent local demand (more units:
+   * fewer calls, more held capacity).
+   * @default 1.5
+   */
+  headroom?: number;
+  /**
+   * Most keys this isolate keeps lease state for (least recently used leave first; their leases
+   * end and give back what is unspent).
+   * @default 10000
+   */
+  maxKeys?: number;
+}
+
+export interface LeaseSizing {
+  readonly maxLifetimeMs: number;
+  readonly minUnits: number;
+  readonly maxShare: number;
+  readonly headroom: number;
+  readonly maxKeys: number;
+}
+
+export const DEFAULT_LEASE_SIZING: LeaseSizing = {
+  maxLifetimeMs: 1_000,
+  minUnits: 2,
+  maxShare: 0.25,
+  headroom: 1.5,
+  maxKeys: 10_000,
+};
+
+/** A lease's lifetime for a window: min(maxLifetimeMs, window / 20), at least 1 ms. */
+export function leaseLifetimeMs(sizing: LeaseSizing, windowMs: number): number {
+  return Math.max(1, Math.min(sizing.maxLifetimeMs, Math.floor(windowMs / 20)));
+}
+
+/**
+ * Units to ask for: enough for `headroom` lifetimes of the recent demand, at most `maxShare` of
+ * the remaining budget and what one script call may write (`maxUnits`); 0 when that is below
+ * `minUnits` (the key is not hot here, or little budget is left: decide per request).
+ */
+export function leaseUnits(
+  sizing: LeaseSizing,
+  demandPerLifetime: number,
+  remaining: number,
+  maxUnits: number,
+): number {
+  if (demandPerLifetime < sizing.minUnits) return 0;
+  const wanted = Math.ceil(demandPerLifetime * sizing.headroom);
+  const units = Math.min(wanted, Math.floor(remaining * sizing.maxShare), maxUnits);
+  return units >= sizing.minUnits ? units : 0;
+}
+
+/** Resolves the options, refusing nonsense with the field's name (a config error, not a 500). */
+export function resolveLeaseSizing(options: LeaseOptions | undefined): LeaseSizing {
+  const sizing = { ...DEFAULT_LEASE_SIZING, ...options };
+  const positiveInteger = (field: keyof LeaseSizing) => {
+    const value = sizing[field];
+    if (!Number.isInteger(value) || value < 1) {
+      throw new RangeError(`leases.${field} must be a positive integer (got ${String(value)})`);
+    }
+  };
+  positiveInteger("maxLifetimeMs");
+  positiveInteger("minUnits");
+  positiveInteger("maxKeys");
+  if (!(sizing.maxShare > 0 && sizing.maxShare <= 1)) {
+    throw new RangeError(`leases.maxShare must be in (0, 1] (got ${String(sizing.maxShare)})`);
+  }
+  if (!(sizing.headroom >= 1 && Number.isFinite(sizing.headroom))) {
+    throw new RangeError(`leases.headroom must be a number ≥ 1 (got ${String(sizing.headroom)})`);
+  }
+  return sizing;
+}

@@ -1,0 +1,82 @@
+/**
+ * The two store calls a lease makes, and nothing else: take k units stamped in the future, and
+ * give back n unspent units of a lease. Each is one script call within the limiter's deadline, on
+ * the limiter's clock. The lease book (lease-book.ts) never sees Redis: only this interface.
+ */
+import { evaluate } from "../store/evaluate";
+import { refund } from "../store/refund";
+import { withinDeadline } from "../store/script-runner";
+import type { LimiterContext } from "./context";
+import type { ResolvedPolicy } from "./resolved-policy";
+
+/** What the store answered to a lease request. */
+export interface LeaseGrant {
+  /** The store admitted all `units` (a lease is all or nothing, like any request). */
+  granted: boolean;
+  /** The store's clock when it decided (ms). */
+  now: number;
+  /** Where the units were stamped in the log: `now + lifetime` (store clock). */
+  stamp: number;
+  /** What the store reports as remaining after the grant (before it, when not granted). */
+  remaining: number;
+  /** Store-clock ms when capacity next frees (PolicyAnswer.reset). */
+  reset: number;
+}
+
+export interface LeaseStore {
+  /**
+   * Asks the store for `units` of `policy` recorded as admissions at its now + `lifetimeMs`,
+   * under `memberId`. Rejects on a store failure.
+   */
+  take(
+    policy: ResolvedPolicy,
+    units: number,
+    lifetimeMs: number,
+    memberId: string,
+  ): Promise<LeaseGrant>;
+  /**
+   * Gives back `units` of the lease recorded under `memberId` at `stamp` (store clock): exactly
+   * that many of its members leave the log, or fewer if fewer are left. Resolves to the units
+   * given back; rejects on a store failure.
+   */
+  giveBack(policy: ResolvedPolicy, memberId: string, stamp: number, units: number): Promise<number>;
+}
+
+/** The lease calls over the limiter's store, deadline and clock. */
+export function createLeaseStore(ctx: LimiterContext): LeaseStore {
+  return {
+    async take(policy, units, lifetimeMs, memberId) {
+      const answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
+        ctx.clock.run(store, (client, now) =>
+          evaluate(client, {
+            policies: [{ ...policy, cost: units }],
+            memberId,
+            now,
+            stampOffsetMs: lifetimeMs,
+          }),
+        ),
+      );
+      const only = answer.policies[0];
+      return {
+        granted: answer.allowed,
+        now: answer.now,
+        stamp: answer.stamp,
+        remaining: only?.remaining ?? 0,
+        reset: only?.reset ?? answer.now,
+      };
+    },
+    async giveBack(policy, memberId, stamp, units) {
+      const answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
+        ctx.clock.run(store, (client, now) =>
+          refund(client, {
+            policies: [{ ...policy, cost: units }],
+            memberId,
+            at: stamp,
+            now,
+          }),
+        ),
+      );
+      return answer.units[0] ?? 0;
+    },
+  };
+}
