@@ -5,9 +5,9 @@
 import { Hono } from "hono";
 import type { Env } from "./env";
 import { peekHandler, resetHandler } from "./http/admin-route";
-import { checkHandler } from "./http/check-route";
+import { checkHandler, checkResponse } from "./http/check-route";
 import { dashboardHandler } from "./http/dashboard-route";
-import { problem } from "./http/problem";
+import { problem, problemResponse } from "./http/problem";
 import { proxyHandler } from "./http/proxy";
 import { statsHandler } from "./http/stats-route";
 
@@ -38,6 +38,33 @@ app.onError((error, c) => {
   console.error(JSON.stringify({ event: "unhandled-error", error: String(error) }));
   return problem(c, 500, { title: "Internal Server Error" });
 });
+
+// The hot path: an exact `POST /check` skips Hono's dispatch and context (issue 12) and is
+// answered by the same handler code (checkResponse), with the same last-resort 500. Everything
+// else, /check/* included, goes through the app as before. `app.request()` (tests) calls
+// `app.fetch`, so it takes this path too.
+const dispatch = app.fetch;
+app.fetch = (request, env, executionCtx) => {
+  if (request.method !== "POST" || !isCheckPath(request.url)) {
+    return dispatch(request, env, executionCtx);
+  }
+  const waitUntil = executionCtx
+    ? (promise: Promise<unknown>) => executionCtx.waitUntil(promise)
+    : undefined;
+  return checkResponse(request, env as Env, waitUntil).catch((error: unknown) => {
+    console.error(JSON.stringify({ event: "unhandled-error", error: String(error) }));
+    return problemResponse(500, { title: "Internal Server Error" });
+  });
+};
+
+/** The URL's path is exactly /check (a query may follow), read as Hono's router reads it. */
+function isCheckPath(url: string): boolean {
+  const start = url.indexOf("/", url.indexOf(":") + 4);
+  if (!url.startsWith("/check", start)) return false;
+  const next = url.charCodeAt(start + 6);
+  // The end, "?" or "#"; an encoded or longer path is Hono's to read.
+  return Number.isNaN(next) || next === 63 || next === 35;
+}
 
 export type { Env };
 export default app;

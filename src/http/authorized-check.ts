@@ -8,39 +8,46 @@ import type { Env } from "../env";
 import { getRuntime, type ReadyRuntime } from "../runtime";
 import { bearerTokenMatches } from "./bearer-token";
 import { type CheckRequest, parseCheckBody } from "./check-request";
-import { misconfiguredForOperator, problem } from "./problem";
+import { misconfiguredForOperator, problemResponse } from "./problem";
 
 /** A check body is a few fields; anything bigger is refused before it is read. */
 export const MAX_CHECK_BODY_BYTES = 8 * 1024;
+
+/** A /check request authorized and its body valid, or the answer that refuses it. */
+export type AuthorizedCheck =
+  | { ok: true; runtime: ReadyRuntime; check: CheckRequest }
+  | { ok: false; response: Response };
 
 /**
  * The check a /check body asks for, once the caller is authorized and the body valid; otherwise
  * the answer that refuses it (401, 415, 413, 400, or 503 for a misconfigured worker).
  */
-export async function authorizedCheck(
-  c: Context<{ Bindings: Env }>,
-): Promise<
-  { ok: true; runtime: ReadyRuntime; check: CheckRequest } | { ok: false; response: Response }
-> {
+export function authorizedCheck(c: Context<{ Bindings: Env }>): Promise<AuthorizedCheck> {
+  return authorizeCheck(c.req.raw, c.env);
+}
+
+/**
+ * authorizedCheck without a Hono context: /check's fast path (worker.ts) calls it with the
+ * request and bindings workerd hands the worker.
+ */
+export async function authorizeCheck(request: Request, env: Env): Promise<AuthorizedCheck> {
   const refuse = (response: Response) => ({ ok: false as const, response });
-  const expected = c.env.LIMITER_TOKEN;
+  const expected = env.LIMITER_TOKEN;
   if (!expected) {
     // Closed, never open by default: a decision service anyone can drain is a liability. 401
     // like any unauthenticated call (no credential can succeed, and clients handle one status);
     // the detail tells the operator why.
     return refuse(
-      problem(
-        c,
+      problemResponse(
         401,
         { title: "Unauthorized", detail: "LIMITER_TOKEN is not configured: /check is closed" },
         { "WWW-Authenticate": "Bearer" },
       ),
     );
   }
-  if (!(await bearerTokenMatches(c.req.header("Authorization"), expected))) {
+  if (!bearerTokenMatches(request.headers.get("Authorization") ?? undefined, expected)) {
     return refuse(
-      problem(
-        c,
+      problemResponse(
         401,
         { title: "Unauthorized", detail: "missing or wrong bearer token" },
         { "WWW-Authenticate": "Bearer" },
@@ -48,25 +55,25 @@ export async function authorizedCheck(
     );
   }
 
-  const runtime = getRuntime(c.env);
+  const runtime = getRuntime(env);
   if (!runtime.ok) {
     // Only past the token: the reason may quote a secret (the public gets the generic 503).
-    return refuse(misconfiguredForOperator(c, runtime));
+    return refuse(misconfiguredForOperator(undefined, runtime));
   }
 
-  const contentType = c.req.header("Content-Type") ?? "";
+  const contentType = request.headers.get("Content-Type") ?? "";
   if (!/^application\/json\s*(;|$)/i.test(contentType)) {
     return refuse(
-      problem(c, 415, {
+      problemResponse(415, {
         title: "Unsupported Media Type",
         detail: "send Content-Type: application/json",
       }),
     );
   }
-  const body = await readBody(c.req.raw);
+  const body = await readBody(request);
   if (body === "too-large") {
     return refuse(
-      problem(c, 413, {
+      problemResponse(413, {
         title: "Payload Too Large",
         detail: `a check body is at most ${MAX_CHECK_BODY_BYTES} bytes`,
       }),
@@ -77,13 +84,17 @@ export async function authorizedCheck(
     json = JSON.parse(body);
   } catch {
     return refuse(
-      problem(c, 400, { title: "Bad Request", detail: "body is not valid JSON", field: "body" }),
+      problemResponse(400, {
+        title: "Bad Request",
+        detail: "body is not valid JSON",
+        field: "body",
+      }),
     );
   }
   const check = parseCheckBody(json, runtime.rulesByName, runtime.config.clientIp);
   if (!check.ok) {
     return refuse(
-      problem(c, 400, {
+      problemResponse(400, {
         title: "Bad Request",
         detail: `${check.field} ${check.detail}`,
         field: check.field,

@@ -23,6 +23,18 @@ export function problem(
   });
 }
 
+/** The same answer built without a Hono context (the /check fast path, worker.ts). */
+export function problemResponse(
+  status: ContentfulStatusCode,
+  body: Problem,
+  headers?: Record<string, string>,
+): Response {
+  return new Response(JSON.stringify({ type: "about:blank", status, ...body }), {
+    status,
+    headers: { "Content-Type": "application/problem+json", ...headers },
+  });
+}
+
 /**
  * 503 for a configuration that does not validate: which requests are limited is unknown, so
  * every one is refused rather than let through unprotected. This is the public answer (the
@@ -40,10 +52,10 @@ export function misconfigured(c: Context, issue: { field: string }): Response {
 
 /** The 503 for a caller holding the /check token: names the wrong field and why. */
 export function misconfiguredForOperator(
-  c: Context,
+  _c: Context | undefined,
   issue: { field: string; detail: string },
 ): Response {
-  return problem(c, 503, {
+  return problemResponse(503, {
     title: "Limiter misconfigured",
     detail: `${issue.field} ${issue.detail}`,
     field: issue.field,

@@ -25,31 +25,44 @@ export function rateLimitHeaders(
   decisions: readonly HeaderDecision[],
   options: { legacy?: boolean } = {},
 ): Headers {
-  const headers = new Headers();
-  if (decisions.length === 0) return headers;
-  headers.set(
-    "RateLimit-Policy",
-    decisions.map((d) => `"${d.policy}";q=${d.limit};w=${seconds(d.windowMs)}`).join(", "),
-  );
-  headers.set(
-    "RateLimit",
-    decisions
-      .map((d) => `"${d.policy}";r=${d.remaining};t=${seconds(d.resetAfterMs, 0)}`)
-      .join(", "),
-  );
-  const denied = decisions.filter((d) => !d.allowed);
-  if (denied.length > 0) {
-    const wait = Math.max(...denied.map((d) => d.retryAfterMs));
-    headers.set("Retry-After", String(seconds(wait)));
+  return new Headers(rateLimitHeaderEntries(decisions, options.legacy === true));
+}
+
+/**
+ * The same headers as name/value pairs, for a Response built in one step (/check's answer): no
+ * Headers object to build and copy again.
+ */
+export function rateLimitHeaderEntries(
+  decisions: readonly HeaderDecision[],
+  legacy: boolean,
+): [string, string][] {
+  if (decisions.length === 0) return [];
+  let policy = "";
+  let state = "";
+  let wait = -1;
+  for (const d of decisions) {
+    const sep = policy === "" ? "" : ", ";
+    policy += `${sep}"${d.policy}";q=${d.limit};w=${seconds(d.windowMs)}`;
+    state += `${sep}"${d.policy}";r=${d.remaining};t=${seconds(d.resetAfterMs, 0)}`;
+    if (!d.allowed && d.retryAfterMs > wait) wait = d.retryAfterMs;
   }
-  if (options.legacy) {
-    // The most restrictive policy speaks for the legacy single-valued headers.
-    const tightest = [...decisions].sort((a, b) => a.remaining - b.remaining)[0] as HeaderDecision;
-    headers.set("X-RateLimit-Limit", String(tightest.limit));
-    headers.set("X-RateLimit-Remaining", String(tightest.remaining));
-    headers.set("X-RateLimit-Reset", String(Math.ceil(tightest.reset / 1000)));
+  const entries: [string, string][] = [
+    ["RateLimit-Policy", policy],
+    ["RateLimit", state],
+  ];
+  if (wait >= 0) entries.push(["Retry-After", String(seconds(wait))]);
+  if (legacy) {
+    // The most restrictive policy speaks for the legacy single-valued headers (the first of
+    // those with the least remaining, as a stable sort would pick).
+    let tightest = decisions[0] as HeaderDecision;
+    for (const d of decisions) if (d.remaining < tightest.remaining) tightest = d;
+    entries.push(
+      ["X-RateLimit-Limit", String(tightest.limit)],
+      ["X-RateLimit-Remaining", String(tightest.remaining)],
+      ["X-RateLimit-Reset", String(Math.ceil(tightest.reset / 1000))],
+    );
   }
-  return headers;
+  return entries;
 }
 
 /** Whole seconds, rounded up, at least `min`. */
