@@ -7,8 +7,9 @@
 // bench/.quick/cpu.json.
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { measureWorkerdCpu } from "./lib/cpu-section.mjs";
+import { startOrigin } from "../test/support/origin-server.mjs";
 import { analyse, edgeBursts, rollingAdmissions, steadySender } from "./lib/accuracy.mjs";
+import { measureWorkerdCpu } from "./lib/cpu-section.mjs";
 import {
   buildWorkers,
   delay,
@@ -30,7 +31,6 @@ import {
 import { bodyExtras, check, LIMITER_TOKEN, LOADS, PROXY_RULES, runLoad } from "./lib/load.mjs";
 import { connectStats } from "./lib/redis-stats.mjs";
 import { writeReport } from "./lib/report.mjs";
-import { startOrigin } from "../test/support/origin-server.mjs";
 import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
 
 const quick = process.argv.includes("--quick");
@@ -46,6 +46,7 @@ const PLAN = quick
       edges: 1,
       cpuRepeats: 1,
       cpuSeconds: 2,
+      cpuRate: 400,
     }
   : {
       repeats: 3,
@@ -55,11 +56,15 @@ const PLAN = quick
       steadySeconds: 12,
       edges: 3,
       cpuRepeats: 5,
-      cpuSeconds: 5,
+      cpuSeconds: 4,
+      cpuRate: 400,
     };
 // The largest is the sliding log's cap (src/store/caps.ts MAX_LOG_LIMIT): a full log < 1 MB.
 const MEMORY_LIMITS = [10, 100, 1000, 8000];
 const started = Date.now();
+// --cpu-repeats=N overrides the CPU section's repetitions (iterating on CPU with --only=cpu).
+const cpuRepeatsArg = process.argv.find((a) => a.startsWith("--cpu-repeats="));
+if (cpuRepeatsArg) PLAN.cpuRepeats = Number(cpuRepeatsArg.slice("--cpu-repeats=".length));
 // A quick run never overwrites the committed full run's figures.
 const OUTPUT = path.join(ROOT, "bench", quick || cpuOnly ? ".quick" : "");
 
@@ -189,17 +194,18 @@ try {
     cleanups.push(worker.dispose);
     cpuWorkers[id] = worker;
   }
-  cpuWorkers.oursForward = cpuWorkers.oursProxy;
+  cpuWorkers.oursForward = /** @type {(typeof cpuWorkers)[string]} */ (cpuWorkers.oursProxy);
   results.workerdCpu = await measureWorkerdCpu({
     workers: /** @type {any} */ (cpuWorkers),
     repeats: PLAN.cpuRepeats,
     seconds: PLAN.cpuSeconds,
     connections: PLAN.connections,
+    rate: PLAN.cpuRate,
     progress,
   });
   const wc = results.workerdCpu;
   progress(
-    `workerd CPU: ours ÷ anchor (minimal front) ${wc.ratios.cpuVsMinimal.toFixed(2)}×, ` +
+    `workerd CPU at ${PLAN.cpuRate}/s: ours ÷ anchor (minimal front) ${wc.ratios.cpuVsMinimal.toFixed(2)}×, ` +
       `throughput ${wc.ratios.throughputVsMinimal.toFixed(2)}×; ours ÷ anchor (our /check code) ` +
       `${wc.ratios.cpuVsLikeForLike.toFixed(2)}×; proxy beyond /check ` +
       `${wc.proxy.beyondCheckUsec.toFixed(0)} µs, beyond forwarding ${wc.proxy.beyondForwardUsec.toFixed(0)} µs`,
@@ -492,7 +498,9 @@ try {
   mkdirSync(OUTPUT, { recursive: true });
   writeFileSync(path.join(OUTPUT, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
   writeReport(OUTPUT, results, rolling);
-  progress(`done: ${path.relative(ROOT, OUTPUT)}/results.md, results.json (${results.seconds.toFixed(0)} s)`);
+  progress(
+    `done: ${path.relative(ROOT, OUTPUT)}/results.md, results.json (${results.seconds.toFixed(0)} s)`,
+  );
 } catch (error) {
   console.error(error);
   process.exitCode = 1;

@@ -129,10 +129,11 @@ export function tempDir() {
 
 /**
  * One worker served by workerd on its own port (Miniflare: no Node proxy in front of it).
- * @param {{ scriptPath: string, bindings: Record<string, string> }} options
+ * @param {{ scriptPath: string, bindings: Record<string, string>, inspectorPort?: number }} options
+ *   inspectorPort: workerd's V8 inspector there (profiling only: bench/profile-workerd.mjs)
  * @returns {Promise<{ url: string, pid: number | undefined, dispose: () => Promise<void> }>}
  */
-export async function serveWorker({ scriptPath, bindings }) {
+export async function serveWorker({ scriptPath, bindings, inspectorPort }) {
   const port = await freePort();
   // Each Miniflare starts its own workerd child: the one that appears is this worker's, whose
   // CPU time the benchmark reads (workerd-cpu.mjs). Workers are served one at a time.
@@ -148,6 +149,7 @@ export async function serveWorker({ scriptPath, bindings }) {
     compatibilityDate: compatibilityDate(),
     // Store errors are logged per request during the outage runs; keep them off the terminal.
     handleStructuredLogs: () => {},
+    ...(inspectorPort !== undefined ? { inspectorPort } : {}),
   });
   let ready;
   try {

@@ -14,6 +14,27 @@ import { ROOT } from "./infra.mjs";
  */
 
 /**
+ * For bundles run in Node: `cloudflare:workers` (workerd's built-in module) as a stand-in whose
+ * waitUntil lets the promise run on (Node keeps the process alive for it).
+ * @type {import("esbuild").Plugin}
+ */
+export const cloudflareWorkersStub = {
+  name: "cloudflare-workers-stub",
+  setup(b) {
+    b.onResolve({ filter: /^cloudflare:workers$/ }, () => ({
+      path: "cloudflare:workers",
+      namespace: "stub",
+    }));
+    b.onLoad({ filter: /.*/, namespace: "stub" }, () => ({
+      contents:
+        "export const waitUntil = (p) => { Promise.resolve(p).catch(() => {}); };\n" +
+        "export const env = {};\n",
+      loader: "js",
+    }));
+  },
+};
+
+/**
  * Bundles src/runtime.ts plus the anchor's modules into one Node ESM file and imports it.
  * @param {string} tmp
  */
@@ -37,6 +58,7 @@ export async function loadLibraries(tmp) {
     target: "node20",
     outfile,
     logLevel: "error",
+    plugins: [cloudflareWorkersStub],
   });
   return import(pathToFileURL(outfile).href);
 }

@@ -44,11 +44,12 @@ export const LOADS = {
  */
 
 /**
- * One autocannon run of `load` against `url`.
- * @param {{ url: string, load: keyof typeof LOADS, tag: string, seconds: number, connections: number }} options
+ * One autocannon run of `load` against `url`: as fast as the worker answers, or at `rate`
+ * requests per second over all connections (a fixed offered load, the same for every contender).
+ * @param {{ url: string, load: keyof typeof LOADS, tag: string, seconds: number, connections: number, rate?: number }} options
  * @returns {Promise<LoadResult>}
  */
-export async function runLoad({ url, load, tag, seconds, connections }) {
+export async function runLoad({ url, load, tag, seconds, connections, rate }) {
   const body = LOADS[load];
   if (!body) throw new Error(`unknown load ${load}`);
   const extra = bodyExtras.get(url) ?? {};
@@ -59,6 +60,7 @@ export async function runLoad({ url, load, tag, seconds, connections }) {
     duration: seconds,
     pipelining: 1,
     timeout: 30,
+    ...(rate ? { overallRate: rate } : {}),
     requests: [
       {
         method: "POST",
@@ -121,10 +123,10 @@ export const PROXY_RULES = [
  * (20 %, 20 clients at 10/min), the client in X-Client. `matched: false` sends the same requests
  * under /plain/, which no rule matches: forwarded without a decision (what forwarding alone costs).
  * Decisions are the 200s and 429s.
- * @param {{ url: string, tag: string, seconds: number, connections: number, matched: boolean }} options
+ * @param {{ url: string, tag: string, seconds: number, connections: number, matched: boolean, rate?: number }} options
  * @returns {Promise<LoadResult>}
  */
-export async function runProxyLoad({ url, tag, seconds, connections, matched }) {
+export async function runProxyLoad({ url, tag, seconds, connections, matched, rate }) {
   let n = 0;
   const result = await autocannon({
     url,
@@ -132,6 +134,7 @@ export async function runProxyLoad({ url, tag, seconds, connections, matched }) 
     duration: seconds,
     pipelining: 1,
     timeout: 30,
+    ...(rate ? { overallRate: rate } : {}),
     requests: [
       {
         method: "GET",
