@@ -67,6 +67,9 @@ export interface Use {
   refunded: boolean;
 }
 
+/** The uses each decision recorded, in its policies' order (to refund them in the model). */
+export const recordedUses = new WeakMap<MultiDecision, Use[]>();
+
 /** Decides `requests` on `isolate` now and records an admission's uses, one per policy. */
 export async function decideAndRecord(
   isolate: Isolate,
@@ -80,16 +83,20 @@ export async function decideAndRecord(
     ...(requestId !== undefined ? { requestId } : {}),
   });
   if (decided.allowed && !decided.replayed) {
+    const recorded: Use[] = [];
+    recordedUses.set(decided, recorded);
     for (const [i, request] of requests.entries()) {
-      uses.push({
+      recorded.push({
         policy: request.policy,
         at,
-        stamp: decided.receipt?.at ?? Number.NaN,
+        // A lease-paid request's units sit at its leases' stamps (one lease per policy).
+        stamp: decided.receipt?.leased?.[i]?.lease.stamp ?? decided.receipt?.at ?? Number.NaN,
         cost: request.cost ?? 1,
         source: decided.decisions[i]?.source ?? "?",
         refunded: false,
       });
     }
+    uses.push(...recorded);
   }
   return decided;
 }
