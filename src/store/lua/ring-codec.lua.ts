@@ -9,20 +9,23 @@
  *   byte 1       'R' (the layout's mark; anything else at a log key is not a ring)
  *   bytes 2–5    L, the number of slots (the limit the ring was built for)
  *   bytes 6–9    head: the slot to overwrite next, which holds the oldest of the last L admissions
- *   bytes 10–13  a hint: how many slots from the head had left the window at the last admission
+ *   bytes 10–13  e: a hint, how many slots from the head had left the window at the last admission
  *   bytes 14–19  base (ms): slot times are base + value; values stay below 2^32 (49 days) by
  *                rebuilding the ring at a newer base when a time would not fit
- *   bytes 20–25  top (ms): the newest time written (the key lives until top + window)
- *   bytes 26–31  exp (ms): large rings only, until when the key's TTL was last set
+ *   bytes 20–25  top (ms): the newest time written
+ *   bytes 26–31  exp (ms): until when the key's TTL was last set (renewed to top + 2 windows when
+ *                top + window passes it: one PEXPIRE per window, not one per admission)
  *
- * 4 bytes per admitted unit: 4 031 B of data at limit 1 000, where the sorted set keeps ~118 kB.
- * Pure Lua 5.1 (string.byte/char), no struct or bit library: it runs wherever EVAL does.
+ * The header is read with one string.byte and written with one string.char (measured in Redis 7:
+ * ~0.26 µs to read, against 1.5 µs for a string.match of a decimal header and a C call per byte
+ * for math.floor-based packing). 4 bytes per admitted unit: 4 031 B of data at limit 1 000, where
+ * the sorted set keeps ~118 kB. Pure Lua 5.1, no struct or bit library: it runs wherever EVAL does.
  */
 export const RING_CODEC_LUA = `
 local RING_HDR = 31
--- Rings up to this size are read whole (GET) and written whole (SET … PX): three commands for an
--- admission (TIME, GET, SET). Larger rings read and write only the slots they need (GETRANGE,
--- SETRANGE), so an admission costs O(cost) whatever the limit.
+-- Rings up to this size are read whole (GET) and written with one SETRANGE from the start:
+-- three commands for an admission (TIME, GET, SETRANGE). Larger rings read and write only the
+-- slots they need (GETRANGE, SETRANGE), so an admission costs O(cost) whatever the limit.
 local RING_WHOLE_MAX = 1024
 local RING_VALUE_MAX = 4294967295
 
@@ -31,28 +34,63 @@ local function u32(s, i)
   if not d then return 0 end -- past the end of the string: a slot never written
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
-local function u48(s, i)
-  return u32(s, i) * 65536 + string.byte(s, i + 4) * 256 + string.byte(s, i + 5)
-end
+-- Arithmetic, not math.floor: a C call per byte costs more than the division (values are integers).
 local function p32(v)
-  return string.char(math.floor(v / 16777216) % 256, math.floor(v / 65536) % 256,
-    math.floor(v / 256) % 256, v % 256)
+  local d = v % 256
+  v = (v - d) / 256
+  local c = v % 256
+  v = (v - c) / 256
+  local b = v % 256
+  return string.char((v - b) / 256, b, c, d)
 end
-local function p48(v)
-  return p32(math.floor(v / 65536)) .. string.char(math.floor(v / 256) % 256, v % 256)
-end
-
 local function ringHeader(r)
-  return 'R' .. p32(r.L) .. p32(r.head) .. p32(r.e) .. p48(r.base) .. p48(r.top) .. p48(r.exp)
+  local L, h, e, b, t, x = r.L, r.head, r.e, r.base, r.top, r.exp
+  local l4 = L % 256; L = (L - l4) / 256
+  local l3 = L % 256; L = (L - l3) / 256
+  local l2 = L % 256; L = (L - l2) / 256
+  local h4 = h % 256; h = (h - h4) / 256
+  local h3 = h % 256; h = (h - h3) / 256
+  local h2 = h % 256; h = (h - h2) / 256
+  local e4 = e % 256; e = (e - e4) / 256
+  local e3 = e % 256; e = (e - e3) / 256
+  local e2 = e % 256; e = (e - e2) / 256
+  local b6 = b % 256; b = (b - b6) / 256
+  local b5 = b % 256; b = (b - b5) / 256
+  local b4 = b % 256; b = (b - b4) / 256
+  local b3 = b % 256; b = (b - b3) / 256
+  local b2 = b % 256; b = (b - b2) / 256
+  local t6 = t % 256; t = (t - t6) / 256
+  local t5 = t % 256; t = (t - t5) / 256
+  local t4 = t % 256; t = (t - t4) / 256
+  local t3 = t % 256; t = (t - t3) / 256
+  local t2 = t % 256; t = (t - t2) / 256
+  local x6 = x % 256; x = (x - x6) / 256
+  local x5 = x % 256; x = (x - x5) / 256
+  local x4 = x % 256; x = (x - x4) / 256
+  local x3 = x % 256; x = (x - x3) / 256
+  local x2 = x % 256; x = (x - x2) / 256
+  return string.char(82, L, l2, l3, l4, h, h2, h3, h4, e, e2, e3, e4, b, b2, b3, b4, b5, b6,
+    t, t2, t3, t4, t5, t6, x, x2, x3, x4, x5, x6)
+end
+-- L, head, e, base, top, exp of a ring's header (nil if s does not start with one).
+local function ringFields(s)
+  local m, l1, l2, l3, l4, h1, h2, h3, h4, e1, e2, e3, e4, b1, b2, b3, b4, b5, b6,
+    t1, t2, t3, t4, t5, t6, x1, x2, x3, x4, x5, x6 = string.byte(s, 1, RING_HDR)
+  if m ~= 82 or not x6 then return nil end
+  return ((l1 * 256 + l2) * 256 + l3) * 256 + l4, ((h1 * 256 + h2) * 256 + h3) * 256 + h4,
+    ((e1 * 256 + e2) * 256 + e3) * 256 + e4,
+    ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6,
+    ((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6,
+    ((((x1 * 256 + x2) * 256 + x3) * 256 + x4) * 256 + x5) * 256 + x6
 end
 local function isRing(s)
-  return s and #s >= RING_HDR and string.byte(s, 1) == 82
+  return type(s) == 'string' and #s >= RING_HDR and string.byte(s, 1) == 82
 end
 
 -- Every time in a whole ring string later than floor, oldest first (sorted: the caller clock and
 -- lease stamps can write times out of order).
 local function ringTimes(s, floor)
-  local L, head, base = u32(s, 2), u32(s, 6), u48(s, 14)
+  local L, head, _, base = ringFields(s)
   local times = {}
   for j = 0, L - 1 do
     local v = u32(s, RING_HDR + 4 * ((head + j) % L) + 1)

@@ -24,9 +24,13 @@
  * Memory: 31 + 4 × limit bytes of value.
  */
 export const SLIDING_LOG_RING_LUA = `
+-- A large ring keeps what it read in r: one range in r.cf/r.cn/r.cd (from, count, data: what
+-- check prefetches, enough for most decisions), any others in r.chunks.
 local function ringSlot(r, key, j)
   local i = (r.head + j) % r.L
   if r.whole then return u32(r.whole, RING_HDR + 4 * i + 1) end
+  local from = r.cf
+  if i >= from and i < from + r.cn then return u32(r.cd, 4 * (i - from) + 1) end
   for _, c in ipairs(r.chunks) do
     if i >= c.from and i < c.from + c.n then return u32(c.data, 4 * (i - c.from) + 1) end
   end
@@ -35,14 +39,18 @@ local function ringSlot(r, key, j)
   return u32(data, 1)
 end
 
--- Reads slots [j0, j1) from the head into r.chunks (a large ring; one GETRANGE, two if they wrap).
+-- Reads slots [j0, j1) from the head (a large ring; one GETRANGE, two if they wrap).
 local function ringPrefetch(r, key, j0, j1)
   if r.whole or j1 <= j0 then return end
   local i0 = (r.head + j0) % r.L
   local n = j1 - j0
   local first = math.min(n, r.L - i0)
-  r.chunks[#r.chunks + 1] = { from = i0, n = first,
-    data = redis.call('GETRANGE', key, RING_HDR + 4 * i0, RING_HDR + 4 * (i0 + first) - 1) }
+  local data = redis.call('GETRANGE', key, RING_HDR + 4 * i0, RING_HDR + 4 * (i0 + first) - 1)
+  if r.cn == 0 then
+    r.cf, r.cn, r.cd = i0, first, data
+  else
+    r.chunks[#r.chunks + 1] = { from = i0, n = first, data = data }
+  end
   if first < n then
     r.chunks[#r.chunks + 1] = { from = 0, n = n - first,
       data = redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - first) - 1) }
@@ -86,7 +94,7 @@ end
 -- limit (rebuilt at the new size from its live times) become r.whole, written on commit.
 local function ringOpen(p, now)
   local L = p.limit
-  local r = { L = L, head = 0, e = L, base = 0, top = 0, exp = 0, chunks = {} }
+  local r = { L = L, head = 0, e = L, base = 0, top = 0, exp = 0, cf = 0, cn = 0, cd = '' }
   p.ring, p.floor = r, now - p.window
   r.small = RING_HDR + 4 * L <= RING_WHOLE_MAX
   local s
@@ -96,13 +104,14 @@ local function ringOpen(p, now)
     s = redis.pcall('GETRANGE', p.key, 0, RING_HDR - 1)
   end
   if type(s) == 'table' then return ringBuild(r, zsetTimes(p.key, now, p.window), now, p.window) end
-  if not isRing(s) then return ringBuild(r, {}, now, p.window) end
-  if u32(s, 2) ~= L then
+  local stored
+  if isRing(s) then stored, r.head, r.e, r.base, r.top, r.exp = ringFields(s) end
+  if not stored then return ringBuild(r, {}, now, p.window) end
+  if stored ~= L then
     if not r.small then s = redis.call('GET', p.key) end
     return ringBuild(r, ringTimes(s, p.floor), now, p.window)
   end
-  r.head, r.e, r.base, r.top, r.exp = u32(s, 6), u32(s, 10), u48(s, 14), u48(s, 20), u48(s, 26)
-  if r.small then r.whole = s end
+  if r.small then r.whole = s else r.chunks = {} end
 end
 
 ALG['sliding-log'] = {
@@ -113,21 +122,25 @@ ALG['sliding-log'] = {
       p.allowed = false
       return
     end
-    -- One range for the slots to overwrite and the hint's two slots when they are close.
+    -- One range for the slots to overwrite, the slot after them and the hint's two slots (what
+    -- the report reads) when they are close; two ranges when they are not.
     local e = math.min(r.e, r.L)
-    if e + 1 <= math.max(c, 256) then
-      ringPrefetch(r, p.key, 0, math.min(r.L, math.max(c, e + 1)))
+    if e + 2 <= math.max(c + 1, 256) then
+      ringPrefetch(r, p.key, 0, math.min(r.L, math.max(c + 1, e + 2)))
     else
-      ringPrefetch(r, p.key, 0, c)
+      ringPrefetch(r, p.key, 0, math.min(r.L, c + 1))
       ringPrefetch(r, p.key, e - 1, math.min(r.L, e + 1))
     end
-    p.allowed = true
+    -- Every slot it would overwrite must have left the window. Also kept for the report: the
+    -- first one still inside (the slots before it are free: with times in order, exactly the
+    -- remaining capacity) and the newest of them (when this cost fits).
+    local first, latest, floor = c, 0, p.floor - r.base
     for j = 0, c - 1 do
-      if not ringExpired(r, p.key, j, p.floor) then
-        p.allowed = false
-        break
-      end
+      local v = ringSlot(r, p.key, j)
+      if v > 0 and v > floor and j < first then first = j end
+      if v > latest then latest = v end
     end
+    p.allowed, p.first, p.latest = first == c, first, latest
   end,
   commit = function(p, now)
     local r, c = p.ring, p.cost
@@ -135,7 +148,6 @@ ALG['sliding-log'] = {
     if stamp - r.base > RING_VALUE_MAX then
       -- A time past the base's 49 days: rebuild at a newer base (the live times are kept).
       ringBuild(r, ringTimes(r.whole or redis.call('GET', p.key), p.floor), now, p.window)
-      r.chunks = {}
       stamp = math.max(p.stamp, r.base + 1)
     end
     p.stamped = stamp
@@ -148,26 +160,35 @@ ALG['sliding-log'] = {
     -- before writing, from what check fetched; the written slots are not among them.
     p.f = ringFrontier(r, p.key, r.L - c, math.max(math.min(r.e, r.L) - c, 0), p.floor)
     r.e = p.f
-    if r.whole then
-      local slots = string.sub(r.whole, RING_HDR + 1)
-      slots = string.sub(slots, 1, 4 * i0) .. string.sub(bytes, 1, 4 * first)
-        .. string.sub(slots, 4 * (i0 + first) + 1)
-      if first < c then slots = string.sub(bytes, 4 * first + 1) .. string.sub(slots, 4 * (c - first) + 1) end
-      local ttl = r.top + p.window - now + GRACE
-      if not r.small then
-        r.exp = r.top + 2 * p.window
-        ttl = r.exp - now + GRACE
-      end
-      local header = ringHeader(r)
-      -- Keep the old string for the report's reads (slots it reads are unchanged).
-      redis.call('SET', p.key, header .. slots, 'PX', ttl)
-      return
-    end
-    redis.call('SETRANGE', p.key, RING_HDR + 4 * i0, string.sub(bytes, 1, 4 * first))
-    if first < c then redis.call('SETRANGE', p.key, RING_HDR, string.sub(bytes, 4 * first + 1)) end
+    -- The TTL covers every slot (top + window) and is renewed to two windows past top only when
+    -- that passes it: one PEXPIRE per window, not one per admission.
     local renew = r.top + p.window > r.exp
     if renew then r.exp = r.top + 2 * p.window end
-    redis.call('SETRANGE', p.key, 0, ringHeader(r))
+    if r.rebuilt then
+      -- A new, resized, rebased or converted ring: written whole.
+      local w = r.whole
+      local at = RING_HDR + 4 * i0
+      redis.call('SET', p.key, ringHeader(r) .. string.sub(w, RING_HDR + 1, at) .. bytes
+        .. string.sub(w, at + 4 * c + 1), 'PX', r.exp - now + GRACE)
+      return
+    end
+    if r.small then
+      -- One SETRANGE from the start: the header and the slots up to the last one written (one
+      -- concatenation; r.whole stays the old string, the report reads only slots not written).
+      local w, at = r.whole, RING_HDR + 4 * i0
+      local value
+      if first == c then
+        value = ringHeader(r) .. string.sub(w, RING_HDR + 1, at) .. bytes
+      else
+        value = ringHeader(r) .. string.sub(bytes, 4 * first + 1)
+          .. string.sub(w, RING_HDR + 4 * (c - first) + 1, at) .. string.sub(bytes, 1, 4 * first)
+      end
+      redis.call('SETRANGE', p.key, 0, value)
+    else
+      redis.call('SETRANGE', p.key, RING_HDR + 4 * i0, string.sub(bytes, 1, 4 * first))
+      if first < c then redis.call('SETRANGE', p.key, RING_HDR, string.sub(bytes, 4 * first + 1)) end
+      redis.call('SETRANGE', p.key, 0, ringHeader(r))
+    end
     if renew then redis.call('PEXPIRE', p.key, r.exp - now + GRACE) end
   end,
   report = function(p, now, committed)
@@ -180,20 +201,17 @@ ALG['sliding-log'] = {
       if p.f >= r.L - p.cost then return p.f, p.stamped + p.window, 0 end
       return p.f, r.base + ringSlot(r, p.key, p.f) + p.window, 0
     end
-    local f = ringFrontier(r, p.key, r.L, math.min(r.e, r.L), p.floor)
     if p.allowed then
+      -- It would fit, but another policy denied the request: nothing was written.
+      local f = ringFrontier(r, p.key, r.L, math.min(r.e, r.L), p.floor)
       if f == r.L then return f, now, 0 end
       return f, r.base + ringSlot(r, p.key, f) + p.window, 0
     end
     -- Denied: the cost fits when the newest of the c slots it would overwrite leaves. Only time
-    -- frees capacity in a log (others can only consume), so this instant is exact.
-    local latest = 0
-    for j = 0, p.cost - 1 do
-      local v = ringSlot(r, p.key, j)
-      if v > latest then latest = v end
-    end
-    local reset = r.base + latest + p.window
-    return f, reset, reset - now
+    -- frees capacity in a log (others can only consume), so this instant is exact. The free
+    -- slots are the ones before the first still inside (check): no search needed.
+    local reset = r.base + p.latest + p.window
+    return p.first, reset, reset - now
   end,
   refund = function(p, now)
     local s = redis.pcall('GET', p.key)
@@ -204,7 +222,8 @@ ALG['sliding-log'] = {
       return removed
     end
     if not isRing(s) then return 0 end
-    local L, head, base = u32(s, 2), u32(s, 6), u48(s, 14)
+    local L, head, _, base, top, exp = ringFields(s)
+    if not L then return 0 end
     local target = p.at - base
     if target < 1 or target > RING_VALUE_MAX then return 0 end
     -- Any cost slots holding exactly the request's time (equal times are interchangeable). A plain
@@ -232,7 +251,7 @@ ALG['sliding-log'] = {
       prev = j + 1
     end
     parts[#parts + 1] = string.sub(ordered, 4 * prev + 1)
-    local r = { L = L, head = 0, e = #hits, base = base, top = u48(s, 20), exp = u48(s, 26) }
+    local r = { L = L, head = 0, e = #hits, base = base, top = top, exp = exp }
     redis.call('SET', p.key, ringHeader(r) .. table.concat(parts), 'KEEPTTL')
     return #hits
   end,

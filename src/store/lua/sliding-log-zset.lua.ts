@@ -35,7 +35,8 @@ ALG['sliding-log-zset'] = {
           end
         end
         if #args > 0 then redis.call('ZADD', p.key, unpack(args)) end
-        redis.call('PEXPIRE', p.key, u48(s, 20) + p.window - now + GRACE)
+        local _, _, _, _, top = ringFields(s)
+        redis.call('PEXPIRE', p.key, math.max(top, now) + p.window - now + GRACE + STAMP_AHEAD_MAX)
       end
     end
     p.count = redis.call('ZCARD', p.key)
