@@ -1,0 +1,244 @@
+// @ts-check
+// The two layouts of the exact log side by side, per limit: Redis commands and Redis CPU
+// (INFO commandstats: calls and usec, the script's own commands included) per decision, for a key
+// full to its limit that admits one unit per decision (the steady state at the limit: each decision
+// frees and takes one slot) and for one that denies; and MEMORY USAGE of the full key. The
+// anchor, @upstash/ratelimit's slidingWindow, beside them. Real scripts, the real @upstash/redis
+// client and the project's REST bridge, on a private redis-server (commandstats of a shared Redis
+// would count everyone's traffic).
+//
+//   node scripts/measure-log-layouts.mjs [decisions=500] [--json out.json]   (ROUNDS=5, LIMITS=10,100,…)
+//
+// Each (layout, limit) runs `decisions` admissions then as many denials per round; the layouts
+// alternate, round after round, and the table gives medians (the machine is shared).
+//
+// Decisions run on the caller's clock (ARGV now), so a run is deterministic: with the Redis clock
+// (the default) every call of ours adds one TIME. The anchor always takes the client's clock.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+import { startBridge } from "../bridge/server.mjs";
+import { startPrivateRedis } from "./lib/redis.mjs";
+
+const args = process.argv.slice(2);
+const jsonAt = args.indexOf("--json");
+const jsonOut = jsonAt >= 0 ? args[jsonAt + 1] : undefined;
+const N = Number(args.find((a, i) => /^\d+$/.test(a) && !(jsonAt >= 0 && i === jsonAt + 1)) ?? 500);
+const LIMITS = (process.env.LIMITS ?? "10,100,1000,10000,100000").split(",").map(Number);
+const LAYOUTS = ["sliding-log", "sliding-log-zset"];
+const root = fileURLToPath(new URL("../", import.meta.url));
+
+const redis = await startPrivateRedis();
+const port = new URL(redis.url).port;
+const dir = mkdtempSync(join(tmpdir(), "edge-limiter-layouts-"));
+/** @param {string[]} a */
+const cli = (...a) =>
+  execFileSync("redis-cli", ["-p", port, ...a], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+const token = "measure";
+const bridge = await startBridge({ port: 0, token, redisUrl: redis.url });
+
+// The store layer itself (no caps: the sorted set is measured past its MAX_LOG_LIMIT, to show what
+// the cap prevents) and the anchor, bundled as the worker bundles them.
+const bundle = join(dir, "store.mjs");
+await build({
+  stdin: {
+    contents: `export { EVALUATE_SCRIPTS } from "./src/store/lua/scripts";
+export { createStoreClient } from "./src/store/upstash-client";
+export { runScript } from "./src/store/script-runner";
+export { Ratelimit } from "@upstash/ratelimit";
+export { Redis } from "@upstash/redis";`,
+    resolveDir: root,
+    loader: "ts",
+  },
+  bundle: true,
+  format: "esm",
+  platform: "neutral",
+  mainFields: ["module", "main"],
+  conditions: ["worker", "import"],
+  outfile: bundle,
+  logLevel: "error",
+});
+/** @type {any} */
+const lib = await import(bundle);
+const store = lib.createStoreClient({ url: bridge.url, token, timeoutMs: 30_000 });
+
+/**
+ * One evaluate call of one policy, as evaluate() sends it (script-inputs.ts), minus the caps.
+ * @param {string} algorithm @param {string} key @param {number} limit @param {number} windowMs
+ * @param {number} cost @param {number} now @param {string} member
+ */
+async function decide(algorithm, key, limit, windowMs, cost, now, member) {
+  const args = [now, member, 1, 0, 0, algorithm, limit, windowMs, cost];
+  const reply = await lib.runScript(store, lib.EVALUATE_SCRIPTS[algorithm], [key], args);
+  return reply[0] === 1;
+}
+
+/** Commands and µs Redis spent while `work` ran (every command, the scripts' inner ones too). */
+async function statsDuring(/** @type {() => Promise<void>} */ work) {
+  cli("CONFIG", "RESETSTAT");
+  await work();
+  let calls = 0;
+  let scriptUsec = 0;
+  /** @type {Record<string, number>} */
+  const byCommand = {};
+  for (const line of cli("INFO", "commandstats").split("\n")) {
+    const match = /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/.exec(line.trim());
+    if (!match?.[1] || /^(info|config|script)/.test(match[1])) continue;
+    calls += Number(match[2]);
+    byCommand[match[1]] = Number(match[2]);
+    // EVALSHA's usec covers the whole script, its inner commands included.
+    if (/^eval/.test(match[1])) scriptUsec += Number(match[3]);
+  }
+  return { calls, scriptUsec, byCommand };
+}
+
+/** @param {string} key */
+function memoryUsage(key) {
+  return Number(cli("MEMORY", "USAGE", key, "SAMPLES", "0").trim());
+}
+
+const T = 1_700_000_000_000;
+const ROUNDS = Number(process.env.ROUNDS ?? 5);
+const STEP = 1_000;
+/** @param {number[]} values */
+const median = (values) =>
+  [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)] ?? Number.NaN;
+
+// Set up every key full to its limit: filled in chunks of k units, STEP ms apart on the caller's
+// clock; the window holds exactly limit / k chunks, so at the limit every STEP frees one chunk,
+// which the next k decisions of cost 1 take. (Seconds, not ms: the keys' TTLs run in real time
+// while the caller's clock does not.)
+/** @type {{ algorithm: string, limit: number, key: string, k: number, windowMs: number, now: number, taken: number, bytes: number, admitted: {calls: number, usec: number}[], denied: {calls: number, usec: number}[], detail: Record<string, number> }[]} */
+const cases = [];
+for (const limit of LIMITS) {
+  const k = Math.max(1, Math.floor(limit / 1_000));
+  const windowMs = (limit / k) * STEP;
+  for (const algorithm of LAYOUTS) {
+    const key = `measure:${algorithm}:${limit}:{203.0.113.7}`;
+    let now = T;
+    for (let i = 0; i < limit / k; i++) {
+      if (!(await decide(algorithm, key, limit, windowMs, k, now, `fill${i}`))) {
+        throw new Error(`${algorithm} ${limit}: fill denied at ${i}`);
+      }
+      now += STEP;
+    }
+    const bytes = memoryUsage(key);
+    cases.push({
+      algorithm,
+      limit,
+      key,
+      k,
+      windowMs,
+      now,
+      taken: 0,
+      bytes,
+      admitted: [],
+      denied: [],
+      detail: {},
+    });
+  }
+}
+// Alternate the layouts, round after round, and take medians: this machine is shared.
+let n = 0;
+for (let round = 0; round < ROUNDS; round++) {
+  for (const c of cases) {
+    let admitted = 0;
+    const allowed = await statsDuring(async () => {
+      for (let i = 0; i < N; i++) {
+        if (c.taken === c.k) {
+          c.now += STEP;
+          c.taken = 0;
+        }
+        if (await decide(c.algorithm, c.key, c.limit, c.windowMs, 1, c.now, `AbCdEfGhIjKl${n++}`)) {
+          admitted++;
+          c.taken++;
+        }
+      }
+    });
+    if (admitted !== N)
+      throw new Error(`${c.algorithm} ${c.limit}: ${admitted}/${N} admitted at the limit`);
+    // Top the key up (N need not be a multiple of k): full at \`now\`, every decision is a denial.
+    if (c.taken < c.k) {
+      if (
+        !(await decide(c.algorithm, c.key, c.limit, c.windowMs, c.k - c.taken, c.now, "top-up"))
+      ) {
+        throw new Error(`${c.algorithm} ${c.limit}: top-up denied`);
+      }
+      c.taken = c.k;
+    }
+    let denied = 0;
+    const refused = await statsDuring(async () => {
+      for (let i = 0; i < N; i++) {
+        if (
+          !(await decide(c.algorithm, c.key, c.limit, c.windowMs, 1, c.now, `AbCdEfGhIjKl${n++}`))
+        )
+          denied++;
+      }
+    });
+    if (denied !== N) throw new Error(`${c.algorithm} ${c.limit}: ${denied}/${N} denied when full`);
+    c.admitted.push({ calls: allowed.calls / N, usec: allowed.scriptUsec / N });
+    c.denied.push({ calls: refused.calls / N, usec: refused.scriptUsec / N });
+    c.detail = allowed.byCommand;
+  }
+}
+const rows = [];
+for (const c of cases) {
+  rows.push({
+    contender: c.algorithm,
+    limit: c.limit,
+    bytes: c.bytes,
+    "bytes/unit": Number((c.bytes / c.limit).toFixed(1)),
+    "admitted: cmds": Number(median(c.admitted.map((x) => x.calls)).toFixed(2)),
+    "admitted: µs": Number(median(c.admitted.map((x) => x.usec)).toFixed(1)),
+    "denied: cmds": Number(median(c.denied.map((x) => x.calls)).toFixed(2)),
+    "denied: µs": Number(median(c.denied.map((x) => x.usec)).toFixed(1)),
+    detail: JSON.stringify(c.detail),
+  });
+}
+// The anchor (its own clock, Date.now(); its commands do not depend on the limit): admissions on a
+// fresh key, denials on a key it filled first (at limit 1 000).
+{
+  const anchor = new lib.Ratelimit({
+    redis: new lib.Redis({ url: bridge.url, token, enableTelemetry: false }),
+    limiter: lib.Ratelimit.slidingWindow(1_000, "60 s"),
+    prefix: "anchor",
+    analytics: false,
+    enableProtection: false,
+    ephemeralCache: false,
+  });
+  await anchor.limit("warm");
+  const a = Math.min(N, 1_000);
+  const anchorAllowed = await statsDuring(async () => {
+    for (let i = 0; i < a; i++) await anchor.limit("k");
+  });
+  for (let i = 0; i < 1_000; i++) await anchor.limit("full");
+  const anchorDenied = await statsDuring(async () => {
+    for (let i = 0; i < N; i++) await anchor.limit("full");
+  });
+  const keys = cli("--scan", "--pattern", "anchor:k:*").split("\n").filter(Boolean);
+  const bytes = keys.reduce((sum, key) => sum + memoryUsage(key), 0);
+  rows.push({
+    contender: "anchor slidingWindow",
+    limit: 1_000,
+    bytes,
+    "bytes/unit": Number((bytes / 1_000).toFixed(2)),
+    "admitted: cmds": Number((anchorAllowed.calls / a).toFixed(2)),
+    "admitted: µs": Number((anchorAllowed.scriptUsec / a).toFixed(1)),
+    "denied: cmds": Number((anchorDenied.calls / N).toFixed(2)),
+    "denied: µs": Number((anchorDenied.scriptUsec / N).toFixed(1)),
+    detail: JSON.stringify(anchorAllowed.byCommand),
+  });
+}
+console.table(rows.map(({ detail, ...row }) => row));
+for (const row of rows) console.log(`${row.contender} ${row.limit}: ${row.detail}`);
+if (jsonOut) writeFileSync(jsonOut, `${JSON.stringify({ decisions: N, rows }, null, 2)}\n`);
+
+await bridge.close();
+await redis.stop();
+rmSync(dir, { recursive: true, force: true });
