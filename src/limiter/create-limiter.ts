@@ -49,7 +49,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // 0. Leases: every policy paid from a live lease this isolate holds, no round trip. Not for
     // a request id (only the store can replay it).
     if (leases && requestId === undefined) {
-      const local = leases.decide(policies, waitUntil);
+      let local = leases.decide(policies, waitUntil);
+      // (A promise only while the key's lease call is in flight: this request waits for it.)
+      if (local instanceof Promise) local = await local;
       if (local) return local;
     }
 

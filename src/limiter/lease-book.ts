@@ -78,6 +78,8 @@ interface KeyState {
   policy: ResolvedPolicy | undefined;
   /** Isolate clock until which a lease call is in flight (at most one per key). */
   inFlightUntil: number;
+  /** The call in flight: settles (never rejects) once its lease, if granted, can be spent. */
+  inFlight: Promise<void> | undefined;
   /** Isolate clock until which no lease call is made (after a failed one). */
   quietUntil: number;
 }
@@ -106,15 +108,27 @@ export type WaitUntil = (promise: Promise<unknown>) => void;
 
 export interface LeaseBook {
   /**
-   * Counts the request's demand, then spends every policy's cost from live leases, all or
-   * nothing: the spends, or undefined (nothing spent) when any policy cannot be paid locally.
-   * Starts a renewal where a lease runs low. Call only for requests without a request id.
+   * Counts the request's demand (not `again`: the same request after waiting for a lease), then
+   * spends every policy's cost from live leases, all or nothing: the spends, or undefined
+   * (nothing spent) when any policy cannot be paid locally. Starts a renewal where a lease runs
+   * low. Call only for requests without a request id.
    */
   spend(
     policies: readonly ResolvedPolicy[],
     at: number,
     waitUntil: WaitUntil | undefined,
+    again?: boolean,
   ): LeaseSpend[] | undefined;
+  /**
+   * A lease call for this key in flight (started now if the key is hot and has none): settles
+   * when its lease can be spent (or it failed, or its deadline passed). Undefined: none, ask the
+   * store. A burst on a hot key whose lease has ended then costs one round trip, not one each.
+   */
+  pending(
+    policy: ResolvedPolicy,
+    at: number,
+    waitUntil: WaitUntil | undefined,
+  ): Promise<void> | undefined;
   /**
    * The store decided the request (its policies' Redis keys built): note what it said remains,
    * and lease hot keys.
@@ -156,6 +170,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         remaining: undefined,
         policy: undefined,
         inFlightUntil: 0,
+        inFlight: undefined,
         quietUntil: 0,
       };
       while (keys.size >= sizing.maxKeys) {
@@ -251,6 +266,10 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
     const sentAt = now();
     state.inFlightUntil = sentAt + timeoutMs;
     const memberId = nextMemberId();
+    let settle = () => {};
+    state.inFlight = new Promise<void>((resolve) => {
+      settle = resolve;
+    });
     const work = (async () => {
       let lease: Lease;
       try {
@@ -284,6 +303,8 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         return;
       } finally {
         state.inFlightUntil = 0;
+        state.inFlight = undefined;
+        settle();
       }
       // The end, on time, kept alive like the call (a lease nobody touches again still gives
       // its unspent units back). A timer can fire a little early by the isolate clock: then
@@ -319,7 +340,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
   }
 
   return {
-    spend(policies, at, waitUntil) {
+    spend(policies, at, waitUntil, again = false) {
       let all = true;
       const found: (Lease | undefined)[] = [];
       for (const policy of policies) {
@@ -330,7 +351,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         }
         const lifetime = leaseLifetimeMs(sizing, policy.windowMs);
         const state = stateOf(policy.cacheKey, at);
-        noteDemand(state, policy.cost, at, lifetime);
+        if (!again) noteDemand(state, policy.cost, at, lifetime);
         endExpired(state, at, waitUntil);
         const paying = state.leases.find((lease) => lease.units >= policy.cost);
         if (!paying) all = false;
@@ -344,6 +365,25 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
       });
       lease(policies, at, waitUntil);
       return spends;
+    },
+
+    pending(policy, at, waitUntil) {
+      const state = keys.get(policy.cacheKey);
+      if (!state || !policy.lease) return undefined;
+      // None in flight: start one if the key is hot enough (the same rule as a renewal).
+      if (!state.inFlight || at >= state.inFlightUntil) lease([policy], at, waitUntil);
+      const flight = state.inFlight;
+      const left = state.inFlightUntil - now();
+      if (!flight || left <= 0) return undefined;
+      // Bounded by the call's own deadline: in workerd a call belongs to the request that
+      // started it, and a cancelled request's call never settles (as in single-flight.ts).
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const deadline = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, left);
+      });
+      return Promise.race([flight, deadline]).finally(() => {
+        if (timer !== undefined) clearTimeout(timer);
+      });
     },
 
     afterStore(policies, remaining, at, waitUntil) {

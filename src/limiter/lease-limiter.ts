@@ -14,11 +14,15 @@ import type { ResolvedPolicy } from "./resolved-policy";
 import type { MultiDecision, RefundOutcome, RefundReceipt } from "./types";
 
 export interface LimiterLeases {
-  /** The request decided from this isolate's leases, or undefined: ask the store. */
+  /**
+   * The request decided from this isolate's leases, or undefined: ask the store. A promise when
+   * the request waits for its key's lease call in flight (one policy, a hot key whose lease
+   * ran out): then it is decided from that lease, or from the store if it still cannot pay.
+   */
   decide(
     policies: readonly ResolvedPolicy[],
     waitUntil: WaitUntil | undefined,
-  ): MultiDecision | undefined;
+  ): MultiDecision | Promise<MultiDecision | undefined> | undefined;
   /** The store answered this request: the book learns what remains, and leases hot keys. */
   afterStore(
     policies: readonly ResolvedPolicy[],
@@ -48,6 +52,32 @@ export function createLimiterLeases(
     onStoreError: ctx.onStoreError,
   });
 
+  function decided(
+    policies: readonly ResolvedPolicy[],
+    spends: readonly LeaseSpend[],
+    at: number,
+  ): MultiDecision {
+    const decisions = policies.map((policy, i) => {
+      const spend = spends[i] as LeaseSpend;
+      const remaining =
+        (book.lastRemaining(policy.cacheKey) ?? 0) + book.liveUnits(policy.cacheKey, at);
+      return fromLease(policy, spend.lease, remaining, at);
+    });
+    const first = spends[0] as LeaseSpend;
+    return {
+      allowed: true,
+      decisions,
+      replayed: false,
+      receipt: {
+        memberId: first.lease.memberId,
+        policies: policies.map((policy) => policy.policy),
+        resolved: policies,
+        at: first.lease.stamp,
+        leased: spends,
+      },
+    };
+  }
+
   return {
     book,
     decide(policies, waitUntil) {
@@ -55,26 +85,16 @@ export function createLimiterLeases(
       if (!policies.some((policy) => policy.lease)) return undefined;
       const at = ctx.now();
       const spends = book.spend(policies, at, waitUntil);
-      if (!spends) return undefined;
-      const decisions = policies.map((policy, i) => {
-        const spend = spends[i] as LeaseSpend;
-        const remaining =
-          (book.lastRemaining(policy.cacheKey) ?? 0) + book.liveUnits(policy.cacheKey, at);
-        return fromLease(policy, spend.lease, remaining, at);
+      if (spends) return decided(policies, spends, at);
+      // One policy: wait for its key's lease call rather than make a call of its own.
+      const only = policies.length === 1 ? policies[0] : undefined;
+      const pending = only && book.pending(only, at, waitUntil);
+      if (!pending) return undefined;
+      return pending.then(() => {
+        const later = ctx.now();
+        const paid = book.spend(policies, later, waitUntil, true);
+        return paid ? decided(policies, paid, later) : undefined;
       });
-      const first = spends[0] as LeaseSpend;
-      return {
-        allowed: true,
-        decisions,
-        replayed: false,
-        receipt: {
-          memberId: first.lease.memberId,
-          policies: policies.map((policy) => policy.policy),
-          resolved: policies,
-          at: first.lease.stamp,
-          leased: spends,
-        },
-      };
     },
 
     afterStore(policies, answer, waitUntil) {
