@@ -8,8 +8,9 @@
  * spent only until t + δ, so every use u has a stamp s ≥ u, at most δ later. Any later decision
  * counts every stamp inside its window, and for any span [a, a + W) of uses, the last grant among
  * them counted all their stamps (each ≥ a) with its own against the limit. Isolate-side, a lease
- * ends at sentAt + δ on this isolate's clock, where sentAt is taken before the call was sent: no
- * later than t + δ (the same conversion the denial cache makes).
+ * ends at sentAt + 0.9 δ on this isolate's clock, where sentAt is taken before the call was sent:
+ * no later than t + δ (the same conversion the denial cache makes), with a tenth of δ to spare
+ * for an isolate clock that lags (spendableMs).
  *
  * What stays with the store: a request with a request id (only the store can replay it), a
  * request any of whose policies is not leased here or lacks room for its cost (multi-rule is all
@@ -32,6 +33,16 @@ import type { ResolvedPolicy } from "./resolved-policy";
 export const LEASABLE: ReadonlySet<Algorithm> = new Set<Algorithm>(
   ALGORITHMS.filter(isLogAlgorithm),
 );
+
+/**
+ * How long a lease of this lifetime is spent: all but its last tenth (at least 1 ms). The tenth
+ * is slack for the isolate clock, which may lag real time — workerd's Date.now() advances only
+ * with I/O (a request's arrival, a timer, a fetch answered) — so a unit is never spent after its
+ * stamp even by an isolate that has run a while without I/O.
+ */
+export function spendableMs(lifetime: number): number {
+  return Math.max(1, lifetime - Math.max(1, Math.floor(lifetime / 10)));
+}
 
 /** One lease: units of one key recorded in the log at `stamp`, spendable until `deadline`. */
 export interface Lease {
@@ -281,7 +292,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
           policy,
           granted: units,
           units,
-          deadline: sentAt + lifetime,
+          deadline: sentAt + spendableMs(lifetime),
           stamp: grant.stamp,
           storeNow: grant.now,
           sentAt,

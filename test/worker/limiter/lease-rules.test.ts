@@ -158,8 +158,9 @@ describe("leases when the store stops answering", () => {
     const uses: Use[] = [];
     await warm(one, [request], clock.t, uses);
     await scenario.set("reset");
-    // The lease (15 units, 1 s: 60 s / 20 caps at 1 s) pays while it lives ...
-    clock.t += 999;
+    // The lease (15 units, 1 s: 60 s / 20 caps at 1 s, spent for 900 ms, the last tenth slack
+    // for a lagging isolate clock) pays while it lives ...
+    clock.t += 899;
     for (let i = 0; i < 5; i++) {
       expect((await decideAndRecord(one, [request], clock.t, uses)).decisions[0]?.source).toBe(
         "lease",
@@ -167,7 +168,7 @@ describe("leases when the store stops answering", () => {
     }
     // ... and not a millisecond longer: past its end the store is asked, fails, and the rule's
     // fail mode (closed) denies.
-    clock.t = T0 + 1_000;
+    clock.t = T0 + 900;
     const after = await decideAndRecord(one, [request], clock.t, uses);
     expect(after.decisions[0]).toMatchObject({ allowed: false, source: "fail-closed" });
     await one.settle();
