@@ -11,6 +11,7 @@ import { startOrigin } from "../test/support/origin-server.mjs";
 import { analyse, edgeBursts, rollingAdmissions, steadySender } from "./lib/accuracy.mjs";
 import { measureWorkerdCpu } from "./lib/cpu-section.mjs";
 import {
+  buildBaseline,
   buildWorkers,
   delay,
   ROOT,
@@ -46,7 +47,7 @@ const PLAN = quick
       edges: 1,
       cpuRepeats: 1,
       cpuSeconds: 2,
-      cpuRate: 400,
+      cpuRate: 300,
     }
   : {
       repeats: 3,
@@ -56,14 +57,16 @@ const PLAN = quick
       steadySeconds: 12,
       edges: 3,
       cpuRepeats: 5,
-      cpuSeconds: 4,
-      cpuRate: 400,
+      cpuSeconds: 5,
+      cpuRate: 300,
     };
 // The largest is the sliding log's cap (src/store/caps.ts MAX_LOG_LIMIT): a full log < 1 MB.
 const MEMORY_LIMITS = [10, 100, 1000, 8000];
 const started = Date.now();
 // --cpu-repeats=N overrides the CPU section's repetitions (iterating on CPU with --only=cpu).
 const cpuRepeatsArg = process.argv.find((a) => a.startsWith("--cpu-repeats="));
+// --baseline=<git ref>: src/worker.ts at that ref joins the CPU section (before/after in one run).
+const baselineRef = process.argv.find((a) => a.startsWith("--baseline="))?.slice(11);
 if (cpuRepeatsArg) PLAN.cpuRepeats = Number(cpuRepeatsArg.slice("--cpu-repeats=".length));
 // A quick run never overwrites the committed full run's figures.
 const OUTPUT = path.join(ROOT, "bench", quick || cpuOnly ? ".quick" : "");
@@ -171,19 +174,35 @@ try {
     UPSTASH_REDIS_REST_TOKEN: bridge.token,
     LIMITER_TOKEN,
   };
-  for (const [id, scriptPath, bindings] of /** @type {const} */ ([
+  // A ref, or a bundle already built (an experiment: `wrangler deploy --dry-run --outdir`).
+  const baseline = baselineRef?.endsWith(".js")
+    ? baselineRef
+    : baselineRef
+      ? await buildBaseline(tmp, baselineRef)
+      : undefined;
+  if (baselineRef) results.baselineRef = baselineRef;
+  /** @type {any[][]} */
+  const cpuServed = [
     ["ours", bundles.ours, { LIMITER_CONFIG: OURS_CONFIG }],
+    ...(baseline ? [["oursBaseline", baseline, { LIMITER_CONFIG: OURS_CONFIG }]] : []),
     ["anchorMinimal", bundles.anchorMinimal, {}],
     ["anchorSliding", bundles.anchor, CONTENDERS.find((c) => c.id === "anchorSliding")?.bindings],
-    [
-      "oursProxy",
+    ...["oursProxy", "oursForward"].map((id) => [
+      id,
       bundles.ours,
       {
         LIMITER_CONFIG: JSON.stringify({ rules: PROXY_RULES, timeoutMs: 500, failMode: "open" }),
         ORIGIN_URL: origin.url,
       },
-    ],
-  ])) {
+    ]),
+  ];
+  // --cpu-ids=a,b: only those CPU contenders (iterating on one comparison with --only=cpu).
+  const cpuIds = process.argv
+    .find((a) => a.startsWith("--cpu-ids="))
+    ?.slice(10)
+    .split(",");
+  for (const [id, scriptPath, bindings] of cpuServed) {
+    if (cpuIds && !cpuIds.includes(id)) continue;
     const worker = await serveWorker({ scriptPath, bindings: { ...storeBindings, ...bindings } });
     // Disposed after the section; the cleanup only covers a failure during it (dispose once).
     let disposed = false;
@@ -194,7 +213,6 @@ try {
     cleanups.push(worker.dispose);
     cpuWorkers[id] = worker;
   }
-  cpuWorkers.oursForward = /** @type {(typeof cpuWorkers)[string]} */ (cpuWorkers.oursProxy);
   results.workerdCpu = await measureWorkerdCpu({
     workers: /** @type {any} */ (cpuWorkers),
     repeats: PLAN.cpuRepeats,
@@ -206,6 +224,7 @@ try {
   const wc = results.workerdCpu;
   progress(
     `workerd CPU at ${PLAN.cpuRate}/s: ours ÷ anchor (minimal front) ${wc.ratios.cpuVsMinimal.toFixed(2)}×, ` +
+      (baseline ? `ours ÷ ${baselineRef} ${wc.ratios.cpuVsBaseline.toFixed(2)}×, ` : "") +
       `throughput ${wc.ratios.throughputVsMinimal.toFixed(2)}×; ours ÷ anchor (our /check code) ` +
       `${wc.ratios.cpuVsLikeForLike.toFixed(2)}×; proxy beyond /check ` +
       `${wc.proxy.beyondCheckUsec.toFixed(0)} µs, beyond forwarding ${wc.proxy.beyondForwardUsec.toFixed(0)} µs`,

@@ -7,7 +7,7 @@
 //   anchorMinimal  @upstash/ratelimit slidingWindow behind a minimal /check (anchor-minimal-worker.ts)
 //   anchorSliding  the like-for-like anchor: slidingWindow behind our /check code (anchor-worker.ts)
 //   oursProxy      src/worker.ts as a proxy: two rules, a local origin, the mixed load as GETs
-//   oursForward    the same worker and origin, paths no rule matches: forwarding alone
+//   oursForward    the same proxy (its own process), paths no rule matches: forwarding alone
 
 import { runLoad, runProxyLoad } from "./load.mjs";
 import { withWorkerdCpu } from "./workerd-cpu.mjs";
@@ -38,11 +38,11 @@ export const CPU_CONTENDERS = [
  *   progress: (message: string) => void,
  * }} options `workers` by CPU_CONTENDERS id (oursProxy and oursForward are one worker)
  *
- * Each contender, each repetition, gets two runs back to back: at a fixed offered load (`rate`
- * requests/s, below every contender's capacity) — the CPU per decision figure, measured at the
- * same load for all, so a run that lands while the shared machine is busy is not also a run at
- * a lower load (per-request overhead grows as a process idles between requests) — and as fast
- * as it answers (throughput, and CPU per decision at saturation).
+ * Each repetition has two parts. First all contenders at once, each at a fixed offered load
+ * (`rate` requests/s, below every contender's capacity): the CPU per decision figure, at the same
+ * load for all (per-request overhead grows as a process idles between requests) and at the same
+ * moment (the machine is shared). Then each alone, as fast as it answers, alternating:
+ * throughput, and CPU per decision at saturation.
  */
 export async function measureWorkerdCpu({
   workers,
@@ -52,7 +52,11 @@ export async function measureWorkerdCpu({
   rate,
   progress,
 }) {
-  const order = CPU_CONTENDERS.map((c) => c.id);
+  const contenders = [
+    ...CPU_CONTENDERS,
+    ...(workers.oursBaseline ? [{ id: "oursBaseline", name: "src/worker.ts at --baseline" }] : []),
+  ].filter((c) => workers[c.id]);
+  const order = contenders.map((c) => c.id);
   /** @type {Record<string, Record<"fixed" | "max", any[]>>} */
   const runs = {};
   /** @param {string} id @param {string} tag @param {number} s @param {number | undefined} r */
@@ -68,9 +72,16 @@ export async function measureWorkerdCpu({
   };
   for (const id of order) await once(id, `cpuwarm${Date.now()}`, 1, undefined);
   for (let rep = 0; rep < repeats; rep++) {
+    // The CPU figure: every contender under the same offered load at the same time, each in
+    // its own workerd process, so whatever else the shared machine does in those seconds
+    // weighs on all of them alike (one after the other, a busy moment lands on one only).
+    const fixedRound = await Promise.all(
+      order.map((id) => once(id, `cpuf${rep}x${Date.now()}`, seconds, rate)),
+    );
+    // Throughput: flat out, one at a time (A B C, then C B A).
     const ids = rep % 2 === 0 ? order : [...order].reverse();
     for (const id of ids) {
-      const fixed = await once(id, `cpuf${rep}x${Date.now()}`, seconds, rate);
+      const fixed = fixedRound[order.indexOf(id)];
       const max = await once(id, `cpum${rep}x${Date.now()}`, seconds, undefined);
       const byMode = runs[id] ?? { fixed: [], max: [] };
       byMode.fixed.push(fixed);
@@ -110,6 +121,10 @@ export async function measureWorkerdCpu({
     throughputVsMinimal: median(paired("ours", "anchorMinimal", "max", "perSecond")),
     cpuVsLikeForLike: median(paired("ours", "anchorSliding", "fixed", "cpuUsecPerDecision")),
     throughputVsLikeForLike: median(paired("ours", "anchorSliding", "max", "perSecond")),
+    cpuVsBaseline: median(paired("ours", "oursBaseline", "fixed", "cpuUsecPerDecision")),
+    baselineVsMinimal: median(
+      paired("oursBaseline", "anchorMinimal", "fixed", "cpuUsecPerDecision"),
+    ),
     cpuVsMinimalRuns: paired("ours", "anchorMinimal", "fixed", "cpuUsecPerDecision"),
     throughputVsMinimalRuns: paired("ours", "anchorMinimal", "max", "perSecond"),
   };
@@ -119,7 +134,7 @@ export async function measureWorkerdCpu({
     seconds,
     connections,
     rate,
-    contenders: CPU_CONTENDERS,
+    contenders,
     byId,
     ratios,
     proxy: {

@@ -1,8 +1,15 @@
 // @ts-check
 // What the benchmark runs on: a private redis-server, the project's REST bridge in its own
 // process, the two workers built as they deploy and served straight from workerd by Miniflare.
-import { spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -66,12 +73,13 @@ export async function startBridgeProcess(redisUrl) {
  * Builds a worker exactly as `wrangler deploy` would, without deploying.
  * @param {string} outdir
  * @param {string[]} args extra wrangler arguments (e.g. --config)
+ * @param {string} [cwd] the project to build (default: this one)
  * @returns {Promise<string>} path of the bundled module
  */
-export async function wranglerBundle(outdir, args = []) {
+export async function wranglerBundle(outdir, args = [], cwd = ROOT) {
   const wrangler = path.join(ROOT, "node_modules", ".bin", "wrangler");
   const child = spawn(wrangler, ["deploy", "--dry-run", "--outdir", outdir, ...args], {
-    cwd: ROOT,
+    cwd,
     env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -121,6 +129,20 @@ export async function buildWorkers(tmp) {
   const anchor = await benchBundle("anchor", "anchor-worker.ts");
   const anchorMinimal = await benchBundle("anchor-minimal", "anchor-minimal-worker.ts");
   return { ours, anchor, anchorMinimal };
+}
+
+/**
+ * src/worker.ts as it was at a git ref (`npm run bench -- --baseline=<ref>`: before and after a
+ * change in one run), built from `git archive <ref>` with this checkout's node_modules.
+ * @param {string} tmp
+ * @param {string} ref
+ */
+export async function buildBaseline(tmp, ref) {
+  const tree = path.join(tmp, "baseline-tree");
+  mkdirSync(tree, { recursive: true });
+  execFileSync("sh", ["-c", `git archive "$1" | tar -x -C "$2"`, "sh", ref, tree], { cwd: ROOT });
+  symlinkSync(path.join(ROOT, "node_modules"), path.join(tree, "node_modules"));
+  return wranglerBundle(path.join(tmp, "baseline"), [], tree);
 }
 
 export function tempDir() {
