@@ -8,7 +8,7 @@ import { peekHandler, resetHandler } from "./http/admin-route";
 import { checkHandler, checkResponse } from "./http/check-route";
 import { dashboardHandler } from "./http/dashboard-route";
 import { problem, problemResponse } from "./http/problem";
-import { proxyHandler } from "./http/proxy";
+import { proxyHandler, proxyResponse } from "./http/proxy";
 import { statsHandler } from "./http/stats-route";
 
 const app = new Hono<{ Bindings: Env }>();
@@ -39,31 +39,51 @@ app.onError((error, c) => {
   return problem(c, 500, { title: "Internal Server Error" });
 });
 
-// The hot path: an exact `POST /check` skips Hono's dispatch and context (issue 12) and is
-// answered by the same handler code (checkResponse), with the same last-resort 500. Everything
-// else, /check/* included, goes through the app as before. `app.request()` (tests) calls
-// `app.fetch`, so it takes this path too.
+// The hot paths skip Hono's dispatch and context (issue 12): an exact `POST /check` goes to
+// checkResponse, any path outside /check to proxyResponse, the same code the routes above call,
+// with the same last-resort 500. /check/*, /check asked with another method and any path with a
+// %-escape (Hono decodes it before routing) go through the app as before. `app.request()`
+// (tests) calls `app.fetch`, so it takes these paths too.
 const dispatch = app.fetch;
 app.fetch = (request, env, executionCtx) => {
-  if (request.method !== "POST" || !isCheckPath(request.url)) {
+  const route = fastRoute(request.url);
+  if (route === "app" || (route === "check" && request.method !== "POST")) {
     return dispatch(request, env, executionCtx);
   }
   const waitUntil = executionCtx
     ? (promise: Promise<unknown>) => executionCtx.waitUntil(promise)
     : undefined;
-  return checkResponse(request, env as Env, waitUntil).catch((error: unknown) => {
-    console.error(JSON.stringify({ event: "unhandled-error", error: String(error) }));
-    return problemResponse(500, { title: "Internal Server Error" });
-  });
+  const answer =
+    route === "check"
+      ? checkResponse(request, env as Env, waitUntil)
+      : proxyResponse(request, env as Env, waitUntil);
+  return answer.catch(unhandled);
 };
 
-/** The URL's path is exactly /check (a query may follow), read as Hono's router reads it. */
-function isCheckPath(url: string): boolean {
+function unhandled(error: unknown): Response {
+  console.error(JSON.stringify({ event: "unhandled-error", error: String(error) }));
+  return problemResponse(500, { title: "Internal Server Error" });
+}
+
+/**
+ * Where a URL goes, read from its raw path as Hono's router reads it: exactly /check (a query
+ * may follow), outside /check (the proxy), or the app's to route (/check/…, a %-escape).
+ */
+function fastRoute(url: string): "check" | "proxy" | "app" {
   const start = url.indexOf("/", url.indexOf(":") + 4);
-  if (!url.startsWith("/check", start)) return false;
-  const next = url.charCodeAt(start + 6);
-  // The end, "?" or "#"; an encoded or longer path is Hono's to read.
-  return Number.isNaN(next) || next === 63 || next === 35;
+  let end = url.length;
+  for (let i = start; i < url.length; i++) {
+    const ch = url.charCodeAt(i);
+    if (ch === 37) return "app"; // "%"
+    if (ch === 63 || ch === 35) {
+      end = i; // "?" or "#"
+      break;
+    }
+  }
+  if (!url.startsWith("/check", start)) return "proxy";
+  if (end === start + 6) return "check";
+  // "/check/…" is the app's; "/checks" and the like are the proxy's, as Hono routes them.
+  return url.charCodeAt(start + 6) === 47 ? "app" : "proxy";
 }
 
 export type { Env };

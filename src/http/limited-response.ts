@@ -4,7 +4,7 @@
  */
 import type { Context } from "hono";
 import { enforcedDecisions, type RulesOutcome } from "../rules/decide";
-import { problem } from "./problem";
+import { problemResponse } from "./problem";
 import { rateLimitHeaders } from "./rate-limit-headers";
 
 /** The rate-limit headers for an outcome (shared by the proxy and the middleware). */
@@ -28,10 +28,10 @@ export function withRateLimitHeaders(response: Response, headers: Headers): Resp
  * The answer when a request is refused: 429 problem+json naming the violated policies, with the
  * headers; or 400 when a rule with `missingKey: "deny"` found no key material.
  */
-export function refusal(c: Context, outcome: RulesOutcome, legacy: boolean): Response {
+export function refusal(_c: Context | undefined, outcome: RulesOutcome, legacy: boolean): Response {
   if (outcome.missingKey) {
     const { rule, reason } = outcome.missingKey;
-    return problem(c, 400, {
+    return problemResponse(400, {
       title: "Bad Request",
       detail: `rate limit "${rule}" found no client key: ${reason}`,
       policy: rule,
@@ -40,8 +40,7 @@ export function refusal(c: Context, outcome: RulesOutcome, legacy: boolean): Res
   const headers = Object.fromEntries(outcomeHeaders(outcome, legacy));
   const denied = outcome.decisions.filter((d) => outcome.violated.includes(d.policy));
   const retryAfterMs = Math.max(0, ...denied.map((d) => d.retryAfterMs));
-  return problem(
-    c,
+  return problemResponse(
     429,
     {
       title: "Too Many Requests",

@@ -42,8 +42,8 @@ export function problemResponse(
  * (the Upstash client's error quotes the store URL). The reason goes to the operator's log
  * (once) and to /check callers holding the token (misconfiguredForOperator).
  */
-export function misconfigured(c: Context, issue: { field: string }): Response {
-  return problem(c, 503, {
+export function misconfigured(_c: Context | undefined, issue: { field: string }): Response {
+  return problemResponse(503, {
     title: "Limiter misconfigured",
     detail: `${issue.field} is invalid: the operator's log says why`,
     field: issue.field,

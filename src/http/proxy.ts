@@ -10,7 +10,7 @@ import type { RefundFailedEvent } from "../rules/refund-on-error";
 import { getRuntime } from "../runtime";
 import { runLimited } from "./limit-pipeline";
 import { refusal } from "./limited-response";
-import { misconfigured, problem } from "./problem";
+import { misconfigured, problemResponse } from "./problem";
 import { waitUntilOf } from "./wait-until";
 
 /**
@@ -20,21 +20,32 @@ import { waitUntilOf } from "./wait-until";
  * nothing is buffered, and the client gets the first byte as soon as the origin sends it.
  * Requests no rule matches are forwarded without a store call and without headers.
  */
-export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
-  const runtime = getRuntime(c.env);
+export function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
+  return proxyResponse(c.req.raw, c.env, waitUntilOf(c));
+}
+
+/**
+ * The proxy without a Hono context: worker.ts sends every path outside /check here directly
+ * (Hono's dispatch and context were CPU per request for nothing, issue 12).
+ */
+export async function proxyResponse(
+  incoming: Request,
+  env: Env,
+  waitUntil: ((promise: Promise<unknown>) => void) | undefined,
+): Promise<Response> {
+  const runtime = getRuntime(env);
   if (!runtime.ok) {
     // Which requests are limited is unknown without a valid config: refuse them all rather
     // than run unprotected.
-    return misconfigured(c, runtime);
+    return misconfigured(undefined, runtime);
   }
-  const incoming = c.req.raw;
   const url = new URL(incoming.url);
   // Known before any rule is decided: a request with nowhere to go is answered without
   // consuming anything.
-  const target = originUrl(c.env.ORIGIN_URL, url);
-  if (!target) return noOrigin(c);
+  const target = originUrl(env.ORIGIN_URL, url);
+  if (!target) return noOrigin();
   const rules = applyingRules(runtime.rules, incoming.method, url.pathname);
-  if (rules.length === 0) return fetchOrigin(c, incoming, target);
+  if (rules.length === 0) return fetchOrigin(incoming, target);
 
   const { config } = runtime;
   return runLimited({
@@ -43,15 +54,15 @@ export async function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     limiter: runtime.limiter,
     clientIp: config.clientIp,
     requestId: requestIdFrom(incoming.headers, config.requestIdHeaders),
-    waitUntil: waitUntilOf(c),
+    waitUntil,
     legacyHeaders: config.legacyHeaders,
     onShadowDeny: logShadowDeny,
     onRefundFailed: logRefundFailed,
-    forward: () => fetchOrigin(c, incoming, target),
+    forward: () => fetchOrigin(incoming, target),
     refuse: async (outcome) => {
       // The request body is never read: cancel it so the client's upload stops.
       await incoming.body?.cancel().catch(() => {});
-      return refusal(c, outcome, config.legacyHeaders);
+      return refusal(undefined, outcome, config.legacyHeaders);
     },
   });
 }
@@ -67,14 +78,29 @@ const logRefundFailed = (event: RefundFailedEvent) => console.error(JSON.stringi
  * the path (under ORIGIN_URL's own) and the query. Undefined under `wrangler dev` without
  * ORIGIN_URL: fetch(request) would call this worker again.
  */
-function originUrl(origin: string | undefined, url: URL): URL | undefined {
+function originUrl(origin: string | undefined, url: URL): string | URL | undefined {
   if (origin) {
-    const target = new URL(origin);
-    target.pathname = joinPaths(target.pathname, url.pathname);
-    target.search = url.search;
-    return target;
+    const { head, path } = originBase(origin);
+    return `${head}${joinPaths(path, url.pathname)}${url.search}`;
   }
   return isLoopback(url.hostname) ? undefined : url;
+}
+
+/**
+ * ORIGIN_URL read once per isolate, not per request (one entry: a changed binding replaces it):
+ * its href up to the path (scheme, credentials, host, port) and its path. Read-only once built.
+ */
+let origin: { url: string; head: string; path: string } | undefined;
+
+function originBase(url: string): { head: string; path: string } {
+  if (origin?.url !== url) {
+    const parsed = new URL(url);
+    parsed.search = "";
+    parsed.hash = "";
+    const path = parsed.pathname;
+    origin = { url, head: parsed.href.slice(0, parsed.href.length - path.length), path };
+  }
+  return origin;
 }
 
 /**
@@ -82,19 +108,15 @@ function originUrl(origin: string | undefined, url: URL): URL | undefined {
  * `Expect` (forwardedRequest). `redirect: "manual"` so a 3xx reaches the client as the origin
  * sent it. Resolves to the origin's final answer, never an interim 1xx (interimAnswer).
  */
-async function fetchOrigin(
-  c: Context<{ Bindings: Env }>,
-  incoming: Request,
-  target: URL,
-): Promise<Response> {
+async function fetchOrigin(incoming: Request, target: string | URL): Promise<Response> {
   let response: Response;
   try {
     response = await fetch(forwardedRequest(target, incoming), { redirect: "manual" });
   } catch (error) {
     console.error(JSON.stringify({ event: "origin-error", error: String(error) }));
-    return problem(c, 502, { title: "Bad Gateway", detail: "the origin did not answer" });
+    return problemResponse(502, { title: "Bad Gateway", detail: "the origin did not answer" });
   }
-  return isInterim(response.status) ? interimAnswer(c, response) : response;
+  return isInterim(response.status) ? interimAnswer(response) : response;
 }
 
 /**
@@ -107,7 +129,7 @@ async function fetchOrigin(
  * interim 100 as if it were the final answer (see interimAnswer) while the body is still being
  * sent. Only `Expect` is dropped; every other header goes on as the client sent it.
  */
-function forwardedRequest(url: URL, incoming: Request): Request {
+function forwardedRequest(url: string | URL, incoming: Request): Request {
   const target = new Request(url, incoming);
   target.headers.delete("Expect");
   return target;
@@ -126,10 +148,10 @@ function isInterim(status: number): boolean {
  * throw: a Response cannot be built with a 1xx status), and parsing HTTP out of that body is
  * not this worker's job: answer 502 naming the interim status, and let the connection go.
  */
-async function interimAnswer(c: Context<{ Bindings: Env }>, response: Response): Promise<Response> {
+async function interimAnswer(response: Response): Promise<Response> {
   await response.body?.cancel().catch(() => {});
   console.error(JSON.stringify({ event: "origin-interim", status: response.status }));
-  return problem(c, 502, {
+  return problemResponse(502, {
     title: "Bad Gateway",
     detail: `the origin sent an interim ${response.status} before its answer, which the runtime's fetch() cannot pass on`,
   });
@@ -152,8 +174,8 @@ function isLoopback(hostname: string): boolean {
  * `wrangler dev` without ORIGIN_URL: there is nothing to forward to. Answered before any rule is
  * decided, so it costs the client nothing.
  */
-function noOrigin(c: Context<{ Bindings: Env }>): Response {
-  return problem(c, 502, {
+function noOrigin(): Response {
+  return problemResponse(502, {
     title: "No origin",
     detail: "set ORIGIN_URL to the origin this worker fronts (npm start reads it)",
   });

@@ -1,11 +1,13 @@
-// worker.ts answers an exact `POST /check` without Hono (issue 12); these pin that the fast path
-// and the Hono route are one contract, and that a bug on the fast path is still a 500 problem.
+// worker.ts answers an exact `POST /check`, and sends every path outside /check to the proxy,
+// without Hono (issue 12); these pin that the fast paths and the Hono routes are one contract,
+// that the proxy's ORIGIN_URL (read once per isolate) still maps every path, and that a bug on
+// a fast path is still a 500 problem.
 import { createExecutionContext } from "cloudflare:test";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Env } from "../../../src/env";
 import app from "../../../src/worker";
 import { deleteKeys, testRedis } from "../../support/worker/redis";
-import { baseEnv } from "../../support/worker/worker-harness";
+import { baseEnv, originUrl, workerWith } from "../../support/worker/worker-harness";
 
 const TOKEN = "test-limiter-token"; // bound in vitest.config.ts
 const run = crypto.randomUUID();
@@ -88,5 +90,34 @@ describe("POST /check on the fast path and through Hono", () => {
     expect(res.status).toBe(500);
     expect(res.headers.get("Content-Type")).toBe("application/problem+json");
     expect(await res.json()).toMatchObject({ status: 500, title: "Internal Server Error" });
+  });
+});
+
+describe("the proxy's fast path", () => {
+  it("forwards under ORIGIN_URL's path with the query, and follows a changed ORIGIN_URL", async () => {
+    const config = JSON.stringify({ rules: [] });
+    const echo = workerWith({ LIMITER_CONFIG: config, ORIGIN_URL: `${originUrl()}/echo/base/` });
+    const plain = workerWith({ LIMITER_CONFIG: config, ORIGIN_URL: originUrl() });
+    for (let i = 0; i < 2; i++) {
+      // Alternating bindings: the per-isolate copy of ORIGIN_URL must follow each.
+      const res = await echo("/a/b%20c?q=1&r=%2F");
+      expect(await res.json()).toMatchObject({
+        method: "GET",
+        path: "/echo/base/a/b%20c",
+        query: "?q=1&r=%2F",
+      });
+      expect(await (await plain("/x/y?z")).text()).toBe("origin /x/y");
+    }
+  });
+
+  it("answers a bug of ours with a 500 problem+json", async () => {
+    const broken = Object.defineProperty({ ...baseEnv }, "ORIGIN_URL", {
+      get() {
+        throw new Error("boom");
+      },
+    });
+    const res = await app.fetch(new Request("https://limiter.test/x"), broken);
+    expect(res.status).toBe(500);
+    expect(res.headers.get("Content-Type")).toBe("application/problem+json");
   });
 });
