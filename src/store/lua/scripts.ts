@@ -49,9 +49,11 @@ local function policies(n, from, member, at, stamp)
     local b = from + (i - 1) * 4
     local alg = ALG[ARGV[b + 1]]
     if not alg then return nil, 'unknown algorithm: ' .. tostring(ARGV[b + 1]) end
+    -- allowed and ring set now: ten fields size the table's hash at 16, room for what the
+    -- fragments add (a table's hash grows by reallocating: measured, that costs more than this).
     ps[i] = { key = KEYS[i], alg = alg, limit = tonumber(ARGV[b + 2]),
       window = tonumber(ARGV[b + 3]), cost = tonumber(ARGV[b + 4]), member = member, at = at,
-      stamp = stamp }
+      stamp = stamp, allowed = false, ring = false }
   end
   return ps
 end

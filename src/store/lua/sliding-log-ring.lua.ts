@@ -14,47 +14,47 @@
  * then binary search (two slot reads when the hint is right). With times in order it is exact;
  * out of order it can be off by the units stamped out of order, while they are (decisions are not).
  *
- * Redis commands: a ring of at most RING_WHOLE_MAX bytes (limit ≤ 248): GET, then SET … PX on an
- * admission (with TIME: 3 per admission, 2 per denial). Larger: GETRANGE of the header, GETRANGE of
- * the slots to overwrite and the hint (one range when they are close, else two), SETRANGE of the
- * slots (two when they wrap) and of the header, and PEXPIRE once per window (the TTL is set to two
- * windows past the newest time, so that most admissions need not renew it).
- * Refund: GET and SET … KEEPTTL of the whole ring (the refunded slots move to the head, so the
- * capacity is back at once, not when they would have reached it).
- * Memory: 31 + 4 × limit bytes of value.
+ * Redis commands: a ring of at most RING_WHOLE_MAX bytes (limit ≤ 240): GET, then one SETRANGE of
+ * the c times and the gap on an admission (with TIME: 3 per admission, 2 per denial). Larger:
+ * GETRANGE of the header and GETRANGE of a short range from where the header saw the gap (it
+ * holds the gap, the slots to overwrite and the hint's), then the same one SETRANGE. The header is
+ * rewritten (SETRANGE) once the gap moved GAP_DRIFT slots, and with PEXPIRE once per window (the
+ * TTL is set to two windows past the newest time, so that most admissions need not renew it).
+ * Refund: GET and SET … KEEPTTL of the whole ring (the refunded slots move next to the gap, oldest
+ * end, so the capacity is back at once, not when they would have reached it).
+ * Memory: 35 + 4 × limit bytes of value.
  */
 export const SLIDING_LOG_RING_LUA = `
--- A large ring keeps what it read in r: one range in r.cf/r.cn/r.cd (from, count, data: what
--- check prefetches, enough for most decisions), any others in r.chunks.
+-- Logical slot j (0 = the oldest) is physical slot (gap + 1 + j) mod (L + 1). A large ring keeps
+-- what it read: one range (r.cf, r.cn, r.cd: first physical slot, count, bytes), others in
+-- r.chunks.
 local function ringSlot(r, key, j)
-  local i = (r.head + j) % r.L
+  local i = (r.gap + 1 + j) % (r.L + 1)
   if r.whole then return u32(r.whole, RING_HDR + 4 * i + 1) end
-  local from = r.cf
-  if i >= from and i < from + r.cn then return u32(r.cd, 4 * (i - from) + 1) end
-  for _, c in ipairs(r.chunks) do
-    if i >= c.from and i < c.from + c.n then return u32(c.data, 4 * (i - c.from) + 1) end
+  local k = (i - r.cf) % (r.L + 1)
+  if k < r.cn then return u32(r.cd, 4 * k + 1) end
+  if r.chunks then
+    for _, c in ipairs(r.chunks) do
+      if i >= c.from and i < c.from + c.n then return u32(c.data, 4 * (i - c.from) + 1) end
+    end
   end
   local data = redis.call('GETRANGE', key, RING_HDR + 4 * i, RING_HDR + 4 * i + 3)
+  r.chunks = r.chunks or {}
   r.chunks[#r.chunks + 1] = { from = i, n = 1, data = data }
   return u32(data, 1)
 end
 
--- Reads slots [j0, j1) from the head (a large ring; one GETRANGE, two if they wrap).
-local function ringPrefetch(r, key, j0, j1)
-  if r.whole or j1 <= j0 then return end
-  local i0 = (r.head + j0) % r.L
-  local n = j1 - j0
-  local first = math.min(n, r.L - i0)
+-- Reads n physical slots from i0 (wrapping) into r.cf/r.cn/r.cd: one GETRANGE, two if they wrap.
+local function ringRead(r, key, i0, n)
+  local N = r.L + 1
+  if n > N then n = N end
+  local first = n
+  if i0 + n > N then first = N - i0 end
   local data = redis.call('GETRANGE', key, RING_HDR + 4 * i0, RING_HDR + 4 * (i0 + first) - 1)
-  if r.cn == 0 then
-    r.cf, r.cn, r.cd = i0, first, data
-  else
-    r.chunks[#r.chunks + 1] = { from = i0, n = first, data = data }
-  end
   if first < n then
-    r.chunks[#r.chunks + 1] = { from = 0, n = n - first,
-      data = redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - first) - 1) }
+    data = data .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - first) - 1)
   end
+  r.cf, r.cn, r.cd = i0, n, data
 end
 
 local function ringExpired(r, key, j, floor)
@@ -62,10 +62,11 @@ local function ringExpired(r, key, j, floor)
   return v == 0 or r.base + v <= floor
 end
 
--- The number of slots from the head, among the first n, that have left the window (the first one
--- still inside it), from a hint: gallop from the hint, then binary search.
+-- The number of slots from the oldest, among the first n, that have left the window (the first
+-- one still inside it), from a hint: gallop from the hint, then binary search.
 local function ringFrontier(r, key, n, hint, floor)
   if hint > n then hint = n end
+  if hint < 0 then hint = 0 end
   local lo, hi = 0, n
   if hint > 0 and not ringExpired(r, key, hint - 1, floor) then
     hi = hint - 1
@@ -73,7 +74,8 @@ local function ringFrontier(r, key, n, hint, floor)
     lo = hint
     local step = 1
     while lo < hi do
-      local probe = math.min(lo + step - 1, hi - 1)
+      local probe = lo + step - 1
+      if probe > hi - 1 then probe = hi - 1 end
       if ringExpired(r, key, probe, floor) then
         lo, step = probe + 1, step * 2
       else
@@ -92,11 +94,13 @@ end
 -- Loads the ring for a decision or a peek; never writes. A missing key, another layout (the
 -- sorted set, after the rule's algorithm changed: its live times are carried over) or another
 -- limit (rebuilt at the new size from its live times) become r.whole, written on commit.
+-- Allocation is what a script pays most for in Redis's Lua (its garbage collector): one table of
+-- 13 fields (one hash of 16, never grown), measured cheaper than growing the policy's own table.
 local function ringOpen(p, now)
   local L = p.limit
-  local r = { L = L, head = 0, e = L, base = 0, top = 0, exp = 0, cf = 0, cn = 0, cd = '' }
+  local r = { L = L, gap = 0, g0 = 0, e = L, base = 0, top = 0, exp = 0, cf = 0, cn = 0, cd = '',
+    small = RING_HDR + 4 * (L + 1) <= RING_WHOLE_MAX, whole = false, rebuilt = false }
   p.ring, p.floor = r, now - p.window
-  r.small = RING_HDR + 4 * L <= RING_WHOLE_MAX
   local s
   if r.small then
     s = redis.pcall('GET', p.key)
@@ -105,13 +109,37 @@ local function ringOpen(p, now)
   end
   if type(s) == 'table' then return ringBuild(r, zsetTimes(p.key, now, p.window), now, p.window) end
   local stored
-  if isRing(s) then stored, r.head, r.e, r.base, r.top, r.exp = ringFields(s) end
+  if isRing(s) then stored, r.g0, r.e, r.base, r.top, r.exp = ringFields(s) end
   if not stored then return ringBuild(r, {}, now, p.window) end
   if stored ~= L then
     if not r.small then s = redis.call('GET', p.key) end
     return ringBuild(r, ringTimes(s, p.floor), now, p.window)
   end
-  if r.small then r.whole = s else r.chunks = {} end
+  local gap
+  if r.small then
+    r.whole = s
+    gap = ringGapIn(s, RING_HDR + 1)
+  else
+    -- The gap is at most GAP_DRIFT slots past g0: one range holds it, the c slots after it, the
+    -- one after those (the report's first probe) and, when it is near, the hint's two.
+    local e = r.e - GAP_DRIFT
+    local n = GAP_DRIFT + p.cost + 2
+    if e + 3 <= 256 and GAP_DRIFT + e + 3 > n then n = GAP_DRIFT + e + 3 end
+    ringRead(r, p.key, r.g0, n)
+    gap = ringGapIn(r.cd, 1)
+    if gap then
+      gap = (r.g0 + gap) % (L + 1)
+    else
+      -- Not where the header says (only a ring written by something else): read it whole.
+      s = redis.call('GET', p.key)
+      r.whole = s
+      gap = ringGapIn(s, RING_HDR + 1)
+    end
+  end
+  if not gap then return ringBuild(r, ringTimes(r.whole, p.floor), now, p.window) end
+  r.gap = gap
+  -- The hint was counted from g0's oldest slot: the gap moved on since, over that many slots.
+  r.e = r.e - (gap - r.g0) % (L + 1)
 end
 
 ALG['sliding-log'] = {
@@ -121,15 +149,6 @@ ALG['sliding-log'] = {
     if c > r.L then
       p.allowed = false
       return
-    end
-    -- One range for the slots to overwrite, the slot after them and the hint's two slots (what
-    -- the report reads) when they are close; two ranges when they are not.
-    local e = math.min(r.e, r.L)
-    if e + 2 <= math.max(c + 1, 256) then
-      ringPrefetch(r, p.key, 0, math.min(r.L, math.max(c + 1, e + 2)))
-    else
-      ringPrefetch(r, p.key, 0, math.min(r.L, c + 1))
-      ringPrefetch(r, p.key, e - 1, math.min(r.L, e + 1))
     end
     -- Every slot it would overwrite must have left the window. Also kept for the report: the
     -- first one still inside (the slots before it are free: with times in order, exactly the
@@ -144,49 +163,61 @@ ALG['sliding-log'] = {
   end,
   commit = function(p, now)
     local r, c = p.ring, p.cost
-    local stamp = math.max(p.stamp, r.base + 1)
+    local stamp = p.stamp
+    if stamp < r.base + 1 then stamp = r.base + 1 end
     if stamp - r.base > RING_VALUE_MAX then
       -- A time past the base's 49 days: rebuild at a newer base (the live times are kept).
       ringBuild(r, ringTimes(r.whole or redis.call('GET', p.key), p.floor), now, p.window)
-      stamp = math.max(p.stamp, r.base + 1)
+      stamp = p.stamp
+      if stamp < r.base + 1 then stamp = r.base + 1 end
     end
     p.stamped = stamp
-    local i0 = r.head
-    local bytes = string.rep(p32(stamp - r.base), c)
-    local first = math.min(c, r.L - i0)
-    r.head = (i0 + c) % r.L
+    local N = r.L + 1
+    local g = r.gap
+    -- The c oldest slots (after the gap) take the time, and the gap moves past them: c + 1
+    -- contiguous slots from the old gap.
+    local bytes
+    if c == 1 then
+      -- One string for the time and the gap (one allocation, not two).
+      local v = stamp - r.base
+      local d = v % 256
+      v = (v - d) / 256
+      local cc = v % 256
+      v = (v - cc) / 256
+      local b = v % 256
+      bytes = string.char((v - b) / 256, b, cc, d, 255, 255, 255, 255)
+    else
+      bytes = string.rep(p32(stamp - r.base), c) .. RING_GAP
+    end
+    r.gap = (g + c) % N
+    -- The old slots that stay, [0, L - c) from the new oldest: how many have left the window.
+    -- Read before writing, from what check fetched; the written slots are not among them.
+    p.f = ringFrontier(r, p.key, r.L - c, r.e - c, p.floor)
+    -- The TTL covers every slot (its time + window); renewed to two windows past this time only
+    -- when that passes it: one PEXPIRE (and header write) per window, not one per admission.
+    local renew = stamp + p.window > r.exp
+    if renew then r.exp = stamp + 2 * p.window end
     if stamp > r.top then r.top = stamp end
-    -- The old slots that stay, [0, L - c) from the new head: how many have left the window. Read
-    -- before writing, from what check fetched; the written slots are not among them.
-    p.f = ringFrontier(r, p.key, r.L - c, math.max(math.min(r.e, r.L) - c, 0), p.floor)
-    r.e = p.f
-    -- The TTL covers every slot (top + window) and is renewed to two windows past top only when
-    -- that passes it: one PEXPIRE per window, not one per admission.
-    local renew = r.top + p.window > r.exp
-    if renew then r.exp = r.top + 2 * p.window end
     if r.rebuilt then
-      -- A new, resized, rebased or converted ring: written whole.
+      -- A new, resized, rebased or converted ring: written whole (its gap at 0).
+      r.g0, r.e = r.gap, p.f
       local w = r.whole
-      local at = RING_HDR + 4 * i0
-      redis.call('SET', p.key, ringHeader(r) .. string.sub(w, RING_HDR + 1, at) .. bytes
-        .. string.sub(w, at + 4 * c + 1), 'PX', r.exp - now + GRACE)
+      redis.call('SET', p.key, ringHeader(r) .. bytes .. string.sub(w, RING_HDR + 4 * (c + 1) + 1),
+        'PX', r.exp - now + GRACE)
       return
     end
-    if r.small then
-      -- One SETRANGE from the start: the header and the slots up to the last one written (one
-      -- concatenation; r.whole stays the old string, the report reads only slots not written).
-      local w, at = r.whole, RING_HDR + 4 * i0
-      local value
-      if first == c then
-        value = ringHeader(r) .. string.sub(w, RING_HDR + 1, at) .. bytes
-      else
-        value = ringHeader(r) .. string.sub(bytes, 4 * first + 1)
-          .. string.sub(w, RING_HDR + 4 * (c - first) + 1, at) .. string.sub(bytes, 1, 4 * first)
-      end
-      redis.call('SETRANGE', p.key, 0, value)
+    local first = N - g
+    if first > c + 1 then first = c + 1 end
+    if first == c + 1 then
+      redis.call('SETRANGE', p.key, RING_HDR + 4 * g, bytes)
     else
-      redis.call('SETRANGE', p.key, RING_HDR + 4 * i0, string.sub(bytes, 1, 4 * first))
-      if first < c then redis.call('SETRANGE', p.key, RING_HDR, string.sub(bytes, 4 * first + 1)) end
+      redis.call('SETRANGE', p.key, RING_HDR + 4 * g, string.sub(bytes, 1, 4 * first))
+      redis.call('SETRANGE', p.key, RING_HDR, string.sub(bytes, 4 * first + 1))
+    end
+    -- The header follows the gap when it drifted far (large rings read GAP_DRIFT slots from g0)
+    -- or with the TTL.
+    if renew or (not r.small and (r.gap - r.g0) % N >= GAP_DRIFT) then
+      r.g0, r.e = r.gap, p.f
       redis.call('SETRANGE', p.key, 0, ringHeader(r))
     end
     if renew then redis.call('PEXPIRE', p.key, r.exp - now + GRACE) end
@@ -194,7 +225,7 @@ ALG['sliding-log'] = {
   report = function(p, now, committed)
     local r = p.ring
     if p.cost > r.L then
-      return ringFrontier(r, p.key, r.L, math.min(r.e, r.L), p.floor), now + p.window, p.window
+      return ringFrontier(r, p.key, r.L, r.e, p.floor), now + p.window, p.window
     end
     if committed then
       -- The oldest admission still inside the window leaves first: an old one, or this one.
@@ -203,7 +234,7 @@ ALG['sliding-log'] = {
     end
     if p.allowed then
       -- It would fit, but another policy denied the request: nothing was written.
-      local f = ringFrontier(r, p.key, r.L, math.min(r.e, r.L), p.floor)
+      local f = ringFrontier(r, p.key, r.L, r.e, p.floor)
       if f == r.L then return f, now, 0 end
       return f, r.base + ringSlot(r, p.key, f) + p.window, 0
     end
@@ -222,10 +253,12 @@ ALG['sliding-log'] = {
       return removed
     end
     if not isRing(s) then return 0 end
-    local L, head, _, base, top, exp = ringFields(s)
+    local L, _, _, base, top, exp = ringFields(s)
     if not L then return 0 end
+    local gap = ringGapIn(s, RING_HDR + 1)
     local target = p.at - base
-    if target < 1 or target > RING_VALUE_MAX then return 0 end
+    if not gap or target < 1 or target > RING_VALUE_MAX then return 0 end
+    local N = L + 1
     -- Any cost slots holding exactly the request's time (equal times are interchangeable). A plain
     -- find runs in C; a hit must start on a slot boundary.
     local needle, slots = p32(target), string.sub(s, RING_HDR + 1)
@@ -234,7 +267,7 @@ ALG['sliding-log'] = {
       local at = string.find(slots, needle, from, true)
       if not at then break end
       if (at - 1) % 4 == 0 then
-        hits[#hits + 1] = ((at - 1) / 4 - head) % L
+        hits[#hits + 1] = ((at - 1) / 4 - gap - 1) % N
         from = at + 4
       else
         from = at + 1
@@ -242,16 +275,16 @@ ALG['sliding-log'] = {
     end
     if #hits == 0 then return 0 end
     table.sort(hits)
-    -- The ring from the head, the refunded slots cut out and as many empty slots put at the head:
-    -- the next admission takes them.
-    local ordered = string.sub(slots, 4 * head + 1) .. string.sub(slots, 1, 4 * head)
-    local parts, prev = { string.rep('\\0\\0\\0\\0', #hits) }, 0
+    -- The ring from its oldest slot, the refunded slots cut out and as many empty slots put at
+    -- the oldest end (the next admission takes them), the gap first.
+    local ordered = string.sub(slots, 4 * (gap + 1) + 1) .. string.sub(slots, 1, 4 * gap)
+    local parts, prev = { RING_GAP, string.rep('\\0\\0\\0\\0', #hits) }, 0
     for _, j in ipairs(hits) do
       parts[#parts + 1] = string.sub(ordered, 4 * prev + 1, 4 * j)
       prev = j + 1
     end
     parts[#parts + 1] = string.sub(ordered, 4 * prev + 1)
-    local r = { L = L, head = 0, e = #hits, base = base, top = top, exp = exp }
+    local r = { L = L, g0 = 0, e = #hits, base = base, top = top, exp = exp }
     redis.call('SET', p.key, ringHeader(r) .. table.concat(parts), 'KEEPTTL')
     return #hits
   end,

@@ -35,8 +35,7 @@ ALG['sliding-log-zset'] = {
           end
         end
         if #args > 0 then redis.call('ZADD', p.key, unpack(args)) end
-        local _, _, _, _, top = ringFields(s)
-        redis.call('PEXPIRE', p.key, math.max(top, now) + p.window - now + GRACE + STAMP_AHEAD_MAX)
+        redis.call('PEXPIRE', p.key, p.window + GRACE + STAMP_AHEAD_MAX)
       end
     end
     p.count = redis.call('ZCARD', p.key)

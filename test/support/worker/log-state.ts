@@ -5,7 +5,7 @@ export const LOG_LAYOUTS = ["sliding-log", "sliding-log-zset"] as const;
 export type LogLayout = (typeof LOG_LAYOUTS)[number];
 
 // Read in Redis: the ring is binary, and the REST client decodes strings as UTF-8. Returns, for a
-// ring: {kind 1, L, head, base, then every slot's time (0 = empty) from the head, oldest first}; for
+// ring: {kind 1, L, gap, base, then every slot's time (0 = empty) from the head, oldest first}; for
 // a sorted set: {kind 2, ZCARD, then its scores}; nothing stored: {0}.
 const READ_LOG = `
 local key = KEYS[1]
@@ -23,11 +23,16 @@ local function u32(i)
   if not d then return 0 end
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
-local L, head = u32(2), u32(6)
+local L = u32(2)
 local base = u32(14) * 65536 + string.byte(s, 18) * 256 + string.byte(s, 19)
-local out = {1, L, head, base}
+-- The gap (FF FF FF FF on a slot boundary) sits just before the oldest slot.
+local gap = 0
+for i = 0, L do
+  if u32(31 + 4 * i + 1) == 4294967295 then gap = i break end
+end
+local out = {1, L, gap, base}
 for j = 0, L - 1 do
-  local v = u32(31 + 4 * ((head + j) % L) + 1)
+  local v = u32(31 + 4 * ((gap + 1 + j) % (L + 1)) + 1)
   out[#out + 1] = v == 0 and 0 or base + v
 end
 return out
