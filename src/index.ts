@@ -27,6 +27,7 @@ export {
 } from "./http/middleware";
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
+export type { LeaseOptions } from "./limiter/lease-sizing";
 export type {
   ClockChangeEvent,
   ClockSource,
