@@ -5,7 +5,7 @@
 // bench/results.md. --quick (CI) writes to bench/.quick/ (git-ignored), never over the committed
 // full run; --only=cpu runs the workerd-CPU side by side alone (to iterate on CPU), into
 // bench/.quick/cpu.json.
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { startOrigin } from "../test/support/origin-server.mjs";
 import { analyse, edgeBursts, rollingAdmissions, steadySender } from "./lib/accuracy.mjs";
@@ -20,6 +20,7 @@ import {
   startPrivateRedis,
   tempDir,
 } from "./lib/infra.mjs";
+import { leaseMarkdown, runLeaseBench } from "./lib/lease-bench.mjs";
 import {
   cpuPerDecision,
   INSTANT_URL,
@@ -513,10 +514,21 @@ try {
     progress(`${c.id} memory: ${JSON.stringify(results.library.memory[c.id])}`);
   }
 
+  // Leases with a distant store (bench/lib/lease-bench.mjs; README "Leases").
+  results.leases = await runLeaseBench({
+    bridge,
+    bundles,
+    seconds: quick ? 3 : 8,
+    repeats: quick ? 1 : 3,
+    rate: 300,
+    progress,
+  });
+
   results.seconds = (Date.now() - started) / 1000;
   mkdirSync(OUTPUT, { recursive: true });
   writeFileSync(path.join(OUTPUT, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
   writeReport(OUTPUT, results, rolling);
+  appendFileSync(path.join(OUTPUT, "results.md"), `\n${leaseMarkdown(results.leases)}`);
   progress(
     `done: ${path.relative(ROOT, OUTPUT)}/results.md, results.json (${results.seconds.toFixed(0)} s)`,
   );
