@@ -14,8 +14,14 @@
 //
 // Decisions run on the caller's clock (ARGV now), so a run is deterministic: with the Redis clock
 // (the default) every call of ours adds one TIME. The anchor always takes the client's clock.
+//
+// The keys are filled through the bridge and the client (the production path); the measured
+// decisions are the same EVALSHA calls sent pipelined on one connection (--through-bridge: one at a
+// time through the bridge instead). One at a time, Redis idles between calls and its µs figures
+// swing ±20 % run to run on a shared machine; pipelined they repeat within a few per cent.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -26,6 +32,7 @@ import { startPrivateRedis } from "./lib/redis.mjs";
 const args = process.argv.slice(2);
 const jsonAt = args.indexOf("--json");
 const jsonOut = jsonAt >= 0 ? args[jsonAt + 1] : undefined;
+const throughBridge = args.includes("--through-bridge");
 const N = Number(args.find((a, i) => /^\d+$/.test(a) && !(jsonAt >= 0 && i === jsonAt + 1)) ?? 500);
 const LIMITS = (process.env.LIMITS ?? "10,100,1000,10000,100000").split(",").map(Number);
 const LAYOUTS = ["sliding-log", "sliding-log-zset"];
@@ -77,6 +84,91 @@ async function decide(algorithm, key, limit, windowMs, cost, now, member) {
   const args = [now, member, 1, 0, 0, algorithm, limit, windowMs, cost];
   const reply = await lib.runScript(store, lib.EVALUATE_SCRIPTS[algorithm], [key], args);
   return reply[0] === 1;
+}
+
+// A minimal RESP client for the pipelined mode: the evaluate script answers flat integer arrays.
+const socket = net.connect(Number(port), "127.0.0.1");
+await new Promise((resolve) => socket.once("connect", resolve));
+/** @param {(string|number)[]} command */
+const encode = (command) =>
+  `*${command.length}\r\n${command.map((a) => `$${Buffer.byteLength(String(a))}\r\n${a}\r\n`).join("")}`;
+/**
+ * Sends the commands in one write and returns each reply's first integer (1 = allowed).
+ * @param {(string|number)[][]} commands
+ * @returns {Promise<number[]>}
+ */
+function pipeline(commands) {
+  return new Promise((resolve, reject) => {
+    let buffer = "";
+    const onData = (/** @type {Buffer} */ chunk) => {
+      buffer += chunk.toString("latin1");
+      // Replies: "*<n>" then n ":<int>" lines, or one "-<error>" line.
+      const lines = buffer.split("\r\n");
+      /** @type {number[]} */
+      const firsts = [];
+      let i = 0;
+      while (i < lines.length - 1) {
+        const line = lines[i] ?? "";
+        if (line.startsWith("-")) {
+          socket.off("data", onData);
+          return reject(new Error(line));
+        }
+        const count = Number(line.slice(1));
+        if (i + count >= lines.length - 1) break;
+        firsts.push(Number((lines[i + 1] ?? ":0").slice(1)));
+        i += count + 1;
+      }
+      if (firsts.length === commands.length) {
+        socket.off("data", onData);
+        resolve(firsts);
+      }
+    };
+    socket.on("data", onData);
+    socket.write(commands.map(encode).join(""));
+  });
+}
+const shas = Object.fromEntries(
+  LAYOUTS.map((algorithm) => [
+    algorithm,
+    cli(
+      "SCRIPT",
+      "LOAD",
+      lib.EVALUATE_SCRIPTS[algorithm].replace(/^#!lua flags=[^\n]*\n/, "#!lua\n"),
+    ).trim(),
+  ]),
+);
+
+/**
+ * Many decisions of one key, one at a time through the bridge or pipelined; how many were allowed.
+ * @param {string} algorithm @param {string} key @param {number} limit @param {number} windowMs
+ * @param {{ now: number, member: string }[]} calls
+ */
+async function decideMany(algorithm, key, limit, windowMs, calls) {
+  if (throughBridge) {
+    let allowed = 0;
+    for (const { now, member } of calls) {
+      if (await decide(algorithm, key, limit, windowMs, 1, now, member)) allowed++;
+    }
+    return allowed;
+  }
+  const firsts = await pipeline(
+    calls.map(({ now, member }) => [
+      "EVALSHA",
+      shas[algorithm] ?? "",
+      1,
+      key,
+      now,
+      member,
+      1,
+      0,
+      0,
+      algorithm,
+      limit,
+      windowMs,
+      1,
+    ]),
+  );
+  return firsts.filter((first) => first === 1).length;
 }
 
 /** Commands and µs Redis spent while `work` ran (every command, the scripts' inner ones too). */
@@ -150,16 +242,17 @@ for (let round = 0; round < ROUNDS; round++) {
   for (const c of cases) {
     let admitted = 0;
     const allowed = await statsDuring(async () => {
+      /** @type {{ now: number, member: string }[]} */
+      const calls = [];
       for (let i = 0; i < N; i++) {
         if (c.taken === c.k) {
           c.now += STEP;
           c.taken = 0;
         }
-        if (await decide(c.algorithm, c.key, c.limit, c.windowMs, 1, c.now, `AbCdEfGhIjKl${n++}`)) {
-          admitted++;
-          c.taken++;
-        }
+        calls.push({ now: c.now, member: `AbCdEfGhIjKl${n++}` });
+        c.taken++;
       }
+      admitted = await decideMany(c.algorithm, c.key, c.limit, c.windowMs, calls);
     });
     if (admitted !== N)
       throw new Error(`${c.algorithm} ${c.limit}: ${admitted}/${N} admitted at the limit`);
@@ -174,17 +267,15 @@ for (let round = 0; round < ROUNDS; round++) {
     }
     let denied = 0;
     const refused = await statsDuring(async () => {
-      for (let i = 0; i < N; i++) {
-        if (
-          !(await decide(c.algorithm, c.key, c.limit, c.windowMs, 1, c.now, `AbCdEfGhIjKl${n++}`))
-        )
-          denied++;
-      }
+      const calls = Array.from({ length: N }, () => ({ now: c.now, member: `AbCdEfGhIjKl${n++}` }));
+      denied = N - (await decideMany(c.algorithm, c.key, c.limit, c.windowMs, calls));
     });
     if (denied !== N) throw new Error(`${c.algorithm} ${c.limit}: ${denied}/${N} denied when full`);
     c.admitted.push({ calls: allowed.calls / N, usec: allowed.scriptUsec / N });
     c.denied.push({ calls: refused.calls / N, usec: refused.scriptUsec / N });
     c.detail = allowed.byCommand;
+    if (process.env.DEBUG)
+      console.log(c.algorithm, c.limit, "denied:", JSON.stringify(refused.byCommand));
   }
 }
 const rows = [];
@@ -239,6 +330,7 @@ console.table(rows.map(({ detail, ...row }) => row));
 for (const row of rows) console.log(`${row.contender} ${row.limit}: ${row.detail}`);
 if (jsonOut) writeFileSync(jsonOut, `${JSON.stringify({ decisions: N, rows }, null, 2)}\n`);
 
+socket.end();
 await bridge.close();
 await redis.stop();
 rmSync(dir, { recursive: true, force: true });
