@@ -121,10 +121,11 @@ local function ringOpen(p, now)
     gap = ringGapIn(s, RING_HDR + 1)
   else
     -- The gap is at most GAP_DRIFT slots past g0: one range holds it, the c slots after it, the
-    -- one after those (the report's first probe) and, when it is near, the hint's two.
-    local e = r.e - GAP_DRIFT
+    -- one after those (the report's first probe) and, when they are near, the slots around the
+    -- hint, with room for the gallop: the hint dates from the header's last write, and more
+    -- slots have left the window since.
     local n = GAP_DRIFT + p.cost + 2
-    if e + 3 <= 256 and GAP_DRIFT + e + 3 > n then n = GAP_DRIFT + e + 3 end
+    if r.e + 16 <= 256 and r.e + 16 > n then n = r.e + 16 end
     ringRead(r, p.key, r.g0, n)
     gap = ringGapIn(r.cd, 1)
     if gap then
@@ -192,7 +193,8 @@ ALG['sliding-log'] = {
     r.gap = (g + c) % N
     -- The old slots that stay, [0, L - c) from the new oldest: how many have left the window.
     -- Read before writing, from what check fetched; the written slots are not among them.
-    p.f = ringFrontier(r, p.key, r.L - c, r.e - c, p.floor)
+    local hint = r.e - c
+    p.f = ringFrontier(r, p.key, r.L - c, hint, p.floor)
     -- The TTL covers every slot (its time + window); renewed to two windows past this time only
     -- when that passes it: one PEXPIRE (and header write) per window, not one per admission.
     local renew = stamp + p.window > r.exp
@@ -214,9 +216,12 @@ ALG['sliding-log'] = {
       redis.call('SETRANGE', p.key, RING_HDR + 4 * g, string.sub(bytes, 1, 4 * first))
       redis.call('SETRANGE', p.key, RING_HDR, string.sub(bytes, 4 * first + 1))
     end
-    -- The header follows the gap when it drifted far (large rings read GAP_DRIFT slots from g0)
-    -- or with the TTL.
-    if renew or (not r.small and (r.gap - r.g0) % N >= GAP_DRIFT) then
+    -- The header follows the gap when it drifted far (large rings read GAP_DRIFT slots from g0),
+    -- when its hint was far off (time moved on: the search left the range read, and would again
+    -- on every call until the header learns), or with the TTL.
+    local drift = p.f - hint
+    if drift < 0 then drift = -drift end
+    if renew or (not r.small and ((r.gap - r.g0) % N >= GAP_DRIFT or drift > 8)) then
       r.g0, r.e = r.gap, p.f
       redis.call('SETRANGE', p.key, 0, ringHeader(r))
     end
