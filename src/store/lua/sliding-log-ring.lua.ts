@@ -141,6 +141,17 @@ local function ringOpen(p, now)
   r.gap = gap
   -- The hint was counted from g0's oldest slot: the gap moved on since, over that many slots.
   r.e = r.e - (gap - r.g0) % (L + 1)
+  if not r.whole and r.e > 0 and r.e < L then
+    -- The hint far from the gap (a ring mostly free, or mostly in use): the search's first
+    -- probes (the hint's two slots and the gallop's next few) in one more range.
+    local i = (gap + r.e) % (L + 1)
+    if (i - r.cf) % (L + 1) + 10 > r.cn then
+      local n = 10
+      if i + n > L + 1 then n = L + 1 - i end
+      r.chunks = { { from = i, n = n,
+        data = redis.call('GETRANGE', p.key, RING_HDR + 4 * i, RING_HDR + 4 * (i + n) - 1) } }
+    end
+  end
 end
 
 ALG['sliding-log'] = {
