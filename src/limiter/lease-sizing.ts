@@ -2,11 +2,13 @@
  * Lease sizing (README "Leases"): how long a lease lives, how many units it asks for, and when a
  * key is hot enough in this isolate to lease at all. Pure arithmetic: no clock, no store.
  */
+import { STAMP_AHEAD_MAX_MS } from "../store/keys";
 
 /** How leases are sized and when they are taken (LimiterOptions.leases). */
 export interface LeaseOptions {
   /**
-   * The longest a lease lives (ms). A lease also lives at most a twentieth of its window: a
+   * The longest a lease lives (ms), at most 1000 (how far ahead the store stamps). A lease also
+   * lives at most a twentieth of its window: a
    * leased unit holds capacity from its grant until its stamp (grant + lifetime) plus the window,
    * so the lifetime is what a steady over-limit sender can lose per window (≤ 5 %).
    * @default 1000
@@ -88,6 +90,11 @@ export function resolveLeaseSizing(options: LeaseOptions | undefined): LeaseSizi
     }
   };
   positiveInteger("maxLifetimeMs");
+  if (sizing.maxLifetimeMs > STAMP_AHEAD_MAX_MS) {
+    throw new RangeError(
+      `leases.maxLifetimeMs must be at most ${STAMP_AHEAD_MAX_MS} (how far ahead the store stamps)`,
+    );
+  }
   positiveInteger("minUnits");
   positiveInteger("maxKeys");
   if (!(sizing.maxShare > 0 && sizing.maxShare <= 1)) {

@@ -36,6 +36,7 @@ describe("lease sizing", () => {
   it("refuses nonsense options naming the field", () => {
     expect(() => resolveLeaseSizing({ maxShare: 0 })).toThrow(/leases\.maxShare/);
     expect(() => resolveLeaseSizing({ maxLifetimeMs: 0.5 })).toThrow(/leases\.maxLifetimeMs/);
+    expect(() => resolveLeaseSizing({ maxLifetimeMs: 1_001 })).toThrow(/at most 1000/);
     expect(() => resolveLeaseSizing({ headroom: 0.5 })).toThrow(/leases\.headroom/);
     expect(() => createLimiter({ store: testStore(), leases: { minUnits: 0 } })).toThrow(
       /leases\.minUnits/,
