@@ -7,8 +7,10 @@
 // bench/.quick/cpu.json.
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { freePort } from "../scripts/lib/ports.mjs";
 import { startOrigin } from "../test/support/origin-server.mjs";
 import { analyse, edgeBursts, rollingAdmissions, steadySender } from "./lib/accuracy.mjs";
+import { cpuByPart, profileWorkerd } from "./lib/cpu-profile.mjs";
 import { measureWorkerdCpu } from "./lib/cpu-section.mjs";
 import {
   buildBaseline,
@@ -21,6 +23,7 @@ import {
   tempDir,
 } from "./lib/infra.mjs";
 import { leaseMarkdown, runLeaseBench } from "./lib/lease-bench.mjs";
+import { logLayoutsMarkdown, runLogLayouts } from "./lib/log-layouts.mjs";
 import {
   cpuPerDecision,
   INSTANT_URL,
@@ -30,14 +33,22 @@ import {
   loadLibraries,
   oursId,
 } from "./lib/library.mjs";
-import { bodyExtras, check, LIMITER_TOKEN, LOADS, PROXY_RULES, runLoad } from "./lib/load.mjs";
+import {
+  bodyExtras,
+  check,
+  LIMITER_TOKEN,
+  LOADS,
+  PROXY_RULES,
+  runLoad,
+  runProxyLoad,
+} from "./lib/load.mjs";
 import { connectStats } from "./lib/redis-stats.mjs";
 import { writeReport } from "./lib/report.mjs";
 import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
 
 const quick = process.argv.includes("--quick");
 const cpuOnly = process.argv.includes("--only=cpu");
-/** Knobs of the two modes: full ≈ 12 min, quick ≈ 2 min on a 2-core machine. */
+/** Knobs of the two modes: full ≈ 14 min, quick ≈ 3 min on a 2-core machine. */
 const PLAN = quick
   ? {
       repeats: 1,
@@ -48,7 +59,9 @@ const PLAN = quick
       edges: 1,
       cpuRepeats: 1,
       cpuSeconds: 2,
-      cpuRate: 300,
+      cpuRotations: 2,
+      cpuSlice: 1,
+      cpuRate: 400,
     }
   : {
       repeats: 3,
@@ -57,18 +70,20 @@ const PLAN = quick
       outageSeconds: 4,
       steadySeconds: 12,
       edges: 3,
-      cpuRepeats: 5,
-      cpuSeconds: 5,
-      cpuRate: 300,
+      cpuRepeats: 3,
+      cpuSeconds: 4,
+      cpuRotations: 8,
+      cpuSlice: 2,
+      cpuRate: 400,
     };
 // The largest is the sliding log's cap (src/store/caps.ts MAX_LOG_LIMIT): a full log < 1 MB.
 const MEMORY_LIMITS = [10, 100, 1000, 8000];
 const started = Date.now();
-// --cpu-repeats=N overrides the CPU section's repetitions (iterating on CPU with --only=cpu).
-const cpuRepeatsArg = process.argv.find((a) => a.startsWith("--cpu-repeats="));
+// --cpu-rotations=N overrides the CPU section's rotations (iterating on CPU with --only=cpu).
+const cpuRotationsArg = process.argv.find((a) => a.startsWith("--cpu-rotations="));
 // --baseline=<git ref>: src/worker.ts at that ref joins the CPU section (before/after in one run).
 const baselineRef = process.argv.find((a) => a.startsWith("--baseline="))?.slice(11);
-if (cpuRepeatsArg) PLAN.cpuRepeats = Number(cpuRepeatsArg.slice("--cpu-repeats=".length));
+if (cpuRotationsArg) PLAN.cpuRotations = Number(cpuRotationsArg.slice(16));
 // A quick run never overwrites the committed full run's figures.
 const OUTPUT = path.join(ROOT, "bench", quick || cpuOnly ? ".quick" : "");
 
@@ -218,6 +233,8 @@ try {
     workers: /** @type {any} */ (cpuWorkers),
     repeats: PLAN.cpuRepeats,
     seconds: PLAN.cpuSeconds,
+    rotations: PLAN.cpuRotations,
+    sliceSeconds: PLAN.cpuSlice,
     connections: PLAN.connections,
     rate: PLAN.cpuRate,
     progress,
@@ -231,6 +248,42 @@ try {
       `${wc.proxy.beyondCheckUsec.toFixed(0)} µs, beyond forwarding ${wc.proxy.beyondForwardUsec.toFixed(0)} µs`,
   );
   for (const worker of Object.values(cpuWorkers)) await worker.dispose();
+
+  // Where the CPU goes: a V8 profile of each worker inside workerd (its inspector on, so a
+  // worker of its own), flat out under the same load; shares by part (bench/lib/cpu-profile.mjs).
+  progress("workerd CPU: profiling where it goes (V8 profiler through workerd's inspector)");
+  wc.profiles = {};
+  for (const [id, scriptPath, bindings] of cpuServed) {
+    if (!["ours", "oursBaseline", "anchorMinimal", "oursProxy"].includes(id)) continue;
+    if (cpuIds && !cpuIds.includes(id)) continue;
+    const inspectorPort = await freePort();
+    const worker = await serveWorker({
+      scriptPath,
+      inspectorPort,
+      bindings: { ...storeBindings, ...bindings },
+    });
+    try {
+      /** @param {string} tag @param {number} seconds */
+      const load = (tag, seconds) =>
+        id === "oursProxy"
+          ? runProxyLoad({ url: worker.url, tag, seconds, connections: 32, matched: true })
+          : runLoad({ url: worker.url, load: "mixed", tag, seconds, connections: 32 });
+      await load(`pw${Date.now()}`, 1);
+      const { profile, result } = await profileWorkerd(inspectorPort, () =>
+        load(`pp${Date.now()}`, PLAN.cpuSeconds),
+      );
+      wc.profiles[id] = { parts: cpuByPart(profile, scriptPath), decisions: result.decisions };
+      progress(
+        `profile ${id}: ${Object.entries(wc.profiles[id].parts)
+          .sort((a, b) => /** @type {number} */ (b[1]) - /** @type {number} */ (a[1]))
+          .slice(0, 4)
+          .map(([part, share]) => `${part} ${(/** @type {number} */ (share) * 100).toFixed(0)} %`)
+          .join(", ")}`,
+      );
+    } finally {
+      await worker.dispose();
+    }
+  }
   if (cpuOnly) {
     mkdirSync(OUTPUT, { recursive: true });
     writeFileSync(path.join(OUTPUT, "cpu.json"), `${JSON.stringify(results, null, 2)}\n`);
@@ -524,11 +577,15 @@ try {
     progress,
   });
 
+  // The exact log's two layouts per limit, beside the anchor (bench/lib/log-layouts.mjs).
+  results.logLayouts = await runLogLayouts({ quick, progress });
+
   results.seconds = (Date.now() - started) / 1000;
   mkdirSync(OUTPUT, { recursive: true });
   writeFileSync(path.join(OUTPUT, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
   writeReport(OUTPUT, results, rolling);
   appendFileSync(path.join(OUTPUT, "results.md"), `\n${leaseMarkdown(results.leases)}`);
+  appendFileSync(path.join(OUTPUT, "results.md"), `\n${logLayoutsMarkdown(results.logLayouts)}`);
   progress(
     `done: ${path.relative(ROOT, OUTPUT)}/results.md, results.json (${results.seconds.toFixed(0)} s)`,
   );

@@ -33,21 +33,25 @@ export const CPU_CONTENDERS = [
  *   workers: Record<string, Served>,
  *   repeats: number,
  *   seconds: number,
+ *   rotations: number,
+ *   sliceSeconds: number,
  *   connections: number,
  *   rate: number,
  *   progress: (message: string) => void,
  * }} options `workers` by CPU_CONTENDERS id (oursProxy and oursForward are one worker)
  *
- * Each repetition has two parts. First all contenders at once, each at a fixed offered load
- * (`rate` requests/s, below every contender's capacity): the CPU per decision figure, at the same
- * load for all (per-request overhead grows as a process idles between requests) and at the same
- * moment (the machine is shared). Then each alone, as fast as it answers, alternating:
- * throughput, and CPU per decision at saturation.
+ * Two parts. The CPU per decision figure: each contender alone at a fixed offered load (`rate`
+ * requests/s, below every contender's capacity: the same load for all, since per-request
+ * overhead grows as a process idles between requests), in `sliceSeconds` slices rotated through
+ * the contenders `rotations` times. Then throughput: each alone, as fast as it answers,
+ * `repeats` × `seconds`, alternating (and its CPU per decision at saturation).
  */
 export async function measureWorkerdCpu({
   workers,
   repeats,
   seconds,
+  rotations,
+  sliceSeconds,
   connections,
   rate,
   progress,
@@ -71,27 +75,35 @@ export async function measureWorkerdCpu({
     return withWorkerdCpu(worker.pid, load);
   };
   for (const id of order) await once(id, `cpuwarm${Date.now()}`, 1, undefined);
-  for (let rep = 0; rep < repeats; rep++) {
-    // The CPU figure: every contender under the same offered load at the same time, each in
-    // its own workerd process, so whatever else the shared machine does in those seconds
-    // weighs on all of them alike (one after the other, a busy moment lands on one only).
-    const fixedRound = await Promise.all(
-      order.map((id) => once(id, `cpuf${rep}x${Date.now()}`, seconds, rate)),
-    );
-    // Throughput: flat out, one at a time (A B C, then C B A).
-    const ids = rep % 2 === 0 ? order : [...order].reverse();
-    for (const id of ids) {
-      const fixed = fixedRound[order.indexOf(id)];
-      const max = await once(id, `cpum${rep}x${Date.now()}`, seconds, undefined);
+  // The CPU figure: each contender alone at the same offered load, in short slices rotated
+  // through the contenders (A B C…, then …C B A) `rotations` times, so a busy moment of the
+  // shared machine lands on one slice of one contender, not on its whole measurement.
+  for (let rot = 0; rot < rotations; rot++) {
+    for (const id of rot % 2 === 0 ? order : [...order].reverse()) {
+      const fixed = await once(id, `cpuf${rot}x${Date.now()}`, sliceSeconds, rate);
       const byMode = runs[id] ?? { fixed: [], max: [] };
       byMode.fixed.push(fixed);
-      byMode.max.push(max);
       runs[id] = byMode;
+    }
+    progress(
+      `workerd CPU at ${rate}/s, rotation ${rot + 1}/${rotations}: ` +
+        order
+          .map((id) => {
+            const last = runs[id]?.fixed.at(-1);
+            return `${id} ${last.cpuUsecPerDecision.toFixed(0)} µs (${last.perSecond.toFixed(0)}/s)`;
+          })
+          .join(", "),
+    );
+  }
+  // Throughput: each alone, flat out, alternating.
+  for (let rep = 0; rep < repeats; rep++) {
+    for (const id of rep % 2 === 0 ? order : [...order].reverse()) {
+      const max = await once(id, `cpum${rep}x${Date.now()}`, seconds, undefined);
+      runs[id]?.max.push(max);
       progress(
-        `workerd CPU ${id.padEnd(13)} rep ${rep + 1}/${repeats}: ` +
-          `${fixed.cpuUsecPerDecision.toFixed(0)} µs/decision at ${fixed.perSecond.toFixed(0)}/s; ` +
-          `flat out ${max.perSecond.toFixed(0)} decisions/s, ${max.cpuUsecPerDecision.toFixed(0)} µs/decision, ` +
-          `errors ${fixed.errors + max.errors}`,
+        `workerd flat out ${id.padEnd(13)} rep ${rep + 1}/${repeats}: ` +
+          `${max.perSecond.toFixed(0)} decisions/s, ${max.cpuUsecPerDecision.toFixed(0)} µs/decision, ` +
+          `p50 ${max.p50} ms, errors ${max.errors}`,
       );
     }
   }
@@ -132,6 +144,8 @@ export async function measureWorkerdCpu({
   return {
     repeats,
     seconds,
+    rotations,
+    sliceSeconds,
     connections,
     rate,
     contenders,

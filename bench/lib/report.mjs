@@ -2,6 +2,7 @@
 // bench/results.md and its charts, from the results object of bench/run.mjs.
 import { writeFileSync } from "node:fs";
 import path from "node:path";
+import { cpuSection } from "./report-cpu.mjs";
 import { lineChart } from "./svg.mjs";
 
 /** @param {number | undefined} v @param {number} [digits] */
@@ -84,6 +85,8 @@ export function writeReport(dir, r, rolling) {
     `| store outage: p50 added latency ≤ 1 ms | hangs: ${signed(hangAdded)} ms; refuses: ${signed(refuseAdded)} ms (anchor: ${signed(out.anchorSliding?.hang?.addedP50)} / ${signed(out.anchorSliding?.refuse?.addedP50)} ms) | ${hangAdded <= 1 && refuseAdded <= 1 ? "yes" : "**no**"} |`,
   );
   L.push("");
+
+  L.push(...cpuSection(r));
 
   L.push("## Throughput and latency through /check (workerd)", "");
   L.push(
