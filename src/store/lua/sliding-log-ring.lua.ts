@@ -29,6 +29,7 @@ export const SLIDING_LOG_RING_LUA = `
 -- what it read: one range (r.cf, r.cn, r.cd: first physical slot, count, bytes), others in
 -- r.chunks.
 local function ringSlot(r, key, j)
+  if r.fresh then return 0 end
   local i = (r.gap + 1 + j) % (r.L + 1)
   if r.whole then return u32(r.whole, RING_HDR + 4 * i + 1) end
   local k = (i - r.cf) % (r.L + 1)
@@ -52,6 +53,9 @@ local function ringRead(r, key, i0, n)
   if i0 + n > N then first = N - i0 end
   local data = redis.call('GETRANGE', key, RING_HDR + 4 * i0, RING_HDR + 4 * (i0 + first) - 1)
   if first < n then
+    -- A ring still growing ends early: its missing slots are empty, and the wrapped part must
+    -- land where they end.
+    if #data < 4 * first then data = data .. string.rep('\\0', 4 * first - #data) end
     data = data .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - first) - 1)
   end
   r.cf, r.cn, r.cd = i0, n, data
@@ -99,7 +103,8 @@ end
 local function ringOpen(p, now)
   local L = p.limit
   local r = { L = L, gap = 0, g0 = 0, e = L, base = 0, top = 0, exp = 0, cf = 0, cn = 0, cd = '',
-    small = RING_HDR + 4 * (L + 1) <= RING_WHOLE_MAX, whole = false, rebuilt = false }
+    small = RING_HDR + 4 * (L + 1) <= RING_WHOLE_MAX, whole = false, rebuilt = false,
+    fresh = false }
   p.ring, p.floor = r, now - p.window
   local s
   if r.small then
@@ -110,7 +115,13 @@ local function ringOpen(p, now)
   if type(s) == 'table' then return ringBuild(r, zsetTimes(p.key, now, p.window), now, p.window) end
   local stored
   if isRing(s) then stored, r.g0, r.e, r.base, r.top, r.exp = ringFields(s) end
-  if not stored then return ringBuild(r, {}, now, p.window) end
+  if not stored then
+    -- No ring yet: every slot is empty. It is written as long as it is used (the header, the
+    -- times, the gap) and grows with later writes: a client that sends a few requests under a
+    -- large limit costs bytes for those few, not for the limit.
+    r.fresh, r.rebuilt, r.base = true, true, math.max(0, now - p.window)
+    return
+  end
   if stored ~= L then
     if not r.small then s = redis.call('GET', p.key) end
     return ringBuild(r, ringTimes(s, p.floor), now, p.window)
@@ -212,20 +223,41 @@ ALG['sliding-log'] = {
     if renew then r.exp = stamp + 2 * p.window end
     if stamp > r.top then r.top = stamp end
     if r.rebuilt then
-      -- A new, resized, rebased or converted ring: written whole (its gap at 0).
+      -- A new, resized, rebased or converted ring: written whole (its gap at 0), a new one only as
+      -- far as it is used.
       r.g0, r.e = r.gap, p.f
-      local w = r.whole
-      redis.call('SET', p.key, ringHeader(r) .. bytes .. string.sub(w, RING_HDR + 4 * (c + 1) + 1),
-        'PX', r.exp - now + GRACE)
+      local rest = ''
+      if not r.fresh then rest = string.sub(r.whole, RING_HDR + 4 * (c + 1) + 1) end
+      redis.call('SET', p.key, ringHeader(r) .. bytes .. rest, 'PX', r.exp - now + GRACE)
       return
     end
     local first = N - g
-    if first > c + 1 then first = c + 1 end
-    if first == c + 1 then
-      redis.call('SETRANGE', p.key, RING_HDR + 4 * g, bytes)
-    else
-      redis.call('SETRANGE', p.key, RING_HDR + 4 * g, string.sub(bytes, 1, 4 * first))
-      redis.call('SETRANGE', p.key, RING_HDR, string.sub(bytes, 4 * first + 1))
+    if first >= c + 1 then
+      first = c + 1
+      if g + c + 1 < N then
+        redis.call('SETRANGE', p.key, RING_HDR + 4 * g, bytes)
+        first = nil
+      end
+    end
+    if first then
+      -- The write reaches the ring's end (once a lap): the ring is rewritten whole, at its exact
+      -- size — a string grown by SETRANGE keeps up to twice its length allocated.
+      local slots = string.sub(r.whole or redis.call('GET', p.key), RING_HDR + 1)
+      if #slots < 4 * N then slots = slots .. string.rep('\\0', 4 * N - #slots) end
+      if not renew then
+        renew = true
+        r.exp = stamp + 2 * p.window
+      end
+      r.g0, r.e = r.gap, p.f
+      local value
+      if first == c + 1 then
+        value = ringHeader(r) .. string.sub(slots, 1, 4 * g) .. bytes
+      else
+        value = ringHeader(r) .. string.sub(bytes, 4 * first + 1)
+          .. string.sub(slots, 4 * (c + 1 - first) + 1, 4 * g) .. string.sub(bytes, 1, 4 * first)
+      end
+      redis.call('SET', p.key, value, 'PX', r.exp - now + GRACE)
+      return
     end
     -- The header follows the gap when it drifted far (large rings read GAP_DRIFT slots from g0),
     -- when its hint was far off (time moved on: the search left the range read, and would again
@@ -278,6 +310,8 @@ ALG['sliding-log'] = {
     -- Any cost slots holding exactly the request's time (equal times are interchangeable). A plain
     -- find runs in C; a hit must start on a slot boundary.
     local needle, slots = p32(target), string.sub(s, RING_HDR + 1)
+    -- A ring still growing ends before its last slots: they are empty.
+    if #slots < 4 * N then slots = slots .. string.rep('\\0', 4 * N - #slots) end
     local hits, from = {}, 1
     while #hits < p.cost do
       local at = string.find(slots, needle, from, true)

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import type { Algorithm } from "../../../src/store/algorithm";
 import { evaluate, evaluatePolicy } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
@@ -326,5 +326,55 @@ describe("peek reads the ring as its script decides", () => {
       retryAfterMs: 990,
     });
     expect(await readLog(redis, key)).toEqual(before);
+  });
+});
+
+describe("memory follows use", () => {
+  it("a client with 3 requests under a limit of 100 000 costs bytes for 3, and a full ring its exact size", async () => {
+    const usage = async (key: string) => {
+      // MEMORY USAGE is not in the client's API: one raw REST call to the bridge.
+      const response = await fetch(inject("bridgeUrl"), {
+        method: "POST",
+        headers: { Authorization: `Bearer ${inject("bridgeToken")}` },
+        body: JSON.stringify(["MEMORY", "USAGE", key, "SAMPLES", "0"]),
+      });
+      return ((await response.json()) as { result: number }).result;
+    };
+    const few = storageKey(prefix, "few", "client");
+    for (let i = 0; i < 3; i++) {
+      const got = await evaluatePolicy(store, {
+        key: few,
+        algorithm: "sliding-log",
+        limit: 100_000,
+        windowMs: 3_600_000,
+        cost: 1,
+        memberId: `few${i}`,
+        now: T + i,
+      });
+      expect(got).toMatchObject({ allowed: true, remaining: 100_000 - i - 1 });
+    }
+    // 31 bytes of header and 4 slots (3 times and the gap), plus this test's ~70-byte key name
+    // and Redis's overhead: 216 measured. Preallocated, the ring would be 400 kB.
+    expect(await usage(few)).toBeLessThan(300);
+    expect((await readLog(redis, few)).times).toEqual([T, T + 1, T + 2]);
+
+    // Filled to its limit in growing writes, the ring is rewritten at its exact size when the
+    // writes reach its end (a string grown by SETRANGE keeps up to twice its length allocated).
+    const full = storageKey(prefix, "full", "client");
+    for (let i = 0; i < 10; i++) {
+      const got = await evaluatePolicy(store, {
+        key: full,
+        algorithm: "sliding-log",
+        limit: 10_000,
+        windowMs: 3_600_000,
+        cost: 1_000,
+        memberId: `full${i}`,
+        now: T + i,
+      });
+      expect(got.allowed).toBe(true);
+    }
+    const bytes = await usage(full);
+    expect(bytes).toBeGreaterThan(4 * 10_000);
+    expect(bytes).toBeLessThan(4 * 10_000 + 2_000);
   });
 });
