@@ -6,20 +6,45 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
+import { digestHex } from "../../../src/digest";
 import { createLimiter, type RateLimitVariables, rateLimit } from "../../../src/index";
+import { storageKey } from "../../../src/store/keys";
 import app from "../../../src/worker";
-import { scopedPrefix, testStore } from "../../support/worker/redis";
+import { readLog } from "../../support/worker/log-state";
+import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 import { baseEnv } from "../../support/worker/worker-harness";
 
 const prefix = scopedPrefix("lease-http");
 const env = {
   ...baseEnv,
   LIMITER_CONFIG: JSON.stringify({
-    rules: [{ name: "named", limit: 100, window: "1m" }],
+    rules: [
+      { name: "named", limit: 100, window: "1m", match: { path: "/never" } },
+      {
+        name: "proxied",
+        match: { path: "/lease/*" },
+        limit: 1_000,
+        window: "10s",
+        key: "header:x-client",
+        lease: true,
+      },
+    ],
     prefix,
     timeoutMs: 5_000,
   }),
 };
+
+/** One request through the worker (the proxy); its background work is left running (`done`). */
+async function proxied(client: string): Promise<{ status: number; done: Promise<unknown> }> {
+  const ctx = createExecutionContext();
+  const res = await app.fetch(
+    new Request("https://limited.test/lease/item", { headers: { "X-Client": client } }),
+    env,
+    ctx,
+  );
+  await res.arrayBuffer();
+  return { status: res.status, done: waitOnExecutionContext(ctx) };
+}
 
 /** One POST /check with its own execution context; the background work it started, awaited. */
 async function check(body: object): Promise<{ status: number; json: Record<string, unknown> }> {
@@ -95,6 +120,23 @@ describe("leases through /check and the middleware", () => {
     expect(later).toMatchObject({ status: 200, source: "lease" });
     expect(later.limit).toMatch(/^"mw-lease";r=\d+;t=\d+$/);
     await limiter.endLeases();
+  });
+
+  it("the proxy leases a rule with lease: true: its units are stamped ahead in the log", async () => {
+    const client = `c-${crypto.randomUUID()}`;
+    // A burst makes the key hot (the store decides it and a lease call starts); the next
+    // request is paid from that lease (waiting for the call if it is still out).
+    const burst = await Promise.all(Array.from({ length: 6 }, () => proxied(client)));
+    const next = await proxied(client);
+    for (const { status } of [...burst, next]) expect(status === 429 || status >= 500).toBe(false);
+    // The lease ends on its timer and gives back what was unspent: 7 units stay, the last at
+    // the lease's end, 500 ms (10 s / 20) after the store's now (the burst's are at its now).
+    await Promise.all([...burst, next].map(({ done }) => done));
+    // A "header:" key is the SHA-256 hex of the header (README "Client keys").
+    const key = storageKey(prefix, "proxied", await digestHex("SHA-256", client));
+    const times = (await readLog(testRedis(), key)).times;
+    expect(times.length).toBe(7);
+    expect(Math.max(...times) - Math.min(...times)).toBeGreaterThanOrEqual(400);
   });
 
   it("a middleware rule with lease: true and an O(1) algorithm is a 503 naming the field", async () => {
