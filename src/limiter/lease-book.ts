@@ -65,6 +65,8 @@ export interface Lease {
   readonly reset: number;
   /** Ended: nothing more is spent from it, its unspent units were (or are being) given back. */
   ended: boolean;
+  /** Units asked to be given back so far (its unspent ones at its end, then refunds). */
+  givenBack: number;
 }
 
 /** What spending one request's cost of one policy took: the lease it came from. */
@@ -232,7 +234,9 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
     lease.units = 0;
     if (unspent === 0) return Promise.resolve();
     deps.capacityFreed([lease.policy.cacheKey]);
-    const work = store.giveBack(lease.policy, lease.memberId, lease.stamp, unspent).then(
+    const before = lease.givenBack;
+    lease.givenBack += unspent;
+    const work = store.giveBack(lease.policy, lease.memberId, lease.stamp, unspent, before).then(
       () => deps.capacityFreed([lease.policy.cacheKey]),
       // Not given back: the units stay in the log until their stamp leaves the window (held
       // capacity, never an over-admission).
@@ -298,11 +302,12 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
           sentAt,
           reset: grant.reset,
           ended: false,
+          givenBack: 0,
         };
         if (keys.get(policy.cacheKey) !== state) {
           // Evicted while the call was out: nothing will spend it.
           lease.ended = true;
-          await store.giveBack(policy, memberId, grant.stamp, units);
+          await store.giveBack(policy, memberId, grant.stamp, units, 0);
           return;
         }
         state.leases.push(lease);
@@ -415,8 +420,10 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         lease.units += cost;
         return cost;
       }
+      const before = lease.givenBack;
+      lease.givenBack += cost;
       try {
-        const units = await store.giveBack(lease.policy, lease.memberId, lease.stamp, cost);
+        const units = await store.giveBack(lease.policy, lease.memberId, lease.stamp, cost, before);
         deps.capacityFreed([lease.policy.cacheKey]);
         return units;
       } catch (error) {

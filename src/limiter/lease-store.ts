@@ -35,11 +35,17 @@ export interface LeaseStore {
     memberId: string,
   ): Promise<LeaseGrant>;
   /**
-   * Gives back `units` of the lease recorded under `memberId` at `stamp` (store clock): exactly
-   * that many of its members leave the log, or fewer if fewer are left. Resolves to the units
-   * given back; rejects on a store failure.
+   * Gives back `units` of the lease recorded under `memberId` at `stamp` (store clock), after
+   * `before` of its units were already given back: exactly that many of its admissions leave the
+   * log, or fewer if fewer are left. Resolves to the units given back; rejects on a store failure.
    */
-  giveBack(policy: ResolvedPolicy, memberId: string, stamp: number, units: number): Promise<number>;
+  giveBack(
+    policy: ResolvedPolicy,
+    memberId: string,
+    stamp: number,
+    units: number,
+    before: number,
+  ): Promise<number>;
 }
 
 /** The lease calls over the limiter's store, deadline and clock. */
@@ -65,18 +71,24 @@ export function createLeaseStore(ctx: LimiterContext): LeaseStore {
         reset: only?.reset ?? answer.now,
       };
     },
-    async giveBack(policy, memberId, stamp, units) {
+    async giveBack(policy, memberId, stamp, units, before) {
+      // The ring gives back `cost` admissions stamped `at`. The sorted set removes a call's
+      // members by name, `<memberId>.1` to `.<cost>` (store/refund.ts): the `before` given back
+      // took the first names, so asking for before + units removes exactly the next `units`
+      // (ZREM skips names already gone).
+      const cost = policy.algorithm === "sliding-log-zset" ? before + units : units;
       const answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
         ctx.clock.run(store, (client, now) =>
           refund(client, {
-            policies: [{ ...policy, cost: units }],
+            policies: [{ ...policy, cost }],
             memberId,
             at: stamp,
             now,
           }),
         ),
       );
-      return answer.units[0] ?? 0;
+      // (More only if an earlier give-back failed: those were unspent units, never used.)
+      return Math.min(units, answer.units[0] ?? 0);
     },
   };
 }

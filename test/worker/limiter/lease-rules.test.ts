@@ -9,7 +9,7 @@ import { parseCheckBody } from "../../../src/http/check-request";
 import type { LimitRequest } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
 import { faultScenario, storeAt } from "../../support/worker/fault-control";
-import { readLog } from "../../support/worker/log-state";
+import { LOG_LAYOUTS, readLog } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
 import { admitted, decideAndRecord, type Isolate, isolateOn, type Use } from "./lease-support";
 
@@ -91,21 +91,29 @@ describe("leases with several rules, request ids, costs and refunds", () => {
     expect(await inLog(request)).toBe(admitted(uses, "rid"));
   });
 
-  it("a refund after its lease ended gives the units back to the store (ring layout)", async () => {
-    const clock = { t: T0 };
-    const one = isolateOn(clock, prefix);
-    const request = leased("late-refund", `k-${crypto.randomUUID()}`);
-    const uses: Use[] = [];
-    await warm(one, [request], clock.t, uses);
-    const paid = await decideAndRecord(one, [request], clock.t, uses);
-    expect(paid.decisions[0]?.source).toBe("lease");
-    await one.limiter.endLeases();
-    const before = await inLog(request);
-    expect(before).toBe(admitted(uses, "late-refund"));
-    const refunded = await one.limiter.refund(paid.receipt as never);
-    expect(refunded).toEqual({ refunded: true, units: [1] });
-    expect(await inLog(request)).toBe(before - 1);
-  });
+  it.each(LOG_LAYOUTS)(
+    "a refund after its lease ended gives the units back to the store (%s)",
+    async (layout) => {
+      const clock = { t: T0 };
+      const one = isolateOn(clock, prefix);
+      const request = leased("late-refund", `k-${crypto.randomUUID()}`, { algorithm: layout });
+      const uses: Use[] = [];
+      await warm(one, [request], clock.t, uses);
+      const paid = await Promise.all(
+        [1, 2, 3].map(() => decideAndRecord(one, [request], clock.t, uses)),
+      );
+      expect(paid.map((d) => d.decisions[0]?.source)).toEqual(["lease", "lease", "lease"]);
+      await one.limiter.endLeases();
+      const before = await inLog(request);
+      expect(before).toBe(admitted(uses, "late-refund"));
+      // Each refund takes exactly its own unit out, after the lease gave back its unspent ones.
+      for (const [i, decided] of paid.entries()) {
+        const refunded = await one.limiter.refund(decided.receipt as never);
+        expect(refunded).toEqual({ refunded: true, units: [1] });
+        expect(await inLog(request)).toBe(before - i - 1);
+      }
+    },
+  );
 
   it("the O(1) algorithms are never leased: the limiter asks the store, config and /check refuse", async () => {
     const clock = { t: T0 };
