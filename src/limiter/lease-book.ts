@@ -215,9 +215,11 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
 
   /** Ends the leases whose deadline has passed (lazily, when their key is touched). */
   function endExpired(state: KeyState, at: number, waitUntil: WaitUntil | undefined): void {
-    while (state.leases.length > 0 && (state.leases[0] as Lease).deadline <= at) {
-      void end(state.leases[0] as Lease, waitUntil);
-    }
+    // Oldest deadline first: nothing to do unless the first has passed (the common case).
+    if (state.leases.length === 0 || (state.leases[0] as Lease).deadline > at) return;
+    const expired = state.leases.filter((lease) => lease.deadline <= at);
+    state.leases = state.leases.filter((lease) => lease.deadline > at);
+    for (const lease of expired) void end(lease, waitUntil);
   }
 
   /**
