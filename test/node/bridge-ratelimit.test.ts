@@ -37,7 +37,14 @@ describe.each(Object.entries(limiters))("Ratelimit.%s(5, …)", (name, limiter) 
     // Another identifier has its own budget.
     expect((await ratelimit.limit("client-b")).success).toBe(true);
     // And the state is really in Redis, under our prefix.
-    const [, keys] = await redis.scan(0, { match: `${prefix}${name}*`, count: 1000 });
+    // Every SCAN page: the shared Redis may hold many other keys, and one page can miss ours.
+    const keys: string[] = [];
+    let cursor = "0";
+    do {
+      const [next, page] = await redis.scan(cursor, { match: `${prefix}${name}*`, count: 1000 });
+      cursor = String(next);
+      keys.push(...page);
+    } while (cursor !== "0");
     expect(keys.length).toBeGreaterThan(0);
   });
 });

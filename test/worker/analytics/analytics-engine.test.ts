@@ -7,9 +7,12 @@ import type { AnalyticsEngineDatasetLike } from "../../../src/analytics/types";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { scopedPrefix, testStore } from "../../support/worker/redis";
 
+// One prefix for the file, cleaned up after it (a hook registered inside a test never runs).
+const filePrefix = scopedPrefix("ae");
+
 describe("the Analytics Engine sink", () => {
   it("writes one data point per decision, cached denials included", async () => {
-    const prefix = scopedPrefix("analytics-engine");
+    const prefix = `${filePrefix}-engine`;
     const points: Parameters<AnalyticsEngineDatasetLike["writeDataPoint"]>[0][] = [];
     const analytics = createAnalytics({
       analyticsEngine: { writeDataPoint: (point) => points.push(point) },

@@ -11,6 +11,9 @@ import { createStoreClient } from "../../../src/store/upstash-client";
 import { faultScenario } from "../../support/worker/fault-control";
 import { scopedPrefix, testStore } from "../../support/worker/redis";
 
+// One prefix for the file, cleaned up after it (a hook registered inside a test never runs).
+const filePrefix = scopedPrefix("flush");
+
 /** The real store client, counting the pipelined calls (HTTP requests) it makes. */
 function counting(store: AnalyticsStore) {
   const counter = { calls: 0 };
@@ -42,7 +45,7 @@ const stats = async (analytics: ReturnType<typeof createAnalytics>, rules: strin
 
 describe("analytics' cost to the store", () => {
   it("flushes at most every 5 s: at most 2 round trips per 1000 decisions at 100 decisions/s", async () => {
-    const prefix = scopedPrefix("analytics-cost");
+    const prefix = `${filePrefix}-cost`;
     let clock = Date.now();
     const { store, counter } = counting(testStore());
     // The recorder hands each flush to waitUntil: collect them to await them.
@@ -95,7 +98,7 @@ describe("analytics' cost to the store", () => {
   });
 
   it("a flush the store refuses keeps its counts for the next one", async () => {
-    const prefix = scopedPrefix("analytics-retry");
+    const prefix = `${filePrefix}-retry`;
     const scenario = await faultScenario("error-500");
     const store = createStoreClient({
       url: scenario.url,
@@ -128,7 +131,7 @@ describe("analytics' cost to the store", () => {
   });
 
   it("keeps a few hundred bytes per rule per minute: the figure for a day", async () => {
-    const prefix = scopedPrefix("analytics-bytes");
+    const prefix = `${filePrefix}-bytes`;
     // A day ending now, a minute at a time, for 1 rule and for 10 rules (they share a hash).
     const measure = async (ruleCount: number, label: string) => {
       const dayPrefix = `${prefix}-${label}`;

@@ -2,6 +2,9 @@ import { describe, expect, it } from "vitest";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
 import { originCount, workerWith } from "../../support/worker/worker-harness";
 
+// One prefix for the file, cleaned up after it (a hook registered inside a test never runs).
+const filePrefix = scopedPrefix("stats");
+
 // Mixed proxy traffic with analytics on: /check/stats must show each rule's counts to the
 // request, cached denials included (they never reach Redis).
 const redis = testRedis();
@@ -183,7 +186,7 @@ describe("GET /check/stats with analytics on", () => {
 
 describe("analytics off (the default)", () => {
   it("counts nothing and says how to turn it on", async () => {
-    const offPrefix = scopedPrefix("analytics-off");
+    const offPrefix = `${filePrefix}-off`;
     const off = workerWith({
       LIMITER_CONFIG: JSON.stringify({
         prefix: offPrefix,
