@@ -8,41 +8,24 @@
 //
 // The real composed script (src/store/lua/scripts.ts) on a private redis-server, so the figures
 // see only this traffic. Members are shaped like the limiter's (12-char isolate id + counter).
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
-import { startPrivateRedis } from "./lib/redis.mjs";
+import { measureEnv } from "./lib/measure-env.mjs";
 
-const root = fileURLToPath(new URL("../", import.meta.url));
-const redis = await startPrivateRedis();
-const port = new URL(redis.url).port;
-const dir = mkdtempSync(join(tmpdir(), "edge-limiter-caps-"));
-/** @param {string[]} args */
-const cli = (...args) =>
-  execFileSync("redis-cli", ["-p", port, ...args], {
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "ignore"],
-    maxBuffer: 64 * 1024 * 1024,
-  }).trim();
+const env = await measureEnv({ bridge: false });
+/** @param {(string | number)[]} args */
+const cli = (...args) => env.cli(...args).trim();
 
 try {
-  const bundle = join(dir, "scripts.mjs");
-  await build({
-    entryPoints: [join(root, "src/store/lua/scripts.ts")],
-    bundle: true,
-    format: "esm",
-    platform: "neutral",
-    outfile: bundle,
-    logLevel: "error",
-  });
   /** @type {any} */
-  const { EVALUATE_SCRIPTS } = await import(bundle);
+  const { EVALUATE_SCRIPTS } = await env.bundle(
+    `export { EVALUATE_SCRIPTS } from "./src/store/lua/scripts";`,
+  );
   // Stock Redis rejects the Upstash shebang flag (the bridge strips it likewise).
-  const script = String(EVALUATE_SCRIPTS["sliding-log"]).replace(/^#!lua[^\n]*\n/, "#!lua\n");
-  const sha = cli("SCRIPT", "LOAD", script);
+  /** @param {string} algorithm */
+  const load = (algorithm) =>
+    cli("SCRIPT", "LOAD", String(EVALUATE_SCRIPTS[algorithm]).replace(/^#!lua[^\n]*\n/, "#!lua\n"));
+  const shas = { "sliding-log-zset": load("sliding-log-zset"), "sliding-log": load("sliding-log") };
+  let sha = shas["sliding-log-zset"];
+  let algorithm = "sliding-log-zset";
   const T = 1_700_000_000_000;
   let member = 0;
   const memberId = () => `AbCdEfGhIjKl${(member++).toString(36)}`;
@@ -57,9 +40,10 @@ try {
       { length: policies },
       (_, i) => `caps:t:${cost}:${policies}:${round}:${i}`,
     );
-    const args = [String(T), memberId(), String(policies), "0"];
+    // now, member id, n, no request id, no stamp offset, then the policies.
+    const args = [String(T), memberId(), String(policies), "0", "0"];
     for (let i = 0; i < policies; i++)
-      args.push("sliding-log", String(cost), "604800000", String(cost));
+      args.push(algorithm, String(cost), "604800000", String(cost));
     cli("CONFIG", "SET", "slowlog-log-slower-than", "0");
     cli("SLOWLOG", "RESET");
     cli("EVALSHA", sha, String(keys.length), ...keys, ...args);
@@ -70,22 +54,27 @@ try {
     }
     throw new Error("no EVALSHA in SLOWLOG");
   };
-  console.log("Redis time of one evaluate (sliding-log, fresh keys; median of 5), µs:");
-  // 16 policies (the most a /check "rules" names) at cost 62: their sum at the per-call cap.
-  for (const [policies, costs] of /** @type {[number, number[]][]} */ ([
-    [1, [1, 100, 500, 1_000, 2_000, 8_000, 100_000]],
-    [16, [1, 62, 1_000]],
-  ])) {
-    for (const cost of costs) {
-      const runs = Array.from({ length: 5 }, (_, r) => timeOne(cost, policies, r)).sort(
-        (a, b) => a - b,
-      );
-      console.log(
-        `  ${policies} polic${policies === 1 ? "y " : "ies"} × cost ${String(cost).padStart(6)}: ${String(runs[2]).padStart(8)} µs`,
-      );
-      cli("FLUSHALL");
+  for (const layout of /** @type {const} */ (["sliding-log-zset", "sliding-log"])) {
+    algorithm = layout;
+    sha = shas[layout];
+    console.log(`Redis time of one evaluate (${layout}, fresh keys; median of 5), µs:`);
+    // 16 policies (the most a /check "rules" names) at cost 62: their sum at the per-call cap.
+    for (const [policies, costs] of /** @type {[number, number[]][]} */ ([
+      [1, [1, 100, 500, 1_000, 2_000, 8_000, 100_000]],
+      [16, [1, 62, 1_000]],
+    ])) {
+      for (const cost of costs) {
+        const runs = Array.from({ length: 5 }, (_, r) => timeOne(cost, policies, r)).sort(
+          (a, b) => a - b,
+        );
+        console.log(
+          `  ${policies} polic${policies === 1 ? "y " : "ies"} × cost ${String(cost).padStart(6)}: ${String(runs[2]).padStart(8)} µs`,
+        );
+        cli("FLUSHALL");
+      }
     }
   }
+  sha = shas["sliding-log-zset"];
 
   console.log("MEMORY USAGE of a log full to its limit (admissions of 1000 units):");
   for (const limit of [1_000, 5_000, 8_000, 10_000, 100_000]) {
@@ -101,7 +90,8 @@ try {
         memberId(),
         "1",
         "0",
-        "sliding-log",
+        "0",
+        "sliding-log-zset",
         String(limit),
         "604800000",
         String(perCall),
@@ -113,6 +103,5 @@ try {
     cli("DEL", key);
   }
 } finally {
-  rmSync(dir, { recursive: true, force: true });
-  await redis.stop();
+  await env.close();
 }

@@ -7,43 +7,14 @@
 //
 // Needs redis-server and redis-cli on PATH. The limiter's denial cache is off, so every
 // decision reaches the store (the cache's savings are measured in bench/, not here).
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
-import { startBridge } from "../bridge/server.mjs";
-import { startPrivateRedis } from "./lib/redis.mjs";
+import { measureEnv } from "./lib/measure-env.mjs";
 
 const N = Number(process.argv[2] ?? 200);
-const root = fileURLToPath(new URL("../", import.meta.url));
-
-const redis = await startPrivateRedis();
-const port = new URL(redis.url).port;
-const dir = mkdtempSync(join(tmpdir(), "edge-limiter-measure-"));
-/** @param {string[]} args */
-const cli = (...args) =>
-  execFileSync("redis-cli", ["-p", port, ...args], {
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "ignore"],
-  });
-
-const token = "measure";
-const bridge = await startBridge({ port: 0, token, redisUrl: redis.url });
-const bundle = join(dir, "limiter.mjs");
-await build({
-  entryPoints: [join(root, "src/index.ts")],
-  bundle: true,
-  format: "esm",
-  platform: "neutral",
-  mainFields: ["module", "main"],
-  conditions: ["worker", "import"],
-  outfile: bundle,
-  logLevel: "error",
-});
-/** @type {any} the bundled src/index.ts (tsconfig.node.json cannot follow src/'s extensionless imports) */
-const lib = await import(bundle);
+const env = await measureEnv();
+const { cli, token } = env;
+const bridge = /** @type {{ url: string }} */ (env.bridge);
+/** @type {any} the bundled src/index.ts */
+const lib = await env.bundle(`export * from "./src/index";`);
 
 /** Commands Redis ran (calls per command, scripts' own commands included) while `work` ran. */
 async function commandsDuring(/** @type {() => Promise<void>} */ work) {
@@ -106,6 +77,4 @@ for (const [label, limit] of /** @type {[string, number][]} */ ([
 }
 console.table(rows);
 
-await bridge.close();
-await redis.stop();
-rmSync(dir, { recursive: true, force: true });
+await env.close();

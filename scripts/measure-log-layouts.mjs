@@ -19,15 +19,9 @@
 // decisions are the same EVALSHA calls sent pipelined on one connection (--through-bridge: one at a
 // time through the bridge instead). One at a time, Redis idles between calls and its µs figures
 // swing ±20 % run to run on a shared machine; pipelined they repeat within a few per cent.
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import net from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
-import { startBridge } from "../bridge/server.mjs";
-import { startPrivateRedis } from "./lib/redis.mjs";
+import { measureEnv } from "./lib/measure-env.mjs";
 
 const args = process.argv.slice(2);
 const jsonAt = args.indexOf("--json");
@@ -36,43 +30,17 @@ const throughBridge = args.includes("--through-bridge");
 const N = Number(args.find((a, i) => /^\d+$/.test(a) && !(jsonAt >= 0 && i === jsonAt + 1)) ?? 500);
 const LIMITS = (process.env.LIMITS ?? "10,100,1000,10000,100000").split(",").map(Number);
 const LAYOUTS = ["sliding-log", "sliding-log-zset"];
-const root = fileURLToPath(new URL("../", import.meta.url));
 
-const redis = await startPrivateRedis();
-const port = new URL(redis.url).port;
-const dir = mkdtempSync(join(tmpdir(), "edge-limiter-layouts-"));
-/** @param {string[]} a */
-const cli = (...a) =>
-  execFileSync("redis-cli", ["-p", port, ...a], {
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "ignore"],
-  });
-const token = "measure";
-const bridge = await startBridge({ port: 0, token, redisUrl: redis.url });
-
+const env = await measureEnv();
+const { port, cli, token } = env;
+const bridge = /** @type {{ url: string }} */ (env.bridge);
 // The store layer itself (no caps: the sorted set is measured past its MAX_LOG_LIMIT, to show what
 // the cap prevents) and the anchor, bundled as the worker bundles them.
-const bundle = join(dir, "store.mjs");
-await build({
-  stdin: {
-    contents: `export { EVALUATE_SCRIPTS } from "./src/store/lua/scripts";
+const lib = await env.bundle(`export { EVALUATE_SCRIPTS } from "./src/store/lua/scripts";
 export { createStoreClient } from "./src/store/upstash-client";
 export { runScript } from "./src/store/script-runner";
 export { Ratelimit } from "@upstash/ratelimit";
-export { Redis } from "@upstash/redis";`,
-    resolveDir: root,
-    loader: "ts",
-  },
-  bundle: true,
-  format: "esm",
-  platform: "neutral",
-  mainFields: ["module", "main"],
-  conditions: ["worker", "import"],
-  outfile: bundle,
-  logLevel: "error",
-});
-/** @type {any} */
-const lib = await import(bundle);
+export { Redis } from "@upstash/redis";`);
 const store = lib.createStoreClient({ url: bridge.url, token, timeoutMs: 30_000 });
 
 /**
@@ -331,6 +299,4 @@ for (const row of rows) console.log(`${row.contender} ${row.limit}: ${row.detail
 if (jsonOut) writeFileSync(jsonOut, `${JSON.stringify({ decisions: N, rows }, null, 2)}\n`);
 
 socket.end();
-await bridge.close();
-await redis.stop();
-rmSync(dir, { recursive: true, force: true });
+await env.close();

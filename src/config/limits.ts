@@ -9,6 +9,7 @@ export {
   MAX_LIMIT,
   MAX_LOG_COST,
   MAX_LOG_LIMIT,
+  MAX_RING_COST,
   maxLimitOf,
 } from "../store/caps";
 

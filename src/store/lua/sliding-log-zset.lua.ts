@@ -15,6 +15,21 @@
  * Memory: one member per admitted unit in the window (see README "Algorithms").
  */
 export const SLIDING_LOG_ZSET_LUA = `
+-- ZADD n members \`<prefix>.<i>\`, scored times[i] (or score), in chunks: unpack() of more than a
+-- few thousand values overflows Lua's C stack.
+local function zaddMany(key, n, prefix, score, times)
+  local args = {}
+  for i = 1, n do
+    args[#args + 1] = times and times[i] or score
+    args[#args + 1] = prefix .. '.' .. i
+    if #args >= 1000 then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+  if #args > 0 then redis.call('ZADD', key, unpack(args)) end
+end
+
 ALG['sliding-log-zset'] = {
   check = function(p, now)
     -- A member admitted at s is inside the window while now < s + window.
@@ -25,34 +40,16 @@ ALG['sliding-log-zset'] = {
       local s = redis.call('GET', p.key)
       redis.call('DEL', p.key)
       if isRing(s) then
-        local args = {}
-        for i, t in ipairs(ringTimes(s, now - p.window)) do
-          args[#args + 1] = t
-          args[#args + 1] = 'ring.' .. i
-          if #args >= 1000 then
-            redis.call('ZADD', p.key, unpack(args))
-            args = {}
-          end
-        end
-        if #args > 0 then redis.call('ZADD', p.key, unpack(args)) end
-        redis.call('PEXPIRE', p.key, p.window + GRACE + STAMP_AHEAD_MAX)
+        local times = ringTimes(s, now - p.window)
+        zaddMany(p.key, #times, 'ring', 0, times)
+        if #times > 0 then redis.call('PEXPIRE', p.key, p.window + GRACE + STAMP_AHEAD_MAX) end
       end
     end
     p.count = redis.call('ZCARD', p.key)
     p.allowed = p.count + p.cost <= p.limit
   end,
   commit = function(p, now)
-    -- ZADD in chunks: unpack() of more than a few thousand values overflows Lua's C stack.
-    local args = {}
-    for i = 1, p.cost do
-      args[#args + 1] = p.stamp
-      args[#args + 1] = p.member .. '.' .. i
-      if #args >= 1000 then
-        redis.call('ZADD', p.key, unpack(args))
-        args = {}
-      end
-    end
-    if #args > 0 then redis.call('ZADD', p.key, unpack(args)) end
+    zaddMany(p.key, p.cost, p.member, p.stamp)
     p.count = p.count + p.cost
     -- Every member has left the window \`window\` ms after the newest (plus GRACE on the caller's
     -- clock).

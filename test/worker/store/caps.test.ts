@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from "vitest";
-import { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT } from "../../../src/config/limits";
+import { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT, MAX_RING_COST } from "../../../src/config/limits";
 import { parseRules, parseWorkerConfig } from "../../../src/config/worker-config";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { nextMemberId } from "../../../src/limiter/member-id";
@@ -219,6 +219,27 @@ describe("caps in the store layer (createLimiter, evaluate)", () => {
       }),
     ).rejects.toThrow(RangeError);
     expect(await redis.keys(`${prefix}*k5*`)).toEqual([]);
+    // The rings' writes, summed over one call (each cost counted up to its limit: a cost above it
+    // writes nothing).
+    const ring = (p: string, cost: number) => ({
+      key: storageKey(prefix, p, "k5"),
+      algorithm: "sliding-log" as const,
+      limit: MAX_LIMIT,
+      windowMs: 60_000,
+      cost,
+    });
+    await expect(
+      evaluate(store, {
+        memberId: nextMemberId(),
+        policies: [ring("r1", MAX_RING_COST), ring("r2", 1)],
+      }),
+    ).rejects.toThrow(RangeError);
+    expect(await redis.keys(`${prefix}*k5*`)).toEqual([]);
+    const fits = await evaluate(store, {
+      memberId: nextMemberId(),
+      policies: [ring("r3", MAX_RING_COST / 2), ring("r4", MAX_RING_COST / 2)],
+    });
+    expect(fits.allowed).toBe(true);
   });
 
   it("a limiter refuses the 12 MB request as the caller's error: nothing written, the store stays in use", async () => {
