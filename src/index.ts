@@ -17,7 +17,7 @@ export type {
   RuleMinuteCounts,
 } from "./analytics/types";
 export type { ClientIpConfig } from "./config/client-ip-config";
-export { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT } from "./config/limits";
+export { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT, MAX_RING_COST } from "./config/limits";
 export {
   type RateLimitOptions,
   type RateLimitResult,
