@@ -19,7 +19,11 @@ export function cpuSection(r) {
   const L = [];
   const by = wc.byId ?? {};
   const rt = wc.ratios ?? {};
-  const command = `npm run bench${r.mode === "quick" ? " -- --quick" : ""}${r.baselineRef ? ` -- --baseline=${r.baselineRef}` : ""}`;
+  const flags = [
+    r.mode === "quick" ? "--quick" : "",
+    r.baselineRef ? `--baseline=${r.baselineRef}` : "",
+  ];
+  const command = `npm run bench${flags.some(Boolean) ? ` -- ${flags.filter(Boolean).join(" ")}` : ""}`;
   L.push("## Workerd CPU per decision (issue 12)", "");
   L.push(
     "What a user pays for is the whole worker's CPU. Each worker below is built as it deploys " +
@@ -103,8 +107,10 @@ export function cpuSection(r) {
         "share of the sampled busy time, and ≈ µs per decision (the share × that contender's " +
         "measured CPU per decision flat out). *workerd's own* is native code: the inbound " +
         "request, `fetch` to the store, bodies, `Response`, timers; *V8 (program)* is time V8 " +
-        "cannot attribute to a function. `node bench/profile-workerd.mjs` prints the same by " +
-        "file and function.",
+        "cannot attribute to a function. A native call a function awaits can be charged to " +
+        "that function: most of src/http/'s share is `readBody`, that is `request.text()` " +
+        "reading the body (the minimal anchor's `request.json()` shows under workerd's own). " +
+        "`node bench/profile-workerd.mjs` prints the same by file and function.",
       "",
     );
     /** @type {Set<string>} */
