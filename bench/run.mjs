@@ -23,7 +23,6 @@ import {
   tempDir,
 } from "./lib/infra.mjs";
 import { leaseMarkdown, runLeaseBench } from "./lib/lease-bench.mjs";
-import { logLayoutsMarkdown, runLogLayouts } from "./lib/log-layouts.mjs";
 import {
   cpuPerDecision,
   INSTANT_URL,
@@ -42,6 +41,7 @@ import {
   runLoad,
   runProxyLoad,
 } from "./lib/load.mjs";
+import { logLayoutsMarkdown, runLogLayouts } from "./lib/log-layouts.mjs";
 import { connectStats } from "./lib/redis-stats.mjs";
 import { writeReport } from "./lib/report.mjs";
 import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
