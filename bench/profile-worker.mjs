@@ -28,6 +28,7 @@ import { LIMITER_TOKEN, LOADS } from "./lib/load.mjs";
 const COUNT = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 20_000);
 const PROFILE = process.argv.includes("--profile");
 const tmp = tempDir();
+process.on("exit", () => rmSync(tmp, { recursive: true, force: true }));
 const outfile = path.join(tmp, "workers.mjs");
 await build({
   stdin: {

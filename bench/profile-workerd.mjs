@@ -25,6 +25,7 @@ const SECONDS = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 6);
 const proxy = process.argv.includes("--proxy");
 const minimal = process.argv.includes("--minimal");
 const tmp = tempDir();
+process.on("exit", () => rmSync(tmp, { recursive: true, force: true }));
 const bundles = await buildWorkers(tmp);
 const redis = await startPrivateRedis();
 const bridge = await startBridgeProcess(redis.url);
