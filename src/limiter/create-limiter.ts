@@ -23,7 +23,7 @@ import { capacityFreed, createLimiterContext, type LimiterContext } from "./cont
 import { denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
 import { rememberAnswer } from "./denial-cache";
-import type { WaitUntil } from "./lease-book";
+import type { WaitUntil } from "./lease";
 import { createLimiterLeases } from "./lease-limiter";
 import { nextMemberId } from "./member-id";
 import { refundReceipt } from "./refund-receipt";

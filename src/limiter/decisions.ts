@@ -5,7 +5,7 @@
 import type { EvaluateAnswer, PolicyAnswer } from "../store/evaluate";
 import type { Exhaustion } from "./denial-cache";
 import type { FallbackDecision } from "./fallback-limiter";
-import type { Lease } from "./lease-book";
+import type { Lease } from "./lease";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { Decision, MultiDecision } from "./types";
 

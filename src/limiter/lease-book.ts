@@ -3,99 +3,20 @@
  * holds per key, spent locally with no round trip, renewed before they run out, and ended on
  * time with their unspent units given back.
  *
- * Why it stays exact: a lease of k units is recorded in the log as k admissions stamped at
- * s = t + δ (t: the store's now when it granted, δ: the lease's lifetime), and its units are
- * spent only until t + δ, so every use u has a stamp s ≥ u, at most δ later. Any later decision
- * counts every stamp inside its window, and for any span [a, a + W) of uses, the last grant among
- * them counted all their stamps (each ≥ a) with its own against the limit. Isolate-side, a lease
- * ends at sentAt + 0.9 δ on this isolate's clock, where sentAt is taken before the call was sent:
- * no later than t + δ (the same conversion the denial cache makes), with a tenth of δ to spare
- * for an isolate clock that lags (spendableMs).
+ * Why a lease stays exact: lease.ts.
  *
  * What stays with the store: a request with a request id (only the store can replay it), a
  * request any of whose policies is not leased here or lacks room for its cost (multi-rule is all
  * or nothing: every policy's lease pays, or the store decides), and every policy whose algorithm
  * cannot be leased exactly (only the log can: see LEASABLE).
  */
-import { ALGORITHMS, type Algorithm, isLogAlgorithm } from "../store/algorithm";
-import { MAX_LOG_COST } from "../store/caps";
-import { type LeaseSizing, leaseLifetimeMs, leaseUnits } from "./lease-sizing";
+import { type Lease, type LeaseSpend, spendableMs, type WaitUntil } from "./lease";
+import { createLeaseKeys, type KeyState, noteDemand } from "./lease-keys";
+import { type LeaseSizing, leaseLifetimeMs, leaseWanted } from "./lease-sizing";
 import type { LeaseStore } from "./lease-store";
 import { nextMemberId } from "./member-id";
 import type { ResolvedPolicy } from "./resolved-policy";
-
-/**
- * The algorithms a lease is exact for: the logs (both layouts), whose admissions are times that can be stamped in
- * the future and whose members a lease can give back exactly. The O(1) algorithms count, not
- * stamp: a future stamp means nothing to them, so `lease: true` with one of them is refused by
- * the config, /check and the middleware (and ignored by the limiter: decided by the store).
- */
-export const LEASABLE: ReadonlySet<Algorithm> = new Set<Algorithm>(
-  ALGORITHMS.filter(isLogAlgorithm),
-);
-
-/**
- * How long a lease of this lifetime is spent: all but its last tenth (at least 1 ms). The tenth
- * is slack for the isolate clock, which may lag real time — workerd's Date.now() advances only
- * with I/O (a request's arrival, a timer, a fetch answered) — so a unit is never spent after its
- * stamp even by an isolate that has run a while without I/O.
- */
-export function spendableMs(lifetime: number): number {
-  return Math.max(1, lifetime - Math.max(1, Math.floor(lifetime / 10)));
-}
-
-/** One lease: units of one key recorded in the log at `stamp`, spendable until `deadline`. */
-export interface Lease {
-  readonly memberId: string;
-  /** The policy as leased (Redis key, algorithm, limit, window): what a give-back sends. */
-  readonly policy: ResolvedPolicy;
-  /** Units granted. */
-  readonly granted: number;
-  /** Units left to spend. */
-  units: number;
-  /** Isolate clock: the last instant a unit may be spent (exclusive). */
-  readonly deadline: number;
-  /** Store clock: where its units are in the log. */
-  readonly stamp: number;
-  /** Store clock: when the store granted it. */
-  readonly storeNow: number;
-  /** Isolate clock: when the grant was asked for (the store's now is no earlier). */
-  readonly sentAt: number;
-  /** Store clock: when capacity next frees, as the grant reported it. */
-  readonly reset: number;
-  /** Ended: nothing more is spent from it, its unspent units were (or are being) given back. */
-  ended: boolean;
-  /** Units asked to be given back so far (its unspent ones at its end, then refunds). */
-  givenBack: number;
-}
-
-/** What spending one request's cost of one policy took: the lease it came from. */
-export interface LeaseSpend {
-  readonly lease: Lease;
-  readonly cost: number;
-}
-
-interface KeyState {
-  /** Live leases, oldest deadline first. */
-  leases: Lease[];
-  /** Demand (units asked for, admitted or not) in the current and the previous bucket of δ. */
-  bucketStart: number;
-  current: number;
-  previous: number;
-  /** What the store last said remains (undefined: never asked in this isolate). */
-  remaining: number | undefined;
-  /**
-   * The policy as the store last decided it, its Redis key built: what a lease call sends (a
-   * request paid from a lease never builds its key).
-   */
-  policy: ResolvedPolicy | undefined;
-  /** Isolate clock until which a lease call is in flight (at most one per key). */
-  inFlightUntil: number;
-  /** The call in flight: settles (never rejects) once its lease, if granted, can be spent. */
-  inFlight: Promise<void> | undefined;
-  /** Isolate clock until which no lease call is made (after a failed one). */
-  quietUntil: number;
-}
+import { settleWithin } from "./settle-within";
 
 export interface LeaseBookDeps {
   sizing: LeaseSizing;
@@ -115,9 +36,6 @@ export interface LeaseBookDeps {
   capacityFreed: (cacheKeys: string[]) => void;
   onStoreError: ((error: unknown) => void) | undefined;
 }
-
-/** Keeps background work (a lease call, a give-back) alive past the response. */
-export type WaitUntil = (promise: Promise<unknown>) => void;
 
 export interface LeaseBook {
   /**
@@ -167,51 +85,10 @@ export interface LeaseBook {
 
 export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
   const { sizing, store, now, timeoutMs } = deps;
-  const keys = new Map<string, KeyState>();
-
-  function stateOf(cacheKey: string, at: number): KeyState {
-    let state = keys.get(cacheKey);
-    if (state) {
-      // Least recently used leaves first: delete + set moves it to the young end.
-      keys.delete(cacheKey);
-    } else {
-      state = {
-        leases: [],
-        bucketStart: at,
-        current: 0,
-        previous: 0,
-        remaining: undefined,
-        policy: undefined,
-        inFlightUntil: 0,
-        inFlight: undefined,
-        quietUntil: 0,
-      };
-      while (keys.size >= sizing.maxKeys) {
-        const oldest = keys.entries().next();
-        if (oldest.done) break;
-        keys.delete(oldest.value[0]);
-        for (const lease of oldest.value[1].leases) void end(lease, undefined);
-      }
-    }
-    keys.set(cacheKey, state);
-    return state;
-  }
-
-  /** Demand per lifetime: the previous bucket weighed by how much of it is still within δ. */
-  function noteDemand(state: KeyState, units: number, at: number, lifetime: number): void {
-    const elapsed = at - state.bucketStart;
-    if (elapsed >= lifetime) {
-      state.previous = elapsed >= 2 * lifetime ? 0 : state.current;
-      state.current = 0;
-      state.bucketStart = elapsed >= 2 * lifetime ? at : state.bucketStart + lifetime;
-    }
-    state.current += units;
-  }
-
-  function demand(state: KeyState, at: number, lifetime: number): number {
-    const left = Math.max(0, 1 - (at - state.bucketStart) / lifetime);
-    return state.previous * left + state.current;
-  }
+  // An evicted key's leases end (their unspent units go back).
+  const keys = createLeaseKeys(sizing.maxKeys, (state) => {
+    for (const lease of state.leases) void end(lease, undefined);
+  });
 
   /** Ends the leases whose deadline has passed (lazily, when their key is touched). */
   function endExpired(state: KeyState, at: number, waitUntil: WaitUntil | undefined): void {
@@ -246,30 +123,6 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
     );
     waitUntil?.(work);
     return work;
-  }
-
-  /** Whether a key needs a (new) lease now, and how many units. */
-  function wanted(state: KeyState, policy: ResolvedPolicy, at: number, lifetime: number): number {
-    if (
-      state.remaining === undefined ||
-      state.policy === undefined ||
-      at < state.inFlightUntil ||
-      at < state.quietUntil
-    ) {
-      return 0;
-    }
-    const expected = demand(state, at, lifetime);
-    let live = 0;
-    let coveredUntil = at;
-    for (const lease of state.leases) {
-      live += lease.units;
-      coveredUntil = Math.max(coveredUntil, lease.deadline);
-    }
-    // Renew before the lease runs out, so a hot key never waits: when what is left would last
-    // less than half a lifetime at the recent rate, or the leases end within half a lifetime.
-    if (live > 0 && live >= expected / 2 && coveredUntil - at > lifetime / 2) return 0;
-    const maxUnits = Math.min(MAX_LOG_COST, policy.limit);
-    return leaseUnits(sizing, expected, state.remaining, maxUnits);
   }
 
   /** One lease call for one key, off the request path; then its end at the deadline. */
@@ -352,7 +205,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
       const state = keys.get(policy.cacheKey);
       if (!state) continue;
       const lifetime = leaseLifetimeMs(sizing, policy.windowMs);
-      const units = wanted(state, policy, at, lifetime);
+      const units = leaseWanted(sizing, state, policy, at, lifetime);
       if (units > 0 && state.policy) take(state, state.policy, units, lifetime, waitUntil);
     }
   }
@@ -368,7 +221,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
           continue;
         }
         const lifetime = leaseLifetimeMs(sizing, policy.windowMs);
-        const state = stateOf(policy.cacheKey, at);
+        const state = keys.stateOf(policy.cacheKey, at);
         if (!again) noteDemand(state, policy.cost, at, lifetime);
         endExpired(state, at, waitUntil);
         const paying = state.leases.find((lease) => lease.units >= policy.cost);
@@ -393,22 +246,15 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
       const flight = state.inFlight;
       const left = state.inFlightUntil - now();
       if (!flight || left <= 0) return undefined;
-      // Bounded by the call's own deadline: in workerd a call belongs to the request that
-      // started it, and a cancelled request's call never settles (as in single-flight.ts).
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const deadline = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, left);
-      });
-      return Promise.race([flight, deadline]).finally(() => {
-        if (timer !== undefined) clearTimeout(timer);
-      });
+      // Bounded by the call's own deadline: a cancelled request's call never settles in workerd.
+      return settleWithin(flight, left, () => undefined);
     },
 
     afterStore(policies, remaining, at, waitUntil) {
       for (let i = 0; i < policies.length; i++) {
         const policy = policies[i] as ResolvedPolicy;
         if (!policy.lease) continue;
-        const state = stateOf(policy.cacheKey, at);
+        const state = keys.stateOf(policy.cacheKey, at);
         state.remaining = remaining[i];
         // Decided by the store: its Redis key is built (withStorageKeys).
         if (policy.key !== "") state.policy = policy;

@@ -7,7 +7,8 @@
 import type { EvaluateAnswer } from "../store/evaluate";
 import { capacityFreed, type LimiterContext } from "./context";
 import { fromLease } from "./decisions";
-import { createLeaseBook, type LeaseBook, type LeaseSpend, type WaitUntil } from "./lease-book";
+import type { LeaseSpend, WaitUntil } from "./lease";
+import { createLeaseBook, type LeaseBook } from "./lease-book";
 import { type LeaseOptions, resolveLeaseSizing } from "./lease-sizing";
 import { createLeaseStore } from "./lease-store";
 import type { ResolvedPolicy } from "./resolved-policy";

@@ -2,7 +2,10 @@
  * Lease sizing (README "Leases"): how long a lease lives, how many units it asks for, and when a
  * key is hot enough in this isolate to lease at all. Pure arithmetic: no clock, no store.
  */
+import { MAX_LOG_COST } from "../store/caps";
 import { STAMP_AHEAD_MAX_MS } from "../store/keys";
+import { demand, type KeyState } from "./lease-keys";
+import type { ResolvedPolicy } from "./resolved-policy";
 
 /** How leases are sized and when they are taken (LimiterOptions.leases). */
 export interface LeaseOptions {
@@ -104,4 +107,34 @@ export function resolveLeaseSizing(options: LeaseOptions | undefined): LeaseSizi
     throw new RangeError(`leases.headroom must be a number ≥ 1 (got ${String(sizing.headroom)})`);
   }
   return sizing;
+}
+
+/** Whether a key needs a (new) lease now, and how many units (0: none). */
+export function leaseWanted(
+  sizing: LeaseSizing,
+  state: KeyState,
+  policy: ResolvedPolicy,
+  at: number,
+  lifetime: number,
+): number {
+  if (
+    state.remaining === undefined ||
+    state.policy === undefined ||
+    at < state.inFlightUntil ||
+    at < state.quietUntil
+  ) {
+    return 0;
+  }
+  const expected = demand(state, at, lifetime);
+  let live = 0;
+  let coveredUntil = at;
+  for (const lease of state.leases) {
+    live += lease.units;
+    coveredUntil = Math.max(coveredUntil, lease.deadline);
+  }
+  // Renew before the lease runs out, so a hot key never waits: when what is left would last
+  // less than half a lifetime at the recent rate, or the leases end within half a lifetime.
+  if (live > 0 && live >= expected / 2 && coveredUntil - at > lifetime / 2) return 0;
+  const maxUnits = Math.min(MAX_LOG_COST, policy.limit);
+  return leaseUnits(sizing, expected, state.remaining, maxUnits);
 }

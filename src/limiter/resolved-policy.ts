@@ -5,7 +5,7 @@
 import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { storageKey } from "../store/keys";
 import type { StorePolicy } from "../store/script-inputs";
-import { LEASABLE } from "./lease-book";
+import { LEASABLE } from "./lease";
 import type { FailMode, LimitRequest } from "./types";
 
 /**
@@ -21,7 +21,7 @@ export interface ResolvedPolicy extends StorePolicy {
   readonly failMode: FailMode;
   /** Its key in the denial cache and the fallback limiter (denialCacheKey). */
   readonly cacheKey: string;
-  /** The request asked for leases and its algorithm can be leased exactly (lease-book.ts). */
+  /** The request asked for leases and its algorithm can be leased exactly (lease.ts). */
   readonly lease: boolean;
   /**
    * Its Redis key: "" until the store is to be asked (withStorageKeys), so a denial from the

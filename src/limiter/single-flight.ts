@@ -8,6 +8,7 @@
  * after which it is gone from the map, and a follower waits with a timer of its own, never past
  * that deadline.
  */
+import { settleWithin } from "./settle-within";
 export interface SingleFlight {
   /**
    * Registers the leader's call for `key`. `settled` resolves true when the store answered,
@@ -60,15 +61,9 @@ export function createSingleFlight(options: SingleFlightOptions): SingleFlight {
         return undefined;
       }
       // The follower's own timer bounds the wait (the leader's may be gone with its request).
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const deadline = new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => {
-          if (flights.get(key) === flight) flights.delete(key);
-          resolve(false);
-        }, left);
-      });
-      return Promise.race([flight.settled, deadline]).finally(() => {
-        if (timer !== undefined) clearTimeout(timer);
+      return settleWithin(flight.settled, left, () => {
+        if (flights.get(key) === flight) flights.delete(key);
+        return false;
       });
     },
 

@@ -7,7 +7,7 @@ import type { ScriptClient } from "../store/script-runner";
 import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
 import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
-import type { LeaseSpend, WaitUntil } from "./lease-book";
+import type { LeaseSpend, WaitUntil } from "./lease";
 import type { LeaseOptions } from "./lease-sizing";
 import type { ResolvedPolicy } from "./resolved-policy";
 

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import { spendableMs } from "../../../src/limiter/lease-book";
+import { spendableMs } from "../../../src/limiter/lease";
 import {
   leaseLifetimeMs,
   leaseUnits,
