@@ -6,6 +6,7 @@
  */
 import type { DecisionSource } from "../limiter/types";
 import { TopKeys } from "./top-keys";
+import type { RuleMinuteCounts } from "./types";
 
 export const MAX_RULES_PER_MINUTE = 64;
 export const MAX_PENDING_MINUTES = 15;
@@ -99,16 +100,7 @@ export class Aggregate {
           this.size++;
           continue;
         }
-        existing.allowed += counts.allowed;
-        existing.denied += counts.denied;
-        existing.deniedFromCache += counts.deniedFromCache;
-        existing.shadowDenied += counts.shadowDenied;
-        for (const [source, count] of Object.entries(counts.sources) as [
-          DecisionSource,
-          number,
-        ][]) {
-          existing.sources[source] = (existing.sources[source] ?? 0) + count;
-        }
+        addCounts(existing, counts);
         if (counts.top) {
           existing.top ??= new TopKeys(this.topCapacity);
           for (const [key, count] of counts.top.counts) existing.top.add(key, count);
@@ -133,5 +125,16 @@ export class Aggregate {
       this.pending.set(minute, rules);
     }
     return rules;
+  }
+}
+
+/** Adds one rule's counts into another's (sources by name). */
+export function addCounts(into: RuleMinuteCounts, counts: RuleMinuteCounts): void {
+  into.allowed += counts.allowed;
+  into.denied += counts.denied;
+  into.deniedFromCache += counts.deniedFromCache;
+  into.shadowDenied += counts.shadowDenied;
+  for (const [source, count] of Object.entries(counts.sources) as [DecisionSource, number][]) {
+    into.sources[source] = (into.sources[source] ?? 0) + count;
   }
 }

@@ -4,6 +4,7 @@
  * ZUNION over its per-minute sets). Answers with a zero for every minute without counts.
  */
 import type { DecisionSource } from "../limiter/types";
+import { addCounts } from "./aggregate";
 import {
   COUNT_CODES,
   countsKey,
@@ -84,16 +85,7 @@ export async function readStats(
       const series = byRule.get(rule) as RuleMinuteCounts[];
       const totals = emptyCounts();
       for (const counts of series) {
-        totals.allowed += counts.allowed;
-        totals.denied += counts.denied;
-        totals.deniedFromCache += counts.deniedFromCache;
-        totals.shadowDenied += counts.shadowDenied;
-        for (const [source, count] of Object.entries(counts.sources) as [
-          DecisionSource,
-          number,
-        ][]) {
-          totals.sources[source] = (totals.sources[source] ?? 0) + count;
-        }
+        addCounts(totals, counts);
       }
       return {
         rule,

@@ -181,16 +181,22 @@ describe("analytics' cost to the store", () => {
       let counts = 0;
       let tops = 0;
       let liveTops = 0;
+      let gone = 0;
       for (const key of keys) {
-        const bytes = Number(await bridge(["MEMORY", "USAGE", key, "SAMPLES", "0"]));
         const ttl = Number(await bridge(["PTTL", key]));
+        // The oldest top-key set can expire (in real time) between KEYS and here: not a leak.
+        if (ttl === -2) {
+          gone++;
+          continue;
+        }
         expect(ttl, key).toBeGreaterThan(0);
+        const bytes = Number(await bridge(["MEMORY", "USAGE", key, "SAMPLES", "0"]));
         if (key.includes(":top:")) {
           tops += bytes;
           liveTops++;
         } else counts += bytes;
       }
-      return { counts, tops, liveTops, keys: keys.length };
+      return { counts, tops, liveTops, keys: keys.length - gone };
     };
     const one = await measure(1, "one");
     const ten = await measure(10, "ten");
