@@ -100,6 +100,9 @@ function buildRuntime(env: Env): Runtime {
       url: env.UPSTASH_REDIS_REST_URL,
       token: env.UPSTASH_REDIS_REST_TOKEN,
       timeoutMs: config.timeoutMs,
+      // One decision per incoming request, never two in one tick: nothing to batch (see
+      // autoPipeline), and without it every decision has one timer, not two (issue 12).
+      autoPipeline: false,
     });
   } catch (error) {
     return { ok: false, field: "UPSTASH_REDIS_REST_URL", detail: (error as Error).message };

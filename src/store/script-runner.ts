@@ -17,6 +17,13 @@ export type ScriptClient = Pick<Redis, "evalsha" | "eval"> & {
    * caller already answered. Optional: without it the EVAL runs under the client's own timeout.
    */
   withTimeout?(timeoutMs: number): Pick<Redis, "eval" | "evalsha">;
+  /**
+   * The same client, its requests aborted by `signal` (createStoreClient provides it).
+   * withinDeadline then passes the decision's own signal, aborted at its deadline, to every
+   * request of the decision: one timer for the decision and its requests. Preferred over
+   * `withTimeout` when both are there.
+   */
+  withSignal?(signal: AbortSignal): Pick<Redis, "eval" | "evalsha">;
 };
 
 /** A reply the store cannot parse means the endpoint is not what we think: said loudly. */
@@ -30,11 +37,15 @@ export type ScriptArg = string | number;
 // SHA-1 of each script text, computed once per isolate. crypto.subtle is async, so it cannot run
 // at module scope (workerd forbids I/O-like work there); the promise is cached on first use.
 const shaCache = new Map<string, Promise<string>>();
+// The same SHAs once computed, read synchronously: awaiting the cached promise cost every
+// decision a turn of the microtask queue (issue 12).
+const knownSha = new Map<string, string>();
 
 export function scriptSha(script: string): Promise<string> {
   let sha = shaCache.get(script);
   if (!sha) {
     sha = digestHex("SHA-1", script);
+    sha.then((hex) => knownSha.set(script, hex)).catch(() => shaCache.delete(script));
     shaCache.set(script, sha);
   }
   return sha;
@@ -74,18 +85,22 @@ export function runReadOnlyScript<T>(
   );
 }
 
-async function withFallback<T>(
+function withFallback<T>(
   script: string,
   bySha: (sha: string) => Promise<T>,
   byText: () => Promise<T>,
 ): Promise<T> {
-  const sha = await scriptSha(script);
+  const known = knownSha.get(script);
+  let call: Promise<T>;
   try {
-    return await bySha(sha);
+    call = known !== undefined ? bySha(known) : scriptSha(script).then(bySha);
   } catch (error) {
-    if (!isNoScript(error)) throw error;
-    return await byText();
+    call = Promise.reject(error);
   }
+  return call.catch((error: unknown) => {
+    if (!isNoScript(error)) throw error;
+    return byText();
+  });
 }
 
 function isNoScript(error: unknown): boolean {
@@ -94,10 +109,12 @@ function isNoScript(error: unknown): boolean {
 
 /**
  * Runs `work`'s store requests within one deadline of `timeoutMs`, and rejects with
- * StoreTimeoutError at the deadline whatever `work` does. The first request gets the client's own
- * timeout (the same as the deadline); any later one (the EVAL after a NOSCRIPT, a retry on the
- * caller clock) only the time left, so its HTTP request is aborted at the deadline and cannot
- * count after the decision was made without it; none starts once the deadline has passed.
+ * StoreTimeoutError at the deadline whatever `work` does. With a client that has `withSignal`
+ * (createStoreClient's), every request carries the deadline's own signal: each is aborted at
+ * the deadline. Otherwise the first request gets the client's own timeout (the same as the
+ * deadline) and any later one (the EVAL after a NOSCRIPT, a retry on the caller clock) only the
+ * time left, through `withTimeout`. Either way no request can count after the decision was made
+ * without it, and none starts once the deadline has passed.
  */
 export function withinDeadline<T>(
   store: ScriptClient,
@@ -105,10 +122,13 @@ export function withinDeadline<T>(
   work: (client: ScriptClient) => Promise<T>,
 ): Promise<T> {
   return withDeadline(timeoutMs, (deadline) => {
+    // A client that takes the decision's signal: every request aborted at the deadline itself.
+    const signalled = store.withSignal?.(deadline.signal);
     let calls = 0;
     const client = () => {
       const remaining = Math.floor(deadline.remainingMs());
       if (deadline.expired() || remaining <= 0) throw new StoreTimeoutError(timeoutMs);
+      if (signalled) return signalled;
       return calls++ === 0 || !store.withTimeout ? store : store.withTimeout(remaining);
     };
     return work({

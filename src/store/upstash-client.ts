@@ -1,6 +1,7 @@
 /**
  * The Upstash REST client configured for a decision on the request path (one attempt, a
- * per-request abort, no telemetry), plus clients bounded by the time a decision has left.
+ * per-request abort, no telemetry), plus clients bounded by a decision's own
+ * abort signal or by the time it has left.
  */
 import { Redis } from "@upstash/redis/cloudflare";
 
@@ -14,34 +15,68 @@ export interface StoreClientOptions {
    * Redis is never run; one Redis already ran still counted, even if its answer came too late.
    */
   timeoutMs: number;
+  /**
+   * @upstash/redis's auto-pipeline: the commands of one tick share one HTTP request. Keep it
+   * (the default) where many decisions start in one tick — a Node server, a batch, 1000
+   * concurrent `limit()` calls after a SCRIPT FLUSH share a few requests, not 2000. The worker
+   * turns it off: workerd enters the isolate once per incoming request and drains the microtask
+   * queue in between, so two requests' decisions never share a tick and the pipeline only adds
+   * work (a Pipeline object, a Proxy lookup, the batching promises) to every decision. Off, the
+   * client also calls `signal` synchronously inside `evalsha`/`eval`, which `withSignal` needs:
+   * only a client without it has `withSignal` (one timer per decision, issue 12).
+   * @default true
+   */
+  autoPipeline?: boolean;
 }
 
-/** The Upstash client plus `withTimeout` (see ScriptClient). */
-export type StoreClient = Redis & { withTimeout(timeoutMs: number): Redis };
+/** What `withSignal` hands out: the two script calls, aborted by the signal given. */
+export type SignalledScripts = Pick<Redis, "evalsha" | "eval">;
+
+/**
+ * The Upstash client plus `withTimeout`, and `withSignal` when its auto-pipeline is off (see
+ * ScriptClient).
+ */
+export type StoreClient = Redis & {
+  withTimeout(timeoutMs: number): Redis;
+  withSignal?(signal: AbortSignal): SignalledScripts;
+};
 
 /**
  * The Upstash client, configured on purpose for a decision on the request path:
  * - `retry: { retries: 0 }`: one attempt. The default retries a network error 5 times over ~4.3 s
  *   (and `retry: false` still makes 2 attempts); a limiter must answer within its timeout instead.
- * - `signal` as a *function*: a fresh `AbortSignal.timeout` per request. (Never share one between
+ * - `signal` as a *function*, called per request: the decision's own signal when the call came
+ *   through `withSignal` (withinDeadline passes its deadline's, aborted at the deadline: one
+ *   timer per decision, and a NOSCRIPT → EVAL gets only the time left), else a fresh
+ *   `AbortSignal.timeout` (and withinDeadline bounds a second call through `withTimeout`). (Never share one between
  *   requests: workerd ties a signal to the request that made it, and another request's fetch
  *   with it fails — test/worker/http/check-route.test.ts guards this.) A static signal is
  *   swallowed by the client (it fakes a 200 with the abort reason) and stays aborted forever.
  *   The abort closes the connection: a request held up *before* Redis (a slow network, a
  *   queue in front of it) is never run (test/worker/limiter/failure.test.ts proves it with a server that
  *   delays, then forwards). A script Redis already ran has counted, however late its answer.
- *   withinDeadline (script-runner.ts, same timeoutMs) bounds the decision as a whole; a
- *   NOSCRIPT → EVAL gets only the time left, through `withTimeout`.
+ *   withinDeadline (script-runner.ts, same timeoutMs) bounds the decision as a whole.
+ * - the auto-pipeline as `autoPipeline` says (on unless turned off; see there).
  * - no telemetry headers; results left as Redis returns them (our scripts return integers).
  */
 export function createStoreClient(options: StoreClientOptions): StoreClient {
+  // The signal the next request takes, set only for the duration of one synchronous
+  // `evalsha`/`eval` call (withSignal below): the client calls `signal` synchronously before its
+  // first await, so no other call can see it; it is cleared when taken and after the call.
+  let nextSignal: AbortSignal | undefined;
+  const pipelined = options.autoPipeline ?? true;
   const make = (timeoutMs: number) =>
     new Redis({
       url: options.url,
       token: options.token,
       retry: { retries: 0 },
-      signal: () => AbortSignal.timeout(timeoutMs),
+      signal: () => {
+        const given = nextSignal;
+        nextSignal = undefined;
+        return given ?? AbortSignal.timeout(timeoutMs);
+      },
       enableTelemetry: false,
+      enableAutoPipelining: pipelined,
       automaticDeserialization: false,
     });
   // Shared per 10 ms step (rounded down: never later than asked), not one per call: after a
@@ -58,7 +93,28 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
     }
     return client;
   };
-  return Object.assign(make(options.timeoutMs), { withTimeout });
+  const main = make(options.timeoutMs);
+  const withSignal = (signal: AbortSignal): SignalledScripts => ({
+    evalsha: (sha, keys, args) => {
+      nextSignal = signal;
+      try {
+        return main.evalsha(sha, keys, args);
+      } finally {
+        nextSignal = undefined;
+      }
+    },
+    eval: (script, keys, args) => {
+      nextSignal = signal;
+      try {
+        return main.eval(script, keys, args);
+      } finally {
+        nextSignal = undefined;
+      }
+    },
+  });
+  // A pipelined client calls `signal` a tick later, when the batch goes: it would never see
+  // the signal set for it, so only the unpipelined client offers withSignal.
+  return Object.assign(main, pipelined ? { withTimeout } : { withTimeout, withSignal });
 }
 
 const TIMEOUT_STEP_MS = 10;

@@ -50,9 +50,12 @@ export async function faultScenario(mode: FaultMode, delayMs = 0): Promise<Fault
   return scenario;
 }
 
-/** The worker's store client, pointed at a URL (a fault scenario, or the bridge). */
-export function storeAt(url: string, timeoutMs: number): StoreClient {
-  return createStoreClient({ url, token: inject("bridgeToken"), timeoutMs });
+/**
+ * The worker's store client, pointed at a URL (a fault scenario, or the bridge): without the
+ * auto-pipeline, as src/runtime.ts builds it, unless `autoPipeline` says otherwise.
+ */
+export function storeAt(url: string, timeoutMs: number, autoPipeline = false): StoreClient {
+  return createStoreClient({ url, token: inject("bridgeToken"), timeoutMs, autoPipeline });
 }
 
 /** A real client that counts the store calls made through it (EVALSHA and EVAL). */
@@ -90,6 +93,27 @@ export function counting(client: ScriptClient): {
                   evals++;
                   return bounded.eval(script, keys, args);
                 }) as typeof bounded.eval,
+              };
+            },
+          }
+        : {}),
+      // Likewise every call of a decision through the deadline's signal (createStoreClient).
+      ...(client.withSignal
+        ? {
+            withSignal: (signal: AbortSignal) => {
+              const signalled = (client.withSignal as NonNullable<ScriptClient["withSignal"]>)(
+                signal,
+              );
+              return {
+                evalsha: ((sha, keys, args) => {
+                  calls++;
+                  return signalled.evalsha(sha, keys, args);
+                }) as typeof signalled.evalsha,
+                eval: ((script, keys, args) => {
+                  calls++;
+                  evals++;
+                  return signalled.eval(script, keys, args);
+                }) as typeof signalled.eval,
               };
             },
           }

@@ -114,6 +114,40 @@ describe("a hung store", () => {
     expect(await redis.exists(storageKey(prefix, "fail", "noscript-late"))).toBe(0);
   });
 
+  it("a NOSCRIPT near the deadline through the decision's own signal: the EVAL is aborted at the deadline", async () => {
+    const timeoutMs = 400;
+    // As above, but the client takes the decision's signal (withSignal, as the worker's does):
+    // one abort at the deadline covers both calls. The EVAL is sent at ~240 ms and held 240 ms;
+    // were it not aborted at 400 ms it would be relayed at ~480 ms and count.
+    const slow = await faultScenario("delay-forward", 240);
+    const client = storeAt(slow.url, timeoutMs);
+    let signalled = 0;
+    const limiter = createLimiter({
+      store: {
+        evalsha: () => Promise.reject(new Error("this path must not be taken")),
+        eval: () => Promise.reject(new Error("this path must not be taken")),
+        withSignal: (signal) => {
+          signalled++;
+          const calls = (client.withSignal as NonNullable<typeof client.withSignal>)(signal);
+          return {
+            evalsha: (_sha, keys, args) => calls.evalsha("0".repeat(40), keys, args),
+            eval: (script, keys, args) => calls.eval(script, keys, args),
+          };
+        },
+      },
+      prefix,
+      timeoutMs,
+      fallback: false,
+    });
+    expect(await limiter.limit(req("noscript-late-signal"))).toMatchObject({ source: "fail-open" });
+    expect(signalled).toBe(1);
+    // A pipelined client calls `signal` a tick late (when its batch goes): it offers none.
+    expect(storeAt(slow.url, timeoutMs, true).withSignal).toBeUndefined();
+    const stats = await slow.settled();
+    expect(stats).toMatchObject({ requests: 2, forwarded: 1, dropped: 1 });
+    expect(await redis.exists(storageKey(prefix, "fail", "noscript-late-signal"))).toBe(0);
+  });
+
   it("(control) a request abandoned but not aborted does consume quota later", async () => {
     const slow = await faultScenario("delay-forward", TIMEOUT * 3);
     // The same client without its abort signal: only the limiter's deadline gives up.

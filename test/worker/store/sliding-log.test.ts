@@ -228,7 +228,9 @@ describe("keys, TTLs and scripts", () => {
     // the network (a pass-through fault scenario), not timed: a busy machine stays green.
     const network = await faultScenario("forward");
     const limiter = createLimiter({
-      store: storeAt(network.url, 10_000),
+      // The auto-pipeline on, as createStoreClient's default (the worker turns it off: in
+      // workerd two requests' decisions never share a tick, see autoPipeline).
+      store: storeAt(network.url, 10_000, true),
       prefix,
       timeoutMs: 10_000,
       fallback: false,

@@ -28,4 +28,22 @@ describe("withDeadline", () => {
     expect(left).toBeGreaterThan(0);
     expect(left).toBeLessThanOrEqual(30);
   });
+  it("aborts its signal at the deadline (one timer for the decision and its requests), not before", async () => {
+    let signal: AbortSignal | undefined;
+    const hung = withDeadline(30, (deadline) => {
+      signal = deadline.signal;
+      return new Promise<never>(() => {});
+    });
+    expect(signal?.aborted).toBe(false);
+    await expect(hung).rejects.toBeInstanceOf(StoreTimeoutError);
+    expect(signal?.aborted).toBe(true);
+    expect(signal?.reason).toBeInstanceOf(StoreTimeoutError);
+    // Work that settles in time leaves its signal alone (the timer is cleared).
+    let kept: AbortSignal | undefined;
+    await withDeadline(20, async (deadline) => {
+      kept = deadline.signal;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(kept?.aborted).toBe(false);
+  });
 });
