@@ -4,6 +4,7 @@
  * body. Nothing is counted unless this returns ok.
  */
 import type { Context } from "hono";
+import { mayHoldLoneSurrogate } from "../config/validation";
 import type { Env } from "../env";
 import { getRuntime, type ReadyRuntime } from "../runtime";
 import { bearerTokenMatches } from "./bearer-token";
@@ -91,7 +92,12 @@ export async function authorizeCheck(request: Request, env: Env): Promise<Author
       }),
     );
   }
-  const check = parseCheckBody(json, runtime.rulesByName, runtime.config.clientIp);
+  const check = parseCheckBody(
+    json,
+    runtime.rulesByName,
+    runtime.config.clientIp,
+    !mayHoldLoneSurrogate(body),
+  );
   if (!check.ok) {
     return refuse(
       problemResponse(400, {

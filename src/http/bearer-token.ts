@@ -11,8 +11,26 @@
 export function bearerTokenMatches(header: string | undefined, expected: string): boolean {
   // RFC 9110 §11.1: the scheme is case-insensitive ("bearer x" is valid). One space, as every
   // client sends it (a stricter reading than 1*SP, kept: nothing legitimate sends two).
-  const presented = header?.match(BEARER)?.[1] ?? "";
-  return presented.length > 0 && constantTimeEquals(presented, expectedUnits(expected));
+  if (header === undefined || header.length <= SCHEME.length || !hasBearerScheme(header)) {
+    return false;
+  }
+  return constantTimeEquals(header.slice(SCHEME.length), expectedUnits(expected));
+}
+
+const SCHEME = "bearer ";
+
+/**
+ * `header` starts with "bearer " in any case (the scheme is public: no need for constant time
+ * here). A loop, not a regex: no match array and captured copy per request (issue 12).
+ */
+function hasBearerScheme(header: string): boolean {
+  for (let i = 0; i < SCHEME.length; i++) {
+    const unit = header.charCodeAt(i);
+    // ASCII letters fold to lower case with | 0x20; the space (0x20) is unchanged by it, but
+    // so would "\0" be: compare the space exactly.
+    if ((i === SCHEME.length - 1 ? unit : unit | 0x20) !== SCHEME.charCodeAt(i)) return false;
+  }
+  return true;
 }
 
 /** What constantTimeEquals reads of the presented token (a string; tests count the reads). */
@@ -33,8 +51,6 @@ export function constantTimeEquals(presented: CodeUnits, expected: Uint16Array):
   }
   return diff === 0;
 }
-
-const BEARER = /^bearer (.+)$/i;
 
 // The configured token is the same on every request of an isolate: its code units are taken
 // once. (One entry: a changed LIMITER_TOKEN replaces it.) Read-only after it is built: sharing

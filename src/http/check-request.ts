@@ -88,10 +88,12 @@ export function parseCheckBody(
   body: unknown,
   rules: ReadonlyMap<string, RuleConfig>,
   grouping: AddressGrouping = DEFAULT_CLIENT_IP,
+  /** The body's JSON text proved every string well-formed (mayHoldLoneSurrogate was false). */
+  wellFormed = false,
 ): Validated<CheckRequest> {
   if (!isPlainObject(body)) return invalid("body", "must be a JSON object");
   // Every string the body carries, before any is used (as a key, an id, a rule name).
-  const illFormed = illFormedString(body, "body");
+  const illFormed = wellFormed ? undefined : illFormedString(body, "body");
   if (illFormed) return illFormed;
   const extra = unknownField(body, FIELDS);
   if (extra) return invalid(extra, "unknown field");

@@ -38,6 +38,10 @@ describe("bearerTokenMatches", () => {
       "Bearer ",
       `Bearer  ${TOKEN}`, // two spaces: the token would start with one
       `Basic ${TOKEN}`,
+      `Bearer\t${TOKEN}`, // the scheme's space is a space (a tab, or a NUL, which case folding
+      `Bearer\u0000${TOKEN}`, // would turn into one, is not)
+      `Bearex ${TOKEN}`,
+      `Bearer${TOKEN}`,
       TOKEN,
       `Bearer ${TOKEN.slice(0, -1)}`, // a prefix
       `Bearer ${TOKEN}x`, // longer

@@ -312,3 +312,40 @@ describe("/check with strings that are not well-formed UTF-16", () => {
     expect(await redis.keys(`${prefix}*`)).toEqual([]);
   });
 });
+
+describe("/check's shortcut past the walk over every string (issue 12)", () => {
+  // The walk is skipped only for JSON text with no surrogate and no \u escape of one: escapes in
+  // any case, in a value or a field name, still reach it.
+  const send = (text: string) =>
+    worker("/check", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}` },
+      body: text,
+    });
+
+  it("still refuses a lone surrogate written as an escape in upper or lower case", async () => {
+    for (const [text, field] of [
+      ['{"key":"\\uD800","limit":5,"window":"1m"}', "key"],
+      ['{"key":"k\\udFfF","limit":5,"window":"1m"}', "key"],
+      ['{"key":"k","limit":5,"window":"1m","\\uDC00x":1}', "body"],
+    ] as const) {
+      const res = await send(text);
+      expect(res.status, text).toBe(400);
+      const problem = await res.json<{ field: string; detail: string }>();
+      expect(problem.field, text).toBe(field);
+      expect(problem.detail, text).toMatch(/well-formed/);
+    }
+    expect(await redis.keys(`${prefix}*`)).toEqual([]);
+  });
+
+  it("admits a well-formed pair written as escapes (the walk runs and passes)", async () => {
+    const res = await send(
+      `{"key":"\\ud83d\\ude00-${Date.now()}","limit":5,"window":"1m","algorithm":"fixed-window"}`,
+    );
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ allowed: true, source: "redis" });
+    const keys = await redis.keys(`${prefix}*`);
+    expect(keys.length).toBe(1);
+    await redis.del(...keys);
+  });
+});
