@@ -66,15 +66,23 @@ export function createStoreClock(options: StoreClockOptions): StoreClock {
   }
 
   return {
-    async run(client, call) {
-      if (source === "caller") return call(client, now());
+    // Not an async function: the Redis clock's call is returned as it is, with a handler for
+    // the refusal, rather than awaited in one more promise layer per decision (issue 12).
+    run(client, call) {
+      const caller = source === "caller";
+      let first: ReturnType<typeof call>;
       try {
-        return await call(client, undefined);
+        first = call(client, caller ? now() : undefined);
       } catch (error) {
+        // A call that throws rejects, as it did when this was an async function.
+        first = Promise.reject(error);
+      }
+      if (caller) return first;
+      return first.catch((error: unknown) => {
         if (!refusesStoreClock(error)) throw error;
         switchToCallerClock(error);
         return call(client, now());
-      }
+      });
     },
     get source() {
       return source;
