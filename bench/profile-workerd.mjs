@@ -4,10 +4,11 @@
 // seconds with the CPU profiler running; self time by source file and function of the bundle.
 //
 //   node bench/profile-workerd.mjs [seconds, default 6] [--proxy] [--minimal] [--bundle=<path>]
+//     [--save=<path>]
 //
 // --minimal profiles the minimal anchor (bench/anchor-minimal-worker.ts) instead. Profiling slows
 // the worker: read the shares, not the µs, and take CPU figures from `npm run bench`.
-import { rmSync } from "node:fs";
+import { copyFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { freePort } from "../scripts/lib/ports.mjs";
 import { startOrigin } from "../test/support/origin-server.mjs";
@@ -63,6 +64,13 @@ try {
     `${path.basename(scriptPath)} in workerd${proxy ? " (proxy)" : ""}: ${run.perSecond.toFixed(0)} decisions/s while profiled\n` +
       summariseProfile(profile, scriptPath, run.decisions),
   );
+  // --save=<path>: the raw profile (and the bundle beside it, <path>.js) for a closer look,
+  // e.g. the positionTicks of one function.
+  const save = process.argv.find((a) => a.startsWith("--save="))?.slice(7);
+  if (save) {
+    writeFileSync(save, JSON.stringify(profile));
+    copyFileSync(scriptPath, `${save}.js`);
+  }
   console.log("by part:");
   for (const [part, share] of Object.entries(cpuByPart(profile, scriptPath)).sort(
     (a, b) => b[1] - a[1],

@@ -6,7 +6,7 @@ import type { Context } from "hono";
 import type { Env } from "../env";
 import type { Decision, MultiDecision } from "../limiter/types";
 import { authorizeCheck } from "./authorized-check";
-import { rateLimitHeaderEntries } from "./rate-limit-headers";
+import { rateLimitHeaderRecord } from "./rate-limit-headers";
 import { waitUntilOf } from "./wait-until";
 
 /** POST /check (README "The /check contract"), as a Hono handler. */
@@ -36,8 +36,8 @@ export async function checkResponse(
           ...(waitUntil ? { waitUntil } : {}),
         },
   );
-  const headers = rateLimitHeaderEntries(decided.decisions, runtime.config.legacyHeaders);
-  headers.push(["Content-Type", "application/json"]);
+  const headers = rateLimitHeaderRecord(decided.decisions, runtime.config.legacyHeaders);
+  headers["Content-Type"] = "application/json";
   return new Response(JSON.stringify(checkAnswer(decided, check.multi)), {
     status: decided.allowed ? 200 : 429,
     headers,
