@@ -1,3 +1,5 @@
+import { compileRingState } from "./ring-state";
+
 /**
  * The ring layout of the exact log, as Lua shared by both log fragments (the ring reads it; the
  * sorted set reads it to convert a ring it meets when a rule's algorithm changed) and the peek.
@@ -28,8 +30,9 @@
  * gap saves on most admissions. 4 bytes per admitted unit: 4 035 B of data at limit 1 000, where
  * the sorted set keeps ~118 kB. Pure Lua 5.1, no struct or bit library: it runs wherever EVAL does.
  */
-export const RING_CODEC_LUA = `
+export const RING_CODEC_LUA = compileRingState(`
 local RING_HDR = 31
+local RING_HDR_LAST = '30'
 -- Rings up to this size are read whole (GET): an admission is TIME, GET, SETRANGE. Larger rings
 -- read the header and one short range (GETRANGE ×2), so an admission costs O(cost) whatever the
 -- limit.
@@ -149,4 +152,4 @@ local function zsetTimes(key, now, window)
   for i = 2, #flat, 2 do times[#times + 1] = tonumber(flat[i]) end
   return times
 end
-`;
+`);

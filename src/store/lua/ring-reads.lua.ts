@@ -1,10 +1,12 @@
+import { compileRingState, ringStateTable } from "./ring-state";
+
 /**
  * Reading a ring (ring-codec.lua.ts has the layout) for a decision or a peek, never writing: where
  * its gap is, its slots from the oldest, and how many of them have left the window. Large rings
  * are read by range (GETRANGE) and keep what they read. Part of the ring's fragment
  * (sliding-log-ring.lua.ts), which writes.
  */
-export const RING_READS_LUA = `
+export const RING_READS_LUA = compileRingState(`
 -- Logical slot j (0 = the oldest) is physical slot (gap + 1 + j) mod (L + 1). A large ring keeps
 -- what it read: one range (r.cf, r.cn, r.cd: first physical slot, count, bytes), others in
 -- r.chunks.
@@ -82,19 +84,19 @@ end
 -- 13 fields (one hash of 16, never grown), measured cheaper than growing the policy's own table.
 local function ringOpen(p, now)
   local L = p.limit
-  local r = { L = L, gap = 0, g0 = 0, e = L, base = 0, top = 0, exp = 0, cf = 0, cn = 0, cd = '',
-    small = RING_HDR + 4 * (L + 1) <= RING_WHOLE_MAX, whole = false, rebuilt = false,
-    fresh = false }
+  local r = ${ringStateTable({ L: "L", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "0", cd: "''", small: "RING_HDR + 4 * (L + 1) <= RING_WHOLE_MAX" })}
   p.ring, p.floor = r, now - p.window
   local s
   if r.small then
     s = redis.pcall('GET', p.key)
   else
-    s = redis.pcall('GETRANGE', p.key, 0, RING_HDR - 1)
+    -- The header's bounds as literals: a number argument is formatted into a new string per call.
+    s = redis.pcall('GETRANGE', p.key, '0', RING_HDR_LAST)
   end
   if type(s) == 'table' then return ringBuild(r, zsetTimes(p.key, now, p.window), now, p.window) end
-  local stored
-  if isRing(s) then stored, r.g0, r.e, r.base, r.top, r.exp = ringFields(s) end
+  -- A missing key reads as false (GET) or '' (GETRANGE); ringFields refuses '' and non-rings.
+  local stored, g0, e, base, top, exp
+  if s then stored, g0, e, base, top, exp = ringFields(s) end
   if not stored then
     -- No ring yet: every slot is empty. It is written as long as it is used (the header, the
     -- times, the gap) and grows with later writes: a client that sends a few requests under a
@@ -102,6 +104,7 @@ local function ringOpen(p, now)
     r.fresh, r.rebuilt, r.base = true, true, math.max(0, now - p.window)
     return
   end
+  r.g0, r.e, r.base, r.top, r.exp = g0, e, base, top, exp
   if stored ~= L then
     if not r.small then s = redis.call('GET', p.key) end
     return ringBuild(r, ringTimes(s, p.floor), now, p.window)
@@ -117,7 +120,14 @@ local function ringOpen(p, now)
     -- slots have left the window since.
     local n = GAP_DRIFT + p.cost + 2
     if r.e + 16 <= 256 and r.e + 16 > n then n = r.e + 16 end
-    ringRead(r, p.key, r.g0, n)
+    local i0 = r.g0
+    if i0 + n <= L + 1 then
+      -- One range, no wrap (ringRead's common case, inline: this runs on every decision).
+      r.cf, r.cn = i0, n
+      r.cd = redis.call('GETRANGE', p.key, RING_HDR + 4 * i0, RING_HDR + 4 * (i0 + n) - 1)
+    else
+      ringRead(r, p.key, i0, n)
+    end
     gap = ringGapIn(r.cd, 1)
     if gap then
       gap = (r.g0 + gap) % (L + 1)
@@ -144,4 +154,4 @@ local function ringOpen(p, now)
     end
   end
 end
-`;
+`);

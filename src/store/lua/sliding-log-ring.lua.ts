@@ -1,4 +1,5 @@
 import { RING_READS_LUA } from "./ring-reads.lua";
+import { compileRingState, ringStateTable } from "./ring-state";
 
 /**
  * The exact sliding-window log in a ring (the default `sliding-log`), as a fragment of the composed
@@ -26,7 +27,7 @@ import { RING_READS_LUA } from "./ring-reads.lua";
  * end, so the capacity is back at once, not when they would have reached it).
  * Memory: 35 + 4 × limit bytes of value.
  */
-export const SLIDING_LOG_RING_LUA = `${RING_READS_LUA}
+export const SLIDING_LOG_RING_LUA = `${RING_READS_LUA}${compileRingState(`
 ALG['sliding-log'] = {
   check = function(p, now)
     ringOpen(p, now)
@@ -196,9 +197,9 @@ ALG['sliding-log'] = {
       prev = j + 1
     end
     parts[#parts + 1] = string.sub(ordered, 4 * prev + 1)
-    local r = { L = L, g0 = 0, e = #hits, base = base, top = top, exp = exp }
+    local r = ${ringStateTable({ L: "L", g0: "0", e: "#hits", base: "base", top: "top", exp: "exp" })}
     redis.call('SET', p.key, ringHeader(r) .. table.concat(parts), 'KEEPTTL')
     return #hits
   end,
 }
-`;
+`)}`;
