@@ -27,15 +27,7 @@ export async function checkResponse(
   const authorized = await authorizeCheck(request, env);
   if (!authorized.ok) return authorized.response;
   const { runtime, check } = authorized;
-  const decided = await runtime.limiter.limitAll(
-    check.requests,
-    check.requestId === undefined && !waitUntil
-      ? NO_OPTIONS
-      : {
-          ...(check.requestId !== undefined ? { requestId: check.requestId } : {}),
-          ...(waitUntil ? { waitUntil } : {}),
-        },
-  );
+  const decided = await runtime.limiter.limitAll(check.requests, limitOptions(check, waitUntil));
   const headers = rateLimitHeaderRecord(decided.decisions, runtime.config.legacyHeaders);
   headers["Content-Type"] = "application/json";
   return new Response(JSON.stringify(checkAnswer(decided, check.multi)), {
@@ -47,6 +39,16 @@ export async function checkResponse(
 // Read only by the limiter, never written: one object for every request without options.
 const NO_OPTIONS = Object.freeze({});
 
+/** limitAll's options: one literal per case, no spread of empty objects per request. */
+function limitOptions(
+  check: { requestId?: string },
+  waitUntil: ((promise: Promise<unknown>) => void) | undefined,
+) {
+  const { requestId } = check;
+  if (requestId === undefined) return waitUntil ? { waitUntil } : NO_OPTIONS;
+  return waitUntil ? { requestId, waitUntil } : { requestId };
+}
+
 /**
  * The JSON answer. The top-level limit/remaining/reset/retryAfterMs/source/policy are the binding
  * policy's: the one that denied with the longest wait, or when allowed the one with the least
@@ -57,7 +59,7 @@ function checkAnswer(decided: MultiDecision, multi: boolean) {
     decided.decisions.find((d) => d.policy === decided.deniedBy) ??
     decided.decisions.reduce((least, d) => (d.remaining < least.remaining ? d : least));
   const { limit, remaining, reset, retryAfterMs, source, policy, algorithm } = binding as Decision;
-  return {
+  const answer: Record<string, unknown> = {
     allowed: decided.allowed,
     limit,
     remaining,
@@ -66,10 +68,12 @@ function checkAnswer(decided: MultiDecision, multi: boolean) {
     source,
     policy,
     algorithm,
-    ...(decided.deniedBy !== undefined ? { deniedBy: decided.deniedBy } : {}),
-    ...(decided.replayed ? { replayed: true } : {}),
-    ...(multi ? { decisions: decided.decisions.map(decisionAnswer) } : {}),
   };
+  // Assigned, not spread from `cond ? {…} : {}`: no empty object per field per request.
+  if (decided.deniedBy !== undefined) answer.deniedBy = decided.deniedBy;
+  if (decided.replayed) answer.replayed = true;
+  if (multi) answer.decisions = decided.decisions.map(decisionAnswer);
+  return answer;
 }
 
 function decisionAnswer(decision: Decision) {

@@ -155,21 +155,19 @@ export function fromEvaluation(
     fromStore(policy, answer.policies[i] as PolicyAnswer),
   );
   const deniedBy = answer.deniedBy === undefined ? undefined : policies[answer.deniedBy]?.policy;
-  return {
-    allowed: answer.allowed,
-    decisions,
-    ...(deniedBy !== undefined ? { deniedBy } : {}),
-    replayed: answer.replayed,
-    ...(answer.allowed && !answer.replayed
-      ? {
-          receipt: {
-            memberId,
-            policies: policies.map((policy) => policy.policy),
-            resolved: policies,
-            at: answer.now,
-            ...(requestId !== undefined ? { requestId } : {}),
-          },
-        }
-      : {}),
-  };
+  // Optional fields assigned, not spread from `cond ? {…} : {}` (an empty object each, on every
+  // decision the store answers: issue 12).
+  const decided: MultiDecision = { allowed: answer.allowed, decisions, replayed: answer.replayed };
+  if (deniedBy !== undefined) decided.deniedBy = deniedBy;
+  if (answer.allowed && !answer.replayed) {
+    const receipt: NonNullable<MultiDecision["receipt"]> = {
+      memberId,
+      policies: policies.map((policy) => policy.policy),
+      resolved: policies,
+      at: answer.now,
+    };
+    if (requestId !== undefined) receipt.requestId = requestId;
+    decided.receipt = receipt;
+  }
+  return decided;
 }
