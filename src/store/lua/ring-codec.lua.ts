@@ -142,6 +142,7 @@ local function ringBuild(r, times, now, window)
   end
   r.gap, r.g0, r.e, r.base, r.top, r.exp = 0, 0, L - (#times - first + 1), base, top, 0
   r.whole = ringHeader(r) .. table.concat(parts)
+  r.cf, r.cn, r.cd, r.co = 0, L + 1, r.whole, RING_HDR
   r.rebuilt = true
 end
 

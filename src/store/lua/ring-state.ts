@@ -3,7 +3,7 @@
  * report read it), written in the fragments as `r.<field>` and compiled to an array.
  *
  * Why an array: allocation is what a script pays most for in Redis's Lua (its garbage collector
- * runs in proportion). A table of 15 named fields is a hash of 16 nodes (≈ 700 B); the same values
+ * runs in proportion). A table of 16 named fields is a hash of 16 nodes (≈ 700 B); the same values
  * in the array part take ≈ 300 B, and read by a constant index. Measured in Redis 7 (an in-script
  * loop over a decision on a ring of limit 10 000): building the table 0.31 → 0.17 µs.
  */
@@ -17,7 +17,8 @@ const RING_STATE_FIELDS = [
   "exp", // ms: until when the TTL was last set
   "cf", // the range read: its first physical slot,
   "cn", // how many slots,
-  "cd", // its bytes
+  "cd", // its bytes (or the whole ring's),
+  "co", // and the byte before slot cf in them (the header's length when whole, else 0)
   "small", // read whole (GET), not by range
   "whole", // the whole ring string, when read or (re)built
   "rebuilt", // a new, resized, rebased or converted ring: written whole on commit
