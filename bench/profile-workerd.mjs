@@ -4,7 +4,7 @@
 // seconds with the CPU profiler running; self time by source file and function of the bundle.
 //
 //   node bench/profile-workerd.mjs [seconds, default 6] [--proxy] [--minimal] [--bundle=<path>]
-//     [--save=<path>]
+//     [--save=<path>] [--rate=N]
 //
 // --minimal profiles the minimal anchor (bench/anchor-minimal-worker.ts) instead. Profiling slows
 // the worker: read the shares, not the µs, and take CPU figures from `npm run bench`.
@@ -25,6 +25,8 @@ import { LIMITER_TOKEN, PROXY_RULES, runLoad, runProxyLoad } from "./lib/load.mj
 const SECONDS = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 6);
 const proxy = process.argv.includes("--proxy");
 const minimal = process.argv.includes("--minimal");
+// --rate=N: the /check load at N requests/s (as the bench's CPU figure), not flat out.
+const rate = Number(process.argv.find((a) => a.startsWith("--rate="))?.slice(7)) || undefined;
 const tmp = tempDir();
 process.on("exit", () => rmSync(tmp, { recursive: true, force: true }));
 const bundles = await buildWorkers(tmp);
@@ -54,7 +56,14 @@ const worker = await serveWorker({
 const load = (tag, seconds) =>
   proxy
     ? runProxyLoad({ url: worker.url, tag, seconds, connections: 32, matched: true })
-    : runLoad({ url: worker.url, load: "mixed", tag, seconds, connections: 32 });
+    : runLoad({
+        url: worker.url,
+        load: "mixed",
+        tag,
+        seconds,
+        connections: 32,
+        ...(rate ? { rate } : {}),
+      });
 try {
   await load("warm", 2);
   const { profile, result: run } = await profileWorkerd(inspectorPort, () =>

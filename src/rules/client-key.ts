@@ -28,9 +28,36 @@ export async function clientKey(
   if (spec === "ip") return clientIp(headers, ip);
   if (spec.startsWith("header:")) {
     const value = headerKeyValue(headers.get(spec.slice("header:".length)));
-    return value === undefined ? undefined : digestHex("SHA-256", value);
+    return value === undefined ? undefined : hashedHeaderKey(value);
   }
   return undefined;
+}
+
+/** Most header values whose SHA-256 an isolate remembers (the oldest leaves first). */
+export const HEADER_KEY_CACHE_SIZE = 1024;
+
+// Per isolate: a client sends the same key on every request, and its digest cost an async Web
+// Crypto call, a TextEncoder and a hex loop per proxied request (issue 12). Strings only (no
+// I/O object, nothing tied to a request). Bounded: a flood of one-off values cannot grow it. It
+// holds header values (API keys) in the isolate's memory, where each request's already is.
+const headerKeys = new Map<string, string>();
+
+/** The SHA-256 (hex) of a header key's value, from the per-isolate cache when it is there. */
+async function hashedHeaderKey(value: string): Promise<string> {
+  const known = headerKeys.get(value);
+  if (known !== undefined) return known;
+  const hex = await digestHex("SHA-256", value);
+  // First in, first out: no reordering on a hit (a Map delete + set per request).
+  if (headerKeys.size >= HEADER_KEY_CACHE_SIZE) {
+    headerKeys.delete(headerKeys.keys().next().value as string);
+  }
+  headerKeys.set(value, hex);
+  return hex;
+}
+
+/** How many header values the cache holds now (tests check its bound). */
+export function headerKeyCacheSize(): number {
+  return headerKeys.size;
 }
 
 /**

@@ -1,7 +1,12 @@
 import { describe, expect, it } from "vitest";
 import type { ClientIpConfig } from "../../../src/config/client-ip-config";
+import { digestHex } from "../../../src/digest";
 import { groupAddress } from "../../../src/rules/client-ip";
-import { clientKey } from "../../../src/rules/client-key";
+import {
+  clientKey,
+  HEADER_KEY_CACHE_SIZE,
+  headerKeyCacheSize,
+} from "../../../src/rules/client-key";
 
 const defaults: ClientIpConfig = {
   trustedProxyHops: 1,
@@ -128,5 +133,23 @@ describe("client keys", () => {
 
   it('"global" is one key for everyone', async () => {
     expect(await clientKey("global", headers({}), defaults)).toBe("global");
+  });
+});
+
+describe("header keys' digests, remembered per isolate (issue 12)", () => {
+  it("answers a repeated value from the cache with the same SHA-256, and stays bounded", async () => {
+    const spec = "header:x-api-key";
+    const first = await clientKey(spec, headers({ "X-API-Key": "cached-key" }), defaults);
+    const again = await clientKey(spec, headers({ "X-API-Key": " cached-key ," }), defaults);
+    expect(again).toBe(first);
+    expect(first).toBe(await digestHex("SHA-256", "cached-key"));
+    // More one-off values than the cache holds: it never grows past its bound, and a value
+    // that left it is hashed again, to the same digest.
+    for (let i = 0; i < HEADER_KEY_CACHE_SIZE + 50; i++) {
+      const key = await clientKey(spec, headers({ "X-API-Key": `one-off-${i}` }), defaults);
+      expect(key).toMatch(/^[0-9a-f]{64}$/);
+    }
+    expect(headerKeyCacheSize()).toBe(HEADER_KEY_CACHE_SIZE);
+    expect(await clientKey(spec, headers({ "X-API-Key": "cached-key" }), defaults)).toBe(first);
   });
 });
