@@ -85,7 +85,7 @@ ALG['fixed-window'] = {
     if p.allowed then return remaining, ends, 0 end
     return remaining, ends, ends - now
   end,
-  refund = function(p, now)
+  refund = REFUNDS and function(p, now)
     -- Best effort: the units come off the window the request was counted in (p.at), if that
     -- window is still the stored one; a refund for a later window gives back nothing.
     fw_load(p, p.at, false)

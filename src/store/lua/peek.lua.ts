@@ -17,6 +17,7 @@ import { SLIDING_LOG_RING_LUA } from "./sliding-log-ring.lua";
 export const PEEK_SCRIPT = `#!lua flags=no-writes,allow-key-locking
 local ALG = {}
 local GRACE = 0
+local REFUNDS = false
 ${RING_CODEC_LUA}
 ${SLIDING_LOG_RING_LUA}
 local key = KEYS[1]

@@ -100,10 +100,10 @@ local function ringOpen(p, now)
   if stored ~= L then
     local r = ${ringStateTable({ L: "L", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
     p.ring = r
-    if type(s) == 'table' then return ringBuild(r, zsetTimes(key, now, p.window), now, p.window) end
+    if type(s) == 'table' then return codec().ringBuild(r, codec().zsetTimes(key, now, p.window), now, p.window) end
     if stored then
       if not small then s = redis.call('GET', key) end
-      return ringBuild(r, ringTimes(s, floor), now, p.window)
+      return codec().ringBuild(r, codec().ringTimes(s, floor), now, p.window)
     end
     -- No ring yet: every slot is empty. It is written as long as it is used (the header, the
     -- times, the gap) and grows with later writes: a client that sends a few requests under a
@@ -139,7 +139,7 @@ local function ringOpen(p, now)
   if gap then e = e - (gap - g0) % N end
   local r = ${ringStateTable({ L: "L", gap: "gap or 0", g0: "g0", e: "e", base: "base", top: "top", exp: "exp", cf: "cf", cn: "cn", cd: "cd", co: "co", small: "small", whole: "whole" })}
   p.ring = r
-  if not gap then return ringBuild(r, ringTimes(whole, floor), now, p.window) end
+  if not gap then return codec().ringBuild(r, codec().ringTimes(whole, floor), now, p.window) end
 end
 
 -- Before a search for the frontier from the hint (commit, report) in a large ring: the hint far

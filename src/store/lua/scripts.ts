@@ -65,31 +65,40 @@ end
 -- after the record was written, and the reset forgets everything recorded for its key. A mark
 -- gone since (expired) proves nothing was reset after it, so the record stands.
 local RECORD_TTL_MAX = ${RECORD_TTL_MAX_MS}
-local function readRecord(n)
-  local got = redis.call('MGET', unpack(KEYS, n + 1, 2 * n + 1))
-  local marks = {}
-  for i = 1, n do marks[i] = got[i + 1] end
-  local stored = got[1]
-  if not stored then return nil, marks end
-  local values, seen = string.match(stored, '^([^;]*);(.*)$')
-  if not values then values, seen = stored, '' end
-  local saw = {}
-  for mark in string.gmatch(seen .. ',', '([^,]*),') do saw[#saw + 1] = mark end
-  for i = 1, n do
-    if marks[i] and marks[i] ~= (saw[i] or '') then return nil, marks end
+-- Built on first use in a call (only calls with a request id read or write a record): every
+-- function a script defines is a closure made again on each EVALSHA.
+local RECORDS
+local function records()
+  if RECORDS then return RECORDS end
+  local R = {}
+  function R.read(n)
+    local got = redis.call('MGET', unpack(KEYS, n + 1, 2 * n + 1))
+    local marks = {}
+    for i = 1, n do marks[i] = got[i + 1] end
+    local stored = got[1]
+    if not stored then return nil, marks end
+    local values, seen = string.match(stored, '^([^;]*);(.*)$')
+    if not values then values, seen = stored, '' end
+    local saw = {}
+    for mark in string.gmatch(seen .. ',', '([^,]*),') do saw[#saw + 1] = mark end
+    for i = 1, n do
+      if marks[i] and marks[i] ~= (saw[i] or '') then return nil, marks end
+    end
+    return values, marks
   end
-  return values, marks
-end
 
-local function recordValue(out, marks, n)
-  local value = table.concat(out, ',')
-  local seen, any = {}, false
-  for i = 1, n do
-    seen[i] = marks[i] or ''
-    if marks[i] then any = true end
+  function R.value(out, marks, n)
+    local value = table.concat(out, ',')
+    local seen, any = {}, false
+    for i = 1, n do
+      seen[i] = marks[i] or ''
+      if marks[i] then any = true end
+    end
+    if any then value = value .. ';' .. table.concat(seen, ',') end
+    return value
   end
-  if any then value = value .. ';' .. table.concat(seen, ',') end
-  return value
+  RECORDS = R
+  return R
 end
 `;
 
@@ -117,7 +126,7 @@ end
  * for the longest window when admitted (the request is counted once), until retryAfterMs when
  * denied (it consumed nothing, so re-deciding after that counts nothing twice, and a retry that
  * honours Retry-After is not denied forever), at most RECORD_TTL_MAX_MS. A record written before
- * a reset of any of its policies is not replayed (readRecord). Commands: one MGET (the record and
+ * a reset of any of its policies is not replayed (records().read). Commands: one MGET (the record and
  * the marks), + SET … PX of the record.
  */
 const EVALUATE_DRIVER = `
@@ -127,7 +136,7 @@ local record, marks = nil, nil
 if ARGV[4] == '1' then
   record = KEYS[n + 1]
   local stored
-  stored, marks = readRecord(n)
+  stored, marks = records().read(n)
   if stored then
     local out = {}
     for v in string.gmatch(stored, '[^,]+') do out[#out + 1] = tonumber(v) end
@@ -171,7 +180,7 @@ if record then
   if not all then ttl = longestWait end
   -- Capped so that a reset mark (kept as long) outlives every record written before it.
   if ttl > RECORD_TTL_MAX then ttl = RECORD_TTL_MAX end
-  if ttl > 0 then redis.call('SET', record, recordValue(out, marks, n), 'PX', ttl) end
+  if ttl > 0 then redis.call('SET', record, records().value(out, marks, n), 'PX', ttl) end
 end
 return out
 `;
@@ -200,7 +209,7 @@ if not ps then return redis.error_reply(err) end
 local out = {0}
 if ARGV[4] == '1' then
   local record = KEYS[n + 1]
-  local stored = readRecord(n)
+  local stored = records().read(n)
   if not stored or string.sub(stored, 1, 1) ~= '1' then
     for i = 1, n do out[i + 1] = 0 end
     return out
@@ -225,10 +234,16 @@ const FRAGMENTS: Record<Algorithm, string> = {
   "token-bucket": TOKEN_BUCKET_LUA,
 };
 
-function compose(algorithms: readonly Algorithm[], driver: string): string {
+/**
+ * @param refunds the script refunds: a fragment's `refund = REFUNDS and function …` makes its
+ *   closure only then. Every function a script defines is made again on each EVALSHA, and an
+ *   evaluate never refunds.
+ */
+function compose(algorithms: readonly Algorithm[], driver: string, refunds: boolean): string {
   // Both log layouts read the ring codec (the sorted set converts a ring it meets): once per script.
   const codec = algorithms.some(isLogAlgorithm) ? RING_CODEC_LUA : "";
-  return PRELUDE + codec + algorithms.map((name) => FRAGMENTS[name]).join("") + driver;
+  const fragments = algorithms.map((name) => FRAGMENTS[name]).join("");
+  return `${PRELUDE}local REFUNDS = ${refunds}\n${codec}${fragments}${driver}`;
 }
 
 /**
@@ -236,8 +251,8 @@ function compose(algorithms: readonly Algorithm[], driver: string): string {
  * one algorithm sees) and one for calls that mix algorithms.
  */
 export const EVALUATE_SCRIPTS = Object.fromEntries([
-  ...ALGORITHMS.map((name) => [name, compose([name], EVALUATE_DRIVER)]),
-  ["mixed", compose(ALGORITHMS, EVALUATE_DRIVER)],
+  ...ALGORITHMS.map((name) => [name, compose([name], EVALUATE_DRIVER, false)]),
+  ["mixed", compose(ALGORITHMS, EVALUATE_DRIVER, false)],
 ]) as Record<Algorithm | "mixed", string>;
 
-export const REFUND_SCRIPT = compose(ALGORITHMS, REFUND_DRIVER);
+export const REFUND_SCRIPT = compose(ALGORITHMS, REFUND_DRIVER, true);

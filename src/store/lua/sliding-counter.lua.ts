@@ -137,7 +137,7 @@ ALG['sliding-counter'] = {
     local at = sc_fits_at(p, p.cost, now)
     return remaining, at, at - now
   end,
-  refund = function(p, now)
+  refund = REFUNDS and function(p, now)
     -- Best effort: take the units off the window the request was counted in (p.at) if it is
     -- still the current or the previous one; otherwise they no longer weigh anything.
     local window = p.window

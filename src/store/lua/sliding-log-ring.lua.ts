@@ -53,7 +53,7 @@ ALG['sliding-log'] = {
     if stamp < r.base + 1 then stamp = r.base + 1 end
     if stamp - r.base > RING_VALUE_MAX then
       -- A time past the base's 49 days: rebuild at a newer base (the live times are kept).
-      ringBuild(r, ringTimes(r.whole or redis.call('GET', p.key), p.floor), now, p.window)
+      codec().ringBuild(r, codec().ringTimes(r.whole or redis.call('GET', p.key), p.floor), now, p.window)
       stamp = p.stamp
       if stamp < r.base + 1 then stamp = r.base + 1 end
     end
@@ -73,7 +73,7 @@ ALG['sliding-log'] = {
       local b = v % 256
       bytes = string.char((v - b) / 256, b, cc, d, 255, 255, 255, 255)
     else
-      bytes = string.rep(p32(stamp - r.base), c) .. RING_GAP
+      bytes = string.rep(codec().p32(stamp - r.base), c) .. RING_GAP
     end
     r.gap = (g + c) % N
     -- The old slots that stay, [0, L - c) from the new oldest: how many have left the window.
@@ -92,7 +92,7 @@ ALG['sliding-log'] = {
       r.g0, r.e = r.gap, p.f
       local rest = ''
       if not r.fresh then rest = string.sub(r.whole, RING_HDR + 4 * (c + 1) + 1) end
-      redis.call('SET', p.key, ringHeader(r) .. bytes .. rest, 'PX', r.exp - now + GRACE)
+      redis.call('SET', p.key, codec().ringHeader(r) .. bytes .. rest, 'PX', r.exp - now + GRACE)
       return
     end
     local first = N - g
@@ -115,9 +115,9 @@ ALG['sliding-log'] = {
       r.g0, r.e = r.gap, p.f
       local value
       if first == c + 1 then
-        value = ringHeader(r) .. string.sub(slots, 1, 4 * g) .. bytes
+        value = codec().ringHeader(r) .. string.sub(slots, 1, 4 * g) .. bytes
       else
-        value = ringHeader(r) .. string.sub(bytes, 4 * first + 1)
+        value = codec().ringHeader(r) .. string.sub(bytes, 4 * first + 1)
           .. string.sub(slots, 4 * (c + 1 - first) + 1, 4 * g) .. string.sub(bytes, 1, 4 * first)
       end
       redis.call('SET', p.key, value, 'PX', r.exp - now + GRACE)
@@ -130,7 +130,7 @@ ALG['sliding-log'] = {
     if drift < 0 then drift = -drift end
     if renew or (not r.small and ((r.gap - r.g0) % N >= GAP_DRIFT or drift > 8)) then
       r.g0, r.e = r.gap, p.f
-      redis.call('SETRANGE', p.key, 0, ringHeader(r))
+      redis.call('SETRANGE', p.key, 0, codec().ringHeader(r))
     end
     if renew then redis.call('PEXPIRE', p.key, r.exp - now + GRACE) end
   end,
@@ -158,7 +158,7 @@ ALG['sliding-log'] = {
     local reset = r.base + p.latest + p.window
     return p.first, reset, reset - now
   end,
-  refund = function(p, now)
+  refund = REFUNDS and function(p, now)
     local s = redis.pcall('GET', p.key)
     if type(s) == 'table' then
       -- The rule moved to the sorted set since: its members carry this request's id.
@@ -166,7 +166,7 @@ ALG['sliding-log'] = {
       for i = 1, p.cost do removed = removed + redis.call('ZREM', p.key, p.member .. '.' .. i) end
       return removed
     end
-    if not isRing(s) then return 0 end
+    if not codec().isRing(s) then return 0 end
     local L, _, _, base, top, exp = ringFields(s)
     if not L then return 0 end
     local gap = ringGapIn(s, RING_HDR + 1)
@@ -175,7 +175,7 @@ ALG['sliding-log'] = {
     local N = L + 1
     -- Any cost slots holding exactly the request's time (equal times are interchangeable). A plain
     -- find runs in C; a hit must start on a slot boundary.
-    local needle, slots = p32(target), string.sub(s, RING_HDR + 1)
+    local needle, slots = codec().p32(target), string.sub(s, RING_HDR + 1)
     -- A ring still growing ends before its last slots: they are empty.
     if #slots < 4 * N then slots = slots .. string.rep('\\0', 4 * N - #slots) end
     local hits, from = {}, 1
@@ -201,7 +201,7 @@ ALG['sliding-log'] = {
     end
     parts[#parts + 1] = string.sub(ordered, 4 * prev + 1)
     local r = ${ringStateTable({ L: "L", g0: "0", e: "#hits", base: "base", top: "top", exp: "exp" })}
-    redis.call('SET', p.key, ringHeader(r) .. table.concat(parts), 'KEEPTTL')
+    redis.call('SET', p.key, codec().ringHeader(r) .. table.concat(parts), 'KEEPTTL')
     return #hits
   end,
 }

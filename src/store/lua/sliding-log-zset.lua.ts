@@ -39,8 +39,8 @@ ALG['sliding-log-zset'] = {
       -- nothing admitted in the window is forgotten (never a burst past the limit).
       local s = redis.call('GET', p.key)
       redis.call('DEL', p.key)
-      if isRing(s) then
-        local times = ringTimes(s, now - p.window)
+      if codec().isRing(s) then
+        local times = codec().ringTimes(s, now - p.window)
         zaddMany(p.key, #times, 'ring', 0, times)
         if #times > 0 then redis.call('PEXPIRE', p.key, p.window + GRACE + STAMP_AHEAD_MAX) end
       end
@@ -80,7 +80,7 @@ ALG['sliding-log-zset'] = {
     local score = tonumber(redis.call('ZRANGE', p.key, need - 1, need - 1, 'WITHSCORES')[2])
     return remaining, score + p.window, score + p.window - now
   end,
-  refund = function(p, now)
+  refund = REFUNDS and function(p, now)
     local removed, args = 0, {}
     for i = 1, p.cost do
       args[#args + 1] = p.member .. '.' .. i

@@ -89,7 +89,7 @@ ALG['token-bucket'] = {
     local wait = math.ceil((p.debt + p.cost * p.window - full) / p.rate)
     return remaining, now + wait, wait
   end,
-  refund = function(p, now)
+  refund = REFUNDS and function(p, now)
     -- Best effort: give the tokens back, but never more than the bucket lacks from full.
     tb_load(p, now)
     if p.debt == 0 then return 0 end
