@@ -31,29 +31,28 @@ local function ringSlot(r, key, j)
   return u32(data, 1)
 end
 
--- n physical slots from i0 (wrapping), n <= N: one GETRANGE, two if they wrap.
-local function ringRange(key, N, i0, n)
-  if i0 + n <= N then return redis.call('GETRANGE', key, RING_HDR + 4 * i0, RING_HDR + 4 * (i0 + n) - 1) end
-  local first = N - i0
-  local data = redis.call('GETRANGE', key, RING_HDR + 4 * i0, RING_HDR + 4 * N - 1)
-  -- A ring still growing ends early: its missing slots are empty, and the wrapped part must land
-  -- where they end.
-  if #data < 4 * first then data = data .. string.rep('\\0', 4 * first - #data) end
-  return data .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - first) - 1)
-end
-
-local function ringExpired(r, key, j, floor)
-  local v = ringSlot(r, key, j)
-  return v == 0 or r.base + v <= floor
-end
-
 -- The number of slots from the oldest, among the first n, that have left the window (the first
--- one still inside it), from a hint: gallop from the hint, then binary search.
+-- one still inside it), from a hint: gallop from the hint, then binary search. One function, not
+-- three (a probe, a prefetch): each function is a closure made on every call of the script.
 local function ringFrontier(r, key, n, hint, floor)
   if hint > n then hint = n end
   if hint < 0 then hint = 0 end
+  local N, rel = r.L + 1, floor - r.base
+  if not r.whole and hint > 0 and hint < r.L then
+    -- A hint far from what was read (a ring mostly free, or mostly in use): the first probes (the
+    -- hint's two slots and the gallop's next few) in one more range, not one GETRANGE each.
+    local i = (r.gap + hint) % N
+    if (i - r.cf) % N + 10 > r.cn then
+      local m = 10
+      if i + m > N then m = N - i end
+      r.chunks = { { from = i, n = m,
+        data = redis.call('GETRANGE', key, RING_HDR + 4 * i, RING_HDR + 4 * (i + m) - 1) } }
+    end
+  end
+  -- A slot has left the window when it is empty (0) or its time is at or before floor.
   local lo, hi = 0, n
-  if hint > 0 and not ringExpired(r, key, hint - 1, floor) then
+  local v = hint > 0 and ringSlot(r, key, hint - 1)
+  if v and v ~= 0 and v > rel then
     hi = hint - 1
   else
     lo = hint
@@ -61,7 +60,8 @@ local function ringFrontier(r, key, n, hint, floor)
     while lo < hi do
       local probe = lo + step - 1
       if probe > hi - 1 then probe = hi - 1 end
-      if ringExpired(r, key, probe, floor) then
+      v = ringSlot(r, key, probe)
+      if v == 0 or v <= rel then
         lo, step = probe + 1, step * 2
       else
         hi = probe
@@ -71,7 +71,8 @@ local function ringFrontier(r, key, n, hint, floor)
   end
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
-    if ringExpired(r, key, mid, floor) then lo = mid + 1 else hi = mid end
+    v = ringSlot(r, key, mid)
+    if v == 0 or v <= rel then lo = mid + 1 else hi = mid end
   end
   return lo
 end
@@ -124,7 +125,16 @@ local function ringOpen(p, now)
     if e + 16 <= 256 and e + 16 > n then n = e + 16 end
     if n > N then n = N end
     whole, cf, cn, co = false, g0, n, 0
-    cd = ringRange(key, N, g0, n)
+    if g0 + n <= N then
+      cd = redis.call('GETRANGE', key, RING_HDR + 4 * g0, RING_HDR + 4 * (g0 + n) - 1)
+    else
+      -- It wraps: two ranges. A ring still growing ends early: its missing slots are empty, and
+      -- the wrapped part must land where they end.
+      local first = N - g0
+      cd = redis.call('GETRANGE', key, RING_HDR + 4 * g0, RING_HDR + 4 * N - 1)
+      if #cd < 4 * first then cd = cd .. string.rep('\\0', 4 * first - #cd) end
+      cd = cd .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - first) - 1)
+    end
     gap = ringGapIn(cd, 1)
     if gap then
       gap = (g0 + gap) % N
@@ -140,19 +150,5 @@ local function ringOpen(p, now)
   local r = ${ringStateTable({ L: "L", gap: "gap or 0", g0: "g0", e: "e", base: "base", top: "top", exp: "exp", cf: "cf", cn: "cn", cd: "cd", co: "co", small: "small", whole: "whole" })}
   p.ring = r
   if not gap then return codec().ringBuild(r, codec().ringTimes(whole, floor), now, p.window) end
-end
-
--- Before a search for the frontier from the hint (commit, report) in a large ring: the hint far
--- from what was read (a ring mostly free, or mostly in use) gets its first probes (the hint's two
--- slots and the gallop's next few) in one more range. Not on a denial: it searches nothing.
-local function ringNearHint(r, key)
-  local L, e = r.L, r.e
-  if r.whole or e <= 0 or e >= L then return end
-  local i = (r.gap + e) % (L + 1)
-  if (i - r.cf) % (L + 1) + 10 <= r.cn then return end
-  local n = 10
-  if i + n > L + 1 then n = L + 1 - i end
-  r.chunks = { { from = i, n = n,
-    data = redis.call('GETRANGE', key, RING_HDR + 4 * i, RING_HDR + 4 * (i + n) - 1) } }
 end
 `);

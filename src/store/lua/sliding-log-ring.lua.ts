@@ -79,7 +79,6 @@ ALG['sliding-log'] = {
     -- The old slots that stay, [0, L - c) from the new oldest: how many have left the window.
     -- Read before writing, from what check fetched; the written slots are not among them.
     local hint = r.e - c
-    ringNearHint(r, p.key)
     p.f = ringFrontier(r, p.key, r.L - c, hint, p.floor)
     -- The TTL covers every slot (its time + window); renewed to two windows past this time only
     -- when that passes it: one PEXPIRE (and header write) per window, not one per admission.
@@ -137,8 +136,7 @@ ALG['sliding-log'] = {
   report = function(p, now, committed)
     local r = p.ring
     if p.cost > r.L then
-      ringNearHint(r, p.key)
-      return ringFrontier(r, p.key, r.L, r.e, p.floor), now + p.window, p.window
+        return ringFrontier(r, p.key, r.L, r.e, p.floor), now + p.window, p.window
     end
     if committed then
       -- The oldest admission still inside the window leaves first: an old one, or this one.
@@ -147,8 +145,7 @@ ALG['sliding-log'] = {
     end
     if p.allowed then
       -- It would fit, but another policy denied the request: nothing was written.
-      ringNearHint(r, p.key)
-      local f = ringFrontier(r, p.key, r.L, r.e, p.floor)
+        local f = ringFrontier(r, p.key, r.L, r.e, p.floor)
       if f == r.L then return f, now, 0 end
       return f, r.base + ringSlot(r, p.key, f) + p.window, 0
     end
