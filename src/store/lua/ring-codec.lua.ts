@@ -1,18 +1,33 @@
 import { compileRingState } from "./ring-state";
 
+/** Bytes of a ring's header: 31 of fields, 16 of the default read's range as text. */
+export const RING_HEADER_BYTES = 47;
+
+/** The first byte of a ring ('S'; 'R' marked the 31-byte header of an unreleased build). */
+export const RING_MARK = 83;
+
+/**
+ * How many slots a decision of cost `cost` reads from g0 (Lua, over the header's e and the ring's
+ * N): the gap (at most GAP_DRIFT slots on), the cost's slots, the one after (the report's first
+ * probe) and, when they are near, the hint's (with room for the gallop). One expression for the
+ * header's write of it and the read, which must agree.
+ */
+export const READ_SPAN = (cost: string) =>
+  `math.min(N, math.max(GAP_DRIFT + ${cost} + 2, (e + 16 <= 256) and e + 16 or 0))`;
+
 /**
  * The ring layout of the exact log, as Lua shared by both log fragments (the ring reads it; the
  * sorted set reads it to convert a ring it meets when a rule's algorithm changed) and the peek.
  * Composed once into any script that holds a log (scripts.ts).
  *
- * A ring is one Redis string: a 31-byte header, then L + 1 slots of 4 bytes (L = the limit). L
+ * A ring is one Redis string: a 47-byte header, then L + 1 slots of 4 bytes (L = the limit). L
  * slots hold the last L admission times (ms after the header's base, big-endian; 0 is an empty
  * slot); the one more is the gap, marked FF FF FF FF (never a time), which sits just before the
  * oldest slot. An admission of c overwrites the c oldest slots and moves the gap after them: the
  * c times and the marker are contiguous, so the write is one SETRANGE of c + 1 slots, and the
  * header need not change — where the gap is is in the data, found with a plain string.find.
  *
- *   byte 1       'R' (the layout's mark; anything else at a log key is not a ring)
+ *   byte 1       'S' (the layout's mark; anything else at a log key is not a ring)
  *   bytes 2–5    L, the number of times it holds (the limit the ring was built for)
  *   bytes 6–9    g0: where the gap was when the header was last written. It is rewritten once the
  *                gap has moved GAP_DRIFT slots on, so a large ring finds the gap by reading from g0
@@ -24,6 +39,9 @@ import { compileRingState } from "./ring-state";
  *   bytes 26–31  exp (ms): until when the key's TTL was last set (renewed to top + 2 windows when
  *                a time + window passes it: one PEXPIRE and header write per window, not per
  *                admission)
+ *   bytes 32–33  the lengths of the next two texts (0: none, the range wraps)
+ *   bytes 34–47  the byte offsets, as decimal text, of the range a decision of cost 1 reads from
+ *                g0 (READ_SPAN), then spaces
  *
  * Measured in Redis 7 (a Lua loop): reading the header with one string.byte takes ~0.3 µs, where a
  * decimal header's string.match took 1.5; a SETRANGE plus the header's encoding ~1.5 µs, which the
@@ -31,8 +49,9 @@ import { compileRingState } from "./ring-state";
  * the sorted set keeps ~118 kB. Pure Lua 5.1, no struct or bit library: it runs wherever EVAL does.
  */
 export const RING_CODEC_LUA = compileRingState(`
-local RING_HDR = 31
-local RING_HDR_LAST = '30'
+local RING_HDR = ${RING_HEADER_BYTES}
+local RING_HDR_LAST = '${RING_HEADER_BYTES - 1}'
+local RING_MARK = ${RING_MARK}
 -- Rings up to this size are read whole (GET): an admission is TIME, GET, SETRANGE. Larger rings
 -- read the header and one short range (GETRANGE ×2), so an admission costs O(cost) whatever the
 -- limit.
@@ -48,16 +67,17 @@ local function u32(s, i)
   if not d then return 0 end -- past the end of the string: a slot never written
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
--- L, g0, e, base, top, exp of a ring's header (nil if s does not start with one).
+-- L, g0, e, base, top, exp of a ring's header, and the lengths of its read range's two offsets as
+-- text (0: none); nil if s does not start with one.
 local function ringFields(s)
   local m, l1, l2, l3, l4, h1, h2, h3, h4, e1, e2, e3, e4, b1, b2, b3, b4, b5, b6,
-    t1, t2, t3, t4, t5, t6, x1, x2, x3, x4, x5, x6 = string.byte(s, 1, RING_HDR)
-  if m ~= 82 or not x6 then return nil end
+    t1, t2, t3, t4, t5, t6, x1, x2, x3, x4, x5, x6, ls, le = string.byte(s, 1, 33)
+  if m ~= RING_MARK or not le then return nil end
   return ((l1 * 256 + l2) * 256 + l3) * 256 + l4, ((h1 * 256 + h2) * 256 + h3) * 256 + h4,
     ((e1 * 256 + e2) * 256 + e3) * 256 + e4,
     ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6,
     ((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6,
-    ((((x1 * 256 + x2) * 256 + x3) * 256 + x4) * 256 + x5) * 256 + x6
+    ((((x1 * 256 + x2) * 256 + x3) * 256 + x4) * 256 + x5) * 256 + x6, ls, le
 end
 -- Where the gap is among the slots of s that start at byte \`from\` (its slot index from there), nil
 -- if there is none.
@@ -113,11 +133,21 @@ local function codec()
     local x4 = x % 256; x = (x - x4) / 256
     local x3 = x % 256; x = (x - x3) / 256
     local x2 = x % 256; x = (x - x2) / 256
-    return string.char(82, L, l2, l3, l4, h, h2, h3, h4, e, e2, e3, e4, b, b2, b3, b4, b5, b6,
-      t, t2, t3, t4, t5, t6, x, x2, x3, x4, x5, x6)
+    local fields = string.char(RING_MARK, L, l2, l3, l4, h, h2, h3, h4, e, e2, e3, e4,
+      b, b2, b3, b4, b5, b6, t, t2, t3, t4, t5, t6, x, x2, x3, x4, x5, x6)
+    -- The byte offsets a decision of cost 1 reads (GETRANGE), as text: a number argument to
+    -- redis.call is formatted into a string on every call (~0.18 µs each, measured), these only
+    -- when the header is written. None when the range wraps (two reads, from numbers).
+    local N, g0 = r.L + 1, r.g0
+    e = r.e
+    local n = ${READ_SPAN("1")}
+    if g0 + n > N then return fields .. '\\0\\0' .. string.rep(' ', 14) end
+    local from = string.format('%d', RING_HDR + 4 * g0)
+    local to = string.format('%d', RING_HDR + 4 * (g0 + n) - 1)
+    return fields .. string.char(#from, #to) .. from .. to .. string.rep(' ', 14 - #from - #to)
   end
   function C.isRing(s)
-    return type(s) == 'string' and #s >= RING_HDR and string.byte(s, 1) == 82
+    return type(s) == 'string' and #s >= RING_HDR and string.byte(s, 1) == RING_MARK
   end
 
   -- Every time in a whole ring string later than floor, oldest first (sorted: the caller clock and

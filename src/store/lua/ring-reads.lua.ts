@@ -1,3 +1,4 @@
+import { READ_SPAN } from "./ring-codec.lua";
 import { compileRingState, ringStateTable } from "./ring-state";
 
 /**
@@ -77,12 +78,14 @@ local function ringFrontier(r, key, n, hint, floor)
   return lo
 end
 
--- Loads the ring for a decision or a peek into p.ring; never writes. A missing key, another layout
--- (the sorted set, after the rule's algorithm changed: its live times are carried over) or another
--- limit (rebuilt at the new size from its live times) become r.whole, written on commit. It runs
--- on every decision: values stay in locals and the state table is built once, whole (an in-script
--- loop measured each field set afterwards, and each helper call, in tenths of a µs).
-local function ringOpen(p, now)
+-- The ring's check (ALG['sliding-log'].check, for a decision or a peek): loads the ring into
+-- p.ring and decides whether p.cost fits; never writes. A missing key, another layout (the sorted
+-- set, after the rule's algorithm changed: its live times are carried over) or another limit
+-- (rebuilt at the new size from its live times) become r.whole, written on commit. It runs on
+-- every decision, so it is one function (each is a closure made on every call of the script),
+-- values stay in locals and the state table is built once, whole (an in-script loop measured each
+-- field set afterwards, and each helper call, in tenths of a µs).
+local function ringCheck(p, now)
   local L, key = p.limit, p.key
   local N = L + 1
   local floor = now - p.window
@@ -96,59 +99,82 @@ local function ringOpen(p, now)
     s = redis.pcall('GETRANGE', key, '0', RING_HDR_LAST)
   end
   -- A missing key reads as false (GET) or '' (GETRANGE); ringFields refuses '' and non-rings.
-  local stored, g0, e, base, top, exp
-  if type(s) == 'string' then stored, g0, e, base, top, exp = ringFields(s) end
+  local stored, g0, e, base, top, exp, ls, le
+  if type(s) == 'string' then stored, g0, e, base, top, exp, ls, le = ringFields(s) end
+  local r
   if stored ~= L then
-    local r = ${ringStateTable({ L: "L", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
-    p.ring = r
-    if type(s) == 'table' then return codec().ringBuild(r, codec().zsetTimes(key, now, p.window), now, p.window) end
-    if stored then
+    r = ${ringStateTable({ L: "L", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
+    if type(s) == 'table' then
+      local C = codec()
+      C.ringBuild(r, C.zsetTimes(key, now, p.window), now, p.window)
+    elseif stored then
       if not small then s = redis.call('GET', key) end
-      return codec().ringBuild(r, codec().ringTimes(s, floor), now, p.window)
+      local C = codec()
+      C.ringBuild(r, C.ringTimes(s, floor), now, p.window)
+    else
+      -- No ring yet: every slot is empty. It is written as long as it is used (the header, the
+      -- times, the gap) and grows with later writes: a client that sends a few requests under a
+      -- large limit costs bytes for those few, not for the limit.
+      r.fresh, r.rebuilt, r.base = true, true, math.max(0, floor)
     end
-    -- No ring yet: every slot is empty. It is written as long as it is used (the header, the
-    -- times, the gap) and grows with later writes: a client that sends a few requests under a
-    -- large limit costs bytes for those few, not for the limit.
-    r.fresh, r.rebuilt, r.base = true, true, math.max(0, floor)
+  else
+    local gap
+    local whole, cd, cf, cn, co = s, s, 0, N, RING_HDR
+    if small then
+      gap = ringGapIn(s, RING_HDR + 1)
+    else
+      -- The gap is at most GAP_DRIFT slots past g0: one range holds it, the c slots after it and
+      -- the one after those (the report's first probe) and, when they are near, the slots around
+      -- the hint, with room for the gallop: the hint dates from the header's last write, and more
+      -- slots have left the window since.
+      local n = ${READ_SPAN("p.cost")}
+      whole, cf, cn, co = false, g0, n, 0
+      if p.cost == 1 and ls > 0 then
+        -- The header holds this range's offsets as text (ringHeader): no number to format.
+        cd = redis.call('GETRANGE', key, string.sub(s, 34, 33 + ls), string.sub(s, 34 + ls, 33 + ls + le))
+      elseif g0 + n <= N then
+        cd = redis.call('GETRANGE', key, RING_HDR + 4 * g0, RING_HDR + 4 * (g0 + n) - 1)
+      else
+        -- It wraps: two ranges. A ring still growing ends early: its missing slots are empty, and
+        -- the wrapped part must land where they end.
+        local first = N - g0
+        cd = redis.call('GETRANGE', key, RING_HDR + 4 * g0, RING_HDR + 4 * N - 1)
+        if #cd < 4 * first then cd = cd .. string.rep('\\0', 4 * first - #cd) end
+        cd = cd .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - first) - 1)
+      end
+      gap = ringGapIn(cd, 1)
+      if gap then
+        gap = (g0 + gap) % N
+      else
+        -- Not where the header says (only a ring written by something else): read it whole.
+        s = redis.call('GET', key)
+        whole, cd, cf, cn, co = s, s, 0, N, RING_HDR
+        gap = ringGapIn(s, RING_HDR + 1)
+      end
+    end
+    -- The hint was counted from g0's oldest slot: the gap moved on since, over that many slots.
+    if gap then e = e - (gap - g0) % N end
+    r = ${ringStateTable({ L: "L", gap: "gap or 0", g0: "g0", e: "e", base: "base", top: "top", exp: "exp", cf: "cf", cn: "cn", cd: "cd", co: "co", small: "small", whole: "whole" })}
+    if not gap then
+      local C = codec()
+      C.ringBuild(r, C.ringTimes(whole, floor), now, p.window)
+    end
+  end
+  p.ring = r
+  local c = p.cost
+  if c > L then
+    p.allowed = false
     return
   end
-  local gap
-  local whole, cd, cf, cn, co = s, s, 0, N, RING_HDR
-  if small then
-    gap = ringGapIn(s, RING_HDR + 1)
-  else
-    -- The gap is at most GAP_DRIFT slots past g0: one range holds it, the c slots after it and
-    -- the one after those (the report's first probe) and, when they are near, the slots around
-    -- the hint, with room for the gallop: the hint dates from the header's last write, and more
-    -- slots have left the window since.
-    local n = GAP_DRIFT + p.cost + 2
-    if e + 16 <= 256 and e + 16 > n then n = e + 16 end
-    if n > N then n = N end
-    whole, cf, cn, co = false, g0, n, 0
-    if g0 + n <= N then
-      cd = redis.call('GETRANGE', key, RING_HDR + 4 * g0, RING_HDR + 4 * (g0 + n) - 1)
-    else
-      -- It wraps: two ranges. A ring still growing ends early: its missing slots are empty, and
-      -- the wrapped part must land where they end.
-      local first = N - g0
-      cd = redis.call('GETRANGE', key, RING_HDR + 4 * g0, RING_HDR + 4 * N - 1)
-      if #cd < 4 * first then cd = cd .. string.rep('\\0', 4 * first - #cd) end
-      cd = cd .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - first) - 1)
-    end
-    gap = ringGapIn(cd, 1)
-    if gap then
-      gap = (g0 + gap) % N
-    else
-      -- Not where the header says (only a ring written by something else): read it whole.
-      s = redis.call('GET', key)
-      whole, cd, cf, cn, co = s, s, 0, N, RING_HDR
-      gap = ringGapIn(s, RING_HDR + 1)
-    end
+  -- Every slot it would overwrite must have left the window. Also kept for the report: the first
+  -- one still inside (the slots before it are free: with times in order, exactly the remaining
+  -- capacity) and the newest of them (when this cost fits).
+  local first, latest, rel = c, 0, floor - r.base
+  for j = 0, c - 1 do
+    local v = ringSlot(r, key, j)
+    if v > 0 and v > rel and j < first then first = j end
+    if v > latest then latest = v end
   end
-  -- The hint was counted from g0's oldest slot: the gap moved on since, over that many slots.
-  if gap then e = e - (gap - g0) % N end
-  local r = ${ringStateTable({ L: "L", gap: "gap or 0", g0: "g0", e: "e", base: "base", top: "top", exp: "exp", cf: "cf", cn: "cn", cd: "cd", co: "co", small: "small", whole: "whole" })}
-  p.ring = r
-  if not gap then return codec().ringBuild(r, codec().ringTimes(whole, floor), now, p.window) end
+  p.allowed, p.first, p.latest = first == c, first, latest
 end
 `);

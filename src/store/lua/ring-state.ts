@@ -1,6 +1,6 @@
 /**
- * The table a script keeps for one ring while it decides (ringOpen builds it; check, commit and
- * report read it), written in the fragments as `r.<field>` and compiled to an array.
+ * The table a script keeps for one ring while it decides (the check builds it; commit and report
+ * read it), written in the fragments as `r.<field>` and compiled to an array.
  *
  * Why an array: allocation is what a script pays most for in Redis's Lua (its garbage collector
  * runs in proportion). A table of 16 named fields is a hash of 16 nodes (≈ 700 B); the same values

@@ -29,24 +29,7 @@ import { compileRingState, ringStateTable } from "./ring-state";
  */
 export const SLIDING_LOG_RING_LUA = `${RING_READS_LUA}${compileRingState(`
 ALG['sliding-log'] = {
-  check = function(p, now)
-    ringOpen(p, now)
-    local r, c = p.ring, p.cost
-    if c > r.L then
-      p.allowed = false
-      return
-    end
-    -- Every slot it would overwrite must have left the window. Also kept for the report: the
-    -- first one still inside (the slots before it are free: with times in order, exactly the
-    -- remaining capacity) and the newest of them (when this cost fits).
-    local first, latest, floor = c, 0, p.floor - r.base
-    for j = 0, c - 1 do
-      local v = ringSlot(r, p.key, j)
-      if v > 0 and v > floor and j < first then first = j end
-      if v > latest then latest = v end
-    end
-    p.allowed, p.first, p.latest = first == c, first, latest
-  end,
+  check = ringCheck,
   commit = function(p, now)
     local r, c = p.ring, p.cost
     local stamp = p.stamp

@@ -1,4 +1,5 @@
 import type { Redis } from "@upstash/redis/cloudflare";
+import { RING_HEADER_BYTES } from "../../../src/store/lua/ring-codec.lua";
 
 /** The two layouts of the exact log; every exactness test runs against both. */
 export const LOG_LAYOUTS = ["sliding-log", "sliding-log-zset"] as const;
@@ -28,11 +29,11 @@ local base = u32(14) * 65536 + string.byte(s, 18) * 256 + string.byte(s, 19)
 -- The gap (FF FF FF FF on a slot boundary) sits just before the oldest slot.
 local gap = 0
 for i = 0, L do
-  if u32(31 + 4 * i + 1) == 4294967295 then gap = i break end
+  if u32(${RING_HEADER_BYTES} + 4 * i + 1) == 4294967295 then gap = i break end
 end
 local out = {1, L, gap, base}
 for j = 0, L - 1 do
-  local v = u32(31 + 4 * ((gap + 1 + j) % (L + 1)) + 1)
+  local v = u32(${RING_HEADER_BYTES} + 4 * ((gap + 1 + j) % (L + 1)) + 1)
   out[#out + 1] = v == 0 and 0 or base + v
 end
 return out
