@@ -7,13 +7,15 @@ export const RING_HEADER_BYTES = 47;
 export const RING_MARK = 83;
 
 /**
- * How many slots a decision of cost `cost` reads from g0 (Lua, over the header's e and the ring's
- * N): the gap (at most GAP_DRIFT slots on), the cost's slots, the one after (the report's first
+ * How many slots a decision of cost `cost` reads from g0 (Lua statements setting local `n`, over
+ * the header's e and the ring's N): the gap (at most GAP_DRIFT slots on), the cost's slots, the one after (the report's first
  * probe) and, when they are near, the hint's (with room for the gallop). One expression for the
  * header's write of it and the read, which must agree.
  */
-export const READ_SPAN = (cost: string) =>
-  `math.min(N, math.max(GAP_DRIFT + ${cost} + 2, (e + 16 <= 256) and e + 16 or 0))`;
+export const READ_SPAN = (n: string, cost: string) =>
+  `local ${n} = GAP_DRIFT + ${cost} + 2
+  if e + 16 <= 256 and e + 16 > ${n} then ${n} = e + 16 end
+  if ${n} > N then ${n} = N end`;
 
 /**
  * The ring layout of the exact log, as Lua shared by both log fragments (the ring reads it; the
@@ -67,18 +69,6 @@ local function u32(s, i)
   if not d then return 0 end -- past the end of the string: a slot never written
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
--- L, g0, e, base, top, exp of a ring's header, and the lengths of its read range's two offsets as
--- text (0: none); nil if s does not start with one.
-local function ringFields(s)
-  local m, l1, l2, l3, l4, h1, h2, h3, h4, e1, e2, e3, e4, b1, b2, b3, b4, b5, b6,
-    t1, t2, t3, t4, t5, t6, x1, x2, x3, x4, x5, x6, ls, le = string.byte(s, 1, 33)
-  if m ~= RING_MARK or not le then return nil end
-  return ((l1 * 256 + l2) * 256 + l3) * 256 + l4, ((h1 * 256 + h2) * 256 + h3) * 256 + h4,
-    ((e1 * 256 + e2) * 256 + e3) * 256 + e4,
-    ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6,
-    ((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6,
-    ((((x1 * 256 + x2) * 256 + x3) * 256 + x4) * 256 + x5) * 256 + x6, ls, le
-end
 -- Where the gap is among the slots of s that start at byte \`from\` (its slot index from there), nil
 -- if there is none.
 local function ringGapIn(s, from)
@@ -98,6 +88,18 @@ local CODEC
 local function codec()
   if CODEC then return CODEC end
   local C = {}
+  -- L, g0, e, base, top, exp of a ring's header, and the lengths of its read range's two offsets as
+  -- text (0: none); nil if s does not start with one.
+  function C.ringFields(s)
+    local m, l1, l2, l3, l4, h1, h2, h3, h4, e1, e2, e3, e4, b1, b2, b3, b4, b5, b6,
+      t1, t2, t3, t4, t5, t6, x1, x2, x3, x4, x5, x6, ls, le = string.byte(s, 1, 33)
+    if m ~= RING_MARK or not le then return nil end
+    return ((l1 * 256 + l2) * 256 + l3) * 256 + l4, ((h1 * 256 + h2) * 256 + h3) * 256 + h4,
+      ((e1 * 256 + e2) * 256 + e3) * 256 + e4,
+      ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6,
+      ((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6,
+      ((((x1 * 256 + x2) * 256 + x3) * 256 + x4) * 256 + x5) * 256 + x6, ls, le
+  end
   -- Arithmetic, not math.floor: a C call per byte costs more than the division (values are integers).
   function C.p32(v)
     local d = v % 256
@@ -140,7 +142,7 @@ local function codec()
     -- when the header is written. None when the range wraps (two reads, from numbers).
     local N, g0 = r.L + 1, r.g0
     e = r.e
-    local n = ${READ_SPAN("1")}
+    ${READ_SPAN("n", "1")}
     if g0 + n > N then return fields .. '\\0\\0' .. string.rep(' ', 14) end
     local from = string.format('%d', RING_HDR + 4 * g0)
     local to = string.format('%d', RING_HDR + 4 * (g0 + n) - 1)
@@ -153,7 +155,7 @@ local function codec()
   -- Every time in a whole ring string later than floor, oldest first (sorted: the caller clock and
   -- lease stamps can write times out of order).
   function C.ringTimes(s, floor)
-    local L, _, _, base = ringFields(s)
+    local L, _, _, base = C.ringFields(s)
     local times = {}
     for i = 0, L do
       local v = u32(s, RING_HDR + 4 * i + 1)
@@ -180,7 +182,7 @@ local function codec()
     r.gap, r.g0, r.e, r.base, r.top, r.exp = 0, 0, L - (#times - first + 1), base, top, 0
     r.whole = C.ringHeader(r) .. table.concat(parts)
     r.cf, r.cn, r.cd, r.co = 0, L + 1, r.whole, RING_HDR
-    r.rebuilt = true
+    r.rebuilt, r.hdr = true, false
   end
 
   -- The times of a sorted-set log later than now - window, oldest first.

@@ -98,9 +98,20 @@ local function ringCheck(p, now)
     -- The header's bounds as literals: a number argument is formatted into a new string per call.
     s = redis.pcall('GETRANGE', key, '0', RING_HDR_LAST)
   end
-  -- A missing key reads as false (GET) or '' (GETRANGE); ringFields refuses '' and non-rings.
-  local stored, g0, e, base, top, exp, ls, le
-  if type(s) == 'string' then stored, g0, e, base, top, exp, ls, le = ringFields(s) end
+  -- A missing key reads as false (GET) or '' (GETRANGE). The header's fields a decision needs,
+  -- inline (top and exp only when it commits, from r.hdr).
+  local stored, g0, e, base, ls, le
+  if type(s) == 'string' then
+    local m, l1, l2, l3, l4, h1, h2, h3, h4, e1, e2, e3, e4, b1, b2, b3, b4, b5, b6 =
+      string.byte(s, 1, 19)
+    ls, le = string.byte(s, 32, 33)
+    if m == RING_MARK and le then
+      stored = ((l1 * 256 + l2) * 256 + l3) * 256 + l4
+      g0 = ((h1 * 256 + h2) * 256 + h3) * 256 + h4
+      e = ((e1 * 256 + e2) * 256 + e3) * 256 + e4
+      base = ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6
+    end
+  end
   local r
   if stored ~= L then
     r = ${ringStateTable({ L: "L", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
@@ -127,7 +138,7 @@ local function ringCheck(p, now)
       -- the one after those (the report's first probe) and, when they are near, the slots around
       -- the hint, with room for the gallop: the hint dates from the header's last write, and more
       -- slots have left the window since.
-      local n = ${READ_SPAN("p.cost")}
+      ${READ_SPAN("n", "p.cost")}
       whole, cf, cn, co = false, g0, n, 0
       if p.cost == 1 and ls > 0 then
         -- The header holds this range's offsets as text (ringHeader): no number to format.
@@ -142,9 +153,11 @@ local function ringCheck(p, now)
         if #cd < 4 * first then cd = cd .. string.rep('\\0', 4 * first - #cd) end
         cd = cd .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - first) - 1)
       end
-      gap = ringGapIn(cd, 1)
-      if gap then
-        gap = (g0 + gap) % N
+      -- ringGapIn, inline: the first FF FF FF FF on a slot boundary.
+      local at = string.find(cd, RING_GAP, 1, true)
+      while at and (at - 1) % 4 ~= 0 do at = string.find(cd, RING_GAP, at + 1, true) end
+      if at then
+        gap = (g0 + (at - 1) / 4) % N
       else
         -- Not where the header says (only a ring written by something else): read it whole.
         s = redis.call('GET', key)
@@ -154,7 +167,7 @@ local function ringCheck(p, now)
     end
     -- The hint was counted from g0's oldest slot: the gap moved on since, over that many slots.
     if gap then e = e - (gap - g0) % N end
-    r = ${ringStateTable({ L: "L", gap: "gap or 0", g0: "g0", e: "e", base: "base", top: "top", exp: "exp", cf: "cf", cn: "cn", cd: "cd", co: "co", small: "small", whole: "whole" })}
+    r = ${ringStateTable({ L: "L", gap: "gap or 0", g0: "g0", e: "e", base: "base", cf: "cf", cn: "cn", cd: "cd", co: "co", small: "small", whole: "whole", hdr: "s" })}
     if not gap then
       local C = codec()
       C.ringBuild(r, C.ringTimes(whole, floor), now, p.window)

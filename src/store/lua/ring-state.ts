@@ -3,7 +3,7 @@
  * read it), written in the fragments as `r.<field>` and compiled to an array.
  *
  * Why an array: allocation is what a script pays most for in Redis's Lua (its garbage collector
- * runs in proportion). A table of 16 named fields is a hash of 16 nodes (≈ 700 B); the same values
+ * runs in proportion). A table of 17 named fields is a hash of 16 nodes (≈ 700 B); the same values
  * in the array part take ≈ 300 B, and read by a constant index. Measured in Redis 7 (an in-script
  * loop over a decision on a ring of limit 10 000): building the table 0.31 → 0.17 µs.
  */
@@ -24,6 +24,7 @@ const RING_STATE_FIELDS = [
   "rebuilt", // a new, resized, rebased or converted ring: written whole on commit
   "fresh", // no ring was stored: every slot is empty
   "chunks", // other slots read one range at a time
+  "hdr", // the header as stored (top and exp are decoded from it only when a decision commits)
 ] as const;
 
 type RingField = (typeof RING_STATE_FIELDS)[number];

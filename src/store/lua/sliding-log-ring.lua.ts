@@ -65,6 +65,12 @@ ALG['sliding-log'] = {
     p.f = ringFrontier(r, p.key, r.L - c, hint, p.floor)
     -- The TTL covers every slot (its time + window); renewed to two windows past this time only
     -- when that passes it: one PEXPIRE (and header write) per window, not one per admission.
+    if r.hdr then
+      -- The stored header's top and exp (the check decodes only what a decision needs).
+      local t1, t2, t3, t4, t5, t6, x1, x2, x3, x4, x5, x6 = string.byte(r.hdr, 20, 31)
+      r.top = ((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6
+      r.exp = ((((x1 * 256 + x2) * 256 + x3) * 256 + x4) * 256 + x5) * 256 + x6
+    end
     local renew = stamp + p.window > r.exp
     if renew then r.exp = stamp + 2 * p.window end
     if stamp > r.top then r.top = stamp end
@@ -147,7 +153,7 @@ ALG['sliding-log'] = {
       return removed
     end
     if not codec().isRing(s) then return 0 end
-    local L, _, _, base, top, exp = ringFields(s)
+    local L, _, _, base, top, exp = codec().ringFields(s)
     if not L then return 0 end
     local gap = ringGapIn(s, RING_HDR + 1)
     local target = p.at - base
