@@ -246,6 +246,17 @@ for (let round = 0; round < ROUNDS; round++) {
       console.log(c.algorithm, c.limit, "denied:", JSON.stringify(refused.byCommand));
   }
 }
+/**
+ * The ring ÷ the sorted set at one limit: the median, over rounds, of the two layouts' ratio in the
+ * same round (they run back to back), which cancels the drift of a shared machine that medians of
+ * each alone keep. @param {typeof cases[number]} c @param {"admitted" | "denied"} kind
+ */
+function ratioToZset(c, kind) {
+  const zset = cases.find((o) => o.algorithm === "sliding-log-zset" && o.limit === c.limit);
+  if (c.algorithm === "sliding-log-zset" || !zset) return "";
+  const ratios = c[kind].map((x, i) => x.usec / (zset[kind][i]?.usec ?? Number.NaN));
+  return Number(median(ratios).toFixed(3));
+}
 const rows = [];
 for (const c of cases) {
   rows.push({
@@ -257,6 +268,8 @@ for (const c of cases) {
     "admitted: µs": Number(median(c.admitted.map((x) => x.usec)).toFixed(1)),
     "denied: cmds": Number(median(c.denied.map((x) => x.calls)).toFixed(2)),
     "denied: µs": Number(median(c.denied.map((x) => x.usec)).toFixed(1)),
+    "admitted: ÷ zset": ratioToZset(c, "admitted"),
+    "denied: ÷ zset": ratioToZset(c, "denied"),
     detail: JSON.stringify(c.detail),
   });
 }

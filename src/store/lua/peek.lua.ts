@@ -1,3 +1,4 @@
+import { foldConstants } from "./fold-constants";
 import { RING_CODEC_LUA } from "./ring-codec.lua";
 import { SLIDING_LOG_RING_LUA } from "./sliding-log-ring.lua";
 
@@ -14,7 +15,7 @@ import { SLIDING_LOG_RING_LUA } from "./sliding-log-ring.lua";
  * for a request of `cost` at this instant. Cost: a ring is read as its script reads it (GET, or
  * GETRANGEs); a sorted set: TIME, ZCOUNT (O(log N)) and at most one ranged ZRANGEBYSCORE with LIMIT.
  */
-export const PEEK_SCRIPT = `#!lua flags=no-writes,allow-key-locking
+export const PEEK_SCRIPT = foldConstants(`#!lua flags=no-writes,allow-key-locking
 local ALG = {}
 local GRACE = 0
 local REFUNDS = false
@@ -62,4 +63,4 @@ if need > count then
 end
 local score = nth(need)
 return {0, remaining, score + window, score + window - now, now}
-`;
+`);

@@ -165,12 +165,42 @@ local function ringCheck(p, now)
         gap = ringGapIn(s, RING_HDR + 1)
       end
     end
-    -- The hint was counted from g0's oldest slot: the gap moved on since, over that many slots.
-    if gap then e = e - (gap - g0) % N end
-    r = ${ringStateTable({ L: "L", gap: "gap or 0", g0: "g0", e: "e", base: "base", cf: "cf", cn: "cn", cd: "cd", co: "co", small: "small", whole: "whole", hdr: "s" })}
-    if not gap then
-      local C = codec()
-      C.ringBuild(r, C.ringTimes(whole, floor), now, p.window)
+    local c = p.cost
+    if gap and c <= L then
+      -- The hint was counted from g0's oldest slot: the gap moved on since, over that many slots.
+      e = e - (gap - g0) % N
+      -- The check, on what was read (it holds the c slots after the gap: the read's span): a
+      -- denial writes nothing and its report needs no ring state, so it builds none — a table
+      -- fewer to allocate and collect on every denial.
+      local first, latest, rel = c, 0, floor - base
+      for j = 0, c - 1 do
+        local k = (gap + 1 + j - cf) % N
+        if k >= cn then
+          first = nil -- not in what was read (only a header far off): the general check below
+          break
+        end
+        local a, b, x, d = string.byte(cd, co + 4 * k + 1, co + 4 * k + 4)
+        local v = 0 -- past the end of a ring still growing: never written
+        if d then v = ((a * 256 + b) * 256 + x) * 256 + d end
+        if v > 0 and v > rel and j < first then first = j end
+        if v > latest then latest = v end
+      end
+      if first and first < c then
+        p.ring, p.allowed, p.first, p.reset = false, false, first, base + latest + p.window
+        return
+      end
+      r = ${ringStateTable({ L: "L", gap: "gap", g0: "g0", e: "e", base: "base", cf: "cf", cn: "cn", cd: "cd", co: "co", small: "small", whole: "whole", hdr: "s" })}
+      if first then
+        p.ring, p.allowed, p.first, p.latest = r, true, first, latest
+        return
+      end
+    else
+      if gap then e = e - (gap - g0) % N end
+      r = ${ringStateTable({ L: "L", gap: "gap or 0", g0: "g0", e: "e", base: "base", cf: "cf", cn: "cn", cd: "cd", co: "co", small: "small", whole: "whole", hdr: "s" })}
+      if not gap then
+        local C = codec()
+        C.ringBuild(r, C.ringTimes(whole, floor), now, p.window)
+      end
     end
   end
   p.ring = r
@@ -181,7 +211,7 @@ local function ringCheck(p, now)
   end
   -- Every slot it would overwrite must have left the window. Also kept for the report: the first
   -- one still inside (the slots before it are free: with times in order, exactly the remaining
-  -- capacity) and the newest of them (when this cost fits).
+  -- capacity), the newest of them, and when a denied cost would fit.
   local first, latest, rel = c, 0, floor - r.base
   for j = 0, c - 1 do
     local v = ringSlot(r, key, j)
@@ -189,5 +219,6 @@ local function ringCheck(p, now)
     if v > latest then latest = v end
   end
   p.allowed, p.first, p.latest = first == c, first, latest
+  p.reset = r.base + latest + p.window
 end
 `);

@@ -6,6 +6,7 @@
 import { ALGORITHMS, type Algorithm, isLogAlgorithm } from "../algorithm";
 import { RECORD_TTL_MAX_MS, STAMP_AHEAD_MAX_MS } from "../keys";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
+import { foldConstants } from "./fold-constants";
 import { RING_CODEC_LUA } from "./ring-codec.lua";
 import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
 import { SLIDING_LOG_RING_LUA } from "./sliding-log-ring.lua";
@@ -243,7 +244,7 @@ function compose(algorithms: readonly Algorithm[], driver: string, refunds: bool
   // Both log layouts read the ring codec (the sorted set converts a ring it meets): once per script.
   const codec = algorithms.some(isLogAlgorithm) ? RING_CODEC_LUA : "";
   const fragments = algorithms.map((name) => FRAGMENTS[name]).join("");
-  return `${PRELUDE}local REFUNDS = ${refunds}\n${codec}${fragments}${driver}`;
+  return foldConstants(`${PRELUDE}local REFUNDS = ${refunds}\n${codec}${fragments}${driver}`);
 }
 
 /**

@@ -123,9 +123,9 @@ ALG['sliding-log'] = {
     if renew then redis.call('PEXPIRE', p.key, r.exp - now + GRACE) end
   end,
   report = function(p, now, committed)
-    local r = p.ring
-    if p.cost > r.L then
-        return ringFrontier(r, p.key, r.L, r.e, p.floor), now + p.window, p.window
+    local r = p.ring -- false on a denial that needed no ring state (the check)
+    if p.cost > p.limit then
+      return ringFrontier(r, p.key, r.L, r.e, p.floor), now + p.window, p.window
     end
     if committed then
       -- The oldest admission still inside the window leaves first: an old one, or this one.
@@ -134,15 +134,14 @@ ALG['sliding-log'] = {
     end
     if p.allowed then
       -- It would fit, but another policy denied the request: nothing was written.
-        local f = ringFrontier(r, p.key, r.L, r.e, p.floor)
+      local f = ringFrontier(r, p.key, r.L, r.e, p.floor)
       if f == r.L then return f, now, 0 end
       return f, r.base + ringSlot(r, p.key, f) + p.window, 0
     end
     -- Denied: the cost fits when the newest of the c slots it would overwrite leaves. Only time
     -- frees capacity in a log (others can only consume), so this instant is exact. The free
     -- slots are the ones before the first still inside (check): no search needed.
-    local reset = r.base + p.latest + p.window
-    return p.first, reset, reset - now
+    return p.first, p.reset, p.reset - now
   end,
   refund = REFUNDS and function(p, now)
     local s = redis.pcall('GET', p.key)
