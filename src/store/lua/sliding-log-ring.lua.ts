@@ -25,7 +25,7 @@ import { compileRingState, ringStateTable } from "./ring-state";
  * TTL is set to two windows past the newest time, so that most admissions need not renew it).
  * Refund: GET and SET … KEEPTTL of the whole ring (the refunded slots move next to the gap, oldest
  * end, so the capacity is back at once, not when they would have reached it).
- * Memory: 35 + 4 × limit bytes of value.
+ * Memory: 51 + 4 × limit bytes of value (the header, then L + 1 slots).
  */
 export const SLIDING_LOG_RING_LUA = `${RING_READS_LUA}${compileRingState(`
 ALG['sliding-log'] = {
