@@ -2,10 +2,10 @@ import { READ_SPAN } from "./ring-codec.lua";
 import { compileRingState, ringStateTable } from "./ring-state";
 
 /**
- * Reading a ring (ring-codec.lua.ts has the layout) for a decision or a peek, never writing: where
- * its gap is, its slots from the oldest, and how many of them have left the window. Large rings
- * are read by range (GETRANGE) and keep what they read. Part of the ring's fragment
- * (sliding-log-ring.lua.ts), which writes.
+ * Reading a ring (ring-codec.lua.ts has the layout) for a decision or a peek, never writing: the
+ * check (where its gap is, whether a cost fits), its slots from the oldest, and how many of them
+ * have left the window. Large rings are read by range (GETRANGE) and keep what they read. Part of
+ * the ring's fragment (sliding-log-ring.lua.ts), which writes.
  */
 export const RING_READS_LUA = compileRingState(`
 -- Logical slot j (0 = the oldest) is physical slot (gap + 1 + j) mod (L + 1). What was read is one
