@@ -62,7 +62,7 @@ class Model {
 }
 
 describe("the ring against a reference model (random costs, clocks, refunds, limit and layout changes)", () => {
-  // Large enough to cross RING_WHOLE_MAX (248 slots): the GETRANGE/SETRANGE path, wrapping.
+  // Large enough to cross RING_WHOLE_MAX (243 slots): the GETRANGE/SETRANGE path, wrapping.
   // The last shape runs the gap round a large ring twice: the header rewritten as the gap drifts,
   // reads and writes that wrap past the string's end.
   const SHAPES = [
