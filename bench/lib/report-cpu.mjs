@@ -10,6 +10,16 @@ const n = (v, digits = 0) =>
 const x = (v) => (v === undefined || Number.isNaN(v) ? "–" : `${v.toFixed(2)}×`);
 
 /**
+ * ours ÷ baseline per rotation (the slices are taken in the same order for every contender).
+ * @param {any} ours @param {any} baseline
+ */
+const pairedRatios = (ours, baseline) =>
+  (ours?.fixed.runs ?? []).map(
+    (/** @type {any} */ run, /** @type {number} */ i) =>
+      run.cpuUsecPerDecision / baseline?.fixed.runs[i]?.cpuUsecPerDecision,
+  );
+
+/**
  * @param {any} r the results object of bench/run.mjs
  * @returns {string[]} markdown lines
  */
@@ -53,7 +63,7 @@ export function cpuSection(r) {
       "rule matches (forwarding alone).",
     ...(r.baselineRef
       ? [
-          `- **oursBaseline**: src/worker.ts at \`${r.baselineRef}\` (before this issue's cuts), ` +
+          `- **oursBaseline**: src/worker.ts at \`${r.baselineRef}\` (before the cuts measured here), ` +
             "built from `git archive` with the same dependencies.",
         ]
       : []),
@@ -92,7 +102,7 @@ export function cpuSection(r) {
       "rate than flat out: an idle process pays its wake-ups per request. The like-for-like " +
       `pair: ours ÷ anchorSliding ${x(rt.cpuVsLikeForLike)} CPU, ${x(rt.throughputVsLikeForLike)} throughput.` +
       (r.baselineRef
-        ? ` Before and after this issue's cuts, same run: ours ÷ oursBaseline ${x(rt.cpuVsBaseline)} CPU; oursBaseline ÷ anchorMinimal was ${x(rt.baselineVsMinimal)}.`
+        ? ` Before and after the cuts since \`${r.baselineRef}\`, same run: ours ÷ oursBaseline ${x(rt.cpuVsBaseline)} CPU (per rotation: ${pairedRatios(by.ours, by.oursBaseline).map(x).join(", ")}); oursBaseline ÷ anchorMinimal was ${x(rt.baselineVsMinimal)}. A difference smaller than the spread of those per-rotation ratios is within this machine's noise.`
         : ""),
     "",
   );
@@ -108,9 +118,11 @@ export function cpuSection(r) {
         "measured CPU per decision flat out). *workerd's own* is native code: the inbound " +
         "request, `fetch` to the store, bodies, `Response`, timers; *V8 (program)* is time V8 " +
         "cannot attribute to a function. A native call a function awaits can be charged to " +
-        "that function: most of src/http/'s share is `readBody`, that is `request.text()` " +
-        "reading the body (the minimal anchor's `request.json()` shows under workerd's own). " +
-        "`node bench/profile-workerd.mjs` prints the same by file and function.",
+        "that function: most of src/http/'s share is `authorizeCheck` resuming after " +
+        "`request.text()`, that is reading the body (the minimal anchor's `request.json()` " +
+        "shows under workerd's own), and most of @upstash/redis's is its `request` around " +
+        "`fetch` and `res.text()`. `node bench/profile-workerd.mjs [--rate=400] [--save=<path>]` " +
+        "prints the same by file and function (and keeps the raw profile, lines included).",
       "",
     );
     /** @type {Set<string>} */
@@ -132,20 +144,60 @@ export function cpuSection(r) {
       L.push(`| ${part} | ${cells.join(" | ")} |`);
     }
     L.push("");
+    if (profiles.oursBaseline && profiles.ours) {
+      // Before → after by part, in this run's profiles (≈ µs per decision, flat out).
+      const us = (/** @type {string} */ id, /** @type {string} */ part) =>
+        (profiles[id].parts[part] ?? 0) * (by[id]?.max.cpuUsecPerDecision ?? Number.NaN);
+      const moves = sorted
+        .filter((part) => Math.abs(us("ours", part) - us("oursBaseline", part)) >= 3)
+        .map((part) => `${part} ${n(us("oursBaseline", part))} → ${n(us("ours", part))}`);
+      L.push(
+        `Before → after (oursBaseline → ours, ≈ µs per decision flat out, parts that moved by 3 µs or more): ${moves.join("; ") || "none"}. ` +
+          "One profile each: read the larger moves, not the small ones.",
+        "",
+      );
+    }
   }
   L.push(
-    "What was cut (issue 12), each keeping its guarantee: the bearer token is compared " +
+    "What was cut in the second pass (issue 12; `oursBaseline` above is the code before it), " +
+      "each measured and each keeping its guarantee: **one timer per decision** — the " +
+      "deadline's own timer aborts an AbortController whose signal every store request of the " +
+      "decision carries (`withSignal` in src/store/upstash-client.ts; the EVAL after a NOSCRIPT " +
+      "included), where each request had its own `AbortSignal.timeout` beside the deadline's " +
+      "timer, `Promise.race` and `finally` (`failure.test.ts`, `with-deadline.test.ts`); **no " +
+      "auto-pipeline** in the worker's store client: in workerd two requests' decisions never " +
+      "share a tick, so it batched nothing and cost a Pipeline (hundreds of closures), a Proxy " +
+      "lookup and its promises per decision (`createStoreClient` keeps it on by default for " +
+      "Node, where the SCRIPT FLUSH herd test pins it); **the answer's headers as a plain " +
+      "object**: workerd walks name/value pairs through the iterator protocol, a call back into " +
+      "JS per step (building the Response fell from ~13 % to ~9 % of the isolate's busy time); a " +
+      "script's SHA read synchronously once known; the store clock and the body read without " +
+      "an extra async layer; the lone-surrogate walk over the body's strings skipped when its " +
+      "JSON text holds no surrogate and no escape of one; the bearer scheme checked without a " +
+      "regex; no empty-object spreads in the answer and the decision; on the proxy path, a " +
+      "header client key's SHA-256 remembered per isolate (1024 values). Tried and not kept: " +
+      "`readYourWrites: false` (no change the profile could see). Left: the body reads " +
+      "(`request.text()`, the store's `res.text()`) and `fetch` itself, which every contender " +
+      "pays, and workerd's and Miniflare's per-request work outside the isolate, most of the " +
+      "process's CPU at 400/s (a V8 profile of the isolate puts ours well below the anchor; " +
+      "the process's CPU, much less so).",
+    "",
+  );
+  L.push(
+    "Cut in the first pass (issue 12), each keeping its guarantee: the bearer token is compared " +
       "synchronously in constant time against the configured token's code units kept per " +
       "isolate (it was a SHA-256 of both sides per request through async Web Crypto; " +
       "`test/worker/http/bearer-token.test.ts` pins no early exit); an exact `POST /check` and " +
       "every path outside /check skip Hono's dispatch and context (`src/worker.ts`; /check/* " +
       "and %-escaped paths still routed by Hono; `check-fast-path.test.ts`); the /check answer " +
-      "is one Response built from header entries; a body with a declared length is read " +
+      "is one Response built in one step; a body with a declared length is read " +
       "without touching `request.body`; ORIGIN_URL is parsed once per isolate, not per " +
       "request; `keep_names = false` in wrangler.toml (no `__name()` call per closure made on " +
-      "the request path). Kept: constant-time comparison, exactness (one script call per " +
-      "allowed decision), the deadline (a timer and an abort signal per store call), and no " +
-      "per-request object shared across requests (`check-route.test.ts`).",
+      "the request path). Kept through both: constant-time comparison, exactness (one script " +
+      "call per allowed decision), the deadline (one timer per decision that aborts its store " +
+      "requests and bounds the decision), no per-request object shared across requests " +
+      "(`check-route.test.ts`: the AbortController is made by each decision), and a 4xx with " +
+      "a reason for bad input.",
     "",
   );
   return L;

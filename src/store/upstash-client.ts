@@ -48,13 +48,13 @@ export type StoreClient = Redis & {
  * - `signal` as a *function*, called per request: the decision's own signal when the call came
  *   through `withSignal` (withinDeadline passes its deadline's, aborted at the deadline: one
  *   timer per decision, and a NOSCRIPT → EVAL gets only the time left), else a fresh
- *   `AbortSignal.timeout` (and withinDeadline bounds a second call through `withTimeout`). (Never share one between
- *   requests: workerd ties a signal to the request that made it, and another request's fetch
- *   with it fails — test/worker/http/check-route.test.ts guards this.) A static signal is
- *   swallowed by the client (it fakes a 200 with the abort reason) and stays aborted forever.
- *   The abort closes the connection: a request held up *before* Redis (a slow network, a
- *   queue in front of it) is never run (test/worker/limiter/failure.test.ts proves it with a server that
- *   delays, then forwards). A script Redis already ran has counted, however late its answer.
+ *   `AbortSignal.timeout` (and withinDeadline bounds a second call through `withTimeout`).
+ *   (Never share one between requests: workerd ties a signal to the request that made it, and
+ *   another request's fetch with it fails — test/worker/http/check-route.test.ts guards this.)
+ *   A static signal is swallowed by the client (it fakes a 200 with the abort reason) and stays
+ *   aborted forever. The abort closes the connection: a request held up *before* Redis (a slow
+ *   network, a queue in front of it) is never run (test/worker/limiter/failure.test.ts proves
+ *   it with a server that delays, then forwards). A script Redis already ran has counted, however late its answer.
  *   withinDeadline (script-runner.ts, same timeoutMs) bounds the decision as a whole.
  * - the auto-pipeline as `autoPipeline` says (on unless turned off; see there).
  * - no telemetry headers; results left as Redis returns them (our scripts return integers).
