@@ -354,7 +354,7 @@ describe("memory follows use", () => {
       expect(got).toMatchObject({ allowed: true, remaining: 100_000 - i - 1 });
     }
     // 47 bytes of header and 4 slots (3 times and the gap), plus this test's ~70-byte key name
-    // and Redis's overhead: 216 measured. Preallocated, the ring would be 400 kB.
+    // and Redis's overhead: 280 measured. Preallocated, the ring would be 400 kB.
     expect(await usage(few)).toBeLessThan(300);
     expect((await readLog(redis, few)).times).toEqual([T, T + 1, T + 2]);
 
