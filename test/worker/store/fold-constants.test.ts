@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { foldConstants } from "../../src/store/lua/fold-constants";
-import { EVALUATE_SCRIPTS, REFUND_SCRIPT } from "../../src/store/lua/scripts";
+import { foldConstants } from "../../../src/store/lua/fold-constants";
+import { EVALUATE_SCRIPTS, REFUND_SCRIPT } from "../../../src/store/lua/scripts";
 
 describe("foldConstants", () => {
   it("replaces a constant by its literal and drops its declaration", () => {
