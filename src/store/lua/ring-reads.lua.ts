@@ -39,9 +39,10 @@ local function ringFrontier(r, key, n, hint, floor)
   if hint > n then hint = n end
   if hint < 0 then hint = 0 end
   local N, rel = r.L + 1, floor - r.base
-  if not r.whole and hint > 0 and hint < r.L then
-    -- A hint far from what was read (a ring mostly free, or mostly in use): the first probes (the
-    -- hint's two slots and the gallop's next few) in one more range, not one GETRANGE each.
+  if r.cn < N and hint > 0 and hint < r.L then
+    -- A hint far from the range read (a large ring mostly free, or mostly in use): the first
+    -- probes (the hint's two slots and the gallop's next few) in one more range, not one GETRANGE
+    -- each. Never for a ring read whole, new or rebuilt (cn = N: every slot is at hand).
     local i = (r.gap + hint) % N
     if (i - r.cf) % N + 10 > r.cn then
       local m = 10
