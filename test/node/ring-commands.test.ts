@@ -109,4 +109,18 @@ describe("the ring's commands per decision (caller's clock: no TIME)", () => {
     });
     expect(denied).toEqual({ getrange: 40 });
   });
+
+  it("a large ring far under its limit: two ranges read (the hint's slots are in the second)", () => {
+    const key = "under";
+    // 1.5 requests a second under 8 000 a minute: ~90 inside the window, the rest of the ring free.
+    let now = T;
+    for (let i = 0; i < 300; i++, now += 667)
+      expect(decide(key, 8_000, 60_000, now, `w${i}`)).toBe(true);
+    const admitted = commandsDuring(() => {
+      for (let i = 0; i < 100; i++, now += 667)
+        expect(decide(key, 8_000, 60_000, now, `a${i}`)).toBe(true);
+    });
+    expect(admitted.getrange).toBeGreaterThanOrEqual(200);
+    expect(admitted.getrange).toBeLessThanOrEqual(202);
+  });
 });

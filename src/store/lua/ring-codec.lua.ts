@@ -7,15 +7,21 @@ export const RING_HEADER_BYTES = 47;
 export const RING_MARK = 83;
 
 /**
- * How many slots a decision of cost `cost` reads from g0 (Lua statements setting local `n`, over
- * the header's e and the ring's N): the gap (at most GAP_DRIFT slots on), the cost's slots, the one after (the report's first
- * probe) and, when they are near, the hint's (with room for the gallop). One expression for the
- * header's write of it and the read, which must agree.
+ * The range of slots a decision of cost `cost` reads (Lua statements setting locals `from`, the
+ * first physical slot, and `n`, how many; over the header's g0 and e and the ring's N). From g0:
+ * the gap (at most GAP_DRIFT slots on), the cost's slots and the one after (the report's first
+ * probe). Then the hint's slots, where the frontier search starts, when they are near: forward
+ * for a ring mostly in use (the hint a few slots past the oldest), backward for one mostly free
+ * (its slots still inside the window sit just before the gap, and the hint among them). One
+ * expression for the header's write of it and the read, which must agree.
  */
-export const READ_SPAN = (n: string, cost: string) =>
-  `local ${n} = GAP_DRIFT + ${cost} + 2
-  if e + 16 <= 256 and e + 16 > ${n} then ${n} = e + 16 end
-  if ${n} > N then ${n} = N end`;
+export const READ_SPAN = (cost: string) =>
+  `local from, n = g0, GAP_DRIFT + ${cost} + 2
+  if e + 16 <= 256 and e + 16 > n then n = e + 16 end
+  -- The hint's first probe, logical e - 1, is physical g0 + e: back to one slot before it.
+  local back = N + 1 - e
+  if back > 0 and back + n <= 256 then from, n = (g0 - back) % N, n + back end
+  if n > N then from, n = g0, N end`;
 
 /**
  * The ring layout of the exact log, as Lua shared by both log fragments (the ring reads it; the
@@ -42,8 +48,8 @@ export const READ_SPAN = (n: string, cost: string) =>
  *                a time + window passes it: one PEXPIRE and header write per window, not per
  *                admission)
  *   bytes 32–33  the lengths of the next two texts (0: none, the range wraps)
- *   bytes 34–47  the byte offsets, as decimal text, of the range a decision of cost 1 reads from
- *                g0 (READ_SPAN), then spaces
+ *   bytes 34–47  the byte offsets, as decimal text, of the range a decision of cost 1 reads
+ *                (READ_SPAN), then spaces
  *
  * Measured in Redis 7 (a Lua loop): reading the header with one string.byte takes ~0.3 µs, where a
  * decimal header's string.match took 1.5; a SETRANGE plus the header's encoding ~1.5 µs, which the
@@ -142,11 +148,11 @@ local function codec()
     -- when the header is written. None when the range wraps (two reads, from numbers).
     local N, g0 = r.L + 1, r.g0
     e = r.e
-    ${READ_SPAN("n", "1")}
-    if g0 + n > N then return fields .. '\\0\\0' .. string.rep(' ', 14) end
-    local from = string.format('%d', RING_HDR + 4 * g0)
-    local to = string.format('%d', RING_HDR + 4 * (g0 + n) - 1)
-    return fields .. string.char(#from, #to) .. from .. to .. string.rep(' ', 14 - #from - #to)
+    ${READ_SPAN("1")}
+    if from + n > N then return fields .. '\\0\\0' .. string.rep(' ', 14) end
+    local first = string.format('%d', RING_HDR + 4 * from)
+    local last = string.format('%d', RING_HDR + 4 * (from + n) - 1)
+    return fields .. string.char(#first, #last) .. first .. last .. string.rep(' ', 14 - #first - #last)
   end
   function C.isRing(s)
     return type(s) == 'string' and #s >= RING_HDR and string.byte(s, 1) == RING_MARK

@@ -136,21 +136,21 @@ local function ringCheck(p, now)
       gap = ringGapIn(s, RING_HDR + 1)
     else
       -- The gap is at most GAP_DRIFT slots past g0: one range holds it, the c slots after it and
-      -- the one after those (the report's first probe) and, when they are near, the slots around
-      -- the hint, with room for the gallop: the hint dates from the header's last write, and more
-      -- slots have left the window since.
-      ${READ_SPAN("n", "p.cost")}
-      whole, cf, cn, co = false, g0, n, 0
+      -- the one after those (the report's first probe) and, when they are near, the hint's slots,
+      -- with room for the gallop: the hint dates from the header's last write, and more slots
+      -- have left the window since (READ_SPAN).
+      ${READ_SPAN("p.cost")}
+      whole, cf, cn, co = false, from, n, 0
       if p.cost == 1 and ls > 0 then
         -- The header holds this range's offsets as text (ringHeader): no number to format.
         cd = redis.call('GETRANGE', key, string.sub(s, 34, 33 + ls), string.sub(s, 34 + ls, 33 + ls + le))
-      elseif g0 + n <= N then
-        cd = redis.call('GETRANGE', key, RING_HDR + 4 * g0, RING_HDR + 4 * (g0 + n) - 1)
+      elseif from + n <= N then
+        cd = redis.call('GETRANGE', key, RING_HDR + 4 * from, RING_HDR + 4 * (from + n) - 1)
       else
         -- It wraps: two ranges. A ring still growing ends early: its missing slots are empty, and
         -- the wrapped part must land where they end.
-        local first = N - g0
-        cd = redis.call('GETRANGE', key, RING_HDR + 4 * g0, RING_HDR + 4 * N - 1)
+        local first = N - from
+        cd = redis.call('GETRANGE', key, RING_HDR + 4 * from, RING_HDR + 4 * N - 1)
         if #cd < 4 * first then cd = cd .. string.rep('\\0', 4 * first - #cd) end
         cd = cd .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - first) - 1)
       end
@@ -158,7 +158,7 @@ local function ringCheck(p, now)
       local at = string.find(cd, RING_GAP, 1, true)
       while at and (at - 1) % 4 ~= 0 do at = string.find(cd, RING_GAP, at + 1, true) end
       if at then
-        gap = (g0 + (at - 1) / 4) % N
+        gap = (from + (at - 1) / 4) % N
       else
         -- Not where the header says (only a ring written by something else): read it whole.
         s = redis.call('GET', key)
