@@ -47,7 +47,7 @@ export const READ_SPAN = (cost: string) =>
  *   bytes 26–31  exp (ms): until when the key's TTL was last set (renewed to top + 2 windows when
  *                a time + window passes it: one PEXPIRE and header write per window, not per
  *                admission)
- *   bytes 32–33  the lengths of the next two texts (0: none, the range wraps)
+ *   bytes 32–33  the lengths of the next two texts (0: none)
  *   bytes 34–47  the byte offsets, as decimal text, of the range a decision of cost 1 reads
  *                (READ_SPAN), then spaces
  *
@@ -143,13 +143,13 @@ local function codec()
     local x2 = x % 256; x = (x - x2) / 256
     local fields = string.char(RING_MARK, L, l2, l3, l4, h, h2, h3, h4, e, e2, e3, e4,
       b, b2, b3, b4, b5, b6, t, t2, t3, t4, t5, t6, x, x2, x3, x4, x5, x6)
-    -- The byte offsets a decision of cost 1 reads (GETRANGE), as text: a number argument to
+    -- The byte offsets a decision of cost 1 reads first (GETRANGE), as text: a number argument to
     -- redis.call is formatted into a string on every call (~0.18 µs each, measured), these only
-    -- when the header is written. None when the range wraps (two reads, from numbers).
+    -- when the header is written. A span past the ring's end is read to its end first.
     local N, g0 = r.L + 1, r.g0
     e = r.e
     ${READ_SPAN("1")}
-    if from + n > N then return fields .. '\\0\\0' .. string.rep(' ', 14) end
+    if from + n > N then n = N - from end
     local first = string.format('%d', RING_HDR + 4 * from)
     local last = string.format('%d', RING_HDR + 4 * (from + n) - 1)
     return fields .. string.char(#first, #last) .. first .. last .. string.rep(' ', 14 - #first - #last)

@@ -140,23 +140,30 @@ local function ringCheck(p, now)
       -- with room for the gallop: the hint dates from the header's last write, and more slots
       -- have left the window since (READ_SPAN).
       ${READ_SPAN("p.cost")}
-      whole, cf, cn, co = false, from, n, 0
+      -- A span past the ring's end is read to the end first; the part from slot 0 only when the
+      -- gap is there (it has wrapped): most decisions near the end need one read, not two.
+      local wraps = from + n > N
+      local to = n
+      if wraps then to = N - from end
+      whole, cf, cn, co = false, from, to, 0
       if p.cost == 1 and ls > 0 then
         -- The header holds this range's offsets as text (ringHeader): no number to format.
         cd = redis.call('GETRANGE', key, string.sub(s, 34, 33 + ls), string.sub(s, 34 + ls, 33 + ls + le))
-      elseif from + n <= N then
-        cd = redis.call('GETRANGE', key, RING_HDR + 4 * from, RING_HDR + 4 * (from + n) - 1)
       else
-        -- It wraps: two ranges. A ring still growing ends early: its missing slots are empty, and
-        -- the wrapped part must land where they end.
-        local first = N - from
-        cd = redis.call('GETRANGE', key, RING_HDR + 4 * from, RING_HDR + 4 * N - 1)
-        if #cd < 4 * first then cd = cd .. string.rep('\\0', 4 * first - #cd) end
-        cd = cd .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - first) - 1)
+        cd = redis.call('GETRANGE', key, RING_HDR + 4 * from, RING_HDR + 4 * (from + to) - 1)
       end
       -- ringGapIn, inline: the first FF FF FF FF on a slot boundary.
       local at = string.find(cd, RING_GAP, 1, true)
       while at and (at - 1) % 4 ~= 0 do at = string.find(cd, RING_GAP, at + 1, true) end
+      if not at and wraps then
+        -- A ring still growing ends early: its missing slots are empty, and the part from slot 0
+        -- must land where they end.
+        if #cd < 4 * to then cd = cd .. string.rep('\\0', 4 * to - #cd) end
+        cd = cd .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - to) - 1)
+        cn = n
+        at = string.find(cd, RING_GAP, 1, true)
+        while at and (at - 1) % 4 ~= 0 do at = string.find(cd, RING_GAP, at + 1, true) end
+      end
       if at then
         gap = (from + (at - 1) / 4) % N
       else
