@@ -66,63 +66,33 @@ export function counting(client: ScriptClient): {
 } {
   let calls = 0;
   let evals = 0;
-  return {
-    store: {
-      evalsha: (sha, keys, args) => {
-        calls++;
-        return client.evalsha(sha, keys, args);
-      },
-      eval: (script, keys, args) => {
-        calls++;
-        evals++;
-        return client.eval(script, keys, args);
-      },
-      // The limiter's second call of a decision (NOSCRIPT → EVAL, a retry on the caller clock)
-      // goes through this when the client has it: count it too.
-      ...(client.withTimeout
-        ? {
-            withTimeout: (ms: number) => {
-              const bounded = (client.withTimeout as NonNullable<ScriptClient["withTimeout"]>)(ms);
-              return {
-                evalsha: ((sha, keys, args) => {
-                  calls++;
-                  return bounded.evalsha(sha, keys, args);
-                }) as typeof bounded.evalsha,
-                eval: ((script, keys, args) => {
-                  calls++;
-                  evals++;
-                  return bounded.eval(script, keys, args);
-                }) as typeof bounded.eval,
-              };
-            },
-          }
-        : {}),
-      // Likewise every call of a decision through the deadline's signal (createStoreClient).
-      ...(client.withSignal
-        ? {
-            withSignal: (signal: AbortSignal) => {
-              const signalled = (client.withSignal as NonNullable<ScriptClient["withSignal"]>)(
-                signal,
-              );
-              return {
-                evalsha: ((sha, keys, args) => {
-                  calls++;
-                  return signalled.evalsha(sha, keys, args);
-                }) as typeof signalled.evalsha,
-                eval: ((script, keys, args) => {
-                  calls++;
-                  evals++;
-                  return signalled.eval(script, keys, args);
-                }) as typeof signalled.eval,
-              };
-            },
-          }
-        : {}),
+  // Every way a decision reaches the store is counted alike: the client itself, and the
+  // clients it hands out for a decision's later calls or for all of them.
+  const counted = (scripts: ScriptCalls): ScriptCalls => ({
+    evalsha: (sha, keys, args) => {
+      calls++;
+      return scripts.evalsha(sha, keys, args);
     },
-    calls: () => calls,
-    evals: () => evals,
-  };
+    eval: (script, keys, args) => {
+      calls++;
+      evals++;
+      return scripts.eval(script, keys, args);
+    },
+  });
+  const { withTimeout, withSignal } = client;
+  const store: ScriptClient = counted(client);
+  // The limiter's second call of a decision (NOSCRIPT → EVAL, a retry on the caller clock)
+  // goes through withTimeout when the client has it: count it too.
+  if (withTimeout) store.withTimeout = (ms: number) => counted(withTimeout.call(client, ms));
+  // Likewise every call of a decision through the deadline's signal (createStoreClient).
+  if (withSignal) {
+    store.withSignal = (signal: AbortSignal) => counted(withSignal.call(client, signal));
+  }
+  return { store, calls: () => calls, evals: () => evals };
 }
+
+/** The two script calls a ScriptClient makes (and its withTimeout/withSignal hand out). */
+type ScriptCalls = Pick<ScriptClient, "evalsha" | "eval">;
 
 /** A clock the test moves by hand. */
 export function manualClock(start = 1_800_000_000_000) {
