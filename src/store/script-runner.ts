@@ -35,19 +35,21 @@ export class StoreReplyError extends Error {
 export type ScriptArg = string | number;
 
 // SHA-1 of each script text, computed once per isolate. crypto.subtle is async, so it cannot run
-// at module scope (workerd forbids I/O-like work there); the promise is cached on first use.
-const shaCache = new Map<string, Promise<string>>();
-// The same SHAs once computed, read synchronously: awaiting the cached promise cost every
-// decision a turn of the microtask queue (issue 12).
-const knownSha = new Map<string, string>();
+// at module scope (workerd forbids I/O-like work there): the promise is cached on first use,
+// then replaced by the hex it gave, read synchronously (awaiting the cached promise cost every
+// decision a turn of the microtask queue, issue 12).
+const shaCache = new Map<string, string | Promise<string>>();
 
 export function scriptSha(script: string): Promise<string> {
-  let sha = shaCache.get(script);
-  if (!sha) {
-    sha = digestHex("SHA-1", script);
-    sha.then((hex) => knownSha.set(script, hex)).catch(() => shaCache.delete(script));
-    shaCache.set(script, sha);
-  }
+  const cached = shaCache.get(script);
+  if (typeof cached === "string") return Promise.resolve(cached);
+  if (cached) return cached;
+  const sha = digestHex("SHA-1", script);
+  shaCache.set(script, sha);
+  sha.then(
+    (hex) => shaCache.set(script, hex),
+    () => shaCache.delete(script),
+  );
   return sha;
 }
 
@@ -90,10 +92,10 @@ function withFallback<T>(
   bySha: (sha: string) => Promise<T>,
   byText: () => Promise<T>,
 ): Promise<T> {
-  const known = knownSha.get(script);
+  const known = shaCache.get(script);
   let call: Promise<T>;
   try {
-    call = known !== undefined ? bySha(known) : scriptSha(script).then(bySha);
+    call = typeof known === "string" ? bySha(known) : scriptSha(script).then(bySha);
   } catch (error) {
     call = Promise.reject(error);
   }
