@@ -147,6 +147,8 @@ local function codec()
     -- redis.call is formatted into a string on every call (~0.18 µs each, measured), these only
     -- when the header is written. A span past the ring's end is read to its end first.
     local N, g0 = r.L + 1, r.g0
+    -- A ring read whole (GET) reads no range.
+    if RING_HDR + 4 * N <= RING_WHOLE_MAX then return fields .. '\\0\\0' .. string.rep(' ', 14) end
     e = r.e
     ${READ_SPAN("1")}
     if from + n > N then n = N - from end

@@ -7,6 +7,22 @@ import { compileRingState, ringStateTable } from "./ring-state";
  * have left the window. Large rings are read by range (GETRANGE) and keep what they read. Part of
  * the ring's fragment (sliding-log-ring.lua.ts), which writes.
  */
+/** The state of a ring read as stored (ringCheck's locals), built when a later step needs it. */
+const STATE = ringStateTable({
+  L: "L",
+  gap: "gap",
+  g0: "g0",
+  e: "e",
+  base: "base",
+  cf: "cf",
+  cn: "cn",
+  cd: "cd",
+  co: "co",
+  small: "small",
+  whole: "whole",
+  hdr: "s",
+});
+
 export const RING_READS_LUA = compileRingState(`
 -- Logical slot j (0 = the oldest) is physical slot (gap + 1 + j) mod (L + 1). What was read is one
 -- range (r.cf, r.cn, r.cd, r.co: first physical slot, count, bytes, offset; a whole ring is the
@@ -113,7 +129,7 @@ local function ringCheck(p, now)
       base = ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6
     end
   end
-  local r
+  local r, gap, cd, cf, cn, co, whole
   if stored ~= L then
     r = ${ringStateTable({ L: "L", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
     if type(s) == 'table' then
@@ -129,9 +145,9 @@ local function ringCheck(p, now)
       -- large limit costs bytes for those few, not for the limit.
       r.fresh, r.rebuilt, r.base = true, true, math.max(0, floor)
     end
+    gap, base, cd, cf, cn, co = r.gap, r.base, r.cd, r.cf, r.cn, r.co
   else
-    local gap
-    local whole, cd, cf, cn, co = s, s, 0, N, RING_HDR
+    whole, cd, cf, cn, co = s, s, 0, N, RING_HDR
     if small then
       gap = ringGapIn(s, RING_HDR + 1)
     else
@@ -152,20 +168,17 @@ local function ringCheck(p, now)
       else
         cd = redis.call('GETRANGE', key, RING_HDR + 4 * from, RING_HDR + 4 * (from + to) - 1)
       end
-      -- ringGapIn, inline: the first FF FF FF FF on a slot boundary.
-      local at = string.find(cd, RING_GAP, 1, true)
-      while at and (at - 1) % 4 ~= 0 do at = string.find(cd, RING_GAP, at + 1, true) end
-      if not at and wraps then
+      gap = ringGapIn(cd, 1)
+      if not gap and wraps then
         -- A ring still growing ends early: its missing slots are empty, and the part from slot 0
         -- must land where they end.
         if #cd < 4 * to then cd = cd .. string.rep('\\0', 4 * to - #cd) end
         cd = cd .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - to) - 1)
         cn = n
-        at = string.find(cd, RING_GAP, 1, true)
-        while at and (at - 1) % 4 ~= 0 do at = string.find(cd, RING_GAP, at + 1, true) end
+        gap = ringGapIn(cd, 1)
       end
-      if at then
-        gap = (from + (at - 1) / 4) % N
+      if gap then
+        gap = (from + gap) % N
       else
         -- Not where the header says (only a ring written by something else): read it whole.
         s = redis.call('GET', key)
@@ -173,60 +186,47 @@ local function ringCheck(p, now)
         gap = ringGapIn(s, RING_HDR + 1)
       end
     end
-    local c = p.cost
-    if gap and c <= L then
+    if gap then
       -- The hint was counted from g0's oldest slot: the gap moved on since, over that many slots.
       e = e - (gap - g0) % N
-      -- The check, on what was read (it holds the c slots after the gap: the read's span): a
-      -- denial writes nothing and its report needs no ring state, so it builds none — a table
-      -- fewer to allocate and collect on every denial.
-      local first, latest, rel = c, 0, floor - base
-      for j = 0, c - 1 do
-        local k = (gap + 1 + j - cf) % N
-        if k >= cn then
-          first = nil -- not in what was read (only a header far off): the general check below
-          break
-        end
-        local a, b, x, d = string.byte(cd, co + 4 * k + 1, co + 4 * k + 4)
-        local v = 0 -- past the end of a ring still growing: never written
-        if d then v = ((a * 256 + b) * 256 + x) * 256 + d end
-        if v > 0 and v > rel and j < first then first = j end
-        if v > latest then latest = v end
-      end
-      if first and first < c then
-        p.ring, p.allowed, p.first, p.reset = false, false, first, base + latest + p.window
-        return
-      end
-      r = ${ringStateTable({ L: "L", gap: "gap", g0: "g0", e: "e", base: "base", cf: "cf", cn: "cn", cd: "cd", co: "co", small: "small", whole: "whole", hdr: "s" })}
-      if first then
-        p.ring, p.allowed, p.first, p.latest = r, true, first, latest
-        return
-      end
     else
-      if gap then e = e - (gap - g0) % N end
-      r = ${ringStateTable({ L: "L", gap: "gap or 0", g0: "g0", e: "e", base: "base", cf: "cf", cn: "cn", cd: "cd", co: "co", small: "small", whole: "whole", hdr: "s" })}
-      if not gap then
-        local C = codec()
-        C.ringBuild(r, C.ringTimes(whole, floor), now, p.window)
-      end
+      -- No gap anywhere (only a ring written by something else): rebuilt from its live times.
+      r = ${ringStateTable({ L: "L", g0: "g0", e: "e", base: "base", small: "small" })}
+      local C = codec()
+      C.ringBuild(r, C.ringTimes(whole, floor), now, p.window)
+      gap, base, cd, cf, cn, co = r.gap, r.base, r.cd, r.cf, r.cn, r.co
     end
   end
-  p.ring = r
   local c = p.cost
+  -- The ring's state, built only when a later step needs it (commit, report, a slot not in what
+  -- was read): a denial the read decides builds none — a table fewer to allocate and collect.
   if c > L then
-    p.allowed = false
+    p.ring, p.allowed = r or ${STATE}, false
     return
   end
   -- Every slot it would overwrite must have left the window. Also kept for the report: the first
   -- one still inside (the slots before it are free: with times in order, exactly the remaining
-  -- capacity), the newest of them, and when a denied cost would fit.
-  local first, latest, rel = c, 0, floor - r.base
+  -- capacity), and when a denied cost would fit (the newest of them leaves).
+  local first, latest, rel = c, 0, floor - base
   for j = 0, c - 1 do
-    local v = ringSlot(r, key, j)
+    local v = 0 -- past the end of a ring still growing: never written
+    local k = (gap + 1 + j - cf) % N
+    if k < cn then
+      -- ringSlot, inline, on what was read (its span holds these slots but past the ring's end)
+      local a, b, x, d = string.byte(cd, co + 4 * k + 1, co + 4 * k + 4)
+      if d then v = ((a * 256 + b) * 256 + x) * 256 + d end
+    else
+      r = r or ${STATE}
+      v = ringSlot(r, key, j)
+    end
     if v > 0 and v > rel and j < first then first = j end
     if v > latest then latest = v end
   end
-  p.allowed, p.first, p.latest = first == c, first, latest
-  p.reset = r.base + latest + p.window
+  p.allowed, p.first = first == c, first
+  if first < c then
+    p.ring, p.reset = r or false, base + latest + p.window
+    return
+  end
+  p.ring = r or ${STATE}
 end
 `);
