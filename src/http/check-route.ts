@@ -4,8 +4,10 @@
  */
 import type { Context } from "hono";
 import type { Env } from "../env";
-import type { Decision, MultiDecision } from "../limiter/types";
+import type { WaitUntil } from "../limiter/lease";
+import type { Decision, LimitAllOptions, MultiDecision } from "../limiter/types";
 import { authorizeCheck } from "./authorized-check";
+import type { CheckRequest } from "./check-request";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
 import { waitUntilOf } from "./wait-until";
 
@@ -22,7 +24,7 @@ export function checkHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
 export async function checkResponse(
   request: Request,
   env: Env,
-  waitUntil?: (promise: Promise<unknown>) => void,
+  waitUntil?: WaitUntil,
 ): Promise<Response> {
   const authorized = await authorizeCheck(request, env);
   if (!authorized.ok) return authorized.response;
@@ -37,13 +39,10 @@ export async function checkResponse(
 }
 
 // Read only by the limiter, never written: one object for every request without options.
-const NO_OPTIONS = Object.freeze({});
+const NO_OPTIONS: LimitAllOptions = Object.freeze({});
 
 /** limitAll's options: one literal per case, no spread of empty objects per request. */
-function limitOptions(
-  check: { requestId?: string },
-  waitUntil: ((promise: Promise<unknown>) => void) | undefined,
-) {
+function limitOptions(check: CheckRequest, waitUntil: WaitUntil | undefined): LimitAllOptions {
   const { requestId } = check;
   if (requestId === undefined) return waitUntil ? { waitUntil } : NO_OPTIONS;
   return waitUntil ? { requestId, waitUntil } : { requestId };
