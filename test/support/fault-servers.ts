@@ -139,6 +139,11 @@ export async function startFaultServer(): Promise<FaultServer> {
       }
       const s = scenario(first);
       s.stats.requests++;
+      for (const name of ["upstash-encoding", "upstash-sync-token"]) {
+        if (req.headers[name] === undefined) continue;
+        const seen = (s.stats.headers ??= {});
+        seen[name] = (seen[name] ?? 0) + 1;
+      }
       s.stats.pending++;
       let finished = false;
       const finish = () => {

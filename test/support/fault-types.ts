@@ -45,4 +45,6 @@ export interface FaultStats {
   answered?: number;
   /** Script calls refused because they would have called TIME ("refuse-time"). */
   refusedTime?: number;
+  /** Requests that carried these @upstash/redis headers, by lower-case name (when any did). */
+  headers?: Record<string, number>;
 }
