@@ -141,8 +141,7 @@ export async function startFaultServer(): Promise<FaultServer> {
       s.stats.requests++;
       for (const name of ["upstash-encoding", "upstash-sync-token"]) {
         if (req.headers[name] === undefined) continue;
-        const seen = (s.stats.headers ??= {});
-        seen[name] = (seen[name] ?? 0) + 1;
+        s.stats.headers = { ...s.stats.headers, [name]: (s.stats.headers?.[name] ?? 0) + 1 };
       }
       s.stats.pending++;
       let finished = false;
