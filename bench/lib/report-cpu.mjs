@@ -38,7 +38,8 @@ export function cpuSection(r) {
   L.push(
     "What a user pays for is the whole worker's CPU. Each worker below is built as it deploys " +
       "(`wrangler deploy --dry-run`) and served by its own workerd process (Miniflare); the CPU " +
-      "time of that process is read from `/proc/<pid>/stat` (utime + stime, 10 ms ticks) before " +
+      "time of that process (the sum of its threads' run time in `/proc/<pid>/task/*/schedstat`, " +
+      "to the nanosecond; utime + stime count 10 ms ticks) is read before " +
       "and after a load, and divided by the decisions it answered. That includes workerd's own " +
       "HTTP work (the request in, the store subrequest, the answer), which every contender pays. " +
       `**CPU per decision**: each contender alone at the same offered load, ${wc.rate} requests/s ` +
