@@ -70,9 +70,9 @@ const PLAN = quick
       outageSeconds: 4,
       steadySeconds: 12,
       edges: 3,
-      cpuRepeats: 3,
+      cpuRepeats: 5,
       cpuSeconds: 4,
-      cpuRotations: 8,
+      cpuRotations: 12,
       cpuSlice: 2,
       cpuRate: 400,
     };
@@ -202,6 +202,7 @@ try {
     ["ours", bundles.ours, { LIMITER_CONFIG: OURS_CONFIG }],
     ...(baseline ? [["oursBaseline", baseline, { LIMITER_CONFIG: OURS_CONFIG }]] : []),
     ["anchorMinimal", bundles.anchorMinimal, {}],
+    ["floor", bundles.floor, {}],
     ["anchorSliding", bundles.anchor, CONTENDERS.find((c) => c.id === "anchorSliding")?.bindings],
     ...["oursProxy", "oursForward"].map((id) => [
       id,

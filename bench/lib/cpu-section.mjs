@@ -5,6 +5,7 @@
 //
 //   ours           src/worker.ts as deployed, a /check-only config (no rules)
 //   anchorMinimal  @upstash/ratelimit slidingWindow behind a minimal /check (anchor-minimal-worker.ts)
+//   floor          the same store calls and nothing else (floor-worker.ts): what no limiter can cut
 //   anchorSliding  the like-for-like anchor: slidingWindow behind our /check code (anchor-worker.ts)
 //   oursProxy      src/worker.ts as a proxy: two rules, a local origin, the mixed load as GETs
 //   oursForward    the same proxy (its own process), paths no rule matches: forwarding alone
@@ -22,6 +23,7 @@ export const median = (values) => {
 export const CPU_CONTENDERS = [
   { id: "ours", name: "edge-limiter, src/worker.ts as deployed (/check)" },
   { id: "anchorMinimal", name: "@upstash/ratelimit slidingWindow, minimal /check front" },
+  { id: "floor", name: "the same store calls and nothing else (bench/floor-worker.ts)" },
   { id: "anchorSliding", name: "@upstash/ratelimit slidingWindow behind our /check code" },
   { id: "oursProxy", name: "edge-limiter proxy, a matching rule, local origin" },
   { id: "oursForward", name: "edge-limiter proxy, no rule matches (forward only)" },
@@ -137,6 +139,8 @@ export async function measureWorkerdCpu({
     baselineVsMinimal: median(
       paired("oursBaseline", "anchorMinimal", "fixed", "cpuUsecPerDecision"),
     ),
+    floorVsMinimal: median(paired("floor", "anchorMinimal", "fixed", "cpuUsecPerDecision")),
+    floorThroughputVsMinimal: median(paired("floor", "anchorMinimal", "max", "perSecond")),
     cpuVsMinimalRuns: paired("ours", "anchorMinimal", "fixed", "cpuUsecPerDecision"),
     throughputVsMinimalRuns: paired("ours", "anchorMinimal", "max", "perSecond"),
   };

@@ -106,8 +106,9 @@ export function compatibilityDate() {
 
 /**
  * Builds src/worker.ts (via wrangler.toml), bench/anchor-worker.ts (the anchor behind our /check
- * code) and bench/anchor-minimal-worker.ts (the anchor behind a minimal /check front), the two
- * anchors via generated configs with the same compatibility date.
+ * code), bench/anchor-minimal-worker.ts (the anchor behind a minimal /check front) and
+ * bench/floor-worker.ts (the same store calls and nothing else), the last three via generated
+ * configs with the same compatibility date.
  * @param {string} tmp
  */
 export async function buildWorkers(tmp) {
@@ -128,7 +129,8 @@ export async function buildWorkers(tmp) {
   };
   const anchor = await benchBundle("anchor", "anchor-worker.ts");
   const anchorMinimal = await benchBundle("anchor-minimal", "anchor-minimal-worker.ts");
-  return { ours, anchor, anchorMinimal };
+  const floor = await benchBundle("floor", "floor-worker.ts");
+  return { ours, anchor, anchorMinimal, floor };
 }
 
 /**

@@ -57,6 +57,10 @@ export function cpuSection(r) {
       "(ephemeral cache on, module-scope instances) behind the thinnest /check a team would " +
       "write: a plain string compare of the token, `request.json()`, a few typeof checks, JSON " +
       "out, no rate-limit headers, no framework.",
+    "- **floor**: `bench/floor-worker.ts`: the store calls a limiter with a denial cache makes " +
+      "and nothing else (a plain token compare, the body parsed, a per-isolate map of full " +
+      "keys, one timer-bounded `fetch` of one EVAL, JSON out): workerd's own work for the " +
+      "request, the subrequest and the answer, which no limiter can cut.",
     "- **anchorSliding**: the like-for-like anchor (`bench/anchor-worker.ts`), slidingWindow " +
       "behind our /check code (token check, validation, headers).",
     "- **oursProxy**: src/worker.ts as a proxy in front of a local origin, two rules (the " +
@@ -83,6 +87,16 @@ export function cpuSection(r) {
     `| the proxy path's CPU reported | ${n(by.oursProxy?.fixed.cpuUsecPerDecision)} µs per decision: ${n(wc.proxy?.beyondCheckUsec)} µs beyond a /check decision, ${n(wc.proxy?.beyondForwardUsec)} µs beyond forwarding alone | yes |`,
   );
   L.push("");
+  if (Number.isFinite(rt.floorVsMinimal)) {
+    L.push(
+      `The floor, same run: floor ÷ anchorMinimal ${x(rt.floorVsMinimal)} CPU at ${wc.rate}/s, ` +
+        `${x(rt.floorThroughputVsMinimal)} throughput. Ours above the floor: ` +
+        `${n(by.ours?.fixed.cpuUsecPerDecision - by.floor?.fixed.cpuUsecPerDecision)} µs a decision; ` +
+        `the anchor above it: ${n(by.anchorMinimal?.fixed.cpuUsecPerDecision - by.floor?.fixed.cpuUsecPerDecision)} µs. ` +
+        "A ratio below the floor's needs fewer store calls, not less code.",
+      "",
+    );
+  }
   L.push(
     `| contender | CPU µs / decision at ${wc.rate}/s | ours ÷ this | decisions/s flat out | ours ÷ this | CPU µs / decision flat out | p50 ms flat out | errors |`,
     "| --- | --- | --- | --- | --- | --- | --- | --- |",
