@@ -30,6 +30,7 @@ import type { LimitRequest } from "../limiter/types";
 import { groupAddress } from "../rules/client-ip";
 import { ruleRequest } from "../rules/decide";
 import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
+import { createPolicyMemo } from "./policy-memo";
 
 const FIELDS = [
   "key",
@@ -104,9 +105,14 @@ export function parseCheckBody(
   if (!requestId.success) return refused("requestId", requestId.issues);
 
   const named = body.rule !== undefined || body.rules !== undefined;
-  const requests = named
-    ? namedRules(body, key.output, rules, grouping)
-    : adhocPolicy(body, key.output);
+  let requests: Validated<LimitRequest[]>;
+  if (named) {
+    requests = namedRules(body, key.output, rules, grouping);
+  } else {
+    // A fresh request per body: the memo's policy is shared, never handed out.
+    const policy = adhocPolicy(body);
+    requests = policy.ok ? { ok: true, value: [{ ...policy.value, key: key.output }] } : policy;
+  }
   if (!requests.ok) return requests;
   return {
     ok: true,
@@ -172,7 +178,10 @@ function namedRules(
 }
 
 /** `"limit"` + `"window"`: an ad-hoc policy, one log per client key and window. */
-function adhocPolicy(body: Body, key: string): Validated<LimitRequest[]> {
+/** An ad-hoc policy (limit, window, cost, algorithm, lease), read once per distinct set of values. */
+const adhocPolicy = createPolicyMemo(readAdhocPolicy);
+
+function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key">>> {
   // The algorithm first: the largest limit and cost depend on it.
   const algorithm = v.safeParse(algorithmSchema, body.algorithm);
   if (!algorithm.success) return refused("algorithm", algorithm.issues);
@@ -195,16 +204,13 @@ function adhocPolicy(body: Body, key: string): Validated<LimitRequest[]> {
   if (lease.output && !isLogAlgorithm(policy.algorithm)) return invalid("lease", LEASE_NEEDS_LOG);
   return {
     ok: true,
-    value: [
-      {
-        policy: `${ADHOC_POLICY_PREFIX}${window.output}ms`,
-        key,
-        limit: policy.limit,
-        windowMs: window.output,
-        cost: policy.cost,
-        algorithm: policy.algorithm,
-        ...(lease.output ? { lease: true } : {}),
-      },
-    ],
+    value: Object.freeze({
+      policy: `${ADHOC_POLICY_PREFIX}${window.output}ms`,
+      limit: policy.limit,
+      windowMs: window.output,
+      cost: policy.cost,
+      algorithm: policy.algorithm,
+      ...(lease.output ? { lease: true } : {}),
+    }),
   };
 }
