@@ -48,7 +48,7 @@ import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/s
 
 const quick = process.argv.includes("--quick");
 const cpuOnly = process.argv.includes("--only=cpu");
-/** Knobs of the two modes: full ≈ 14 min, quick ≈ 3 min on a 2-core machine. */
+/** Knobs of the two modes: full ≈ 21 min, quick ≈ 5 min on a 2-core machine. */
 const PLAN = quick
   ? {
       repeats: 1,
