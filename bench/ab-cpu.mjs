@@ -13,7 +13,7 @@
 // deployed, the minimal anchor, the floor). --rate=N offers N requests/s (default: flat out,
 // where throughput is reported too). Defaults: 2 s slices at a rate, 4 s flat out; 8 reps.
 import { rmSync } from "node:fs";
-import { median } from "./lib/cpu-section.mjs";
+import { measureWorkerdCpu, median } from "./lib/cpu-section.mjs";
 import {
   buildBaseline,
   buildWorkers,
@@ -22,8 +22,7 @@ import {
   startPrivateRedis,
   tempDir,
 } from "./lib/infra.mjs";
-import { LIMITER_TOKEN, runLoad } from "./lib/load.mjs";
-import { withWorkerdCpu } from "./lib/workerd-cpu.mjs";
+import { LIMITER_TOKEN } from "./lib/load.mjs";
 
 /** @param {string} name */
 const option = (name) =>
@@ -68,42 +67,35 @@ for (const c of contenders) {
       ...(c.ours ? { LIMITER_CONFIG: OURS_CONFIG } : {}),
     },
   });
-  served.push({ ...c, ...worker, runs: /** @type {any[]} */ ([]) });
+  served.push({ ...c, ...worker });
 }
 try {
-  /** @param {typeof served[number]} w @param {string} tag @param {number} s */
-  const once = (w, tag, s) =>
-    withWorkerdCpu(w.pid, () =>
-      runLoad({
-        url: w.url,
-        load: "mixed",
-        tag,
-        seconds: s,
-        connections: 32,
-        ...(rate ? { rate } : {}),
-      }),
-    );
-  for (const w of served) await once(w, `abw${w.id}${Date.now()}`, 1);
-  for (let rep = 0; rep < reps; rep++) {
-    for (const w of rep % 2 === 0 ? served : [...served].reverse()) {
-      const run = await once(w, `ab${rep}${w.id}${Date.now()}`, seconds);
-      w.runs.push(run);
-      console.log(
-        `rep ${rep + 1}/${reps} ${w.id.padEnd(14)} ${run.cpuUsecPerDecision.toFixed(0)} µs/decision, ` +
-          `${run.perSecond.toFixed(0)} decisions/s, errors ${run.errors}`,
-      );
-    }
-  }
-  const [first] = served;
+  // The CPU section's own alternation (bench/lib/cpu-section.mjs): rotations at a rate, or
+  // flat-out repeats, over these workers only.
+  const result = await measureWorkerdCpu({
+    workers: Object.fromEntries(served.map((w) => [w.id, w])),
+    ids: served.map((w) => w.id),
+    repeats: rate ? 0 : reps,
+    rotations: rate ? reps : 0,
+    seconds,
+    sliceSeconds: seconds,
+    connections: 32,
+    rate: rate ?? 0,
+    progress: console.log,
+  });
+  const mode = rate ? "fixed" : "max";
+  /** @param {string} id */
+  const runsOf = (id) => /** @type {any[]} */ (result.byId[id]?.[mode].runs ?? []);
+  const first = served[0]?.id ?? "";
   console.log(`\n${rate ? `at ${rate}/s` : "flat out"}, ${reps} reps of ${seconds} s, medians:`);
-  for (const w of served) {
+  for (const { id } of served) {
     const paired = (/** @type {string} */ field) =>
-      median(w.runs.map((r, i) => r[field] / (first?.runs[i]?.[field] ?? Number.NaN)));
+      median(runsOf(id).map((r, i) => r[field] / (runsOf(first)[i]?.[field] ?? Number.NaN)));
     console.log(
-      `${w.id.padEnd(14)} ${median(w.runs.map((r) => r.cpuUsecPerDecision)).toFixed(0)} µs/decision` +
-        (w === first
+      `${id.padEnd(14)} ${result.byId[id]?.[mode].cpuUsecPerDecision.toFixed(0)} µs/decision` +
+        (id === first
           ? ""
-          : `, ÷ ${first?.id}: CPU ${paired("cpuUsecPerDecision").toFixed(3)}×` +
+          : `, ÷ ${first}: CPU ${paired("cpuUsecPerDecision").toFixed(3)}×` +
             (rate ? "" : `, throughput ${paired("perSecond").toFixed(3)}×`)),
     );
   }

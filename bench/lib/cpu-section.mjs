@@ -40,7 +40,9 @@ export const CPU_CONTENDERS = [
  *   connections: number,
  *   rate: number,
  *   progress: (message: string) => void,
- * }} options `workers` by CPU_CONTENDERS id (oursProxy and oursForward are one worker)
+ *   ids?: string[],
+ * }} options `workers` by CPU_CONTENDERS id (oursProxy and oursForward are one worker); `ids`:
+ *   these workers instead, in this order (bench/ab-cpu.mjs), each under the /check load
  *
  * Two parts. The CPU per decision figure: each contender alone at a fixed offered load (`rate`
  * requests/s, below every contender's capacity: the same load for all, since per-request
@@ -57,14 +59,19 @@ export async function measureWorkerdCpu({
   connections,
   rate,
   progress,
+  ids,
 }) {
-  const contenders = [
-    ...CPU_CONTENDERS,
-    ...(workers.oursBaseline ? [{ id: "oursBaseline", name: "src/worker.ts at --baseline" }] : []),
-  ].filter((c) => workers[c.id]);
+  const contenders = ids
+    ? ids.map((id) => ({ id, name: id }))
+    : [
+        ...CPU_CONTENDERS,
+        ...(workers.oursBaseline
+          ? [{ id: "oursBaseline", name: "src/worker.ts at --baseline" }]
+          : []),
+      ].filter((c) => workers[c.id]);
   const order = contenders.map((c) => c.id);
   /** @type {Record<string, Record<"fixed" | "max", any[]>>} */
-  const runs = {};
+  const runs = Object.fromEntries(order.map((id) => [id, { fixed: [], max: [] }]));
   /** @param {string} id @param {string} tag @param {number} s @param {number | undefined} r */
   const once = (id, tag, s, r) => {
     const worker = workers[id];
@@ -83,9 +90,7 @@ export async function measureWorkerdCpu({
   for (let rot = 0; rot < rotations; rot++) {
     for (const id of rot % 2 === 0 ? order : [...order].reverse()) {
       const fixed = await once(id, `cpuf${rot}x${Date.now()}`, sliceSeconds, rate);
-      const byMode = runs[id] ?? { fixed: [], max: [] };
-      byMode.fixed.push(fixed);
-      runs[id] = byMode;
+      runs[id]?.fixed.push(fixed);
     }
     progress(
       `workerd CPU at ${rate}/s, rotation ${rot + 1}/${rotations}: ` +
