@@ -179,7 +179,12 @@ function namedRules(
 
 /** `"limit"` + `"window"`: an ad-hoc policy, one log per client key and window. */
 /** An ad-hoc policy (limit, window, cost, algorithm, lease), read once per distinct set of values. */
-const adhocPolicy = createPolicyMemo(readAdhocPolicy);
+const adhocPolicy = createPolicyMemo(
+  // Every field readAdhocPolicy reads, and no other (a field it reads but the memo does not key
+  // on would be answered from another body's read).
+  ["algorithm", "limit", "window", "cost", "lease"],
+  readAdhocPolicy,
+);
 
 function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key">>> {
   // The algorithm first: the largest limit and cost depend on it.

@@ -7,9 +7,6 @@
  * reason, a policy is the same policy.
  */
 
-/** The body fields an ad-hoc policy is read from, in the order the memo key spells them. */
-export const POLICY_FIELDS = ["algorithm", "limit", "window", "cost", "lease"] as const;
-
 /**
  * Distinct policies remembered per isolate. Past it the memo starts over (a body that varies its
  * limit per request only pays the full read again, never more memory).
@@ -18,19 +15,21 @@ export const POLICY_FIELDS = ["algorithm", "limit", "window", "cost", "lease"] a
 export const MAX_MEMO_POLICIES = 256;
 
 /**
- * Memoizes `read` by the policy fields' values. Only primitives (JSON's strings, numbers,
+ * Memoizes `read` by the values of `fields`. Only primitives (JSON's strings, numbers,
  * booleans, and absent fields) make a key; a body with an object or array there, or -0 (which
  * prints as 0), is read afresh every time. A string is spelled with its length, so no two
  * different bodies share a key.
  */
 export function createPolicyMemo<T>(
+  /** Every body field `read` reads: the memo is exact only if none is missing. */
+  fields: readonly string[],
   read: (body: Record<string, unknown>) => T,
   maxEntries = MAX_MEMO_POLICIES,
 ): (body: Record<string, unknown>) => T {
   const memo = new Map<string, T>();
   return function memoizedPolicy(body) {
     let key = "";
-    for (const field of POLICY_FIELDS) {
+    for (const field of fields) {
       const value = body[field];
       switch (typeof value) {
         case "undefined":

@@ -11,7 +11,10 @@ function counted(max?: number) {
     reads++;
     return { limit: body.limit, window: body.window, cost: body.cost };
   };
-  return { memo: createPolicyMemo(read, max), reads: () => reads };
+  return {
+    memo: createPolicyMemo(["algorithm", "limit", "window", "cost", "lease"], read, max),
+    reads: () => reads,
+  };
 }
 
 describe("createPolicyMemo", () => {
