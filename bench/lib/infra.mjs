@@ -157,8 +157,25 @@ export function tempDir() {
  *   inspectorPort: workerd's V8 inspector there (profiling only: bench/profile-workerd.mjs)
  * @returns {Promise<{ url: string, pid: number | undefined, dispose: () => Promise<void> }>}
  */
-export async function serveWorker({ scriptPath, bindings, inspectorPort }) {
-  const port = await freePort();
+export async function serveWorker(options) {
+  // freePort() only finds a port free now: an outgoing connection (the load generator's, the
+  // bridge's) can take it before workerd binds it. Such a race is retried on a new port.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await serveOnce(options, await freePort());
+    } catch (error) {
+      if (/** @type {{ code?: string }} */ (error)?.code !== "ERR_ADDRESS_IN_USE" || attempt >= 3) {
+        throw error;
+      }
+    }
+  }
+}
+
+/**
+ * @param {{ scriptPath: string, bindings: Record<string, string>, inspectorPort?: number }} options
+ * @param {number} port
+ */
+async function serveOnce({ scriptPath, bindings, inspectorPort }, port) {
   // Each Miniflare starts its own workerd child: the one that appears is this worker's, whose
   // CPU time the benchmark reads (workerd-cpu.mjs). Workers are served one at a time.
   const before = new Set(workerdChildren());
