@@ -98,7 +98,9 @@ describe("multi-exec", () => {
 
   it("is atomic: no other request's command lands between its commands", async () => {
     const k = key("atomic");
-    const rounds = Array.from({ length: 40 }, (_, i) => i);
+    // 32 at most: the bridge refuses more /multi-exec in flight at once (maxTransactions, a 503
+    // tested on its own); 40 failed when this machine was slow enough to have them all in flight.
+    const rounds = Array.from({ length: 32 }, (_, i) => i);
     const transactions = rounds.map((i) => redis.multi().set(k, `tx-${i}`).get(k).exec());
     const interlopers = rounds.map((i) => redis.set(k, `other-${i}`));
     const [answers] = await Promise.all([Promise.all(transactions), Promise.all(interlopers)]);
