@@ -17,12 +17,14 @@ import { measureWorkerdCpu, median } from "./lib/cpu-section.mjs";
 import {
   buildBaseline,
   buildWorkers,
+  compatibilityDate,
   serveWorker,
   startBridgeProcess,
   startPrivateRedis,
   tempDir,
 } from "./lib/infra.mjs";
 import { LIMITER_TOKEN } from "./lib/load.mjs";
+import { serveWithWorkerd } from "./lib/serve-workerd.mjs";
 
 /** @param {string} name */
 const option = (name) =>
@@ -31,6 +33,7 @@ const rate = Number(option("rate")[0]) || undefined;
 const seconds = Number(option("seconds")[0]) || (rate ? 2 : 4);
 const reps = Number(option("reps")[0]) || 8;
 const withIds = (option("with")[0] ?? "").split(",").filter(Boolean);
+const miniflare = option("serve")[0] === "miniflare";
 const OURS_CONFIG = JSON.stringify({ rules: [], timeoutMs: 500, failMode: "open" });
 
 const tmp = tempDir();
@@ -58,15 +61,19 @@ const redis = await startPrivateRedis();
 const bridge = await startBridgeProcess(redis.url);
 const served = [];
 for (const c of contenders) {
-  const worker = await serveWorker({
-    scriptPath: c.scriptPath,
-    bindings: {
-      UPSTASH_REDIS_REST_URL: bridge.url,
-      UPSTASH_REDIS_REST_TOKEN: bridge.token,
-      LIMITER_TOKEN,
-      ...(c.ours ? { LIMITER_CONFIG: OURS_CONFIG } : {}),
-    },
-  });
+  const bindings = {
+    UPSTASH_REDIS_REST_URL: bridge.url,
+    UPSTASH_REDIS_REST_TOKEN: bridge.token,
+    LIMITER_TOKEN,
+    ...(c.ours ? { LIMITER_CONFIG: OURS_CONFIG } : {}),
+  };
+  const worker = miniflare
+    ? await serveWorker({ scriptPath: c.scriptPath, bindings })
+    : await serveWithWorkerd({
+        scriptPath: c.scriptPath,
+        bindings,
+        compatibilityDate: compatibilityDate(),
+      });
   served.push({ ...c, ...worker });
 }
 try {

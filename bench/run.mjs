@@ -15,6 +15,7 @@ import { measureWorkerdCpu } from "./lib/cpu-section.mjs";
 import {
   buildBaseline,
   buildWorkers,
+  compatibilityDate,
   delay,
   ROOT,
   serveWorker,
@@ -44,6 +45,7 @@ import {
 import { logLayoutsMarkdown, runLogLayouts } from "./lib/log-layouts.mjs";
 import { connectStats } from "./lib/redis-stats.mjs";
 import { writeReport } from "./lib/report.mjs";
+import { serveWithWorkerd } from "./lib/serve-workerd.mjs";
 import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
 
 const quick = process.argv.includes("--quick");
@@ -218,9 +220,23 @@ try {
     .find((a) => a.startsWith("--cpu-ids="))
     ?.slice(10)
     .split(",");
+  // Each served by workerd alone, as deployed (bench/lib/serve-workerd.mjs); the /check pair
+  // also through Miniflare, whose entry worker every request then crosses first (what
+  // `wrangler dev` runs, and what this section measured before): for comparison only.
+  cpuServed.push(
+    ["oursMiniflare", bundles.ours, { LIMITER_CONFIG: OURS_CONFIG }],
+    ["anchorMinimalMiniflare", bundles.anchorMinimal, {}],
+  );
   for (const [id, scriptPath, bindings] of cpuServed) {
     if (cpuIds && !cpuIds.includes(id)) continue;
-    const worker = await serveWorker({ scriptPath, bindings: { ...storeBindings, ...bindings } });
+    const all = { ...storeBindings, ...bindings };
+    const worker = id.endsWith("Miniflare")
+      ? await serveWorker({ scriptPath, bindings: all })
+      : await serveWithWorkerd({
+          scriptPath,
+          bindings: all,
+          compatibilityDate: compatibilityDate(),
+        });
     // Disposed after the section; the cleanup only covers a failure during it (dispose once).
     let disposed = false;
     worker.dispose = ((dispose) => async () => {

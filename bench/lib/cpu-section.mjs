@@ -9,6 +9,9 @@
 //   anchorSliding  the like-for-like anchor: slidingWindow behind our /check code (anchor-worker.ts)
 //   oursProxy      src/worker.ts as a proxy: two rules, a local origin, the mixed load as GETs
 //   oursForward    the same proxy (its own process), paths no rule matches: forwarding alone
+//   oursMiniflare, anchorMinimalMiniflare   ours and anchorMinimal served through Miniflare
+//
+// All but the last two are served by workerd alone (serve-workerd.mjs), as the edge runs them.
 
 import { runLoad, runProxyLoad } from "./load.mjs";
 import { withWorkerdCpu } from "./workerd-cpu.mjs";
@@ -27,6 +30,8 @@ export const CPU_CONTENDERS = [
   { id: "anchorSliding", name: "@upstash/ratelimit slidingWindow behind our /check code" },
   { id: "oursProxy", name: "edge-limiter proxy, a matching rule, local origin" },
   { id: "oursForward", name: "edge-limiter proxy, no rule matches (forward only)" },
+  { id: "oursMiniflare", name: "ours, served through Miniflare (its entry worker in front)" },
+  { id: "anchorMinimalMiniflare", name: "anchorMinimal, served through Miniflare" },
 ];
 
 /**
@@ -146,6 +151,13 @@ export async function measureWorkerdCpu({
     ),
     floorVsMinimal: median(paired("floor", "anchorMinimal", "fixed", "cpuUsecPerDecision")),
     floorThroughputVsMinimal: median(paired("floor", "anchorMinimal", "max", "perSecond")),
+    // The same pair served through Miniflare: its entry worker's cost, alike for both, in each.
+    cpuVsMinimalMiniflare: median(
+      paired("oursMiniflare", "anchorMinimalMiniflare", "fixed", "cpuUsecPerDecision"),
+    ),
+    throughputVsMinimalMiniflare: median(
+      paired("oursMiniflare", "anchorMinimalMiniflare", "max", "perSecond"),
+    ),
     cpuVsMinimalRuns: paired("ours", "anchorMinimal", "fixed", "cpuUsecPerDecision"),
     throughputVsMinimalRuns: paired("ours", "anchorMinimal", "max", "perSecond"),
   };

@@ -37,7 +37,10 @@ export function cpuSection(r) {
   L.push("## Workerd CPU per decision (issue 12)", "");
   L.push(
     "What a user pays for is the whole worker's CPU. Each worker below is built as it deploys " +
-      "(`wrangler deploy --dry-run`) and served by its own workerd process (Miniflare); the CPU " +
+      "(`wrangler deploy --dry-run`) and served by its own workerd process, from a config of " +
+      "its own (`bench/lib/serve-workerd.mjs`): the bundle, its bindings, one socket, as the " +
+      "edge runs it, with nothing in front (Miniflare, which `wrangler dev` uses, puts its entry " +
+      "worker in front of every request: the pair is measured that way too, below). The CPU " +
       "time of that process (the sum of its threads' run time in `/proc/<pid>/task/*/schedstat`, " +
       "to the nanosecond; utime + stime count 10 ms ticks) is read before " +
       "and after a load, and divided by the decisions it answered. That includes workerd's own " +
@@ -66,6 +69,11 @@ export function cpuSection(r) {
     "- **oursProxy**: src/worker.ts as a proxy in front of a local origin, two rules (the " +
       "mixed load as GETs, the client in a header); **oursForward**: the same worker, paths no " +
       "rule matches (forwarding alone).",
+    "- **oursMiniflare**, **anchorMinimalMiniflare**: ours and anchorMinimal served through " +
+      "Miniflare, as this section served every worker before: Miniflare's entry worker, an " +
+      "isolate of its own in the same process, takes each request first (it copies the request " +
+      "twice, parses its URL three times, matches routes, calls the worker through a service " +
+      "binding and wraps its answer), a cost alike for both that no deployed worker pays.",
     ...(r.baselineRef
       ? [
           `- **oursBaseline**: src/worker.ts at \`${r.baselineRef}\` (before the cuts measured here), ` +
@@ -94,6 +102,16 @@ export function cpuSection(r) {
         `${n(by.ours?.fixed.cpuUsecPerDecision - by.floor?.fixed.cpuUsecPerDecision)} µs a decision; ` +
         `the anchor above it: ${n(by.anchorMinimal?.fixed.cpuUsecPerDecision - by.floor?.fixed.cpuUsecPerDecision)} µs. ` +
         "A ratio below the floor's needs fewer store calls, not less code.",
+      "",
+    );
+  }
+  if (Number.isFinite(rt.cpuVsMinimalMiniflare)) {
+    L.push(
+      "Through Miniflare, same run: oursMiniflare ÷ anchorMinimalMiniflare " +
+        `${x(rt.cpuVsMinimalMiniflare)} CPU at ${wc.rate}/s, ${x(rt.throughputVsMinimalMiniflare)} ` +
+        "throughput; the entry worker in front cost " +
+        `${n(by.oursMiniflare?.fixed.cpuUsecPerDecision - by.ours?.fixed.cpuUsecPerDecision)} µs ` +
+        "a decision (oursMiniflare − ours), paid by both, which pulls their ratio toward 1.",
       "",
     );
   }
