@@ -146,7 +146,9 @@ export function cpuSection(r) {
     L.push("### Where the CPU goes", "");
     L.push(
       "A V8 CPU profile of each worker inside workerd (through its inspector, a worker of its " +
-        `own, flat out under the same load for ${wc.seconds} s), self time grouped by part: ` +
+        "own served through Miniflare for the inspector; the profiler samples the worker's own " +
+        "isolate only, not Miniflare's entry worker; " +
+        `flat out under the same load for ${wc.seconds} s), self time grouped by part: ` +
         "share of the sampled busy time, and ≈ µs per decision (the share × that contender's " +
         "measured CPU per decision flat out). *workerd's own* is native code: the inbound " +
         "request, `fetch` to the store, bodies, `Response`, timers; *V8 (program)* is time V8 " +
@@ -191,6 +193,16 @@ export function cpuSection(r) {
       );
     }
   }
+  L.push(
+    "The fourth pass (issue 12) changed the measure, not the worker. Until then this section " +
+      "served every worker through Miniflare, whose entry worker, an isolate of its own in the " +
+      "same workerd process, takes each request first: a cost alike for every contender, and " +
+      "paid by no deployed worker, that was about half of what each process spent per " +
+      "decision at 400/s and pulled every ratio toward 1. Each worker is now served by workerd " +
+      "alone (`bench/lib/serve-workerd.mjs`); the pair through Miniflare stays beside it, in " +
+      "the same run (above).",
+    "",
+  );
   L.push(
     "Cut in the third pass (issue 12): the clients that run only decision scripts " +
       "(`withSignal`'s and `withTimeout`'s in src/store/upstash-client.ts) ask for no base64 " +
