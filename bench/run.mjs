@@ -7,7 +7,6 @@
 // bench/.quick/cpu.json.
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { freePort } from "../scripts/lib/ports.mjs";
 import { startOrigin } from "../test/support/origin-server.mjs";
 import { analyse, edgeBursts, rollingAdmissions, steadySender } from "./lib/accuracy.mjs";
 import { cpuByPart, profileWorkerd } from "./lib/cpu-profile.mjs";
@@ -221,22 +220,24 @@ try {
     ?.slice(10)
     .split(",");
   // Each served by workerd alone, as deployed (bench/lib/serve-workerd.mjs); the /check pair
-  // also through Miniflare, whose entry worker every request then crosses first (what
-  // `wrangler dev` runs, and what this section measured before): for comparison only.
+  // also through Miniflare (the 4th field), whose own workers then take every request and every
+  // subrequest too (what `wrangler dev` runs, and what this section measured before): for
+  // comparison only.
   cpuServed.push(
-    ["oursMiniflare", bundles.ours, { LIMITER_CONFIG: OURS_CONFIG }],
-    ["anchorMinimalMiniflare", bundles.anchorMinimal, {}],
+    ["oursMiniflare", bundles.ours, { LIMITER_CONFIG: OURS_CONFIG }, "miniflare"],
+    ["anchorMinimalMiniflare", bundles.anchorMinimal, {}, "miniflare"],
   );
-  for (const [id, scriptPath, bindings] of cpuServed) {
+  for (const [id, scriptPath, bindings, via] of cpuServed) {
     if (cpuIds && !cpuIds.includes(id)) continue;
     const all = { ...storeBindings, ...bindings };
-    const worker = id.endsWith("Miniflare")
-      ? await serveWorker({ scriptPath, bindings: all })
-      : await serveWithWorkerd({
-          scriptPath,
-          bindings: all,
-          compatibilityDate: compatibilityDate(),
-        });
+    const worker =
+      via === "miniflare"
+        ? await serveWorker({ scriptPath, bindings: all })
+        : await serveWithWorkerd({
+            scriptPath,
+            bindings: all,
+            compatibilityDate: compatibilityDate(),
+          });
     // Disposed after the section; the cleanup only covers a failure during it (dispose once).
     let disposed = false;
     worker.dispose = ((dispose) => async () => {
@@ -266,19 +267,20 @@ try {
   );
   for (const worker of Object.values(cpuWorkers)) await worker.dispose();
 
-  // Where the CPU goes: a V8 profile of each worker inside workerd (its inspector on, so a
-  // worker of its own), flat out under the same load; shares by part (bench/lib/cpu-profile.mjs).
+  // Where the CPU goes: a V8 profile of each worker inside workerd (served alone, its inspector
+  // on), flat out under the same load; shares by part (bench/lib/cpu-profile.mjs).
   progress("workerd CPU: profiling where it goes (V8 profiler through workerd's inspector)");
   wc.profiles = {};
   for (const [id, scriptPath, bindings] of cpuServed) {
     if (!["ours", "oursBaseline", "anchorMinimal", "oursProxy"].includes(id)) continue;
     if (cpuIds && !cpuIds.includes(id)) continue;
-    const inspectorPort = await freePort();
-    const worker = await serveWorker({
+    const worker = await serveWithWorkerd({
       scriptPath,
-      inspectorPort,
+      inspector: true,
       bindings: { ...storeBindings, ...bindings },
+      compatibilityDate: compatibilityDate(),
     });
+    const inspectorPort = /** @type {number} */ (worker.inspectorPort);
     try {
       /** @param {string} tag @param {number} seconds */
       const load = (tag, seconds) =>

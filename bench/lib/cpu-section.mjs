@@ -11,7 +11,8 @@
 //   oursForward    the same proxy (its own process), paths no rule matches: forwarding alone
 //   oursMiniflare, anchorMinimalMiniflare   ours and anchorMinimal served through Miniflare
 //
-// All but the last two are served by workerd alone (serve-workerd.mjs), as the edge runs them.
+// All but the last two are served by workerd alone (serve-workerd.mjs), as the edge runs them:
+// Miniflare adds workers of its own (one per request, one per fetch the worker makes).
 
 import { runLoad, runProxyLoad } from "./load.mjs";
 import { withWorkerdCpu } from "./workerd-cpu.mjs";
@@ -46,6 +47,7 @@ export const CPU_CONTENDERS = [
  *   rate: number,
  *   progress: (message: string) => void,
  *   ids?: string[],
+ *   warmSeconds?: number,
  * }} options `workers` by CPU_CONTENDERS id (oursProxy and oursForward are one worker); `ids`:
  *   these workers instead, in this order (bench/ab-cpu.mjs), each under the /check load
  *
@@ -65,6 +67,7 @@ export async function measureWorkerdCpu({
   rate,
   progress,
   ids,
+  warmSeconds = 1,
 }) {
   const contenders = ids
     ? ids.map((id) => ({ id, name: id }))
@@ -88,7 +91,16 @@ export async function measureWorkerdCpu({
         : () => runLoad({ ...common, load: "mixed" });
     return withWorkerdCpu(worker.pid, load);
   };
-  for (const id of order) await once(id, `cpuwarm${Date.now()}`, 1, undefined);
+  // Warm-up: each contender flat out, then at the rate, neither counted: a deployed isolate
+  // runs warm. With the flat-out second alone, a slice of the first rotation read 1.3–1.7× its
+  // contender's other slices in three runs of three (ours 274 and 283 µs against ~165 in two
+  // quick runs, the anchor 328 against ~215 in an ab-cpu run); with the slice at the rate
+  // added, in none of two ab-cpu runs. Outliers later on remain, on any contender: the median
+  // of the rotations is there for them.
+  for (const id of order) {
+    await once(id, `cpuwarm${Date.now()}`, warmSeconds, undefined);
+    if (rate) await once(id, `cpuwarmr${Date.now()}`, warmSeconds, rate);
+  }
   // The CPU figure: each contender alone at the same offered load, in short slices rotated
   // through the contenders (A B C…, then …C B A) `rotations` times, so a busy moment of the
   // shared machine lands on one slice of one contender, not on its whole measurement.

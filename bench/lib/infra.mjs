@@ -1,6 +1,6 @@
 // @ts-check
 // What the benchmark runs on: a private redis-server, the project's REST bridge in its own
-// process, the two workers built as they deploy and served straight from workerd by Miniflare.
+// process, the two workers built as they deploy and served by workerd through Miniflare.
 import { execFileSync, spawn } from "node:child_process";
 import {
   mkdirSync,
@@ -152,7 +152,10 @@ export function tempDir() {
 }
 
 /**
- * One worker served by workerd on its own port (Miniflare: no Node proxy in front of it).
+ * One worker served by workerd through Miniflare, on its own port (no Node proxy in front of it,
+ * but Miniflare's own workers in the same process: its entry worker takes every request, and
+ * every fetch the worker makes goes out through another; serve-workerd.mjs serves a worker
+ * without them, for the CPU section).
  * @param {{ scriptPath: string, bindings: Record<string, string>, inspectorPort?: number }} options
  *   inspectorPort: workerd's V8 inspector there (profiling only: bench/profile-workerd.mjs)
  * @returns {Promise<{ url: string, pid: number | undefined, dispose: () => Promise<void> }>}

@@ -39,8 +39,8 @@ export function cpuSection(r) {
     "What a user pays for is the whole worker's CPU. Each worker below is built as it deploys " +
       "(`wrangler deploy --dry-run`) and served by its own workerd process, from a config of " +
       "its own (`bench/lib/serve-workerd.mjs`): the bundle, its bindings, one socket, as the " +
-      "edge runs it, with nothing in front (Miniflare, which `wrangler dev` uses, puts its entry " +
-      "worker in front of every request: the pair is measured that way too, below). The CPU " +
+      "edge runs it, with nothing around it (Miniflare, which `wrangler dev` uses, adds workers " +
+      "of its own to the process: the pair is measured that way too, below). The CPU " +
       "time of that process (the sum of its threads' run time in `/proc/<pid>/task/*/schedstat`, " +
       "to the nanosecond; utime + stime count 10 ms ticks) is read before " +
       "and after a load, and divided by the decisions it answered. That includes workerd's own " +
@@ -70,10 +70,12 @@ export function cpuSection(r) {
       "mixed load as GETs, the client in a header); **oursForward**: the same worker, paths no " +
       "rule matches (forwarding alone).",
     "- **oursMiniflare**, **anchorMinimalMiniflare**: ours and anchorMinimal served through " +
-      "Miniflare, as this section served every worker before: Miniflare's entry worker, an " +
-      "isolate of its own in the same process, takes each request first (it copies the request " +
+      "Miniflare, as this section served every worker before. Miniflare adds two workers of its " +
+      "own to the process: its entry worker takes each request first (it copies the request " +
       "twice, parses its URL three times, matches routes, calls the worker through a service " +
-      "binding and wraps its answer), a cost alike for both that no deployed worker pays.",
+      "binding and wraps its answer), and every fetch the worker makes (the store call) goes " +
+      "out through another, which copies its headers and fetches again " +
+      "(`stripCfConnectingIp`). No deployed worker pays either.",
     ...(r.baselineRef
       ? [
           `- **oursBaseline**: src/worker.ts at \`${r.baselineRef}\` (before the cuts measured here), ` +
@@ -109,9 +111,14 @@ export function cpuSection(r) {
     L.push(
       "Through Miniflare, same run: oursMiniflare ÷ anchorMinimalMiniflare " +
         `${x(rt.cpuVsMinimalMiniflare)} CPU at ${wc.rate}/s, ${x(rt.throughputVsMinimalMiniflare)} ` +
-        "throughput; the entry worker in front cost " +
+        "throughput. Miniflare's own workers (the entry worker per request, the outbound one " +
+        "per store call) cost " +
         `${n(by.oursMiniflare?.fixed.cpuUsecPerDecision - by.ours?.fixed.cpuUsecPerDecision)} µs ` +
-        "a decision (oursMiniflare − ours), paid by both, which pulls their ratio toward 1.",
+        "a decision to ours and " +
+        `${n(by.anchorMinimalMiniflare?.fixed.cpuUsecPerDecision - by.anchorMinimal?.fixed.cpuUsecPerDecision)} µs ` +
+        "to the anchor (each served through Miniflare, less served alone): nearly alike for " +
+        "this pair, which makes about one store call per decision each, and so a cost that " +
+        "pulls their ratio toward 1.",
       "",
     );
   }
@@ -131,8 +138,9 @@ export function cpuSection(r) {
   L.push("");
   L.push(
     "(The ratio columns are of the medians; the targets above use the median of the " +
-      "per-rotation ratios, which cancels drift.) CPU per decision is higher at a fixed " +
-      "rate than flat out: an idle process pays its wake-ups per request. The like-for-like " +
+      "per-rotation ratios, which cancels drift.) CPU per decision at a fixed rate and flat " +
+      "out differ: a process that idles between requests pays its wake-ups per request, one " +
+      "that is saturated pays for its queues. The like-for-like " +
       `pair: ours ÷ anchorSliding ${x(rt.cpuVsLikeForLike)} CPU, ${x(rt.throughputVsLikeForLike)} throughput.` +
       (r.baselineRef
         ? ` Before and after the cuts since \`${r.baselineRef}\`, same run: ours ÷ oursBaseline ${x(rt.cpuVsBaseline)} CPU (per rotation: ${pairedRatios(by.ours, by.oursBaseline).map(x).join(", ")}); oursBaseline ÷ anchorMinimal was ${x(rt.baselineVsMinimal)}. A difference smaller than the spread of those per-rotation ratios is within this machine's noise.`
@@ -146,8 +154,7 @@ export function cpuSection(r) {
     L.push("### Where the CPU goes", "");
     L.push(
       "A V8 CPU profile of each worker inside workerd (through its inspector, a worker of its " +
-        "own served through Miniflare for the inspector; the profiler samples the worker's own " +
-        "isolate only, not Miniflare's entry worker; " +
+        "own, served by workerd alone as above with its inspector on; " +
         `flat out under the same load for ${wc.seconds} s), self time grouped by part: ` +
         "share of the sampled busy time, and ≈ µs per decision (the share × that contender's " +
         "measured CPU per decision flat out). *workerd's own* is native code: the inbound " +
@@ -195,12 +202,13 @@ export function cpuSection(r) {
   }
   L.push(
     "The fourth pass (issue 12) changed the measure, not the worker. Until then this section " +
-      "served every worker through Miniflare, whose entry worker, an isolate of its own in the " +
-      "same workerd process, takes each request first: a cost alike for every contender, and " +
-      "paid by no deployed worker, that was about half of what each process spent per " +
-      "decision at 400/s and pulled every ratio toward 1. Each worker is now served by workerd " +
-      "alone (`bench/lib/serve-workerd.mjs`); the pair through Miniflare stays beside it, in " +
-      "the same run (above).",
+      "served every worker through Miniflare, whose own workers in the same workerd process take " +
+      "each request first (the entry worker) and each fetch the worker makes (the outbound " +
+      "one): a cost nearly alike for ours and the minimal anchor, paid by no deployed worker, " +
+      "that was about half of what each process spent per decision at 400/s and pulled their " +
+      "ratio toward 1. Each worker is now served by workerd alone " +
+      "(`bench/lib/serve-workerd.mjs`); the pair through Miniflare stays beside it, in the " +
+      "same run (above).",
     "",
   );
   L.push(
@@ -238,9 +246,9 @@ export function cpuSection(r) {
       "regex; no empty-object spreads in the answer and the decision; on the proxy path, a " +
       "header client key's SHA-256 remembered per isolate (1024 values). Left: the body reads " +
       "(`request.text()`, the store's `res.text()`) and `fetch` itself, which every contender " +
-      "pays, and workerd's and Miniflare's per-request work outside the isolate, most of the " +
-      "process's CPU at 400/s (a V8 profile of the isolate puts ours well below the anchor; " +
-      "the process's CPU, much less so).",
+      "pays, and workerd's and Miniflare's per-request work outside the isolate, then most of " +
+      "the process's CPU at 400/s (a V8 profile of the isolate put ours well below the anchor; " +
+      "the process's CPU, much less so: see the fourth pass).",
     "",
   );
   L.push(

@@ -1,29 +1,34 @@
 // @ts-check
-// One worker bundle served by workerd alone, from a config of our own: no Miniflare in front.
+// One worker bundle served by workerd alone, from a config of our own: no Miniflare around it.
 //
-// Why (issue 12): Miniflare serves a worker behind its own entry worker, a second isolate in the
-// same workerd process that every request goes through first: it copies the request twice (with
-// a `cf` object), parses its URL three times, sets and deletes headers, matches routes, calls the
-// user worker through a service binding and wraps its answer again. That is real CPU in the
-// process the benchmark reads, paid by every contender alike and by no deployed worker (the
-// Cloudflare edge runs the worker itself). `npm run bench` reads the workerd CPU of the worker
-// as deployed, so it serves each worker this way; `serveWorker` (Miniflare) stays for what needs
-// Miniflare's features (the inspector of bench/profile-workerd.mjs).
+// Why (issue 12): Miniflare adds workers of its own to the workerd process the benchmark reads.
+// Its entry worker, an isolate of its own, takes every request first: it copies the request twice
+// (with a `cf` object), parses its URL three times, sets and deletes headers, matches routes,
+// calls the user worker through a service binding and wraps its answer again. And every fetch
+// the worker makes (the store call, the origin) goes out through a second one, which copies its
+// headers to strip CF-Connecting-IP and fetches again (`stripCfConnectingIp`, on by default).
+// Real CPU, paid by no deployed worker: the Cloudflare edge runs the worker itself. So the CPU
+// section of `npm run bench` serves each worker this way (and ours and the minimal anchor also
+// through Miniflare, for comparison); the rest of the benchmark still uses Miniflare
+// (`serveWorker` in infra.mjs).
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
-import { freePort } from "../../scripts/lib/ports.mjs";
+import { createInterface } from "node:readline";
 
-// The workerd wrangler's own Miniflare runs: the runtime the bundle is built for.
+// The workerd wrangler's own Miniflare runs (and honouring the override Miniflare honours), so a
+// worker served here and one served through Miniflare run the same binary.
 const fromWrangler = createRequire(createRequire(import.meta.url).resolve("wrangler/package.json"));
 const fromMiniflare = createRequire(fromWrangler.resolve("miniflare/package.json"));
+let served = 0;
+
 /** @type {string} */
-const WORKERD = fromMiniflare("workerd").default;
+const WORKERD = process.env.MINIFLARE_WORKERD_PATH ?? fromMiniflare("workerd").default;
 
 /**
  * A capnp text literal. JSON's escapes are capnp's too, except `\u`: a value with a character
- * outside printable ASCII is refused rather than risk a wrong binding.
+ * outside printable ASCII (tab and newline aside) is refused rather than risk a wrong binding.
  * @param {string} value
  */
 function capnpText(value) {
@@ -34,12 +39,13 @@ function capnpText(value) {
 }
 
 /**
- * The config: the bundle as its one ES module, its text bindings, one HTTP socket on 127.0.0.1,
- * and outbound fetches allowed to loopback addresses (the bridge, a local origin), which
- * workerd's default "internet" service refuses.
- * @param {{ module: string, bindings: Record<string, string>, port: number, compatibilityDate: string }} o
+ * The config: the bundle as its one ES module, its text bindings, one HTTP socket on 127.0.0.1
+ * (port 0: workerd picks a free one and says which on the control fd, so no other process can
+ * take it between our choosing and its binding), and outbound fetches allowed to loopback and
+ * private addresses (the bridge, a local origin), which workerd's default "internet" refuses.
+ * @param {{ module: string, bindings: Record<string, string>, compatibilityDate: string, port?: number }} o
  */
-export function workerdConfig({ module, bindings, port, compatibilityDate }) {
+export function workerdConfig({ module, bindings, compatibilityDate, port = 0 }) {
   const vars = Object.entries(bindings)
     .map(([name, value]) => `(name = ${capnpText(name)}, text = ${capnpText(value)})`)
     .join(",\n        ");
@@ -54,7 +60,7 @@ const config :Workerd.Config = (
       ],
       globalOutbound = "net",
     )),
-    (name = "net", network = (allow = ["public", "private", "local"])),
+    (name = "net", network = (allow = ["public", "private"])),
   ],
   sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
 );
@@ -62,47 +68,89 @@ const config :Workerd.Config = (
 }
 
 /**
- * Serves `scriptPath` (a single-module bundle from `wrangler deploy --dry-run`) with workerd on a
- * free port; resolves once it answers.
- * @param {{ scriptPath: string, bindings: Record<string, string>, compatibilityDate: string }} options
- * @returns {Promise<{ url: string, pid: number | undefined, dispose: () => Promise<void> }>}
+ * Serves `scriptPath` (a single-module bundle from `wrangler deploy --dry-run`) with workerd;
+ * resolves once workerd says it listens (and its inspector, when asked for).
+ * @param {{ scriptPath: string, bindings: Record<string, string>, compatibilityDate: string, inspector?: boolean }} options
+ *   inspector: workerd's V8 inspector on too, on a port of its choosing (the CPU section's profiles)
+ * @returns {Promise<{ url: string, pid: number | undefined, inspectorPort: number | undefined, dispose: () => Promise<void> }>}
  */
-export async function serveWithWorkerd({ scriptPath, bindings, compatibilityDate }) {
-  for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
-    const dir = path.dirname(scriptPath);
-    const config = path.join(dir, `workerd-${port}.capnp`);
-    writeFileSync(
-      config,
-      workerdConfig({ module: path.basename(scriptPath), bindings, port, compatibilityDate }),
-    );
-    const child = spawn(WORKERD, ["serve", config, "--experimental"], {
-      cwd: dir,
-      stdio: ["ignore", "ignore", "pipe"],
-    });
-    let stderr = "";
-    child.stderr?.on("data", (d) => {
-      stderr = (stderr + d).slice(-4000);
-    });
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    const dispose = async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill("SIGTERM");
-        await exited;
-      }
-    };
-    const url = `http://127.0.0.1:${port}`;
-    for (let i = 0; i < 200 && child.exitCode === null; i++) {
-      try {
-        await fetch(`${url}/__ready`);
-        return { url, pid: child.pid, dispose };
-      } catch {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+export async function serveWithWorkerd({ scriptPath, bindings, compatibilityDate, inspector }) {
+  const dir = path.dirname(scriptPath);
+  // One config per worker served (one bundle may be served twice, with other bindings).
+  const config = path.join(dir, `workerd-${++served}.capnp`);
+  writeFileSync(
+    config,
+    workerdConfig({ module: path.basename(scriptPath), bindings, compatibilityDate }),
+  );
+  const args = ["serve", config, "--control-fd=3"];
+  if (inspector) args.push("--inspector-addr=127.0.0.1:0");
+  const child = spawn(WORKERD, args, { cwd: dir, stdio: ["ignore", "ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr?.on("data", (d) => {
+    stderr = (stderr + d).slice(-4000);
+  });
+  // "close", not "exit": stderr's last lines may arrive after the exit.
+  const closed = new Promise((resolve) => child.once("close", resolve));
+  const notServing = () => new Error(`workerd did not serve ${scriptPath}:\n${stderr.trim()}`);
+  /** @type {Promise<never>} */
+  const failed = new Promise((_, reject) => {
+    child.once("error", reject);
+    closed.then(() => reject(notServing()));
+  });
+  failed.catch(() => {}); // Its ending after a dispose is no error.
+  const dispose = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill("SIGTERM");
+    // workerd may wait on open connections: not for long (Miniflare does not wait at all).
+    const timer = setTimeout(() => child.kill("SIGKILL"), 2000);
+    await closed;
+    clearTimeout(timer);
+  };
+  try {
+    const ports = await Promise.race([listening(child, Boolean(inspector)), failed]);
+    if (ports === undefined) {
+      await closed;
+      throw notServing();
     }
+    return {
+      url: `http://127.0.0.1:${ports.http}`,
+      pid: child.pid,
+      inspectorPort: ports.inspector,
+      dispose,
+    };
+  } catch (error) {
     await dispose();
-    // A port taken between freePort() and workerd's bind: try another (see serveWorker).
-    if (/address already in use/i.test(stderr) && attempt < 3) continue;
-    throw new Error(`workerd did not serve ${scriptPath}:\n${stderr.trim()}`);
+    throw error;
   }
+}
+
+/**
+ * The ports workerd listens on, from its control messages (one JSON object a line on fd 3:
+ * `{"event":"listen","socket":"http","port":…}`, and `{"event":"listen-inspector","port":…}`).
+ * @param {import("node:child_process").ChildProcess} child
+ * @param {boolean} inspector wait for the inspector too
+ * @returns {Promise<{ http: number, inspector: number | undefined } | undefined>} undefined if
+ *   workerd closed the fd first (it ended)
+ */
+async function listening(child, inspector) {
+  const control = child.stdio[3];
+  if (!control || !("on" in control)) throw new Error("serve-workerd: no control fd");
+  /** @type {number | undefined} */
+  let http;
+  /** @type {number | undefined} */
+  let inspectorPort;
+  for await (const line of createInterface({ input: /** @type {any} */ (control) })) {
+    let message;
+    try {
+      message = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (message.event === "listen" && message.socket === "http") http = message.port;
+    if (message.event === "listen-inspector") inspectorPort = message.port;
+    if (http !== undefined && (!inspector || inspectorPort !== undefined)) {
+      return { http, inspector: inspectorPort };
+    }
+  }
+  return undefined;
 }

@@ -33,20 +33,25 @@ it("serves a bundle with its bindings verbatim and loopback outbound, and dispos
     `export default {
       async fetch(request, env) {
         const upstream = await (await fetch(env.ORIGIN_URL)).text();
-        return Response.json({ config: env.LIMITER_CONFIG, upstream });
+        return Response.json({ config: env.LIMITER_CONFIG, note: env.NOTE, upstream, cf: request.cf });
       },
     };`,
   );
   const config = JSON.stringify({ rules: [{ name: 'a "b"\\c' }], note: "line\nbreak\ttab" });
+  // Raw quotes, a backslash, a newline and a tab, not JSON's escapes of them.
+  const note = 'say "hi"\\ then\na\ttab';
   const served = await serveWithWorkerd({
     scriptPath,
-    bindings: { LIMITER_CONFIG: config, ORIGIN_URL: originUrl },
+    bindings: { LIMITER_CONFIG: config, NOTE: note, ORIGIN_URL: originUrl },
     compatibilityDate: "2026-04-20",
   });
   const pid = served.pid;
   try {
-    const answer = (await (await fetch(`${served.url}/check`)).json()) as Record<string, string>;
-    expect(answer).toEqual({ config, upstream: "from the loopback origin" });
+    const answer = (await (await fetch(`${served.url}/check`)).json()) as Record<string, unknown>;
+    // Nothing in front: workerd's own `cf` (the client's address) and no more. Miniflare's entry
+    // worker would have added its whole `cf` blob (colo, country, clientAcceptEncoding, …).
+    expect(answer).toMatchObject({ config, note, upstream: "from the loopback origin" });
+    expect(Object.keys(answer.cf as object)).toEqual(["clientIp"]);
     expect(pid).toBeTypeOf("number");
     expect(readFileSync(`/proc/${pid}/comm`, "utf8")).toMatch(/^workerd/);
   } finally {
@@ -60,7 +65,6 @@ it("refuses a binding it cannot write as a capnp literal, rather than bind it wr
     workerdConfig({
       module: "worker.js",
       bindings: { LIMITER_CONFIG: value },
-      port: 8787,
       compatibilityDate: "2026-04-20",
     });
   expect(config('{"key":"ip"}')).toContain('text = "{\\"key\\":\\"ip\\"}"');
