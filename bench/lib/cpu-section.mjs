@@ -92,11 +92,10 @@ export async function measureWorkerdCpu({
     return withWorkerdCpu(worker.pid, load);
   };
   // Warm-up: each contender flat out, then at the rate, neither counted: a deployed isolate
-  // runs warm. With the flat-out second alone, a slice of the first rotation read 1.3–1.7× its
-  // contender's other slices in three runs of three (ours 274 and 283 µs against ~165 in two
-  // quick runs, the anchor 328 against ~215 in an ab-cpu run); with the slice at the rate
-  // added, in none of two ab-cpu runs. Outliers later on remain, on any contender: the median
-  // of the rotations is there for them.
+  // runs warm. (Added when a first-rotation slice read 1.3–1.7× its contender's others in three
+  // runs of three. It did not end such outliers: the next full run had them in rotation 1 too,
+  // and in later ones, on any contender, ~1.3–2× for one slice. Their cause was not found; the
+  // median of the rotations is there for them.)
   for (const id of order) {
     await once(id, `cpuwarm${Date.now()}`, warmSeconds, undefined);
     if (rate) await once(id, `cpuwarmr${Date.now()}`, warmSeconds, rate);
