@@ -17,14 +17,12 @@ import { measureWorkerdCpu, median } from "./lib/cpu-section.mjs";
 import {
   buildBaseline,
   buildWorkers,
-  compatibilityDate,
   serveWorker,
   startBridgeProcess,
   startPrivateRedis,
   tempDir,
 } from "./lib/infra.mjs";
 import { LIMITER_TOKEN } from "./lib/load.mjs";
-import { serveWithWorkerd } from "./lib/serve-workerd.mjs";
 
 /** @param {string} name */
 const option = (name) =>
@@ -67,13 +65,11 @@ for (const c of contenders) {
     LIMITER_TOKEN,
     ...(c.ours ? { LIMITER_CONFIG: OURS_CONFIG } : {}),
   };
-  const worker = miniflare
-    ? await serveWorker({ scriptPath: c.scriptPath, bindings })
-    : await serveWithWorkerd({
-        scriptPath: c.scriptPath,
-        bindings,
-        compatibilityDate: compatibilityDate(),
-      });
+  const worker = await serveWorker({
+    scriptPath: c.scriptPath,
+    bindings,
+    via: miniflare ? "miniflare" : "workerd",
+  });
   served.push({ ...c, ...worker });
 }
 try {

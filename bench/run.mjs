@@ -230,14 +230,7 @@ try {
   for (const [id, scriptPath, bindings, via] of cpuServed) {
     if (cpuIds && !cpuIds.includes(id)) continue;
     const all = { ...storeBindings, ...bindings };
-    const worker =
-      via === "miniflare"
-        ? await serveWorker({ scriptPath, bindings: all })
-        : await serveWithWorkerd({
-            scriptPath,
-            bindings: all,
-            compatibilityDate: compatibilityDate(),
-          });
+    const worker = await serveWorker({ scriptPath, bindings: all, via });
     // Disposed after the section; the cleanup only covers a failure during it (dispose once).
     let disposed = false;
     worker.dispose = ((dispose) => async () => {

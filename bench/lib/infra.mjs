@@ -1,6 +1,6 @@
 // @ts-check
 // What the benchmark runs on: a private redis-server, the project's REST bridge in its own
-// process, the two workers built as they deploy and served by workerd through Miniflare.
+// process, the workers built as they deploy and served by workerd (serve-workerd.mjs).
 import { execFileSync, spawn } from "node:child_process";
 import {
   mkdirSync,
@@ -16,6 +16,7 @@ import path from "node:path";
 import { freePort } from "../../scripts/lib/ports.mjs";
 import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
 import { startPrivateRedis as startRedisServer } from "../../scripts/lib/redis.mjs";
+import { serveWithWorkerd } from "./serve-workerd.mjs";
 import { workerdChildren } from "./workerd-cpu.mjs";
 
 export const ROOT = path.resolve(import.meta.dirname, "..", "..");
@@ -152,15 +153,23 @@ export function tempDir() {
 }
 
 /**
- * One worker served by workerd through Miniflare, on its own port (no Node proxy in front of it,
- * but Miniflare's own workers in the same process: its entry worker takes every request, and
- * every fetch the worker makes goes out through another; serve-workerd.mjs serves a worker
- * without them, for the CPU section).
- * @param {{ scriptPath: string, bindings: Record<string, string>, inspectorPort?: number }} options
- *   inspectorPort: workerd's V8 inspector there (profiling only: bench/profile-workerd.mjs)
+ * One worker served by workerd on its own port: by workerd alone (serve-workerd.mjs), as the edge
+ * runs it, unless `via: "miniflare"`. Through Miniflare (what `wrangler dev` runs), Miniflare's
+ * own workers share the process: its entry worker takes every request, and every fetch the
+ * worker makes goes out through another (the CPU section measures what they cost).
+ * @param {{ scriptPath: string, bindings: Record<string, string>, inspectorPort?: number, via?: "workerd" | "miniflare" }} options
+ *   inspectorPort: workerd's V8 inspector there (profiling only)
  * @returns {Promise<{ url: string, pid: number | undefined, dispose: () => Promise<void> }>}
  */
 export async function serveWorker(options) {
+  if (options.via !== "miniflare") {
+    return serveWithWorkerd({
+      scriptPath: options.scriptPath,
+      bindings: options.bindings,
+      compatibilityDate: compatibilityDate(),
+      ...(options.inspectorPort !== undefined ? { inspector: options.inspectorPort } : {}),
+    });
+  }
   // freePort() only finds a port free now: an outgoing connection (the load generator's, the
   // bridge's) can take it before workerd binds it. Such a race is retried on a new port.
   for (let attempt = 1; ; attempt++) {

@@ -7,10 +7,9 @@
 // calls the user worker through a service binding and wraps its answer again. And every fetch
 // the worker makes (the store call, the origin) goes out through a second one, which copies its
 // headers to strip CF-Connecting-IP and fetches again (`stripCfConnectingIp`, on by default).
-// Real CPU, paid by no deployed worker: the Cloudflare edge runs the worker itself. So the CPU
-// section of `npm run bench` serves each worker this way (and ours and the minimal anchor also
-// through Miniflare, for comparison); the rest of the benchmark still uses Miniflare
-// (`serveWorker` in infra.mjs).
+// Real CPU and latency, paid by no deployed worker: the Cloudflare edge runs the worker itself.
+// So `npm run bench` serves each worker this way (`serveWorker` in infra.mjs), and the CPU
+// section also serves ours and the minimal anchor through Miniflare, for comparison.
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -70,8 +69,8 @@ const config :Workerd.Config = (
 /**
  * Serves `scriptPath` (a single-module bundle from `wrangler deploy --dry-run`) with workerd;
  * resolves once workerd says it listens (and its inspector, when asked for).
- * @param {{ scriptPath: string, bindings: Record<string, string>, compatibilityDate: string, inspector?: boolean }} options
- *   inspector: workerd's V8 inspector on too, on a port of its choosing (the CPU section's profiles)
+ * @param {{ scriptPath: string, bindings: Record<string, string>, compatibilityDate: string, inspector?: boolean | number }} options
+ *   inspector: workerd's V8 inspector on too (profiles), on this port, or (true) one of its choosing
  * @returns {Promise<{ url: string, pid: number | undefined, inspectorPort: number | undefined, dispose: () => Promise<void> }>}
  */
 export async function serveWithWorkerd({ scriptPath, bindings, compatibilityDate, inspector }) {
@@ -83,7 +82,9 @@ export async function serveWithWorkerd({ scriptPath, bindings, compatibilityDate
     workerdConfig({ module: path.basename(scriptPath), bindings, compatibilityDate }),
   );
   const args = ["serve", config, "--control-fd=3"];
-  if (inspector) args.push("--inspector-addr=127.0.0.1:0");
+  if (inspector !== undefined && inspector !== false) {
+    args.push(`--inspector-addr=127.0.0.1:${inspector === true ? 0 : inspector}`);
+  }
   const child = spawn(WORKERD, args, { cwd: dir, stdio: ["ignore", "ignore", "pipe", "pipe"] });
   let stderr = "";
   child.stderr?.on("data", (d) => {
@@ -107,7 +108,10 @@ export async function serveWithWorkerd({ scriptPath, bindings, compatibilityDate
     clearTimeout(timer);
   };
   try {
-    const ports = await Promise.race([listening(child, Boolean(inspector)), failed]);
+    const ports = await Promise.race([
+      listening(child, inspector !== undefined && inspector !== false),
+      failed,
+    ]);
     if (ports === undefined) {
       await closed;
       throw notServing();
