@@ -10,7 +10,6 @@
 // the worker: read the shares, not the µs, and take CPU figures from `npm run bench`.
 import { copyFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { freePort } from "../scripts/lib/ports.mjs";
 import { startOrigin } from "../test/support/origin-server.mjs";
 import { cpuByPart, profileWorkerd, summariseProfile } from "./lib/cpu-profile.mjs";
 import {
@@ -33,13 +32,12 @@ const bundles = await buildWorkers(tmp);
 const redis = await startPrivateRedis();
 const bridge = await startBridgeProcess(redis.url);
 const origin = await startOrigin();
-const inspectorPort = await freePort();
 // --bundle=<path>: a bundle built elsewhere (e.g. an older commit's, for a before/after).
 const given = process.argv.find((a) => a.startsWith("--bundle="))?.slice(9);
 const scriptPath = given ?? (minimal ? bundles.anchorMinimal : bundles.ours);
 const worker = await serveWorker({
   scriptPath,
-  inspectorPort,
+  inspector: true,
   bindings: {
     UPSTASH_REDIS_REST_URL: bridge.url,
     UPSTASH_REDIS_REST_TOKEN: bridge.token,
@@ -66,7 +64,7 @@ const load = (tag, seconds) =>
       });
 try {
   await load("warm", 2);
-  const { profile, result: run } = await profileWorkerd(inspectorPort, () =>
+  const { profile, result: run } = await profileWorkerd(Number(worker.inspectorPort), () =>
     load(`p${Date.now()}`, SECONDS),
   );
   console.log(

@@ -14,7 +14,6 @@ import { measureWorkerdCpu } from "./lib/cpu-section.mjs";
 import {
   buildBaseline,
   buildWorkers,
-  compatibilityDate,
   delay,
   ROOT,
   serveWorker,
@@ -44,7 +43,6 @@ import {
 import { logLayoutsMarkdown, runLogLayouts } from "./lib/log-layouts.mjs";
 import { connectStats } from "./lib/redis-stats.mjs";
 import { writeReport } from "./lib/report.mjs";
-import { serveWithWorkerd } from "./lib/serve-workerd.mjs";
 import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
 
 const quick = process.argv.includes("--quick");
@@ -267,11 +265,10 @@ try {
   for (const [id, scriptPath, bindings] of cpuServed) {
     if (!["ours", "oursBaseline", "anchorMinimal", "oursProxy"].includes(id)) continue;
     if (cpuIds && !cpuIds.includes(id)) continue;
-    const worker = await serveWithWorkerd({
+    const worker = await serveWorker({
       scriptPath,
       inspector: true,
       bindings: { ...storeBindings, ...bindings },
-      compatibilityDate: compatibilityDate(),
     });
     const inspectorPort = /** @type {number} */ (worker.inspectorPort);
     try {

@@ -31,7 +31,7 @@ export const CPU_CONTENDERS = [
   { id: "anchorSliding", name: "@upstash/ratelimit slidingWindow behind our /check code" },
   { id: "oursProxy", name: "edge-limiter proxy, a matching rule, local origin" },
   { id: "oursForward", name: "edge-limiter proxy, no rule matches (forward only)" },
-  { id: "oursMiniflare", name: "ours, served through Miniflare (its entry worker in front)" },
+  { id: "oursMiniflare", name: "ours, served through Miniflare (its own workers around it)" },
   { id: "anchorMinimalMiniflare", name: "anchorMinimal, served through Miniflare" },
 ];
 
@@ -47,7 +47,6 @@ export const CPU_CONTENDERS = [
  *   rate: number,
  *   progress: (message: string) => void,
  *   ids?: string[],
- *   warmSeconds?: number,
  * }} options `workers` by CPU_CONTENDERS id (oursProxy and oursForward are one worker); `ids`:
  *   these workers instead, in this order (bench/ab-cpu.mjs), each under the /check load
  *
@@ -67,7 +66,6 @@ export async function measureWorkerdCpu({
   rate,
   progress,
   ids,
-  warmSeconds = 1,
 }) {
   const contenders = ids
     ? ids.map((id) => ({ id, name: id }))
@@ -97,8 +95,8 @@ export async function measureWorkerdCpu({
   // and in later ones, on any contender, ~1.3–2× for one slice. Their cause was not found; the
   // median of the rotations is there for them.)
   for (const id of order) {
-    await once(id, `cpuwarm${Date.now()}`, warmSeconds, undefined);
-    if (rate) await once(id, `cpuwarmr${Date.now()}`, warmSeconds, rate);
+    await once(id, `cpuwarm${Date.now()}`, 1, undefined);
+    if (rate) await once(id, `cpuwarmr${Date.now()}`, 1, rate);
   }
   // The CPU figure: each contender alone at the same offered load, in short slices rotated
   // through the contenders (A B C…, then …C B A) `rotations` times, so a busy moment of the
@@ -162,7 +160,8 @@ export async function measureWorkerdCpu({
     ),
     floorVsMinimal: median(paired("floor", "anchorMinimal", "fixed", "cpuUsecPerDecision")),
     floorThroughputVsMinimal: median(paired("floor", "anchorMinimal", "max", "perSecond")),
-    // The same pair served through Miniflare: its entry worker's cost, alike for both, in each.
+    // The same pair served through Miniflare, whose own workers (one per request, one per fetch
+    // the worker makes) each pays.
     cpuVsMinimalMiniflare: median(
       paired("oursMiniflare", "anchorMinimalMiniflare", "fixed", "cpuUsecPerDecision"),
     ),

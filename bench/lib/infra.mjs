@@ -157,24 +157,25 @@ export function tempDir() {
  * runs it, unless `via: "miniflare"`. Through Miniflare (what `wrangler dev` runs), Miniflare's
  * own workers share the process: its entry worker takes every request, and every fetch the
  * worker makes goes out through another (the CPU section measures what they cost).
- * @param {{ scriptPath: string, bindings: Record<string, string>, inspectorPort?: number, via?: "workerd" | "miniflare" }} options
- *   inspectorPort: workerd's V8 inspector there (profiling only)
- * @returns {Promise<{ url: string, pid: number | undefined, dispose: () => Promise<void> }>}
+ * @param {{ scriptPath: string, bindings: Record<string, string>, inspector?: boolean, via?: "workerd" | "miniflare" }} options
+ *   inspector: workerd's V8 inspector on too, its port returned (profiling only)
+ * @returns {Promise<{ url: string, pid: number | undefined, inspectorPort: number | undefined, dispose: () => Promise<void> }>}
  */
-export async function serveWorker(options) {
-  if (options.via !== "miniflare") {
+export async function serveWorker({ scriptPath, bindings, inspector, via }) {
+  if (via !== "miniflare") {
     return serveWithWorkerd({
-      scriptPath: options.scriptPath,
-      bindings: options.bindings,
+      scriptPath,
+      bindings,
+      inspector,
       compatibilityDate: compatibilityDate(),
-      ...(options.inspectorPort !== undefined ? { inspector: options.inspectorPort } : {}),
     });
   }
   // freePort() only finds a port free now: an outgoing connection (the load generator's, the
-  // bridge's) can take it before workerd binds it. Such a race is retried on a new port.
+  // bridge's) can take it before workerd binds it. Such a race is retried on new ports.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await serveOnce(options, await freePort());
+      const inspectorPort = inspector ? await freePort() : undefined;
+      return await serveOnce({ scriptPath, bindings, inspectorPort }, await freePort());
     } catch (error) {
       if (/** @type {{ code?: string }} */ (error)?.code !== "ERR_ADDRESS_IN_USE" || attempt >= 3) {
         throw error;
@@ -184,7 +185,7 @@ export async function serveWorker(options) {
 }
 
 /**
- * @param {{ scriptPath: string, bindings: Record<string, string>, inspectorPort?: number }} options
+ * @param {{ scriptPath: string, bindings: Record<string, string>, inspectorPort?: number | undefined }} options
  * @param {number} port
  */
 async function serveOnce({ scriptPath, bindings, inspectorPort }, port) {
@@ -215,6 +216,7 @@ async function serveOnce({ scriptPath, bindings, inspectorPort }, port) {
   return {
     url: ready.origin,
     pid: pids.length === 1 ? pids[0] : undefined,
+    inspectorPort,
     dispose: () => mf.dispose(),
   };
 }

@@ -42,9 +42,9 @@ function capnpText(value) {
  * (port 0: workerd picks a free one and says which on the control fd, so no other process can
  * take it between our choosing and its binding), and outbound fetches allowed to loopback and
  * private addresses (the bridge, a local origin), which workerd's default "internet" refuses.
- * @param {{ module: string, bindings: Record<string, string>, compatibilityDate: string, port?: number }} o
+ * @param {{ module: string, bindings: Record<string, string>, compatibilityDate: string }} o
  */
-export function workerdConfig({ module, bindings, compatibilityDate, port = 0 }) {
+export function workerdConfig({ module, bindings, compatibilityDate }) {
   const vars = Object.entries(bindings)
     .map(([name, value]) => `(name = ${capnpText(name)}, text = ${capnpText(value)})`)
     .join(",\n        ");
@@ -61,7 +61,7 @@ const config :Workerd.Config = (
     )),
     (name = "net", network = (allow = ["public", "private"])),
   ],
-  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
+  sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "main")],
 );
 `;
 }
@@ -69,8 +69,8 @@ const config :Workerd.Config = (
 /**
  * Serves `scriptPath` (a single-module bundle from `wrangler deploy --dry-run`) with workerd;
  * resolves once workerd says it listens (and its inspector, when asked for).
- * @param {{ scriptPath: string, bindings: Record<string, string>, compatibilityDate: string, inspector?: boolean | number }} options
- *   inspector: workerd's V8 inspector on too (profiles), on this port, or (true) one of its choosing
+ * @param {{ scriptPath: string, bindings: Record<string, string>, compatibilityDate: string, inspector?: boolean | undefined }} options
+ *   inspector: workerd's V8 inspector on too (profiles), on a port of its choosing
  * @returns {Promise<{ url: string, pid: number | undefined, inspectorPort: number | undefined, dispose: () => Promise<void> }>}
  */
 export async function serveWithWorkerd({ scriptPath, bindings, compatibilityDate, inspector }) {
@@ -82,9 +82,7 @@ export async function serveWithWorkerd({ scriptPath, bindings, compatibilityDate
     workerdConfig({ module: path.basename(scriptPath), bindings, compatibilityDate }),
   );
   const args = ["serve", config, "--control-fd=3"];
-  if (inspector !== undefined && inspector !== false) {
-    args.push(`--inspector-addr=127.0.0.1:${inspector === true ? 0 : inspector}`);
-  }
+  if (inspector) args.push("--inspector-addr=127.0.0.1:0");
   const child = spawn(WORKERD, args, { cwd: dir, stdio: ["ignore", "ignore", "pipe", "pipe"] });
   let stderr = "";
   child.stderr?.on("data", (d) => {
@@ -108,10 +106,7 @@ export async function serveWithWorkerd({ scriptPath, bindings, compatibilityDate
     clearTimeout(timer);
   };
   try {
-    const ports = await Promise.race([
-      listening(child, inspector !== undefined && inspector !== false),
-      failed,
-    ]);
+    const ports = await Promise.race([listening(child, Boolean(inspector)), failed]);
     if (ports === undefined) {
       await closed;
       throw notServing();

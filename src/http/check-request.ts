@@ -177,8 +177,10 @@ function namedRules(
   return { ok: true, value: requests };
 }
 
-/** `"limit"` + `"window"`: an ad-hoc policy, one log per client key and window. */
-/** An ad-hoc policy (limit, window, cost, algorithm, lease), read once per distinct set of values. */
+/**
+ * `"limit"` + `"window"`: an ad-hoc policy (limit, window, cost, algorithm, lease), one log per
+ * client key and window, read once per distinct set of values.
+ */
 const adhocPolicy = createPolicyMemo(
   // Every field readAdhocPolicy reads, and no other (a field it reads but the memo does not key
   // on would be answered from another body's read).
