@@ -3,14 +3,9 @@
 // bundle: self time by function and by source file, the file found from the "// path" comment
 // lines esbuild (and so wrangler) writes before each module of a bundle.
 import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
+import { fromMiniflare } from "./wrangler-deps.mjs";
 
 // The WebSocket client Miniflare itself depends on (Node 20 has no global WebSocket).
-const fromMiniflare = createRequire(
-  createRequire(createRequire(import.meta.url).resolve("wrangler/package.json")).resolve(
-    "miniflare",
-  ),
-);
 /** @type {any} */
 const WebSocket = fromMiniflare("ws");
 

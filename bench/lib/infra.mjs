@@ -10,7 +10,6 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { freePort } from "../../scripts/lib/ports.mjs";
@@ -18,12 +17,11 @@ import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
 import { startPrivateRedis as startRedisServer } from "../../scripts/lib/redis.mjs";
 import { serveWithWorkerd } from "./serve-workerd.mjs";
 import { workerdChildren } from "./workerd-cpu.mjs";
+import { fromWrangler } from "./wrangler-deps.mjs";
 
 export const ROOT = path.resolve(import.meta.dirname, "..", "..");
 
-// The Miniflare (and so the workerd) that wrangler itself uses: the runtime `wrangler dev` and
-// the deploy target are built for. A top-level `miniflare` may be another major (vitest's pool).
-const fromWrangler = createRequire(createRequire(import.meta.url).resolve("wrangler/package.json"));
+// The Miniflare (and so the workerd) that wrangler itself uses (wrangler-deps.mjs).
 /** @type {{ Miniflare: new (options: object) => { ready: Promise<URL>, dispose(): Promise<void> } }} */
 const { Miniflare } = fromWrangler("miniflare");
 

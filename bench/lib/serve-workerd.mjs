@@ -12,16 +12,14 @@
 // section also serves ours and the minimal anchor through Miniflare, for comparison.
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import path from "node:path";
 import { createInterface } from "node:readline";
+import { fromMiniflare } from "./wrangler-deps.mjs";
+
+let served = 0;
 
 // The workerd wrangler's own Miniflare runs (and honouring the override Miniflare honours), so a
 // worker served here and one served through Miniflare run the same binary.
-const fromWrangler = createRequire(createRequire(import.meta.url).resolve("wrangler/package.json"));
-const fromMiniflare = createRequire(fromWrangler.resolve("miniflare/package.json"));
-let served = 0;
-
 /** @type {string} */
 const WORKERD = process.env.MINIFLARE_WORKERD_PATH ?? fromMiniflare("workerd").default;
 
