@@ -42,6 +42,7 @@ export type {
   MultiDecision,
   RefundOutcome,
   RefundReceipt,
+  RequestIdConflict,
 } from "./limiter/types";
 export type { ShadowDenyEvent } from "./rules/decide";
 export type { RefundFailedEvent } from "./rules/refund-on-error";

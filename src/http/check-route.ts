@@ -8,6 +8,7 @@ import type { WaitUntil } from "../limiter/lease";
 import type { Decision, LimitAllOptions, MultiDecision } from "../limiter/types";
 import { authorizeCheck } from "./authorized-check";
 import type { CheckRequest } from "./check-request";
+import { requestIdConflict } from "./limited-response";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
 import { waitUntilOf } from "./wait-until";
 
@@ -30,6 +31,7 @@ export async function checkResponse(
   if (!authorized.ok) return authorized.response;
   const { runtime, check } = authorized;
   const decided = await runtime.limiter.limitAll(check.requests, limitOptions(check, waitUntil));
+  if (decided.conflict) return requestIdConflict(decided.conflict);
   const headers = rateLimitHeaderRecord(decided.decisions, runtime.config.legacyHeaders);
   headers["Content-Type"] = "application/json";
   return new Response(JSON.stringify(checkAnswer(decided, check.multi)), {

@@ -3,6 +3,7 @@
  * rate-limit headers added, or the refusal (429 problem+json, 400 for a missing key).
  */
 import type { Context } from "hono";
+import type { RequestIdConflict } from "../limiter/types";
 import { enforcedDecisions, type RulesOutcome } from "../rules/decide";
 import { problemResponse } from "./problem";
 import { rateLimitHeaders } from "./rate-limit-headers";
@@ -24,11 +25,41 @@ export function withRateLimitHeaders(response: Response, headers: Headers): Resp
   return out;
 }
 
+// The request field a conflicting policy field is (in /check's body and in a rule alike).
+const FIELD_NAMES: Record<RequestIdConflict["field"], string> = {
+  algorithm: "algorithm",
+  limit: "limit",
+  windowMs: "window",
+  cost: "cost",
+};
+
+/**
+ * 409 for a request id already decided with other parameters (MultiDecision.conflict): nothing
+ * was counted. Like an Idempotency-Key reused with another request body: an error, never a replay
+ * (which would admit the other cost for free) nor a fresh decision (which would count a genuine
+ * retry whose cost was recomputed twice). No rate-limit headers: nothing was decided.
+ */
+export function requestIdConflict(conflict: RequestIdConflict): Response {
+  const field = FIELD_NAMES[conflict.field];
+  return problemResponse(409, {
+    title: "Conflict",
+    detail:
+      `the request id was decided with ${field} ${conflict.recorded} for "${conflict.policy}", ` +
+      `this request has ${conflict.asked}: a retry must repeat the request, or use a new id`,
+    field,
+    policy: conflict.policy,
+    recorded: conflict.recorded,
+    asked: conflict.asked,
+  });
+}
+
 /**
  * The answer when a request is refused: 429 problem+json naming the violated policies, with the
- * headers; or 400 when a rule with `missingKey: "deny"` found no key material.
+ * headers; 400 when a rule with `missingKey: "deny"` found no key material; 409 when its request
+ * id was decided with other parameters (the rules changed since: nothing is counted).
  */
 export function refusal(_c: Context | undefined, outcome: RulesOutcome, legacy: boolean): Response {
+  if (outcome.conflict) return requestIdConflict(outcome.conflict);
   if (outcome.missingKey) {
     const { rule, reason } = outcome.missingKey;
     return problemResponse(400, {

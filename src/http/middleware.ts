@@ -139,8 +139,9 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       },
       refuse: async (outcome) => {
         setRateLimit(c, outcome);
-        // A missing key under `missingKey: "deny"` is the client's error (400), not a rate limit.
-        if (!handler || outcome.missingKey) return refusal(c, outcome, legacy);
+        // A missing key under `missingKey: "deny"` is the client's error (400), a request id
+        // decided with other parameters a conflict (409): neither is a rate limit.
+        if (!handler || outcome.missingKey || outcome.conflict) return refusal(c, outcome, legacy);
         // A custom answer still carries the headers: clients learn when to come back.
         return withRateLimitHeaders(await handler(c, outcome), outcomeHeaders(outcome, legacy));
       },

@@ -20,7 +20,7 @@ import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
 import type { Permit } from "./circuit-breaker";
 import { capacityFreed, createLimiterContext, type LimiterContext } from "./context";
-import { denied, fromCache, fromEvaluation, notAsked } from "./decisions";
+import { conflicted, denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
 import { rememberAnswer } from "./denial-cache";
 import type { WaitUntil } from "./lease";
@@ -133,6 +133,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const receivedAt = now();
     ctx.lastAnswerAt = Math.max(ctx.lastAnswerAt, receivedAt);
     breaker.success(permit);
+    // A request id decided with other parameters: nothing was decided, so nothing is learnt.
+    if (answer.conflict) return conflicted(policies, answer.conflict, receivedAt);
 
     // 5. Remember what the answer proves. A replayed answer is the original's, at the
     // original's time: it proves nothing now. Nor does one a refund or reset may have

@@ -142,6 +142,34 @@ export function denied(decisions: Decision[]): MultiDecision {
 }
 
 /**
+ * A request id's retry with other parameters than its record's (EvaluateAnswer.conflict): not
+ * decided, nothing counted. Every policy reports the refusal with no wait (time does not help).
+ */
+export function conflicted(
+  policies: readonly ResolvedPolicy[],
+  conflict: NonNullable<EvaluateAnswer["conflict"]>,
+  at: number,
+): MultiDecision {
+  const decisions = policies.map((policy) =>
+    decision(policy, "redis", {
+      allowed: false,
+      remaining: 0,
+      reset: at,
+      resetAfterMs: 0,
+      retryAfterMs: 0,
+    }),
+  );
+  const { index, field, recorded, asked } = conflict;
+  const policy = policies[index]?.policy ?? policies[0]?.policy ?? "";
+  return {
+    allowed: false,
+    decisions,
+    replayed: false,
+    conflict: { policy, field, recorded, asked },
+  };
+}
+
+/**
  * The request as the store decided it: one decision per policy, the denying policy's name, and,
  * when the store admitted and counted it now, the receipt a refund takes.
  */

@@ -99,7 +99,7 @@ export function createLimiterLeases(
     },
 
     afterStore(policies, answer, waitUntil) {
-      if (answer.replayed || !policies.some((policy) => policy.lease)) return;
+      if (answer.replayed || answer.conflict || !policies.some((policy) => policy.lease)) return;
       book.afterStore(
         policies,
         answer.policies.map((policy) => policy.remaining),

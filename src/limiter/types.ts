@@ -213,8 +213,25 @@ export interface MultiDecision {
   deniedBy?: string;
   /** The stored answer to an earlier check with the same request id: nothing was counted now. */
   replayed: boolean;
+  /**
+   * Set when the request id was already decided with other parameters (a policy's algorithm,
+   * limit, window or cost differs from what the id's record remembers): nothing was decided or
+   * counted, `allowed` is false, and every decision says so with `retryAfterMs: 0` (waiting does
+   * not help: a retry must repeat the request, or carry a new id). /check answers 409.
+   */
+  conflict?: RequestIdConflict;
   /** Present when the store admitted and counted this request now: what `refund` takes. */
   receipt?: RefundReceipt;
+}
+
+/** A request id's retry that differs from the request it retries (MultiDecision.conflict). */
+export interface RequestIdConflict {
+  /** The first policy (rule) that differs. */
+  policy: string;
+  field: "algorithm" | "limit" | "windowMs" | "cost";
+  /** The value the id was decided with, and this request's (as the store compared them). */
+  recorded: string;
+  asked: string;
 }
 
 export interface RefundOutcome {

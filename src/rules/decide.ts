@@ -20,6 +20,7 @@ import type {
   Limiter,
   LimitRequest,
   RefundReceipt,
+  RequestIdConflict,
 } from "../limiter/types";
 import { clientKey, missingKeyReason } from "./client-key";
 
@@ -44,6 +45,11 @@ export interface RulesOutcome {
   shadowDenied: string[];
   /** The enforced rules' answer is the stored one of an earlier request with this request id. */
   replayed?: boolean;
+  /**
+   * The request id was decided with other parameters for the enforced rules (they changed since:
+   * a deploy): nothing was counted, `allowed` is false (answered 409).
+   */
+  conflict?: RequestIdConflict;
   /**
    * Set when a rule with `missingKey: "deny"` found no key material: nothing was counted.
    * `reason` says what is missing (the header, the address, or the app's key function's key).
@@ -180,6 +186,7 @@ export async function decideRules(
     ...(enforcedDecided?.deniedBy !== undefined ? { deniedBy: enforcedDecided.deniedBy } : {}),
     shadowDenied,
     ...(enforcedDecided?.replayed ? { replayed: true } : {}),
+    ...(enforcedDecided?.conflict ? { conflict: enforcedDecided.conflict } : {}),
     ...(receipts.length > 0 ? { receipts } : {}),
   };
 }

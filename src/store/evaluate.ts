@@ -56,6 +56,28 @@ export interface EvaluateAnswer {
    * request's cost only when the whole request was admitted (a denied request consumes nothing).
    */
   policies: PolicyAnswer[];
+  /**
+   * Set when the request id's record was decided with other parameters than this call's: nothing
+   * was decided or counted (`allowed` false, `policies` empty). See RecordConflict.
+   */
+  conflict?: RecordConflict;
+}
+
+/** The fields of a policy a request id's record remembers, in the record's order. */
+export const RECORDED_FIELDS = ["algorithm", "limit", "windowMs", "cost"] as const;
+
+/**
+ * A request id already decided with other parameters: the first policy and field that differ,
+ * with the recorded and the asked value (as the script saw them: strings). A retry must send the
+ * same request; replaying the first answer would admit the second request for free, and
+ * deciding it afresh would count a genuine retry twice.
+ */
+export interface RecordConflict {
+  /** Index in the call's policies. */
+  index: number;
+  field: (typeof RECORDED_FIELDS)[number];
+  recorded: string;
+  asked: string;
 }
 
 /**
@@ -95,6 +117,7 @@ function scriptFor(policies: readonly StorePolicy[]): string {
 }
 
 function parseReply(reply: unknown, n: number, ahead: number): EvaluateAnswer {
+  if (Array.isArray(reply) && reply.length === 5 && reply[0] === -1) return conflictAnswer(reply);
   if (
     !Array.isArray(reply) ||
     reply.length !== 4 + 4 * n ||
@@ -125,6 +148,25 @@ function parseReply(reply: unknown, n: number, ahead: number): EvaluateAnswer {
     stamp: now + ahead,
     retryAfterMs: deniedBy === undefined ? 0 : (policies[deniedBy]?.retryAfterMs ?? 0),
     policies,
+  };
+}
+
+/** The script's conflict reply: {-1, policy (1-based), field (1-based), recorded, asked}. */
+function conflictAnswer(reply: unknown[]): EvaluateAnswer {
+  const [, policy, field, recorded, asked] = reply;
+  const name = typeof field === "number" ? RECORDED_FIELDS[field - 1] : undefined;
+  if (typeof policy !== "number" || policy < 1 || name === undefined) {
+    throw new StoreReplyError(`unexpected evaluate reply: ${JSON.stringify(reply)}`);
+  }
+  return {
+    allowed: false,
+    deniedBy: undefined,
+    replayed: false,
+    now: 0,
+    stamp: 0,
+    retryAfterMs: 0,
+    policies: [],
+    conflict: { index: policy - 1, field: name, recorded: String(recorded), asked: String(asked) },
   };
 }
 

@@ -211,3 +211,126 @@ describe("a reset forgets the request ids recorded for its key", () => {
     });
   });
 });
+
+describe("a request id's retry with other parameters is a conflict, not a replay", () => {
+  it("a retry with another cost is refused naming the cost, counts nothing, the record stands", async () => {
+    const policy = log("conflict-cost", 100);
+    const first = await evaluate(store, {
+      policies: [{ ...policy, cost: 1 }],
+      memberId: "a",
+      now: T,
+      requestId: "X",
+    });
+    expect(first).toMatchObject({ allowed: true, replayed: false });
+    const costly = await evaluate(store, {
+      policies: [{ ...policy, cost: 100 }],
+      memberId: "b",
+      now: T + 1,
+      requestId: "X",
+    });
+    expect(costly).toMatchObject({
+      allowed: false,
+      replayed: false,
+      conflict: { index: 0, field: "cost", recorded: "1", asked: "100" },
+    });
+    expect(await logCount(redis, policy.key)).toBe(1);
+    // The genuine retry still replays.
+    const retry = await evaluate(store, {
+      policies: [{ ...policy, cost: 1 }],
+      memberId: "c",
+      now: T + 2,
+      requestId: "X",
+    });
+    expect(retry).toEqual({ ...first, replayed: true });
+    expect(await logCount(redis, policy.key)).toBe(1);
+  });
+
+  it("names the limit, the window, the algorithm, and the policy that differs", async () => {
+    const a = log("conflict-a", 10);
+    const b = log("conflict-b", 10);
+    const ask = (policies: StorePolicy[], memberId: string) =>
+      evaluate(store, { policies, memberId, now: T, requestId: "Y" });
+    expect(await ask([a, b], "m1")).toMatchObject({ allowed: true });
+    expect(await ask([a, { ...b, limit: 20 }], "m2")).toMatchObject({
+      allowed: false,
+      conflict: { index: 1, field: "limit", recorded: "10", asked: "20" },
+    });
+    expect(await ask([{ ...a, windowMs: 1_000 }, b], "m3")).toMatchObject({
+      conflict: { index: 0, field: "windowMs", recorded: "60000", asked: "1000" },
+    });
+    // The two log layouts share one key: only the record tells them apart.
+    expect(await ask([a, { ...b, algorithm: "sliding-log-zset" }], "m4")).toMatchObject({
+      conflict: {
+        index: 1,
+        field: "algorithm",
+        recorded: "sliding-log",
+        asked: "sliding-log-zset",
+      },
+    });
+    expect(await logCount(redis, a.key)).toBe(1);
+    expect(await logCount(redis, b.key)).toBe(1);
+  });
+
+  it("a denied request's retry with a smaller cost is a conflict too (not decided afresh)", async () => {
+    const policy = log("conflict-denied", 5);
+    const denied = await evaluate(store, {
+      policies: [{ ...policy, cost: 5 }],
+      memberId: "a",
+      now: T,
+      requestId: "D",
+    });
+    expect(denied.allowed).toBe(true);
+    const over = await evaluate(store, {
+      policies: [{ ...policy, cost: 3 }],
+      memberId: "b",
+      now: T + 1,
+      requestId: "E",
+    });
+    expect(over).toMatchObject({ allowed: false, replayed: false });
+    expect(
+      await evaluate(store, {
+        policies: [{ ...policy, cost: 1 }],
+        memberId: "c",
+        now: T + 2,
+        requestId: "E",
+      }),
+    ).toMatchObject({ allowed: false, conflict: { field: "cost", recorded: "3", asked: "1" } });
+    expect(await logCount(redis, policy.key)).toBe(5);
+  });
+
+  it("a refund with other parameters than the recorded ones gives nothing back", async () => {
+    const policy = { ...log("conflict-refund", 10), algorithm: "fixed-window" as const };
+    policy.key = storageKey(prefix, "conflict-refund", "client", "fixed-window");
+    await evaluate(store, { policies: [policy], memberId: "a", now: T, requestId: "R" });
+    expect(
+      await refund(store, {
+        policies: [{ ...policy, cost: 5 }],
+        memberId: "a",
+        at: T,
+        now: T + 1,
+        requestId: "R",
+      }),
+    ).toEqual({ refunded: false, units: [0] });
+    // As evaluated, it is refunded.
+    expect(
+      await refund(store, { policies: [policy], memberId: "a", at: T, now: T + 2, requestId: "R" }),
+    ).toEqual({ refunded: true, units: [1] });
+  });
+
+  it("a record written before fingerprints (no third part) is replayed as it always was", async () => {
+    const policy = log("conflict-legacy", 10);
+    const record = requestRecordKey([policy.key], "L");
+    // The reply as the evaluate script stored it then: allowed, deniedBy, replayed, now, then
+    // allowed, remaining, reset, retryAfterMs.
+    await redis.set(record, `1,0,0,${T},1,9,${T + 60_000},0`, { px: 60_000 });
+    expect(
+      await evaluate(store, {
+        policies: [{ ...policy, cost: 7 }],
+        memberId: "a",
+        now: T + 1,
+        requestId: "L",
+      }),
+    ).toMatchObject({ allowed: true, replayed: true, now: T });
+    expect(await logCount(redis, policy.key)).toBe(0);
+  });
+});
