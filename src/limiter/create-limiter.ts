@@ -14,7 +14,9 @@
  * Each step's mechanics live in its own file; this one only orders them.
  */
 import { boundsIssue } from "../store/caps";
+import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { type EvaluateAnswer, evaluate, type PolicyAnswer } from "../store/evaluate";
+import { storageKey } from "../store/keys";
 import { PolicyBoundsError } from "../store/script-inputs";
 import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
@@ -194,6 +196,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
       return leases?.endAll() ?? Promise.resolve();
     },
     forget(request) {
+      // The reset deleted what this isolate's leases of the key had recorded: nothing more is
+      // spent from them, nor given back into the log the reset started.
+      leases?.book.drop(
+        storageKey(ctx.prefix, request.policy, request.key, request.algorithm ?? DEFAULT_ALGORITHM),
+      );
       forget(ctx, denialCacheKey(request));
     },
   };

@@ -77,6 +77,14 @@ export interface LeaseBook {
   refund(spend: LeaseSpend): Promise<number>;
   /** Ends every lease now and gives back their unspent units (tests, shutdown). */
   endAll(): Promise<void>;
+  /**
+   * The Redis key `storageKey` was reset (by this isolate: forget): its leases here end with
+   * nothing given back — the reset deleted their units, and a give-back would free units of the
+   * log it started, other requests' — and its keys' state starts afresh. A lease call in flight
+   * for it finds its state gone and gives its grant back (refused by the store if granted before
+   * the reset: its reset mark changed).
+   */
+  drop(storageKey: string): void;
   /** Units left in live leases of a key (tests, remaining). */
   liveUnits(cacheKey: string, at: number): number;
   /** What the store last reported as remaining for a key (excludes this isolate's leases). */
@@ -115,7 +123,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
     deps.capacityFreed([lease.policy.cacheKey]);
     const before = lease.givenBack;
     lease.givenBack += unspent;
-    const work = store.giveBack(lease.policy, lease.memberId, lease.stamp, unspent, before).then(
+    const work = store.giveBack(lease, unspent, before).then(
       () => deps.capacityFreed([lease.policy.cacheKey]),
       // Not given back: the units stay in the log until their stamp leaves the window (held
       // capacity, never an over-admission).
@@ -153,6 +161,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
           units,
           deadline: sentAt + spendableMs(lifetime),
           stamp: grant.stamp,
+          resetMark: grant.resetMark,
           storeNow: grant.now,
           sentAt,
           reset: grant.reset,
@@ -162,7 +171,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         if (keys.get(policy.cacheKey) !== state) {
           // Evicted while the call was out: nothing will spend it.
           lease.ended = true;
-          await store.giveBack(policy, memberId, grant.stamp, units, 0);
+          await store.giveBack(lease, units, 0);
           return;
         }
         state.leases.push(lease);
@@ -271,7 +280,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
       const before = lease.givenBack;
       lease.givenBack += cost;
       try {
-        const units = await store.giveBack(lease.policy, lease.memberId, lease.stamp, cost, before);
+        const units = await store.giveBack(lease, cost, before);
         deps.capacityFreed([lease.policy.cacheKey]);
         return units;
       } catch (error) {
@@ -283,6 +292,24 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
     async endAll() {
       const all = [...keys.values()].flatMap((state) => state.leases);
       await Promise.all(all.map((lease) => end(lease, undefined)));
+    },
+
+    drop(storageKey) {
+      const dropped = new Set<string>();
+      for (const state of keys.values()) {
+        const cacheKey =
+          state.policy?.key === storageKey
+            ? state.policy.cacheKey
+            : state.leases.find((lease) => lease.policy.key === storageKey)?.policy.cacheKey;
+        if (cacheKey === undefined) continue;
+        for (const lease of state.leases) {
+          lease.ended = true;
+          lease.units = 0;
+        }
+        state.leases = [];
+        dropped.add(cacheKey);
+      }
+      for (const cacheKey of dropped) keys.delete(cacheKey);
     },
 
     liveUnits(cacheKey, at) {

@@ -34,6 +34,8 @@ export interface LeaseKeys {
   stateOf(cacheKey: string, at: number): KeyState;
   /** A key's state if it has one (not marked used). */
   get(cacheKey: string): KeyState | undefined;
+  /** Forgets a key's state (its leases are the caller's to end): a new one starts afresh. */
+  delete(cacheKey: string): void;
   values(): IterableIterator<KeyState>;
 }
 
@@ -69,6 +71,9 @@ export function createLeaseKeys(maxKeys: number, evicted: (state: KeyState) => v
       return state;
     },
     get: (cacheKey) => keys.get(cacheKey),
+    delete: (cacheKey) => {
+      keys.delete(cacheKey);
+    },
     values: () => keys.values(),
   };
 }

@@ -7,6 +7,7 @@ import { evaluate } from "../store/evaluate";
 import { refund } from "../store/refund";
 import { withinDeadline } from "../store/script-runner";
 import type { LimiterContext } from "./context";
+import type { Lease } from "./lease";
 import type { ResolvedPolicy } from "./resolved-policy";
 
 /** What the store answered to a lease request. */
@@ -21,7 +22,12 @@ export interface LeaseGrant {
   remaining: number;
   /** Store-clock ms when capacity next frees (PolicyAnswer.reset). */
   reset: number;
+  /** The key's reset mark it was granted under ('' for none): Lease.resetMark. */
+  resetMark: string;
 }
+
+/** What a give-back names: the lease's key, its units' member id and stamp, its reset mark. */
+export type LeaseUnits = Pick<Lease, "policy" | "memberId" | "stamp" | "resetMark">;
 
 export interface LeaseStore {
   /**
@@ -37,15 +43,11 @@ export interface LeaseStore {
   /**
    * Gives back `units` of the lease recorded under `memberId` at `stamp` (store clock), after
    * `before` of its units were already given back: exactly that many of its admissions leave the
-   * log, or fewer if fewer are left. Resolves to the units given back; rejects on a store failure.
+   * log, or fewer if fewer are left; none if the key was reset since the grant (its reset mark
+   * changed: the reset already deleted them, and the log's units are other requests'). Resolves
+   * to the units given back; rejects on a store failure.
    */
-  giveBack(
-    policy: ResolvedPolicy,
-    memberId: string,
-    stamp: number,
-    units: number,
-    before: number,
-  ): Promise<number>;
+  giveBack(lease: LeaseUnits, units: number, before: number): Promise<number>;
 }
 
 /** The lease calls over the limiter's store, deadline and clock. */
@@ -59,6 +61,7 @@ export function createLeaseStore(ctx: LimiterContext): LeaseStore {
             memberId,
             now,
             stampOffsetMs: lifetimeMs,
+            resetMarks: "read",
           }),
         ),
       );
@@ -69,9 +72,10 @@ export function createLeaseStore(ctx: LimiterContext): LeaseStore {
         stamp: answer.stamp,
         remaining: only?.remaining ?? 0,
         reset: only?.reset ?? answer.now,
+        resetMark: answer.resetMarks?.[0] ?? "",
       };
     },
-    async giveBack(policy, memberId, stamp, units, before) {
+    async giveBack({ policy, memberId, stamp, resetMark }, units, before) {
       // The ring gives back `cost` admissions stamped `at`. The sorted set removes a call's
       // members by name, `<memberId>.1` to `.<cost>` (store/refund.ts): the `before` given back
       // took the first names, so asking for before + units removes exactly the next `units`
@@ -84,6 +88,7 @@ export function createLeaseStore(ctx: LimiterContext): LeaseStore {
             memberId,
             at: stamp,
             now,
+            resetMarks: [resetMark],
           }),
         ),
       );

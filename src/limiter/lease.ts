@@ -47,6 +47,12 @@ export interface Lease {
   readonly deadline: number;
   /** Store clock: where its units are in the log. */
   readonly stamp: number;
+  /**
+   * The key's reset mark when the store granted it ('' for none). Every give-back carries it:
+   * after a reset of the key the store refuses it, for the log then holds only other requests'
+   * units (the reset deleted this lease's).
+   */
+  readonly resetMark: string;
   /** Store clock: when the store granted it. */
   readonly storeNow: number;
   /** Isolate clock: when the grant was asked for (the store's now is no earlier). */

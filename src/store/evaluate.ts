@@ -61,6 +61,11 @@ export interface EvaluateAnswer {
    * was decided or counted (`allowed` false, `policies` empty). See RecordConflict.
    */
   conflict?: RecordConflict;
+  /**
+   * With `resetMarks: "read"`: each policy's reset mark when it was decided ('' for none), for a
+   * refund of it to carry (ScriptCall.resetMarks).
+   */
+  resetMarks?: string[];
 }
 
 /** The fields of a policy a request id's record remembers, in the record's order. */
@@ -105,7 +110,8 @@ export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<
   }
   const { keys, args } = scriptInputs("evaluate", call, [ahead]);
   const reply = await runScript<unknown>(client, scriptFor(policies), keys, args);
-  return parseReply(reply, policies.length, ahead);
+  const marks = call.resetMarks === "read" && call.requestId === undefined;
+  return parseReply(reply, policies.length, ahead, marks);
 }
 
 /** The single-algorithm script when the policies share one (shorter EVAL text), else the mixed one. */
@@ -116,12 +122,15 @@ function scriptFor(policies: readonly StorePolicy[]): string {
     : EVALUATE_SCRIPTS.mixed;
 }
 
-function parseReply(reply: unknown, n: number, ahead: number): EvaluateAnswer {
+function parseReply(reply: unknown, n: number, ahead: number, marks: boolean): EvaluateAnswer {
   if (Array.isArray(reply) && reply.length === 5 && reply[0] === -1) return conflictAnswer(reply);
+  const numbers = 4 + 4 * n;
   if (
     !Array.isArray(reply) ||
-    reply.length !== 4 + 4 * n ||
-    !reply.every((value) => typeof value === "number" && Number.isFinite(value))
+    reply.length !== (marks ? numbers + n : numbers) ||
+    !reply.every((value, i) =>
+      i < numbers ? typeof value === "number" && Number.isFinite(value) : typeof value === "string",
+    )
   ) {
     throw new StoreReplyError(`unexpected evaluate reply: ${JSON.stringify(reply)}`);
   }
@@ -140,7 +149,7 @@ function parseReply(reply: unknown, n: number, ahead: number): EvaluateAnswer {
     });
   }
   const deniedBy = at(1) > 0 ? at(1) - 1 : undefined;
-  return {
+  const answer: EvaluateAnswer = {
     allowed: at(0) === 1,
     deniedBy,
     replayed: at(2) === 1,
@@ -149,6 +158,8 @@ function parseReply(reply: unknown, n: number, ahead: number): EvaluateAnswer {
     retryAfterMs: deniedBy === undefined ? 0 : (policies[deniedBy]?.retryAfterMs ?? 0),
     policies,
   };
+  if (marks) answer.resetMarks = (reply as unknown[]).slice(numbers) as string[];
+  return answer;
 }
 
 /** The script's conflict reply: {-1, policy (1-based), field (1-based), recorded, asked}. */

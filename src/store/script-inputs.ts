@@ -49,6 +49,13 @@ export interface ScriptCall {
    * passes `at` = the evaluation's now + this offset. @default 0
    */
   stampOffsetMs?: number | undefined;
+  /**
+   * The policies' reset marks (keys.ts resetMarkKey), for a call without a request id. To
+   * evaluate: "read", and the answer carries the marks it was decided under (a lease keeps them).
+   * To refund: those marks, one per policy ('' for none): nothing is given back if any policy
+   * was reset since, for the log the reset started holds other requests' units, not this one's.
+   */
+  resetMarks?: "read" | readonly string[] | undefined;
 }
 
 /**
@@ -87,20 +94,28 @@ export function scriptInputs(
   if (issue) throw new PolicyBoundsError(caller, issue.index, issue.field, issue.detail);
   const keys = policies.map((policy) => policy.key);
   const withRecord = call.requestId !== undefined;
+  const marks = withRecord ? undefined : call.resetMarks;
+  if (Array.isArray(marks) && marks.length !== policies.length) {
+    throw new TypeError(`${caller}: one reset mark per policy`);
+  }
   if (withRecord) {
     // The record, then each policy key's reset mark: a record a reset came after is forgotten.
     keys.push(requestRecordKey(keys, call.requestId ?? ""));
+  }
+  if (withRecord || marks !== undefined) {
     for (const policy of policies) keys.push(resetMarkKey(policy.key));
   }
   const args: ScriptArg[] = [
     call.now ?? "",
     call.memberId,
     policies.length,
-    withRecord ? 1 : 0,
+    withRecord ? 1 : marks !== undefined ? 2 : 0,
     ...extra,
   ];
   for (const policy of policies) {
     args.push(policy.algorithm, policy.limit, policy.windowMs, policy.cost);
   }
+  // A refund's marks follow the policies (the evaluate script reads them itself).
+  if (Array.isArray(marks)) args.push(...marks);
   return { keys, args };
 }

@@ -143,11 +143,13 @@ end
  * Evaluate n policies for one request, all or nothing.
  *
  * KEYS[1..n]  one key per policy; when ARGV[4] is "1", KEYS[n + 1] the request-id record and
- *             KEYS[n + 2..2n + 1] the policies' reset marks (keys.ts resetMarkKey).
+ *             KEYS[n + 2..2n + 1] the policies' reset marks (keys.ts resetMarkKey); when it is
+ *             "2", KEYS[n + 1..2n] the policies' reset marks
  * ARGV[1]     the caller's clock in ms, or "" for the Redis clock
  * ARGV[2]     a member id unique to this call (log members are `<id>.<n>`)
  * ARGV[3]     n
- * ARGV[4]     "1" when KEYS[n + 1] is a request-id record, else "0"
+ * ARGV[4]     "1" when KEYS[n + 1] is a request-id record; "2" to read the reset marks (a
+ *             lease: the reply ends with them, one string per policy, '' for none); else "0"
  * ARGV[5]     ms ahead of now to stamp the logs' admissions (0; a lease: its lifetime, at most
  *             STAMP_AHEAD_MAX_MS): the O(1) algorithms ignore it
  * ARGV[6..]   per policy: algorithm, limit, window ms, cost
@@ -223,6 +225,10 @@ if record then
   -- Capped so that a reset mark (kept as long) outlives every record written before it.
   if ttl > RECORD_TTL_MAX then ttl = RECORD_TTL_MAX end
   if ttl > 0 then redis.call('SET', record, records().value(out, marks, n, 5), 'PX', ttl) end
+elseif ARGV[4] == '2' then
+  -- A lease: the marks it is granted under, which its give-backs carry (see the refund).
+  local got = redis.call('MGET', unpack(KEYS, n + 1, 2 * n))
+  for i = 1, n do out[#out + 1] = got[i] or '' end
 end
 return out
 `;
@@ -231,11 +237,14 @@ return out
  * Give back what one request consumed.
  *
  * KEYS[1..n]  the keys the request was evaluated on; when ARGV[4] is "1", KEYS[n + 1] its
- *             request-id record and KEYS[n + 2..2n + 1] the policies' reset marks
+ *             request-id record and KEYS[n + 2..2n + 1] the policies' reset marks; when "2",
+ *             KEYS[n + 1..2n] the policies' reset marks
  * ARGV[1]     the caller's clock in ms, or "" (read by the token bucket and the sliding counter)
  * ARGV[2]     the request's member id
  * ARGV[3]     n
- * ARGV[4]     "1" when KEYS[n + 1] is a request-id record
+ * ARGV[4]     "1" when KEYS[n + 1] is a request-id record; "2" when the evaluation's reset marks
+ *             follow the policies (ARGV[5 + 4n + i], '' for none): refunded only if every
+ *             policy's mark is still the one the evaluation saw (no reset since)
  * ARGV[5]     the store's `now` of the original decision (which window it was counted in), plus
  *             its stamp offset if it had one (the log's refund finds the request's times by it)
  * ARGV[6..]   per policy: algorithm, limit, window ms, cost (as evaluated)
@@ -249,7 +258,17 @@ local n = tonumber(ARGV[3])
 local ps, err = policies(n, 5, ARGV[2], tonumber(ARGV[5]))
 if not ps then return redis.error_reply(err) end
 local out = {0}
-if ARGV[4] == '1' then
+if ARGV[4] == '2' then
+  -- A reset since the evaluation (a mark it did not see) deleted what it counted: whatever the
+  -- log holds now is another request's, even at the very same time, and stays.
+  local got = redis.call('MGET', unpack(KEYS, n + 1, 2 * n))
+  for i = 1, n do
+    if (got[i] or '') ~= ARGV[5 + 4 * n + i] then
+      for j = 1, n do out[j + 1] = 0 end
+      return out
+    end
+  end
+elseif ARGV[4] == '1' then
   local record = KEYS[n + 1]
   local stored, _, fp = records().read(n)
   -- Refunded only as evaluated: other costs than recorded would give back what it never took.
