@@ -5,6 +5,8 @@
 //   - MEMORY USAGE (SAMPLES 0) of a log full to its limit.
 //
 //   node scripts/measure-caps.mjs
+//   node scripts/measure-caps.mjs --switch   one key switched between limits and layouts
+//   node scripts/measure-caps.mjs --refund   a ring refund's cost against its admission's
 //
 // The real composed script (src/store/lua/scripts.ts) on a private redis-server, so the figures
 // see only this traffic. Members are shaped like the limiter's (12-char isolate id + counter).
@@ -16,9 +18,25 @@ const cli = (...args) => env.cli(...args).trim();
 
 try {
   /** @type {any} */
-  const { EVALUATE_SCRIPTS } = await env.bundle(
-    `export { EVALUATE_SCRIPTS } from "./src/store/lua/scripts";`,
+  const { EVALUATE_SCRIPTS, REFUND_SCRIPT } = await env.bundle(
+    `export { EVALUATE_SCRIPTS, REFUND_SCRIPT } from "./src/store/lua/scripts";`,
   );
+  if (process.argv.includes("--switch")) {
+    await measureSwitch(cli, EVALUATE_SCRIPTS);
+  } else if (process.argv.includes("--refund")) {
+    await measureRefund(cli, EVALUATE_SCRIPTS, REFUND_SCRIPT);
+  } else {
+    await measureCaps(cli, EVALUATE_SCRIPTS);
+  }
+} finally {
+  await env.close();
+}
+
+/**
+ * @param {(...args: (string | number)[]) => string} cli
+ * @param {any} EVALUATE_SCRIPTS
+ */
+async function measureCaps(cli, EVALUATE_SCRIPTS) {
   // Stock Redis rejects the Upstash shebang flag (the bridge strips it likewise).
   /** @param {string} algorithm */
   const load = (algorithm) =>
@@ -102,6 +120,232 @@ try {
     console.log(`  limit ${String(limit).padStart(6)}: ${count} members, ${bytes} bytes`);
     cli("DEL", key);
   }
-} finally {
-  await env.close();
+}
+
+/** Stock Redis rejects the Upstash shebang flag (the bridge strips it likewise). @param {string} lua */
+function stock(lua) {
+  return lua.replace(/^#!lua[^\n]*\n/, "#!lua\n");
+}
+
+/**
+ * The Redis time (SLOWLOG µs) of the one script `run` sends; slowlog-log-slower-than is 0.
+ * @param {(...args: (string | number)[]) => string} cli
+ * @param {() => string} run
+ */
+function slowlogged(cli, run) {
+  cli("CONFIG", "SET", "slowlog-log-slower-than", "0");
+  cli("SLOWLOG", "RESET");
+  const reply = run();
+  const log = cli("SLOWLOG", "GET", "20").split("\n");
+  for (let i = 0; i + 3 < log.length; i++) {
+    if (log[i + 3] === "EVALSHA") return { us: Number(log[i + 2]), reply };
+  }
+  throw new Error("no EVALSHA in SLOWLOG");
+}
+
+/**
+ * One key switched between limits and log layouts (the shared key of a /check policy whose limit
+ * or algorithm changes): each call's Redis time, and the key's type and size after it.
+ * @param {(...args: (string | number)[]) => string} cli
+ * @param {any} EVALUATE_SCRIPTS
+ */
+async function measureSwitch(cli, EVALUATE_SCRIPTS) {
+  const shas = {
+    "sliding-log": cli("SCRIPT", "LOAD", stock(EVALUATE_SCRIPTS["sliding-log"])),
+    "sliding-log-zset": cli("SCRIPT", "LOAD", stock(EVALUATE_SCRIPTS["sliding-log-zset"])),
+  };
+  const WEEK = 604_800_000;
+  let now = 1_700_000_000_000;
+  let member = 0;
+  const key = "victim";
+  /** @param {string} algorithm @param {number} limit @param {number} cost */
+  const call = (algorithm, limit, cost = 1) => {
+    now += 1;
+    const { us, reply } = slowlogged(cli, () =>
+      cli(
+        "EVALSHA",
+        /** @type {any} */ (shas)[algorithm],
+        "1",
+        key,
+        String(now),
+        `AbCdEfGhIjKl${(member++).toString(36)}`,
+        "1",
+        "0",
+        "0",
+        algorithm,
+        String(limit),
+        String(WEEK),
+        String(cost),
+      ),
+    );
+    const type = cli("TYPE", key);
+    const bytes = cli("MEMORY", "USAGE", key, "SAMPLES", "0");
+    const allowed = reply.split("\n")[0] === "1" ? "allowed" : "denied ";
+    console.log(
+      `  ${algorithm.padEnd(16)} limit ${String(limit).padStart(6)} cost ${String(cost).padStart(6)}: ${allowed} ${String(us).padStart(7)} µs; then ${type} of ${bytes} B`,
+    );
+  };
+  console.log("The reviewer's sequence (7-day window, caller clock, 1 ms apart):");
+  call("sliding-log", 100_000, 100_000);
+  call("sliding-log-zset", 8_000);
+  for (let i = 0; i < 3; i++) call("sliding-log", 100_000);
+  cli("DEL", key);
+  console.log("Resizing alone (a full 100 000 ring, then other limits; each twice):");
+  for (const limit of [99_999, 1, 5_000]) {
+    call("sliding-log", 100_000, 100_000);
+    call("sliding-log", limit);
+    call("sliding-log", limit);
+    cli("DEL", key);
+  }
+  console.log("Nine alternating calls:");
+  call("sliding-log", 100_000, 100_000);
+  for (let i = 0; i < 8; i++) {
+    if (i % 2 === 0) call("sliding-log-zset", 8_000);
+    else call("sliding-log", 100_000, 100_000);
+  }
+  cli("DEL", key);
+}
+
+/**
+ * A ring refund of cost 1 at limit 100 000 against an admission (commandstats usec: the commands
+ * the script ran, and SLOWLOG for the script), over a ring at its limit.
+ * @param {(...args: (string | number)[]) => string} cli
+ * @param {any} EVALUATE_SCRIPTS
+ * @param {string} REFUND_SCRIPT
+ */
+async function measureRefund(cli, EVALUATE_SCRIPTS, REFUND_SCRIPT) {
+  const evaluate = cli("SCRIPT", "LOAD", stock(EVALUATE_SCRIPTS["sliding-log"]));
+  const refund = cli("SCRIPT", "LOAD", stock(REFUND_SCRIPT));
+  const WINDOW = 3_600_000;
+  const L = 100_000;
+  const key = "refunded";
+  let now = 1_700_000_000_000;
+  // Full: 100 000 admissions, 1 000 a call (cost 1 000), 1 ms apart.
+  for (let i = 0; i < L / 1_000; i++, now++) {
+    cli(
+      "EVALSHA",
+      evaluate,
+      "1",
+      key,
+      String(now),
+      `f${i}`,
+      "1",
+      "0",
+      "0",
+      "sliding-log",
+      String(L),
+      String(WINDOW),
+      "1000",
+    );
+  }
+  // Past the window, steady admissions of 1: each frees and takes one slot.
+  now += WINDOW;
+  const admits = [];
+  const refunds = [];
+  for (let i = 0; i < 20; i++, now++) {
+    const at = now;
+    admits.push(
+      slowlogged(cli, () =>
+        cli(
+          "EVALSHA",
+          evaluate,
+          "1",
+          key,
+          String(at),
+          `a${i}`,
+          "1",
+          "0",
+          "0",
+          "sliding-log",
+          String(L),
+          String(WINDOW),
+          "1",
+        ),
+      ).us,
+    );
+    // A few admissions between the request and its refund (others' requests meanwhile).
+    for (let j = 0; j < 5; j++) {
+      now++;
+      cli(
+        "EVALSHA",
+        evaluate,
+        "1",
+        key,
+        String(now),
+        `o${i}.${j}`,
+        "1",
+        "0",
+        "0",
+        "sliding-log",
+        String(L),
+        String(WINDOW),
+        "1",
+      );
+    }
+    const { us, reply } = slowlogged(cli, () =>
+      cli(
+        "EVALSHA",
+        refund,
+        "1",
+        key,
+        String(now),
+        `a${i}`,
+        "1",
+        "0",
+        String(at),
+        "sliding-log",
+        String(L),
+        String(WINDOW),
+        "1",
+      ),
+    );
+    if (reply.split("\n")[1] !== "1") throw new Error(`refund gave back ${reply}`);
+    refunds.push(us);
+  }
+  /** @param {number[]} xs */
+  const span = (xs) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return `median ${s[Math.floor(s.length / 2)]} µs, ${s[0]}–${s[s.length - 1]}`;
+  };
+  console.log(`ring of limit ${L} at its limit (SLOWLOG, 20 each):`);
+  console.log(`  admission of 1: ${span(admits)}`);
+  console.log(`  refund of 1 (5 admissions after it): ${span(refunds)}`);
+  cli("CONFIG", "RESETSTAT");
+  cli(
+    "EVALSHA",
+    evaluate,
+    "1",
+    key,
+    String(++now),
+    "last",
+    "1",
+    "0",
+    "0",
+    "sliding-log",
+    String(L),
+    String(WINDOW),
+    "1",
+  );
+  const at = now;
+  now += 5;
+  cli(
+    "EVALSHA",
+    refund,
+    "1",
+    key,
+    String(now),
+    "last",
+    "1",
+    "0",
+    String(at),
+    "sliding-log",
+    String(L),
+    String(WINDOW),
+    "1",
+  );
+  console.log("  commands of that admission + refund (INFO commandstats):");
+  for (const line of cli("INFO", "commandstats").split("\n")) {
+    const m = /^cmdstat_(get|set|getrange|setrange|pexpire|evalsha):(.*)$/.exec(line.trim());
+    if (m) console.log(`    ${m[1]}: ${m[2]}`);
+  }
 }

@@ -13,10 +13,9 @@ export {
   maxLimitOf,
 } from "../store/caps";
 
-export const MIN_WINDOW_MS = 1;
-export const MAX_WINDOW_MS = 7 * 86_400_000;
-/** Policy (rule) names appear in Redis keys and headers: keep them to a safe alphabet. */
-export const POLICY_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+// The window bounds and the policy names are the store's too (the limiter refuses the same).
+export { MAX_WINDOW_MS, MIN_WINDOW_MS } from "../store/caps";
+export { POLICY_NAME } from "../store/keys";
 
 /**
  * Ad-hoc checks (`limit` + `window` in a /check body) use the policy `check.<window>ms`: one log

@@ -74,6 +74,7 @@ export function createLimiterContext(options: LimiterOptions): LimiterContext {
       ...(options.onBreakerChange ? { onStateChange: options.onBreakerChange } : {}),
     }),
     clock: createStoreClock({
+      store: options.store,
       clock: options.clock ?? "redis",
       now,
       onClockChange: options.onClockChange,

@@ -13,11 +13,9 @@
  * store, then remember what the answer proves.
  * Each step's mechanics live in its own file; this one only orders them.
  */
-import { boundsIssue } from "../store/caps";
 import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { type EvaluateAnswer, evaluate, type PolicyAnswer } from "../store/evaluate";
 import { storageKey } from "../store/keys";
-import { PolicyBoundsError } from "../store/script-inputs";
 import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
 import type { Permit } from "./circuit-breaker";
@@ -32,7 +30,8 @@ import { refundReceipt } from "./refund-receipt";
 import {
   denialCacheKey,
   type ResolvedPolicy,
-  resolvePolicy,
+  receiptIssue,
+  resolvePolicies,
   withStorageKeys,
 } from "./resolved-policy";
 import type { Decision, Limiter, LimiterOptions, LimitRequest, MultiDecision } from "./types";
@@ -154,13 +153,12 @@ export function createLimiter(options: LimiterOptions): Limiter {
     requestId: string | undefined,
     waitUntil?: WaitUntil,
   ): Promise<MultiDecision> {
-    const policies = requests.map((request) => resolvePolicy(request, ctx.defaultFailMode));
+    // A field past its bounds (resolved-policy.ts: the caps of store/caps.ts, the window, the
+    // key, the name) is the caller's error, thrown to the caller (not a decision in the fail
+    // mode): never sent, never a store failure, never the breaker or the clock. /check and the
+    // config refuse the same earlier, naming the field.
+    const policies = resolvePolicies("limit", requests, ctx.defaultFailMode);
     if (policies.length === 0) return { allowed: true, decisions: [], replayed: false };
-    // Past the caps of store/caps.ts (what one request may make Redis store and do) is the
-    // caller's error, thrown to the caller (not a decision in the fail mode): never sent, never
-    // a store failure. /check and the config refuse the same earlier, naming the field.
-    const bounds = boundsIssue(policies);
-    if (bounds) throw new PolicyBoundsError("limit", bounds.index, bounds.field, bounds.detail);
     let decided: MultiDecision;
     try {
       decided = await decide(policies, requestId, waitUntil);
@@ -189,6 +187,10 @@ export function createLimiter(options: LimiterOptions): Limiter {
       return limitAll(requests, limitOptions?.requestId, limitOptions?.waitUntil);
     },
     refund(receipt, refundOptions) {
+      // A receipt past the bounds is the caller's error, answered (a refund never throws)
+      // without asking the store, and not a store failure.
+      const refused = receiptIssue(receipt, refundOptions?.policies);
+      if (refused) return Promise.resolve({ refunded: false, units: [], error: String(refused) });
       if (receipt.leased && leases) return leases.refund(receipt, refundOptions?.policies);
       return refundReceipt(ctx, receipt, refundOptions?.policies);
     },

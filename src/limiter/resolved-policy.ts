@@ -1,12 +1,16 @@
 /**
- * LimitRequest → ResolvedPolicy: each policy of a decision resolved once (defaults applied, its
- * cache key built) into the one object the whole decision uses, the store call included.
+ * LimitRequest → ResolvedPolicy: each policy of a decision checked and resolved once (defaults
+ * applied, its cache key built) into the one object the whole decision uses, the store call
+ * included. The check is the limiter's only one of what a caller sent: a field the store must
+ * not be asked with is the caller's PolicyBoundsError here, before the denial cache, the breaker
+ * and the store (never a store failure, never the breaker, never the clock).
  */
 import { DEFAULT_ALGORITHM } from "../store/algorithm";
-import { storageKey } from "../store/keys";
-import type { StorePolicy } from "../store/script-inputs";
+import { storePolicyIssue } from "../store/caps";
+import { POLICY_NAME, storageKey } from "../store/keys";
+import { PolicyBoundsError, type PolicyField, type StorePolicy } from "../store/script-inputs";
 import { LEASABLE } from "./lease";
-import type { FailMode, LimitRequest } from "./types";
+import type { FailMode, LimitRequest, RefundReceipt } from "./types";
 
 /**
  * One policy of one decision: what the store runs (StorePolicy: key, algorithm, limit, window,
@@ -42,6 +46,51 @@ export function denialCacheKey(
   return `${request.policy}\n${algorithm}\n${request.limit}\n${request.windowMs}\n${request.key}`;
 }
 
+/**
+ * Every request of one call checked, then resolved (resolvePolicy). Throws PolicyBoundsError
+ * for the first field past its bounds, the same bounds /check and the config apply (caps.ts
+ * storePolicyIssue: algorithm, window, limit, cost and the summed log costs; a cost above the
+ * limit), plus what only a library caller can get wrong: a policy name outside POLICY_NAME, a
+ * client key that is not a non-empty string, a fail mode that is not "open" or "closed".
+ */
+export function resolvePolicies(
+  caller: string,
+  requests: readonly LimitRequest[],
+  defaultFailMode: FailMode,
+): ResolvedPolicy[] {
+  if (!Array.isArray(requests)) throw new PolicyBoundsError(caller, 0, "policy", "no requests");
+  const policies: ResolvedPolicy[] = [];
+  for (const [index, request] of requests.entries()) {
+    const issue = requestIssue(request);
+    if (issue) throw new PolicyBoundsError(caller, index, issue[0], issue[1]);
+    policies.push(resolvePolicy(request, defaultFailMode));
+  }
+  const bounds = storePolicyIssue(policies);
+  if (bounds) throw new PolicyBoundsError(caller, bounds.index, bounds.field, bounds.detail);
+  // Within the limit: a cost above it could never be admitted (/check and the config say so
+  // too; the store alone would answer it as a denial).
+  for (const [index, policy] of policies.entries()) {
+    if (policy.cost > policy.limit) {
+      throw new PolicyBoundsError(caller, index, "cost", "must be an integer from 1 to limit");
+    }
+  }
+  return policies;
+}
+
+/** What one request (as a plain-JS caller may send it) gets wrong first, or undefined. */
+function requestIssue(request: LimitRequest): [PolicyField, string] | undefined {
+  if (typeof request !== "object" || request === null) return ["policy", "is not a request"];
+  const { policy, key, failMode } = request as unknown as Partial<Record<string, unknown>>;
+  if (typeof policy !== "string" || !POLICY_NAME.test(policy)) {
+    return ["policy", "must be 1 to 64 of A-Z a-z 0-9 _ . - (it is part of the Redis key)"];
+  }
+  if (typeof key !== "string" || key.length === 0) return ["key", "must be a non-empty string"];
+  if (failMode !== undefined && failMode !== "open" && failMode !== "closed") {
+    return ["failMode", 'must be "open" or "closed"'];
+  }
+  return undefined;
+}
+
 export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode): ResolvedPolicy {
   const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
   return {
@@ -67,4 +116,37 @@ export function withStorageKeys(policies: readonly ResolvedPolicy[], prefix: str
   for (const policy of policies) {
     policy.key = storageKey(prefix, policy.policy, policy.clientKey, policy.algorithm);
   }
+}
+
+/**
+ * A refund's receipt and policy names checked as the decision's policies were (a receipt is
+ * meant to come back as `limitAll` gave it, but a caller may keep it, serialize it, or build
+ * one): the PolicyBoundsError a refund answers with, or undefined. Before the store, so a
+ * tampered receipt is never a store failure.
+ */
+export function receiptIssue(
+  receipt: RefundReceipt,
+  only: readonly string[] | undefined,
+): PolicyBoundsError | undefined {
+  const { memberId, at, resolved } = (receipt ?? {}) as Partial<RefundReceipt>;
+  if (typeof memberId !== "string" || memberId.length === 0 || !Array.isArray(resolved)) {
+    return new PolicyBoundsError("refund", 0, "policy", "is not a receipt limitAll returned");
+  }
+  if (typeof at !== "number" || !Number.isSafeInteger(at) || at < 0) {
+    return new PolicyBoundsError("refund", 0, "policy", "is not a receipt limitAll returned");
+  }
+  if (only !== undefined && !(Array.isArray(only) && only.every((n) => typeof n === "string"))) {
+    return new PolicyBoundsError("refund", 0, "policy", "policies must be a list of names");
+  }
+  for (const [index, policy] of resolved.entries()) {
+    const issue = requestIssue({ ...policy, key: policy?.clientKey } as LimitRequest);
+    if (issue) return new PolicyBoundsError("refund", index, issue[0], issue[1]);
+    // (A request paid from leases never asked the store: its Redis keys are not built yet.)
+    if (typeof policy.key !== "string" || (policy.key.length === 0 && !receipt.leased)) {
+      return new PolicyBoundsError("refund", index, "key", "is not a receipt's Redis key");
+    }
+  }
+  const bounds = storePolicyIssue(resolved);
+  if (bounds) return new PolicyBoundsError("refund", bounds.index, bounds.field, bounds.detail);
+  return undefined;
 }

@@ -1,91 +1,65 @@
 /**
- * Whose clock the limiter's store calls use, and the one switch that policy makes: a store that
- * refuses the Redis clock (TIME in a script) moves the limiter to the caller clock, once, for good.
+ * The limiter's side of the store's clock policy (store/store-clock.ts): its calls run on the
+ * clock its store client follows, which every script on that client shares — a refusal of TIME
+ * seen by any of them (a decision, a refund, a lease, the admin peek) moves them all to the
+ * caller clock, once, for good. This file adds only how the limiter is told.
  */
 import type { ScriptClient } from "../store/script-runner";
+import {
+  type ClockedCall,
+  type ClockRun,
+  refusesStoreClock,
+  reportClockChange,
+  runOnClock,
+  storeClockOf,
+} from "../store/store-clock";
 import type { ClockChangeEvent, ClockSource } from "./types";
 
-/**
- * Recognises a store that refuses the Redis clock in scripts. Upstash asks scripts to stay
- * deterministic (no clock inside); a store that enforces it answers a script calling `TIME` with
- * an error, not a timeout. Known wordings: Redis before 5 ("Write commands not allowed after non
- * deterministic commands"), "This Redis command is not allowed from scripts", and any error
- * that names TIME. Our scripts call TIME first (and only with the Redis clock), so such an error
- * means nothing was changed and the call can be made again on the caller's clock.
- */
-const REFUSES_CLOCK = /\bTIME\b|non[- ]?deterministic|not allowed (?:from|in) scripts?/i;
-
-export function refusesStoreClock(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  // @upstash/redis appends ", command was: [...]" (the script text, which itself calls TIME):
-  // only the store's own words count.
-  const [said = ""] = error.message.split(", command was:");
-  if (said.includes("NOSCRIPT")) return false;
-  return REFUSES_CLOCK.test(said);
-}
-
-/** A store call given the clock to pass: the caller's ms, or undefined for the Redis clock. */
-export type ClockedCall<T> = (client: ScriptClient, now: number | undefined) => Promise<T>;
+export { refusesStoreClock };
 
 export interface StoreClock {
   /**
-   * Calls the store on the limiter's clock. If the store refuses the Redis clock, switches to
-   * the caller clock for good, says so once, and calls again on `client` (within the same
-   * deadline). Safe to retry: TIME is the script's first command, so the refused call changed
-   * nothing.
+   * Calls the store on the store client's clock policy. If the store refuses the Redis clock,
+   * every script on that client switches to the caller clock for good, this limiter says so
+   * once, and the call is made again on `client` (within the same deadline).
    */
   run<T>(client: ScriptClient, call: ClockedCall<T>): Promise<T>;
   readonly source: ClockSource;
 }
 
 export interface StoreClockOptions {
+  /** The store client whose clock policy the limiter follows (its state is per client). */
+  store: object;
   clock: ClockSource;
   /** The isolate's clock (ms), passed to the store on the caller clock. */
   now: () => number;
-  /** @default one JSON line on console.warn */
+  /** @default one JSON line on console.warn, once per store client */
   onClockChange?: ((event: ClockChangeEvent) => void) | undefined;
 }
 
-/** One per limiter: the switch is the limiter's state, not a request's. */
+/** One per limiter; the state it reads and records is its store client's. */
 export function createStoreClock(options: StoreClockOptions): StoreClock {
-  const { now } = options;
-  let source = options.clock;
-
-  // Once per limiter (concurrent calls may all see the refusal): switch, and say so once.
-  function switchToCallerClock(error: unknown) {
-    if (source === "caller") return;
-    source = "caller";
-    const event: ClockChangeEvent = {
-      event: "store-clock",
-      from: "redis",
-      to: "caller",
-      error: String(error).split(", command was:")[0]?.slice(0, 300) ?? "",
-    };
-    if (options.onClockChange) options.onClockChange(event);
-    else console.warn(JSON.stringify(event));
-  }
+  const state = storeClockOf(options.store);
+  const { onClockChange } = options;
+  const configuredCaller = options.clock === "caller";
+  // A handler of its own hears of the switch once per limiter, whoever met the refusal; without
+  // one the store client's one line is enough (two limiters on one client: one line).
+  let told = configuredCaller;
+  const tell = () => {
+    told = true;
+    if (onClockChange && state.event) onClockChange(state.event);
+    else reportClockChange(state);
+  };
+  const run: ClockRun = { state, caller: configuredCaller, now: options.now, onSwitch: tell };
 
   return {
-    // Not an async function: the Redis clock's call is returned as it is, with a handler for
-    // the refusal, rather than awaited in one more promise layer per decision (issue 12).
     run(client, call) {
-      const caller = source === "caller";
-      let first: ReturnType<typeof call>;
-      try {
-        first = call(client, caller ? now() : undefined);
-      } catch (error) {
-        // A call that throws rejects, as it did when this was an async function.
-        first = Promise.reject(error);
-      }
-      if (caller) return first;
-      return first.catch((error: unknown) => {
-        if (!refusesStoreClock(error)) throw error;
-        switchToCallerClock(error);
-        return call(client, now());
-      });
+      // Switched by another script on this client since this limiter last called.
+      if (!told && state.refused) tell();
+      return runOnClock(run, client, call);
     },
     get source() {
-      return source;
+      return configuredCaller || state.refused ? "caller" : "redis";
     },
   };
 }

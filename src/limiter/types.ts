@@ -4,6 +4,7 @@
  */
 import type { Algorithm } from "../store/algorithm";
 import type { ScriptClient } from "../store/script-runner";
+import type { ClockChangeEvent, ClockSource } from "../store/store-clock";
 import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
 import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
@@ -37,8 +38,9 @@ export interface Decision {
 }
 
 export type FailMode = "open" | "closed";
-/** Whose clock orders the log: the store's (TIME in the script) or the calling isolate's. */
-export type ClockSource = "redis" | "caller";
+// Whose clock orders the log, and the event of a store refusing its own: the store's clock
+// policy (store/store-clock.ts) defines them, one per store client.
+export type { ClockChangeEvent, ClockSource } from "../store/store-clock";
 
 export interface FallbackOptions extends FallbackLimiterOptions {
   /**
@@ -118,8 +120,9 @@ export interface LimiterOptions {
   onBreakerChange?: (event: BreakerEvent) => void;
   /**
    * Called once if the store refuses the Redis clock in scripts (a store that wants
-   * deterministic scripts): the limiter has switched to the caller clock for good.
-   * @default one JSON line on console.warn
+   * deterministic scripts): every script on this store client, this limiter's included, has
+   * switched to the caller clock for good (whichever script met the refusal).
+   * @default one JSON line on console.warn, once per store client
    */
   onClockChange?: (event: ClockChangeEvent) => void;
   /**
@@ -129,15 +132,6 @@ export interface LimiterOptions {
    * @default none
    */
   onDecision?: (requests: readonly LimitRequest[], decided: MultiDecision) => void;
-}
-
-/** The store refused `TIME` in a script; from now on this limiter passes its own clock. */
-export interface ClockChangeEvent {
-  event: "store-clock";
-  from: "redis";
-  to: "caller";
-  /** The store's error that showed it. */
-  error: string;
 }
 
 export interface LimitRequest {

@@ -4,7 +4,16 @@
  * and the config refuse the same earlier, naming the field. config/limits.ts re-exports them
  * with the other documented bounds (README "Limits").
  */
-import type { Algorithm } from "./algorithm";
+import { ALGORITHMS, type Algorithm } from "./algorithm";
+
+/**
+ * The shortest and longest window (ms), the config's and /check's too (config/limits.ts
+ * re-exports them). Past 7 days the request-id records and reset marks (keys.ts
+ * RECORD_TTL_MAX_MS) no longer cover the window; far past it the scripts' own arithmetic
+ * fails in Redis (every call a store error).
+ */
+export const MIN_WINDOW_MS = 1;
+export const MAX_WINDOW_MS = 7 * 86_400_000;
 
 /**
  * The largest limit of the O(1) algorithms (fixed-window, sliding-counter, token-bucket): a
@@ -109,6 +118,36 @@ export function boundsIssue(
   }
   return undefined;
 }
+
+/** A policy as the store takes it: the caps' fields, the algorithm checked too, and its window. */
+export interface StoreBoundedPolicy extends BoundedPolicy {
+  windowMs: number;
+}
+
+/**
+ * The first field of one call's policies the store must not be asked with: an algorithm it does
+ * not implement or a window outside MIN_WINDOW_MS..MAX_WINDOW_MS (integer ms), then boundsIssue's
+ * caps. Callers in plain JS may pass anything (a string, NaN, `-5`, `1e12`): each is refused
+ * here, before Redis is asked, never a store error.
+ */
+export function storePolicyIssue(
+  policies: readonly StoreBoundedPolicy[],
+):
+  | { index: number; field: "algorithm" | "windowMs" | "limit" | "cost"; detail: string }
+  | undefined {
+  for (const [index, { algorithm, windowMs }] of policies.entries()) {
+    if (!(ALGORITHMS as readonly unknown[]).includes(algorithm)) {
+      return { index, field: "algorithm", detail: `must be one of ${ALGORITHMS.join(", ")}` };
+    }
+    if (!isIntegerIn(windowMs, MIN_WINDOW_MS, MAX_WINDOW_MS)) {
+      return { index, field: "windowMs", detail: WINDOW_RANGE };
+    }
+  }
+  return boundsIssue(policies);
+}
+
+/** How a window outside the bounds is refused. */
+export const WINDOW_RANGE = `must be an integer of ms from ${MIN_WINDOW_MS} to ${MAX_WINDOW_MS} (7 days)`;
 
 // Callers in plain JS may pass anything: a non-number is past every cap.
 function isIntegerIn(value: unknown, min: number, max: number): boolean {

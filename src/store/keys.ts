@@ -13,7 +13,7 @@ import { type Algorithm, isLogAlgorithm } from "./algorithm";
  * The client key is percent-encoded (encodeKeyPart), which is injective and leaves no `:`,
  * `{` or `}` in it: no client key can impersonate another key or policy, and the braces around it
  * are the only hash tag, so every policy of one client key lands in one Redis Cluster slot.
- * Policy names are restricted to [A-Za-z0-9_.-] by their validators, so they hold no separator.
+ * Policy names are restricted to POLICY_NAME by their validators, so they hold no separator.
  */
 export function storageKey(
   prefix: string,
@@ -29,6 +29,13 @@ export function storageKey(
   const name = isLogAlgorithm(algorithm) ? policy : `${policy}/${algorithm}`;
   return `${prefix}:${name}:{${encodeKeyPart(clientKey)}}`;
 }
+
+/**
+ * What a policy (rule) name may be: it is part of every Redis key and of the headers, so no
+ * separator (`:`, `{`, `/`) and nothing a header cannot carry. The config, /check and the limiter
+ * refuse any other name (config/limits.ts re-exports it).
+ */
+export const POLICY_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
 /**
  * The key holding a request id's stored decision: the first policy key (so it shares that key's
@@ -55,7 +62,7 @@ export function resetMarkKey(policyKey: string): string {
 /**
  * The longest a request-id record is kept (the longest window the config takes, 7 days, plus the
  * caller-clock grace), and so how long a reset mark is: a mark must outlive every record written
- * before it. A longer window (createLimiter takes any) is replayed this long only.
+ * before it (no window is longer: caps.ts MAX_WINDOW_MS).
  */
 export const RECORD_TTL_MAX_MS = 7 * 86_400_000 + 1_000;
 

@@ -4,15 +4,19 @@
  * these; the limiter never does.
  */
 import { type Algorithm, isLogAlgorithm } from "./algorithm";
+import { storePolicyIssue } from "./caps";
 import type { PolicyAnswer } from "./evaluate";
-import { RECORD_TTL_MAX_MS, resetMarkKey, storageKey } from "./keys";
+import { POLICY_NAME, RECORD_TTL_MAX_MS, resetMarkKey, storageKey } from "./keys";
 import { PEEK_SCRIPT } from "./lua/peek.lua";
+import { PolicyBoundsError } from "./script-inputs";
 import {
   type ReadOnlyScriptClient,
   runReadOnlyScript,
   runScript,
   type ScriptClient,
+  StoreReplyError,
 } from "./script-runner";
+import { type ClockRun, reportClockChange, runOnClock, storeClockOf } from "./store-clock";
 
 /** The narrow slice of the Upstash client the admin operations need. */
 export type QuotaClient = ReadOnlyScriptClient & ScriptClient;
@@ -38,22 +42,55 @@ export interface PeekRequest extends QuotaKey {
 /**
  * What a request of `cost` would get now from the sliding log, without consuming anything.
  * The logs only, either layout: the key is read as whatever it holds (the O(1) algorithms are not
- * peeked: another `algorithm` throws).
+ * peeked: another `algorithm` throws). Its fields are checked as a decision's are
+ * (PolicyBoundsError, before Redis is asked). Without `now` it runs on the store client's clock
+ * policy (store-clock.ts), the one the limiter's scripts follow: the Redis clock until the store
+ * refuses TIME to any script on this client, then the caller's (a refusal met here switches the
+ * limiter too).
  * Throws on store errors.
  */
 export async function peekQuota(client: QuotaClient, request: PeekRequest): Promise<PolicyAnswer> {
-  if (!isLogAlgorithm(request.algorithm ?? "sliding-log")) {
+  const algorithm = request.algorithm ?? "sliding-log";
+  const cost = request.cost ?? 1;
+  const policy = { algorithm, limit: request.limit, windowMs: request.windowMs, cost };
+  const issue = storePolicyIssue([policy]);
+  if (issue) throw new PolicyBoundsError("peek", 0, issue.field, issue.detail);
+  if (typeof request.key !== "string" || request.key.length === 0) {
+    throw new PolicyBoundsError("peek", 0, "key", "must be a non-empty string");
+  }
+  if (typeof request.policy !== "string" || !POLICY_NAME.test(request.policy)) {
+    throw new PolicyBoundsError("peek", 0, "policy", "must be 1 to 64 of A-Z a-z 0-9 _ . -");
+  }
+  if (cost > request.limit) {
+    throw new PolicyBoundsError("peek", 0, "cost", "must be an integer from 1 to limit");
+  }
+  if (!isLogAlgorithm(algorithm)) {
     throw new TypeError(`peekQuota: the sliding logs only, not ${request.algorithm}`);
   }
   const keys = [storageKey(request.prefix, request.policy, request.key)];
-  const args = [request.limit, request.windowMs, request.cost ?? 1, request.now ?? ""];
-  const reply = await runReadOnlyScript<unknown>(client, PEEK_SCRIPT, keys, args);
+  const given = request.now;
+  const run: ClockRun = {
+    state: storeClockOf(client),
+    caller: given !== undefined,
+    now: () => given ?? Date.now(),
+    // No limiter's handler here: the store client's one line (a limiter on the same client
+    // with a handler of its own is told at its next call).
+    onSwitch: () => reportClockChange(storeClockOf(client)),
+  };
+  const reply = await runOnClock(run, client, (_, now) =>
+    runReadOnlyScript<unknown>(client, PEEK_SCRIPT, keys, [
+      request.limit,
+      request.windowMs,
+      cost,
+      now ?? "",
+    ]),
+  );
   if (
     !Array.isArray(reply) ||
     reply.length !== 5 ||
     !reply.every((value) => typeof value === "number" && Number.isFinite(value))
   ) {
-    throw new Error(`unexpected quota reply: ${JSON.stringify(reply)}`);
+    throw new StoreReplyError(`unexpected quota reply: ${JSON.stringify(reply)}`);
   }
   const [allowed, remaining, reset, retryAfterMs, now] = reply as number[];
   return {
@@ -83,7 +120,7 @@ export async function resetQuota(client: QuotaClient, key: QuotaKey): Promise<bo
     RECORD_TTL_MAX_MS,
   ]);
   if (typeof existed !== "number") {
-    throw new Error(`unexpected reset reply: ${JSON.stringify(existed)}`);
+    throw new StoreReplyError(`unexpected reset reply: ${JSON.stringify(existed)}`);
   }
   return existed > 0;
 }

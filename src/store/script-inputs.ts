@@ -4,7 +4,7 @@
  */
 
 import type { Algorithm } from "./algorithm";
-import { boundsIssue } from "./caps";
+import { storePolicyIssue } from "./caps";
 import { requestRecordKey, resetMarkKey } from "./keys";
 import type { ScriptArg } from "./script-runner";
 
@@ -58,9 +58,21 @@ export interface ScriptCall {
   resetMarks?: "read" | readonly string[] | undefined;
 }
 
+/** The field of a policy a PolicyBoundsError names. */
+export type PolicyField =
+  | "policy"
+  | "key"
+  | "algorithm"
+  | "limit"
+  | "windowMs"
+  | "cost"
+  | "failMode";
+
 /**
- * A policy past the caps of caps.ts (a limit, a cost, or one call's summed sliding-log
- * cost): the caller's error, thrown before the store is called, so nothing is written.
+ * A policy the store must not be asked with: a field past its bounds (caps.ts: an algorithm, a
+ * window, a limit, a cost, or one call's summed sliding-log cost; the limiter adds the policy
+ * name, the client key, the fail mode). The caller's error, thrown before the store is called,
+ * so nothing is written.
  */
 export class PolicyBoundsError extends RangeError {
   override name = "PolicyBoundsError";
@@ -68,7 +80,7 @@ export class PolicyBoundsError extends RangeError {
     caller: string,
     /** The offending policy's index in the request. */
     readonly index: number,
-    readonly field: "limit" | "cost",
+    readonly field: PolicyField,
     detail: string,
   ) {
     super(`${caller}: policies[${index}].${field} ${detail}`);
@@ -90,7 +102,7 @@ export function scriptInputs(
   // A backstop for code that calls the store directly (evaluate, refund): the limiter has already
   // refused an over-cap request before its breaker (create-limiter.ts), /check and the config
   // before that, naming the field. A short loop; nothing is sent past it.
-  const issue = boundsIssue(policies);
+  const issue = storePolicyIssue(policies);
   if (issue) throw new PolicyBoundsError(caller, issue.index, issue.field, issue.detail);
   const keys = policies.map((policy) => policy.key);
   const withRecord = call.requestId !== undefined;

@@ -1,7 +1,8 @@
 /**
  * The store's retry contract, all of it: a script runs as EVALSHA, on NOSCRIPT as EVAL once, and
  * every request of one decision (those two, and any retry the caller makes) runs within one
- * deadline (withinDeadline). Callers (evaluate, refund, peek) build KEYS/ARGV and parse replies.
+ * deadline (withinDeadline), and a failed call is reported without its script
+ * (StoreCommandError). Callers (evaluate, refund, peek) build KEYS/ARGV and parse replies.
  */
 import type { Redis } from "@upstash/redis";
 import { digestHex } from "../digest";
@@ -26,9 +27,18 @@ export type ScriptClient = Pick<Redis, "evalsha" | "eval"> & {
   withSignal?(signal: AbortSignal): Pick<Redis, "eval" | "evalsha">;
 };
 
-/** A reply the store cannot parse means the endpoint is not what we think: said loudly. */
+/** The store's words (or a reply) an error keeps: about 1 KB with the command and SHA. */
+export const MAX_SAID_CHARS = 900;
+
+/**
+ * A reply the store cannot parse means the endpoint is not what we think: said loudly, and
+ * bounded (the reply is quoted, and whatever answered may have sent anything).
+ */
 export class StoreReplyError extends Error {
   override name = "StoreReplyError";
+  constructor(message: string) {
+    super(message.length > MAX_SAID_CHARS ? `${message.slice(0, MAX_SAID_CHARS)}…` : message);
+  }
 }
 
 /** Argument values as the REST protocol carries them. */
@@ -57,8 +67,50 @@ export function scriptSha(script: string): Promise<string> {
 export type ReadOnlyScriptClient = Pick<Redis, "evalshaRo" | "evalRo">;
 
 /**
+ * A script call the store (or the way to it) failed: the command, the script's SHA-1 and the
+ * store's own words, bounded (MAX_SAID_CHARS). Never the script: @upstash/redis puts the whole
+ * request in its error message (", command was: [...]": an EVAL carries ~26 KB of script), and
+ * that message ends up in log lines (a breaker event, the admin route, a refund's outcome).
+ */
+export class StoreCommandError extends Error {
+  override name = "StoreCommandError";
+  constructor(
+    readonly command: "EVALSHA" | "EVAL" | "EVALSHA_RO" | "EVAL_RO",
+    readonly sha: string,
+    /** What the store (or the network) said, without the command the client echoed. */
+    readonly said: string,
+  ) {
+    super(`${command} ${sha}: ${said}`);
+  }
+}
+
+/**
+ * Every failure of a script call as a StoreCommandError, except the deadline's own
+ * StoreTimeoutError (the limiter tells a slow store from a failing one by it).
+ */
+function commandError(
+  command: StoreCommandError["command"],
+  script: string,
+  error: unknown,
+): unknown {
+  if (error instanceof StoreTimeoutError || error instanceof StoreCommandError) return error;
+  const text =
+    error instanceof Error
+      ? `${error.name === "UpstashError" ? "" : `${error.name}: `}${error.message}`
+      : String(error);
+  const [said = ""] = text.split(", command was:");
+  const sha = shaCache.get(script);
+  return new StoreCommandError(
+    command,
+    typeof sha === "string" ? sha : "(sha pending)",
+    said.length > MAX_SAID_CHARS ? `${said.slice(0, MAX_SAID_CHARS)}…` : said,
+  );
+}
+
+/**
  * EVALSHA, and on NOSCRIPT (a fresh Redis, a failover, `SCRIPT FLUSH`) EVAL once: EVAL also
- * loads the script, so the next EVALSHA hits again. Any other error is the caller's to handle.
+ * loads the script, so the next EVALSHA hits again. Any other error is the caller's to handle,
+ * as a StoreCommandError (or the deadline's StoreTimeoutError).
  */
 export function runScript<T>(
   client: ScriptClient,
@@ -68,6 +120,7 @@ export function runScript<T>(
 ): Promise<T> {
   return withFallback(
     script,
+    ["EVALSHA", "EVAL"],
     (sha) => client.evalsha<ScriptArg[], T>(sha, keys, args),
     () => client.eval<ScriptArg[], T>(script, keys, args),
   );
@@ -82,6 +135,7 @@ export function runReadOnlyScript<T>(
 ): Promise<T> {
   return withFallback(
     script,
+    ["EVALSHA_RO", "EVAL_RO"],
     (sha) => client.evalshaRo<ScriptArg[], T>(sha, keys, args),
     () => client.evalRo<ScriptArg[], T>(script, keys, args),
   );
@@ -89,19 +143,28 @@ export function runReadOnlyScript<T>(
 
 function withFallback<T>(
   script: string,
-  bySha: (sha: string) => Promise<T>,
-  byText: () => Promise<T>,
+  [bySha, byText]: ["EVALSHA" | "EVALSHA_RO", "EVAL" | "EVAL_RO"],
+  callBySha: (sha: string) => Promise<T>,
+  callByText: () => Promise<T>,
 ): Promise<T> {
   const known = shaCache.get(script);
   let call: Promise<T>;
   try {
-    call = typeof known === "string" ? bySha(known) : scriptSha(script).then(bySha);
+    call = typeof known === "string" ? callBySha(known) : scriptSha(script).then(callBySha);
   } catch (error) {
     call = Promise.reject(error);
   }
   return call.catch((error: unknown) => {
-    if (!isNoScript(error)) throw error;
-    return byText();
+    if (!isNoScript(error)) throw commandError(bySha, script, error);
+    let second: Promise<T>;
+    try {
+      second = callByText();
+    } catch (thrown) {
+      second = Promise.reject(thrown);
+    }
+    return second.catch((thrown: unknown) => {
+      throw commandError(byText, script, thrown);
+    });
   });
 }
 

@@ -19,6 +19,9 @@ interface Scenario {
   stats: FaultStats;
 }
 
+/** The refusal's wording: a store naming the command it will not run in a script. */
+const TIME_REFUSAL = "ERR fault server: command TIME is not allowed in scripts (non deterministic)";
+
 export interface FaultServer {
   url: string;
   /** A URL on which nothing listens (connection refused). */
@@ -51,35 +54,35 @@ export async function startFaultServer(): Promise<FaultServer> {
     return found;
   };
 
-  // Scripts seen by EVAL in "refuse-time" scenarios, by SHA-1 (across scenarios: one server).
+  // Scripts seen by EVAL/EVAL_RO in "refuse-time" scenarios, by SHA-1 (across scenarios: one
+  // server).
   const scripts = new Map<string, string>();
 
   /**
-   * "refuse-time": one command decided as a store that forbids TIME in scripts would. Returns an
-   * error text, or the command to relay (EVALSHA of a known script is relayed as EVAL).
+   * "refuse-time": one command as a store that forbids TIME in scripts would run it. Returns an
+   * error text, or the command to relay: a script (EVALSHA of a known one too, as its text) is
+   * relayed with every TIME call made to raise the refusal, so Redis itself decides whether the
+   * script reaches TIME (whatever ARGV carries its clock) and nothing else changes.
    */
-  function refuseTime(s: Scenario, command: unknown[]): { error: string } | { relay: unknown[] } {
-    const [name = "", first = "", numkeys = 0, ...rest] = command.map((v) => String(v));
+  function refuseTime(command: unknown[]): { error: string } | { relay: unknown[] } {
+    const [name = "", first = ""] = command.map((v) => String(v));
     const verb = name.toUpperCase();
-    if (verb !== "EVAL" && verb !== "EVALSHA") return { relay: command };
-    const script = verb === "EVAL" ? first : scripts.get(first.toLowerCase());
+    const byText = verb === "EVAL" || verb === "EVAL_RO";
+    if (!byText && verb !== "EVALSHA" && verb !== "EVALSHA_RO") return { relay: command };
+    const script = byText ? first : scripts.get(first.toLowerCase());
     if (script === undefined) {
       return { error: "NOSCRIPT No matching script. Please use EVAL." };
     }
-    if (verb === "EVAL") scripts.set(createHash("sha1").update(script).digest("hex"), script);
-    const clockArg = rest[Number(numkeys)];
-    if (script.includes("redis.call('TIME')") && (clockArg === undefined || clockArg === "")) {
-      s.stats.refusedTime = (s.stats.refusedTime ?? 0) + 1;
-      return {
-        error: "ERR fault server: command TIME is not allowed in scripts (non deterministic)",
-      };
-    }
-    return { relay: ["EVAL", script, ...command.slice(2)] };
+    if (byText) scripts.set(createHash("sha1").update(script).digest("hex"), script);
+    const refusing = script.replaceAll("redis.call('TIME')", `error({err='${TIME_REFUSAL}'})`);
+    return { relay: [verb.endsWith("_RO") ? "EVAL_RO" : "EVAL", refusing, ...command.slice(2)] };
   }
 
   async function relayOne(s: Scenario, req: http.IncomingMessage, command: unknown[]) {
     const answer = await forward(s, "", req, Buffer.from(JSON.stringify(command)));
-    return JSON.parse(answer.body) as { result?: unknown; error?: string };
+    const parsed = JSON.parse(answer.body) as { result?: unknown; error?: string };
+    if (parsed.error?.includes(TIME_REFUSAL)) s.stats.refusedTime = (s.stats.refusedTime ?? 0) + 1;
+    return parsed;
   }
 
   /** "refuse-time" for a single command (`/`) or a pipeline (`/pipeline`). */
@@ -88,12 +91,12 @@ export async function startFaultServer(): Promise<FaultServer> {
     if (path === "pipeline") {
       const out = [];
       for (const command of parsed as unknown[][]) {
-        const decided = refuseTime(s, command);
+        const decided = refuseTime(command);
         out.push("error" in decided ? decided : await relayOne(s, req, decided.relay));
       }
       return { status: 200, body: JSON.stringify(out) };
     }
-    const decided = refuseTime(s, parsed);
+    const decided = refuseTime(parsed);
     if ("error" in decided) return { status: 400, body: JSON.stringify(decided) };
     const answer = await relayOne(s, req, decided.relay);
     return { status: answer.error === undefined ? 200 : 400, body: JSON.stringify(answer) };

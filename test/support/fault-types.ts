@@ -24,9 +24,10 @@ export type FaultMode =
    */
   | "mostly-late"
   /**
-   * A store that wants deterministic scripts: a script that would call TIME (its text calls it
-   * and ARGV[1], our clock argument, is empty) is answered with an error; EVALSHA of a script
-   * this server has not seen by EVAL is answered NOSCRIPT. Everything else is relayed.
+   * A store that wants deterministic scripts: a script (EVAL, EVAL_RO, or EVALSHA/EVALSHA_RO of
+   * one this server has seen by text) runs with every TIME call refused with an error, so only a
+   * call that reaches TIME fails; EVALSHA of a script this server has not seen by text is
+   * answered NOSCRIPT. Everything else is relayed.
    */
   | "refuse-time";
 
@@ -43,7 +44,7 @@ export interface FaultStats {
   pending: number;
   /** "late-answer"/"mostly-late": requests Redis has answered (their answers may be held). */
   answered?: number;
-  /** Script calls refused because they would have called TIME ("refuse-time"). */
+  /** Script calls refused because they called TIME ("refuse-time"). */
   refusedTime?: number;
   /** Requests that carried these @upstash/redis headers, by lower-case name (when any did). */
   headers?: Record<string, number>;

@@ -1,12 +1,14 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { refusesStoreClock } from "../../../src/limiter/store-clock";
 import type { ClockChangeEvent } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
+import { peekQuota } from "../../../src/store/peek-reset";
 import { counting, faultScenario, storeAt } from "../../support/worker/fault-control";
 import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
+import { workerWith } from "../../support/worker/worker-harness";
 
 const redis = testRedis();
 const prefix = scopedPrefix("store-clock");
@@ -94,5 +96,117 @@ describe("a store that refuses TIME in scripts", () => {
       true,
     );
     expect(refusesStoreClock(new Error("Command failed: ERR TIME is disabled"))).toBe(true);
+    // Redis 7 on a store that flags TIME as not for scripts (ElastiCache Serverless).
+    expect(
+      refusesStoreClock(
+        new Error(
+          "ERR This Redis command is not allowed from script script: b0e7…, on @user_script:1.",
+        ),
+      ),
+    ).toBe(true);
+    // Errors that merely mention time are not the store refusing its clock: a window too long
+    // for PEXPIRE, a WRONGTYPE, a timeout.
+    expect(refusesStoreClock(new Error("ERR invalid expire time in 'pexpire' command"))).toBe(
+      false,
+    );
+    expect(
+      refusesStoreClock(new Error("ERR Error running script: invalid expire time in 'set'")),
+    ).toBe(false);
+    expect(refusesStoreClock(new Error("store did not answer within 500 ms (time out)"))).toBe(
+      false,
+    );
+    expect(refusesStoreClock(new Error("ERR value is not an integer or out of range"))).toBe(false);
+  });
+});
+
+describe("one clock policy per store: every script the worker runs follows the switch", () => {
+  const TOKEN = "test-limiter-token"; // vitest.config.ts's LIMITER_TOKEN
+  const json = (body: unknown) => ({
+    method: "POST",
+    headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+
+  it("a peek on the store's clock sees the refusal, and switches the limiter sharing its client", async () => {
+    const store = await faultScenario("refuse-time");
+    const client = storeAt(store.url, 2_000);
+    const quota = { prefix, policy: "rt-peek", key: "k", limit: 3, windowMs: 60_000 };
+    // No `now`: the peek asks for the Redis clock, as the admin route does by default.
+    expect(await peekQuota(client, quota)).toMatchObject({ allowed: true, remaining: 3 });
+    expect((await store.stats()).refusedTime).toBe(1);
+    const clockEvents: ClockChangeEvent[] = [];
+    const limiter = createLimiter({
+      store: client,
+      prefix,
+      timeoutMs: 2_000,
+      onClockChange: (event) => clockEvents.push(event),
+    });
+    const decision = await limiter.limit({ ...quota, key: quota.key });
+    expect(decision).toMatchObject({ allowed: true, source: "redis", remaining: 2 });
+    // The limiter's first call already passed the caller's clock: no second refusal.
+    expect((await store.stats()).refusedTime).toBe(1);
+    // Its own handler still hears that its clock is the caller's, once.
+    expect(clockEvents).toHaveLength(1);
+    expect(await peekQuota(client, quota)).toMatchObject({ allowed: true, remaining: 2 });
+    expect((await store.stats()).refusedTime).toBe(1);
+  });
+
+  it("a limiter's switch is the peek's: the peek after it passes the caller's clock", async () => {
+    const store = await faultScenario("refuse-time");
+    const client = storeAt(store.url, 2_000);
+    const limiter = createLimiter({ store: client, prefix, timeoutMs: 2_000, onClockChange() {} });
+    const request = { policy: "rt-peek2", key: "k", limit: 3, windowMs: 60_000 };
+    expect(await limiter.limit(request)).toMatchObject({ allowed: true, source: "redis" });
+    expect((await store.stats()).refusedTime).toBe(1);
+    expect(await peekQuota(client, { prefix, ...request })).toMatchObject({ remaining: 2 });
+    expect((await store.stats()).refusedTime).toBe(1);
+  });
+
+  it("the worker against such a store: peek (npm start's readiness probe), check, reset and stats answer; no log line carries a script", async () => {
+    const store = await faultScenario("refuse-time");
+    const worker = workerWith({
+      UPSTASH_REDIS_REST_URL: store.url,
+      LIMITER_CONFIG: JSON.stringify({
+        prefix,
+        rules: [],
+        timeoutMs: 5_000,
+        analytics: { enabled: true },
+      }),
+    });
+    const lines: string[] = [];
+    const capture = (...args: unknown[]) => lines.push(args.map(String).join(" "));
+    const spies = (["log", "warn", "error"] as const).map((level) =>
+      vi.spyOn(console, level).mockImplementation(capture),
+    );
+    try {
+      const body = { key: `rt-worker-${crypto.randomUUID()}`, limit: 2, window: "1m" };
+      const peek = await worker("/check/peek", json(body));
+      expect(peek.status, await peek.clone().text()).toBe(200);
+      expect(await peek.json()).toMatchObject({ allowed: true, remaining: 2 });
+      const check = await worker("/check", json(body));
+      expect(await check.json()).toMatchObject({ allowed: true, source: "redis", remaining: 1 });
+      const after = await worker("/check/peek", json(body));
+      expect(await after.json()).toMatchObject({ remaining: 1 });
+      const reset = await worker("/check/reset", json(body));
+      expect(await reset.json()).toMatchObject({ reset: true, existed: true });
+      const stats = await worker("/check/stats", { headers: { Authorization: `Bearer ${TOKEN}` } });
+      expect(stats.status).toBe(200);
+      await stats.body?.cancel();
+      const dashboard = await worker("/check/dashboard", {
+        headers: { Authorization: `Bearer ${TOKEN}` },
+      });
+      expect(dashboard.status).toBe(200);
+      await dashboard.body?.cancel();
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+    // The store refused TIME once (the first script of this store client), and said so once.
+    expect((await store.stats()).refusedTime).toBe(1);
+    const clockLines = lines.filter((line) => line.includes('"store-clock"'));
+    expect(clockLines, lines.join("\n")).toHaveLength(1);
+    for (const line of lines) {
+      expect(line.length, line.slice(0, 200)).toBeLessThanOrEqual(1_200);
+      expect(line).not.toContain("redis.call(");
+    }
   });
 });
