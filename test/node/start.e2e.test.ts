@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { freePort, isPortOpen } from "../../scripts/lib/ports.mjs";
+import { startFaultServer } from "../support/fault-servers.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const START = path.join(ROOT, "scripts", "start.mjs");
@@ -220,6 +221,42 @@ describe("npm start", () => {
     const requests = loggedRequests(instance.output());
     expect(requests.length, instance.output()).toBeGreaterThan(0);
     for (const request of requests) expect(request.status, request.line).toBeLessThan(400);
+  }, 120_000);
+
+  it("a store that refuses TIME in scripts: ready (its probe, a peek, follows the store's clock switch), decides from Redis, one short clock line", async () => {
+    // A REST endpoint in front of the test bridge whose scripts fail where they call TIME, as a
+    // store that wants deterministic scripts answers (test/support/fault-servers.ts).
+    const faults = await startFaultServer();
+    try {
+      const scenario = `${faults.url}/refuse-time-start`;
+      await fetch(`${faults.url}/__control/refuse-time-start`, {
+        method: "POST",
+        body: JSON.stringify({ mode: "refuse-time", target: inject("bridgeUrl") }),
+      });
+      const instance = await startInstance({
+        UPSTASH_REDIS_REST_URL: scenario,
+        UPSTASH_REDIS_REST_TOKEN: inject("bridgeToken"),
+      });
+      const first = await check(instance, `${RUN}-refuse-time`);
+      expect(first.status).toBe(200);
+      expect(first.body).toMatchObject({ allowed: true, source: "redis" });
+      await stopAndCheck(instance, "SIGTERM");
+      const stats = (await (await fetch(`${faults.url}/__stats/refuse-time-start`)).json()) as {
+        refusedTime?: number;
+      };
+      // Refused once, by whichever script met it first; every later one passed the caller's clock.
+      expect(stats.refusedTime).toBe(1);
+      const lines = instance.output().split("\n");
+      const clockLines = lines.filter((line) => line.includes('"store-clock"'));
+      expect(clockLines, instance.output()).toHaveLength(1);
+      // No line carries a script (the store's error quoted the whole EVAL, 26 KB, in one line).
+      for (const line of lines) {
+        expect(line.length, line.slice(0, 300)).toBeLessThanOrEqual(2_000);
+        expect(line).not.toContain("redis.call(");
+      }
+    } finally {
+      await faults.close();
+    }
   }, 120_000);
 
   it("a refused LIMITER_CONFIG: not ready, names the field and what to fix, no curl, stops", async () => {
