@@ -13,6 +13,7 @@
  * store, then remember what the answer proves.
  * Each step's mechanics live in its own file; this one only orders them.
  */
+import { boundedKey, needsDigest } from "../bounded-key";
 import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { type EvaluateAnswer, evaluate, type PolicyAnswer } from "../store/evaluate";
 import { storageKey } from "../store/keys";
@@ -29,6 +30,7 @@ import { nextMemberId } from "./member-id";
 import { refundReceipt } from "./refund-receipt";
 import {
   denialCacheKey,
+  policyBytes,
   type ResolvedPolicy,
   receiptIssue,
   resolvePolicies,
@@ -117,6 +119,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
           () => true,
           () => false,
         ),
+        // The call keeps the policy alive until it settles (or the flight is dropped).
+        policyBytes(only),
       );
     }
     let answer: EvaluateAnswer;
@@ -149,10 +153,19 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   async function limitAll(
-    requests: readonly LimitRequest[],
+    given: readonly LimitRequest[],
     requestId: string | undefined,
     waitUntil?: WaitUntil,
   ): Promise<MultiDecision> {
+    // Keys past MAX_KEY_LENGTH count under their digest, before any map or Redis key sees them
+    // (bounded-key.ts); the hook below sees the keys as counted.
+    // (A plain-JS caller may pass anything: resolvePolicies refuses what is not a request.)
+    const requests =
+      Array.isArray(given) && given.some((request) => needsDigest(request?.key))
+        ? await Promise.all(
+            given.map(async (request) => ({ ...request, key: await boundedKey(request.key) })),
+          )
+        : given;
     // A field past its bounds (resolved-policy.ts: the caps of store/caps.ts, the window, the
     // key, the name) is the caller's error, thrown to the caller (not a decision in the fail
     // mode): never sent, never a store failure, never the breaker or the clock. /check and the
@@ -203,7 +216,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
       leases?.book.drop(
         storageKey(ctx.prefix, request.policy, request.key, request.algorithm ?? DEFAULT_ALGORITHM),
       );
-      forget(ctx, denialCacheKey(request));
+      const key = boundedKey(request.key);
+      if (typeof key === "string") return forget(ctx, denialCacheKey(request));
+      // A digested key: answers in flight are not remembered from now (the epoch), and its
+      // entries go once the digest is known (a decision in between may still deny from them, as
+      // another isolate's cache does until its claim expires).
+      ctx.capacityEpoch++;
+      void key.then((digested) => forget(ctx, denialCacheKey({ ...request, key: digested })));
     },
   };
 }

@@ -8,10 +8,18 @@ export const DEFAULT_LIMITER_TIMEOUT_MS = 500;
 
 /** Keys remembered as full per isolate (LRU). */
 export const DEFAULT_DENIAL_CACHE_SIZE = 10_000;
+/** And the bytes they may occupy (keys at 2 bytes a character plus a fixed cost per entry). */
+export const DEFAULT_DENIAL_CACHE_BYTES = 4 * 1024 * 1024;
 
 /** The fallback's memory bounds: admissions over all keys, and keys. */
 export const DEFAULT_FALLBACK_MAX_ENTRIES = 100_000;
 export const DEFAULT_FALLBACK_MAX_KEYS = 10_000;
+/** Bytes each of the fallback's two tables (logs, the store's last reports) may occupy. */
+export const DEFAULT_FALLBACK_MAX_BYTES = 4 * 1024 * 1024;
+
+/** Flights in progress per isolate, and the bytes they may hold (single-flight.ts). */
+export const DEFAULT_FLIGHT_MAX_ENTRIES = 10_000;
+export const DEFAULT_FLIGHT_MAX_BYTES = 2 * 1024 * 1024;
 
 /** Consecutive failures that open the breaker; its first and longest cool-down. */
 export const DEFAULT_BREAKER = { failureThreshold: 3, cooldownMs: 1_000, maxCooldownMs: 30_000 };

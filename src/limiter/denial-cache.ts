@@ -4,8 +4,9 @@
  * such a claim (rememberAnswer).
  */
 
+import { stringBytes } from "../owned-string";
 import type { PolicyAnswer } from "../store/evaluate";
-import { DEFAULT_DENIAL_CACHE_SIZE } from "./defaults";
+import { DEFAULT_DENIAL_CACHE_BYTES, DEFAULT_DENIAL_CACHE_SIZE } from "./defaults";
 
 /**
  * What the store said about one (policy, limit, window, client key): every request costing at
@@ -40,7 +41,17 @@ export interface DenialCacheOptions {
    * @default 10000
    */
   maxEntries?: number;
+  /**
+   * Most bytes its entries may occupy (keys at 2 bytes a character, plus ENTRY_BYTES each); the
+   * least recently used leave first. Keys are at most a few hundred characters (bounded-key.ts),
+   * so at the default this only bites for keys longer than ~280 characters on average.
+   * @default 4 MiB
+   */
+  maxBytes?: number;
 }
+
+/** What an entry costs besides its key: the Map slot, the Exhaustion and its numbers. */
+export const DENIAL_ENTRY_BYTES = 160;
 
 export interface DenialCache {
   /** Whether a request of `cost` at `now` is denied from memory. O(1). */
@@ -50,6 +61,8 @@ export interface DenialCache {
   /** The key is no longer exhausted (the store admitted with room to spare). */
   forget(key: string): void;
   readonly size: number;
+  /** Bytes its entries occupy, as maxBytes counts them. */
+  readonly bytes: number;
 }
 
 /**
@@ -62,20 +75,28 @@ const MISS_EXHAUSTED = Object.freeze({ hit: false, exhausted: true } as const);
 
 export function createDenialCache(options: DenialCacheOptions = {}): DenialCache {
   const maxEntries = options.maxEntries ?? DEFAULT_DENIAL_CACHE_SIZE;
+  const maxBytes = options.maxBytes ?? DEFAULT_DENIAL_CACHE_BYTES;
   const entries = new Map<string, Exhaustion>();
+  let bytes = 0;
+  const entryBytes = (key: string) => stringBytes(key) + DENIAL_ENTRY_BYTES;
 
+  function drop(key: string) {
+    if (entries.delete(key)) bytes -= entryBytes(key);
+  }
+
+  // A hit moves the entry to the young end (delete + set: its bytes do not change).
   function touch(key: string, entry: Exhaustion) {
     entries.delete(key);
     entries.set(key, entry);
   }
 
   // Expired entries must not pile up: each write also drops up to two expired entries from the
-  // old end. Together with the cap, a flood of one-off keys cannot grow the map.
+  // old end. Together with the caps, a flood of one-off keys cannot grow the map.
   function sweep(now: number) {
     for (let i = 0; i < 2; i++) {
       const oldest = entries.entries().next();
       if (oldest.done || oldest.value[1].until > now) return;
-      entries.delete(oldest.value[0]);
+      drop(oldest.value[0]);
     }
   }
 
@@ -98,21 +119,27 @@ export function createDenialCache(options: DenialCacheOptions = {}): DenialCache
         existing.until > now &&
         (existing.minCost < entry.minCost ||
           (existing.minCost === entry.minCost && existing.until >= entry.until));
+      if (existing === undefined) bytes += entryBytes(key);
       touch(key, keepExisting ? existing : entry);
       sweep(now);
-      while (entries.size > maxEntries) {
+      // The new entry is the youngest: if it alone is past maxBytes, it goes too.
+      while (entries.size > maxEntries || bytes > maxBytes) {
         const oldest = entries.keys().next();
         if (oldest.done) break;
-        entries.delete(oldest.value);
+        drop(oldest.value);
       }
     },
 
     forget(key) {
-      entries.delete(key);
+      drop(key);
     },
 
     get size() {
       return entries.size;
+    },
+
+    get bytes() {
+      return bytes;
     },
   };
 }

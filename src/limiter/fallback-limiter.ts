@@ -8,7 +8,13 @@
  * then has left the window. A slow store's late scripts have usually counted in Redis already;
  * starting every key from a full budget would hand the same capacity out twice.
  */
-import { DEFAULT_FALLBACK_MAX_ENTRIES, DEFAULT_FALLBACK_MAX_KEYS } from "./defaults";
+import { stringBytes } from "../owned-string";
+import {
+  DEFAULT_FALLBACK_MAX_BYTES,
+  DEFAULT_FALLBACK_MAX_ENTRIES,
+  DEFAULT_FALLBACK_MAX_KEYS,
+} from "./defaults";
+
 export interface FallbackLimiterOptions {
   /**
    * Most admissions remembered over all keys (one entry per admitted request, whatever its
@@ -21,7 +27,21 @@ export interface FallbackLimiterOptions {
    * @default 10000
    */
   maxKeys?: number;
+  /**
+   * Most bytes each of its two tables may occupy: the logs (keys at 2 bytes a character,
+   * LOG_BYTES a key, ENTRY_BYTES an admission) and the store's last reports (keys, REPORT_BYTES
+   * each). The least recently used keys are dropped first.
+   * @default 4 MiB
+   */
+  maxBytes?: number;
 }
+
+/** What a key's log costs besides its key and admissions: the Map slot, the Log, two arrays. */
+export const LOG_BYTES = 200;
+/** An admission: a time and a cost in two arrays, with their growth slack. */
+export const ENTRY_BYTES = 24;
+/** A store report besides its key: the Map slot and the Known. */
+export const REPORT_BYTES = 100;
 
 export interface FallbackDecision {
   allowed: boolean;
@@ -50,6 +70,8 @@ export interface FallbackLimiter {
   peek(key: string, limit: number, windowMs: number, cost: number, now: number): FallbackDecision;
   readonly keys: number;
   readonly entries: number;
+  /** Bytes of the logs and of the reports, as maxBytes counts them. */
+  readonly bytes: { logs: number; reports: number };
 }
 
 /** What the store last reported for a key: units left, until when that report binds. */
@@ -64,21 +86,38 @@ interface Log {
   costs: number[];
   head: number;
   used: number;
+  /** When its last admission leaves the window: from then on it holds nothing. */
+  emptyAt: number;
 }
 
 export function createFallbackLimiter(options: FallbackLimiterOptions = {}): FallbackLimiter {
   const maxEntries = options.maxEntries ?? DEFAULT_FALLBACK_MAX_ENTRIES;
   const maxKeys = options.maxKeys ?? DEFAULT_FALLBACK_MAX_KEYS;
+  const maxBytes = options.maxBytes ?? DEFAULT_FALLBACK_MAX_BYTES;
   // Insertion-ordered Map as an LRU (delete + set moves a key to the young end).
   const logs = new Map<string, Log>();
   const known = new Map<string, Known>();
   let totalEntries = 0;
+  // Bytes of the keys of each table (admissions are counted from totalEntries).
+  let logKeyBytes = 0;
+  let reportBytes = 0;
+  const logsBytes = () => logKeyBytes + ENTRY_BYTES * totalEntries;
+
+  function dropLog(key: string, log: Log) {
+    totalEntries -= live(log);
+    logKeyBytes -= stringBytes(key) + LOG_BYTES;
+    logs.delete(key);
+  }
+
+  function dropReport(key: string) {
+    if (known.delete(key)) reportBytes -= stringBytes(key) + REPORT_BYTES;
+  }
 
   /** The store's last report of `key`, while it still binds (an expired one is dropped). */
   function knownOf(key: string, now: number): Known | undefined {
     const report = known.get(key);
     if (report && now >= report.until) {
-      known.delete(key);
+      dropReport(key);
       return undefined;
     }
     return report;
@@ -142,12 +181,36 @@ export function createFallbackLimiter(options: FallbackLimiterOptions = {}): Fal
     }
   }
 
+  /** Makes room for one more admission of `key`: least recently used logs leave first. */
   function evictFor(key: string) {
     for (const [oldKey, oldLog] of logs) {
-      if (logs.size <= maxKeys && totalEntries < maxEntries) return;
+      if (
+        logs.size <= maxKeys &&
+        totalEntries < maxEntries &&
+        logsBytes() + ENTRY_BYTES <= maxBytes
+      ) {
+        return;
+      }
       if (oldKey === key) continue;
-      totalEntries -= live(oldLog);
-      logs.delete(oldKey);
+      dropLog(oldKey, oldLog);
+    }
+  }
+
+  // Logs and reports that hold nothing any more must not pile up behind live ones: each new
+  // key also drops up to two such entries from the old end of its table (amortised, no timer).
+  function sweepLogs(now: number) {
+    for (let i = 0; i < 2; i++) {
+      const oldest = logs.entries().next();
+      if (oldest.done || oldest.value[1].emptyAt > now) return;
+      dropLog(oldest.value[0], oldest.value[1]);
+    }
+  }
+
+  function sweepReports(now: number) {
+    for (let i = 0; i < 2; i++) {
+      const oldest = known.entries().next();
+      if (oldest.done || oldest.value[1].until > now) return;
+      dropReport(oldest.value[0]);
     }
   }
 
@@ -155,7 +218,11 @@ export function createFallbackLimiter(options: FallbackLimiterOptions = {}): Fal
     limit(key, limit, windowMs, cost, now) {
       let log = logs.get(key);
       if (log) logs.delete(key);
-      else log = { times: [], costs: [], head: 0, used: 0 };
+      else {
+        sweepLogs(now);
+        log = { times: [], costs: [], head: 0, used: 0, emptyAt: now };
+        logKeyBytes += stringBytes(key) + LOG_BYTES;
+      }
       logs.set(key, log);
       trim(log, now, windowMs);
 
@@ -163,10 +230,11 @@ export function createFallbackLimiter(options: FallbackLimiterOptions = {}): Fal
       if (fits) {
         evictFor(key);
         // Only if this key alone fills the budget: refuse rather than grow without bound.
-        if (totalEntries < maxEntries) {
+        if (totalEntries < maxEntries && logsBytes() + ENTRY_BYTES <= maxBytes) {
           log.times.push(now);
           log.costs.push(cost);
           log.used += cost;
+          log.emptyAt = now + windowMs;
           totalEntries++;
           return decision;
         }
@@ -181,16 +249,22 @@ export function createFallbackLimiter(options: FallbackLimiterOptions = {}): Fal
     },
 
     note(key, remaining, windowMs, at) {
-      known.delete(key);
-      if (known.size >= maxKeys) {
+      dropReport(key);
+      sweepReports(at);
+      const size = stringBytes(key) + REPORT_BYTES;
+      // A report alone past the budget is not kept (it only ever narrows what is admitted).
+      if (size > maxBytes) return;
+      while (known.size >= maxKeys || reportBytes + size > maxBytes) {
         const oldest = known.keys().next();
-        if (!oldest.done) known.delete(oldest.value);
+        if (oldest.done) break;
+        dropReport(oldest.value);
       }
       known.set(key, { remaining: Math.max(0, remaining), until: at + windowMs });
+      reportBytes += size;
     },
 
     unnote(key) {
-      known.delete(key);
+      dropReport(key);
     },
 
     peek(key, limit, windowMs, cost, now) {
@@ -207,6 +281,10 @@ export function createFallbackLimiter(options: FallbackLimiterOptions = {}): Fal
 
     get entries() {
       return totalEntries;
+    },
+
+    get bytes() {
+      return { logs: logsBytes(), reports: reportBytes };
     },
   };
 }

@@ -176,6 +176,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         }
         state.leases.push(lease);
         state.leases.sort((x, y) => x.deadline - y.deadline);
+        keys.account(policy.cacheKey);
       } catch (error) {
         deps.onStoreError?.(error);
         // A second's quiet: the breaker decides about the store; this only stops hammering it.
@@ -267,6 +268,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         state.remaining = remaining[i];
         // Decided by the store: its Redis key is built (withStorageKeys).
         if (policy.key !== "") state.policy = policy;
+        keys.account(policy.cacheKey);
       }
       lease(policies, at, waitUntil);
     },

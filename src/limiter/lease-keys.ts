@@ -4,8 +4,16 @@
  * last said remains, and its one lease call in flight. The lease book (lease-book.ts) decides
  * with it.
  */
+import { stringBytes } from "../owned-string";
 import type { Lease } from "./lease";
-import type { ResolvedPolicy } from "./resolved-policy";
+import { policyBytes, type ResolvedPolicy } from "./resolved-policy";
+
+/** Most bytes the table may hold (see stateBytes); least recently used keys leave first. */
+export const DEFAULT_LEASE_KEYS_MAX_BYTES = 8 * 1024 * 1024;
+/** A key's state besides its strings and leases: the Map slot, the KeyState, its array. */
+export const KEY_STATE_BYTES = 200;
+/** A lease besides its policy: the Lease object and its numbers. */
+export const LEASE_BYTES = 160;
 
 export interface KeyState {
   /** Live leases, oldest deadline first. */
@@ -27,6 +35,8 @@ export interface KeyState {
   inFlight: Promise<void> | undefined;
   /** Isolate clock until which no lease call is made (after a failed one). */
   quietUntil: number;
+  /** What the table counts it as (stateBytes at its last touch or account). */
+  bytes: number;
 }
 
 export interface LeaseKeys {
@@ -37,11 +47,52 @@ export interface LeaseKeys {
   /** Forgets a key's state (its leases are the caller's to end): a new one starts afresh. */
   delete(cacheKey: string): void;
   values(): IterableIterator<KeyState>;
+  /**
+   * Counts a key's state again after it grew (a policy kept, a lease added): the table stays
+   * within its bytes, its least recently used other keys leaving first.
+   */
+  account(cacheKey: string): void;
+  /** Bytes held, as maxBytes counts them. */
+  readonly bytes: number;
+}
+
+/**
+ * What a key's state keeps alive: its key, the policy it keeps and, for each lease, the lease
+ * and its own policy when that is another object (a lease holds the policy it was taken with).
+ */
+export function stateBytes(cacheKey: string, state: KeyState): number {
+  let bytes = stringBytes(cacheKey) + KEY_STATE_BYTES;
+  if (state.policy) bytes += policyBytes(state.policy);
+  for (const lease of state.leases) {
+    bytes += LEASE_BYTES;
+    if (lease.policy !== state.policy) bytes += policyBytes(lease.policy);
+  }
+  return bytes;
 }
 
 /** @param evicted ends an evicted key's leases */
-export function createLeaseKeys(maxKeys: number, evicted: (state: KeyState) => void): LeaseKeys {
+export function createLeaseKeys(
+  maxKeys: number,
+  evicted: (state: KeyState) => void,
+  maxBytes = DEFAULT_LEASE_KEYS_MAX_BYTES,
+): LeaseKeys {
   const keys = new Map<string, KeyState>();
+  let bytes = 0;
+
+  /** Recounts `state` (the youngest), then evicts the oldest others while over a bound. */
+  function recount(cacheKey: string, state: KeyState) {
+    const counted = stateBytes(cacheKey, state);
+    bytes += counted - state.bytes;
+    state.bytes = counted;
+    for (const [oldKey, oldState] of keys) {
+      if (keys.size <= maxKeys && bytes <= maxBytes) return;
+      if (oldState === state) continue;
+      keys.delete(oldKey);
+      bytes -= oldState.bytes;
+      evicted(oldState);
+    }
+  }
+
   return {
     stateOf(cacheKey, at) {
       let state = keys.get(cacheKey);
@@ -59,22 +110,26 @@ export function createLeaseKeys(maxKeys: number, evicted: (state: KeyState) => v
           inFlightUntil: 0,
           inFlight: undefined,
           quietUntil: 0,
+          bytes: 0,
         };
-        while (keys.size >= maxKeys) {
-          const oldest = keys.entries().next();
-          if (oldest.done) break;
-          keys.delete(oldest.value[0]);
-          evicted(oldest.value[1]);
-        }
       }
       keys.set(cacheKey, state);
+      recount(cacheKey, state);
       return state;
     },
     get: (cacheKey) => keys.get(cacheKey),
     delete: (cacheKey) => {
-      keys.delete(cacheKey);
+      const state = keys.get(cacheKey);
+      if (state && keys.delete(cacheKey)) bytes -= state.bytes;
     },
     values: () => keys.values(),
+    account(cacheKey) {
+      const state = keys.get(cacheKey);
+      if (state) recount(cacheKey, state);
+    },
+    get bytes() {
+      return bytes;
+    },
   };
 }
 

@@ -5,6 +5,7 @@
  * not be asked with is the caller's PolicyBoundsError here, before the denial cache, the breaker
  * and the store (never a store failure, never the breaker, never the clock).
  */
+import { ownedString, stringBytes } from "../owned-string";
 import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { storePolicyIssue } from "../store/caps";
 import { POLICY_NAME, storageKey } from "../store/keys";
@@ -42,8 +43,15 @@ export interface ResolvedPolicy extends StorePolicy {
 export function denialCacheKey(
   request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs" | "algorithm">,
 ): string {
-  const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
-  return `${request.policy}\n${algorithm}\n${request.limit}\n${request.windowMs}\n${request.key}`;
+  return cacheKeyOf(request, request.algorithm ?? DEFAULT_ALGORITHM, request.key);
+}
+
+function cacheKeyOf(
+  request: Pick<LimitRequest, "policy" | "limit" | "windowMs">,
+  algorithm: string,
+  key: string,
+): string {
+  return `${request.policy}\n${algorithm}\n${request.limit}\n${request.windowMs}\n${key}`;
 }
 
 /**
@@ -93,19 +101,34 @@ function requestIssue(request: LimitRequest): [PolicyField, string] | undefined 
 
 export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode): ResolvedPolicy {
   const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
+  // The denial cache, the fallback, single flight and leases keep these strings past the
+  // request: copies, never views into whatever larger string the caller cut the key from.
+  const clientKey = ownedString(request.key);
   return {
     policy: request.policy,
-    clientKey: request.key,
+    clientKey,
     algorithm,
     limit: request.limit,
     windowMs: request.windowMs,
     cost: request.cost ?? 1,
     failMode: request.failMode ?? defaultFailMode,
-    cacheKey: denialCacheKey(request),
+    cacheKey: cacheKeyOf(request, algorithm, clientKey),
     lease: request.lease === true && LEASABLE.has(algorithm),
     key: "",
   };
 }
+
+/**
+ * What one resolved policy keeps alive, for the per-isolate byte budgets that hold one (leases,
+ * single flight): the object, its cache key (which holds the client key: a concatenation points
+ * at its parts) and its Redis key, once built.
+ */
+export function policyBytes(policy: ResolvedPolicy): number {
+  return POLICY_OBJECT_BYTES + stringBytes(policy.cacheKey) + stringBytes(policy.key);
+}
+
+/** The object (11 fields), its cache key's concatenation nodes and number strings, rounded up. */
+const POLICY_OBJECT_BYTES = 320;
 
 /**
  * Builds the Redis keys of a decision about to ask the store. Total (keys.ts encodes any

@@ -2,8 +2,10 @@
  * The client key a rule counts a request under, read from the request's headers by the rule's
  * `key` spec. The address behind "ip" is client-ip.ts's.
  */
+import { MAX_KEY_LENGTH } from "../bounded-key";
 import type { ClientIpConfig } from "../config/client-ip-config";
 import { digestHex } from "../digest";
+import { ownedString, stringBytes } from "../owned-string";
 import { clientIp, missingIpReason } from "./client-ip";
 
 /**
@@ -14,7 +16,8 @@ import { clientIp, missingIpReason } from "./client-ip";
  *   subscriber owns a whole /64, so per-address keys would be free to rotate) as
  *   "2001:db8:1:2::/64". IPv4-mapped IPv6 counts as IPv4.
  * - "header:<name>": the SHA-256 (hex) of the header's first value (see headerKeyValue): API
- *   keys and tokens never reach Redis (keys, MONITOR, slowlog) in the clear.
+ *   keys and tokens never reach Redis (keys, MONITOR, slowlog) in the clear, and a key of any
+ *   length is 64 characters wherever it is kept.
  * - "global": "global" (one log for everyone).
  * Undefined when the request lacks the material (no such header, no parseable address): the
  * rule's `missingKey` decides what happens then.
@@ -36,28 +39,54 @@ export async function clientKey(
 /** Most header values whose SHA-256 an isolate remembers (the oldest leaves first). */
 export const HEADER_KEY_CACHE_SIZE = 1024;
 
+/**
+ * Most bytes those entries may occupy (each: the value and its digest at 2 bytes a character,
+ * plus HEADER_KEY_ENTRY_BYTES); the oldest leave first.
+ */
+export const HEADER_KEY_CACHE_BYTES = 1024 * 1024;
+
+/** An entry besides its two strings: the Map slot, rounded up. */
+export const HEADER_KEY_ENTRY_BYTES = 64;
+
 // Per isolate: a client sends the same key on every request, and its digest cost an async Web
 // Crypto call, a TextEncoder and a hex loop per proxied request (issue 12). Strings only (no
-// I/O object, nothing tied to a request). Bounded: a flood of one-off values cannot grow it. It
-// holds header values (API keys) in the isolate's memory, where each request's already is.
+// I/O object, nothing tied to a request). Bounded in entries and in bytes: a flood of one-off
+// values cannot grow it, nor can a few huge ones. Only values up to MAX_KEY_LENGTH are kept (an
+// API key or a token; a longer value is hashed on every request, never held), and each as a copy:
+// the value is cut from the header (split, trim), and a cut keeps the whole header alive.
 const headerKeys = new Map<string, string>();
+let headerKeyBytes = 0;
+
+const entryBytes = (value: string, hex: string) =>
+  stringBytes(value) + stringBytes(hex) + HEADER_KEY_ENTRY_BYTES;
 
 /** The SHA-256 (hex) of a header key's value, from the per-isolate cache when it is there. */
 async function hashedHeaderKey(value: string): Promise<string> {
   const known = headerKeys.get(value);
   if (known !== undefined) return known;
   const hex = await digestHex("SHA-256", value);
+  if (value.length > MAX_KEY_LENGTH) return hex;
+  const owned = ownedString(value);
+  headerKeyBytes += entryBytes(owned, hex);
+  headerKeys.set(owned, hex);
   // First in, first out: no reordering on a hit (a Map delete + set per request).
-  if (headerKeys.size >= HEADER_KEY_CACHE_SIZE) {
-    headerKeys.delete(headerKeys.keys().next().value as string);
+  while (headerKeys.size > HEADER_KEY_CACHE_SIZE || headerKeyBytes > HEADER_KEY_CACHE_BYTES) {
+    const oldest = headerKeys.entries().next();
+    if (oldest.done) break;
+    headerKeys.delete(oldest.value[0]);
+    headerKeyBytes -= entryBytes(oldest.value[0], oldest.value[1]);
   }
-  headerKeys.set(value, hex);
   return hex;
 }
 
 /** How many header values the cache holds now (tests check its bound). */
 export function headerKeyCacheSize(): number {
   return headerKeys.size;
+}
+
+/** Bytes the cache holds now, as HEADER_KEY_CACHE_BYTES counts them (tests check its bound). */
+export function headerKeyCacheBytes(): number {
+  return headerKeyBytes;
 }
 
 /**

@@ -1,10 +1,13 @@
 import { describe, expect, it } from "vitest";
+import { MAX_KEY_LENGTH } from "../../../src/bounded-key";
 import type { ClientIpConfig } from "../../../src/config/client-ip-config";
 import { digestHex } from "../../../src/digest";
 import { groupAddress } from "../../../src/rules/client-ip";
 import {
   clientKey,
+  HEADER_KEY_CACHE_BYTES,
   HEADER_KEY_CACHE_SIZE,
+  headerKeyCacheBytes,
   headerKeyCacheSize,
 } from "../../../src/rules/client-key";
 
@@ -151,5 +154,29 @@ describe("header keys' digests, remembered per isolate (issue 12)", () => {
     }
     expect(headerKeyCacheSize()).toBe(HEADER_KEY_CACHE_SIZE);
     expect(await clientKey(spec, headers({ "X-API-Key": "cached-key" }), defaults)).toBe(first);
+  });
+
+  it("1 100 distinct 32 kB and 128 kB keys: hashed right, the cache stays within its bytes", async () => {
+    const spec = "header:x-api-key";
+    for (const size of [32 * 1024, 128 * 1024]) {
+      for (let i = 0; i < 1_100; i++) {
+        const value = `${String(i).padStart(6, "0")}${"k".repeat(size - 6)}`;
+        const key = await clientKey(spec, headers({ "X-API-Key": value }), defaults);
+        if (i === 0) expect(key).toBe(await digestHex("SHA-256", value));
+        expect(headerKeyCacheBytes()).toBeLessThanOrEqual(HEADER_KEY_CACHE_BYTES);
+      }
+    }
+    // Such values are hashed on every request, never held (a real heap: test/node/isolate-memory).
+    expect(headerKeyCacheBytes()).toBeLessThanOrEqual(HEADER_KEY_CACHE_BYTES);
+  });
+
+  it("keeps values up to MAX_KEY_LENGTH, within its bytes, however many", async () => {
+    const spec = "header:x-api-key";
+    for (let i = 0; i < HEADER_KEY_CACHE_SIZE; i++) {
+      const value = `${String(i).padStart(6, "0")}${"t".repeat(MAX_KEY_LENGTH - 6)}`;
+      await clientKey(spec, headers({ "X-API-Key": value }), defaults);
+    }
+    expect(headerKeyCacheBytes()).toBeLessThanOrEqual(HEADER_KEY_CACHE_BYTES);
+    expect(headerKeyCacheSize()).toBeGreaterThan(HEADER_KEY_CACHE_SIZE / 2);
   });
 });
