@@ -7,12 +7,22 @@
  * reason, a policy is the same policy.
  */
 
+import { ownedString } from "../owned-string";
+
 /**
  * Distinct policies remembered per isolate. Past it the memo starts over (a body that varies its
  * limit per request only pays the full read again, never more memory).
  * @default 256
  */
 export const MAX_MEMO_POLICIES = 256;
+
+/**
+ * Longest memo key (UTF-16 units): a body whose policy values spell more is read afresh and not
+ * remembered. Real policy values spell a few dozen characters (`n100|s2:1m`); a body may be
+ * larger (the /check size cap), and 256 such memo keys would hold megabytes. So the memo holds
+ * at most MAX_MEMO_POLICIES × (2 × 256 bytes + the read result of so short values): ~200 kB.
+ */
+export const MAX_MEMO_KEY_LENGTH = 256;
 
 /**
  * Memoizes `read` by the values of `fields`. Only primitives (JSON's strings, numbers,
@@ -40,6 +50,7 @@ export function createPolicyMemo<T>(
           key += `n${value}|`;
           break;
         case "string":
+          if (value.length > MAX_MEMO_KEY_LENGTH) return read(body);
           key += `s${value.length}:${value}`;
           break;
         case "boolean":
@@ -52,8 +63,10 @@ export function createPolicyMemo<T>(
     const known = memo.get(key);
     if (known !== undefined) return known;
     const result = read(body);
+    if (key.length > MAX_MEMO_KEY_LENGTH) return result;
     if (memo.size >= maxEntries) memo.clear();
-    memo.set(key, result);
+    // A copy: the key is a concatenation pointing at the body's strings.
+    memo.set(ownedString(key), result);
     return result;
   };
 }

@@ -105,3 +105,17 @@ describe("an ad-hoc /check body through the memo", () => {
     );
   });
 });
+
+describe("createPolicyMemo's bytes", () => {
+  it("a body with long policy values is read afresh, never remembered (its values stay its own)", () => {
+    const { memo, reads } = counted();
+    const long = { limit: 100, window: `1m${" ".repeat(10_000)}` };
+    memo(long);
+    memo(long);
+    expect(reads()).toBe(2);
+    // Short values still hit.
+    memo({ limit: 100, window: "1m" });
+    memo({ limit: 100, window: "1m" });
+    expect(reads()).toBe(3);
+  });
+});
