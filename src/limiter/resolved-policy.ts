@@ -67,8 +67,10 @@ export function resolvePolicies(
   defaultFailMode: FailMode,
 ): ResolvedPolicy[] {
   if (!Array.isArray(requests)) throw new PolicyBoundsError(caller, 0, "policy", "no requests");
+  // Indexed loops, no iterators: this runs on every decision (issue 12).
   const policies: ResolvedPolicy[] = [];
-  for (const [index, request] of requests.entries()) {
+  for (let index = 0; index < requests.length; index++) {
+    const request = requests[index] as LimitRequest;
     const issue = requestIssue(request);
     if (issue) throw new PolicyBoundsError(caller, index, issue[0], issue[1]);
     policies.push(resolvePolicy(request, defaultFailMode));
@@ -77,7 +79,8 @@ export function resolvePolicies(
   if (bounds) throw new PolicyBoundsError(caller, bounds.index, bounds.field, bounds.detail);
   // Within the limit: a cost above it could never be admitted (/check and the config say so
   // too; the store alone would answer it as a denial).
-  for (const [index, policy] of policies.entries()) {
+  for (let index = 0; index < policies.length; index++) {
+    const policy = policies[index] as ResolvedPolicy;
     if (policy.cost > policy.limit) {
       throw new PolicyBoundsError(caller, index, "cost", "must be an integer from 1 to limit");
     }

@@ -240,8 +240,12 @@ export interface RefundOutcome {
 export interface Limiter {
   /**
    * Decide one request. Never throws on a store failure: those become fail-open / fail-closed
-   * decisions. Rejects with PolicyBoundsError, before any store call, for a request past the caps
-   * of store/caps.ts (a limit, a cost; see README "Limits").
+   * decisions. Rejects with PolicyBoundsError (its `field` and `index` name what), before the
+   * denial cache, the breaker and any store call, for a request the store must not be asked
+   * with: a policy name outside [A-Za-z0-9_.-]{1,64}, a key that is not a non-empty string, an
+   * unknown algorithm or fail mode, a limit, window (integer ms, 1 to 7 days) or cost (integer,
+   * 1 to limit) out of bounds, or past the caps of store/caps.ts (README "Limits"). Such a
+   * request is never a store failure: it does not move the breaker or the clock.
    */
   limit(request: LimitRequest, options?: Pick<LimitAllOptions, "waitUntil">): Promise<Decision>;
   /**
@@ -249,13 +253,16 @@ export interface Limiter {
    * denies, none consumes. Never throws. The policies must be distinct (policy, key, algorithm):
    * the script checks every entry against the same stored count, so the same one twice would be
    * admitted twice (the config and /check refuse duplicate rule names for this reason).
-   * Rejects with PolicyBoundsError, like `limit`, past the caps.
+   * Rejects with PolicyBoundsError, like `limit`, for any policy out of bounds (`index` is its
+   * position in `requests`).
    */
   limitAll(requests: readonly LimitRequest[], options?: LimitAllOptions): Promise<MultiDecision>;
   /**
    * Give back what an admitted request consumed (all its policies, or the named ones): exact for
    * the sliding log, best effort for the others (see src/store/refund.ts). Forgets this
-   * isolate's cached denials of those keys. Never throws.
+   * isolate's cached denials of those keys. Never throws: a receipt that is not one `limitAll`
+   * returned (a field out of the bounds `limit` checks) answers `refunded: false` with the
+   * PolicyBoundsError as `error`, without asking the store (not a store failure).
    */
   refund(
     receipt: RefundReceipt,

@@ -135,7 +135,8 @@ export function storePolicyIssue(
 ):
   | { index: number; field: "algorithm" | "windowMs" | "limit" | "cost"; detail: string }
   | undefined {
-  for (const [index, { algorithm, windowMs }] of policies.entries()) {
+  for (let index = 0; index < policies.length; index++) {
+    const { algorithm, windowMs } = policies[index] as StoreBoundedPolicy;
     if (!(ALGORITHMS as readonly unknown[]).includes(algorithm)) {
       return { index, field: "algorithm", detail: `must be one of ${ALGORITHMS.join(", ")}` };
     }
