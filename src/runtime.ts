@@ -166,6 +166,8 @@ function buildAnalytics(
     flushIntervalMs: settings.flushIntervalMs,
     retentionMinutes: settings.retentionMinutes,
     topKeys: settings.topKeys,
+    // Counted by name: the configured rules; every ad-hoc /check window in one bucket.
+    rules: config.rules.map((rule) => rule.name),
     shadowPolicies: config.rules.filter((rule) => rule.shadow).map((rule) => rule.name),
     waitUntil,
     onFlushError: (error) =>

@@ -1,8 +1,10 @@
 /**
  * One isolate's counts since its last flush: per minute, per rule, what was decided. Bounded:
- * at most MAX_RULES_PER_MINUTE rules a minute (more land in OTHER_RULE: ad-hoc /check windows
- * are chosen by callers) and MAX_PENDING_MINUTES minutes (older ones are dropped, and counted,
- * if flushes keep failing); each rule's denied keys in a TopKeys of a few times `topKeys`.
+ * a policy outside the listed rules (the configured ones; in the worker, an ad-hoc /check's
+ * `check.<window>ms`, whose window the caller picks) is counted under ADHOC_RULE; at most
+ * MAX_RULES_PER_MINUTE rules a minute (more land in OTHER_RULE: without a list, every policy is
+ * its own rule) and MAX_PENDING_MINUTES minutes (older ones are dropped, and counted, if flushes
+ * keep failing); each rule's denied keys in a TopKeys of a few times `topKeys`.
  */
 import type { DecisionSource } from "../limiter/types";
 import { TopKeys } from "./top-keys";
@@ -12,6 +14,11 @@ export const MAX_RULES_PER_MINUTE = 64;
 export const MAX_PENDING_MINUTES = 15;
 /** Where the rules past MAX_RULES_PER_MINUTE in one minute are counted. */
 export const OTHER_RULE = "(other)";
+/**
+ * Where every policy outside the listed rules is counted: one bucket, however many ad-hoc
+ * windows callers pick. Parentheses are outside a rule name's alphabet: no rule is called so.
+ */
+export const ADHOC_RULE = "(ad-hoc)";
 /** Client keys are cut to this many characters (a key may be 512). */
 export const MAX_KEY_LENGTH = 128;
 
@@ -39,9 +46,17 @@ export class Aggregate {
   dropped = 0;
   size = 0;
 
-  constructor(private readonly topCapacity: number) {}
+  /**
+   * @param listed the rules counted by name (any other policy: ADHOC_RULE); undefined: every
+   * policy by name, up to MAX_RULES_PER_MINUTE a minute
+   */
+  constructor(
+    private readonly topCapacity: number,
+    private readonly listed?: ReadonlySet<string>,
+  ) {}
 
   add(minute: number, policy: string, outcome: Outcome, source: DecisionSource, key: string): void {
+    if (this.listed && !this.listed.has(policy)) policy = ADHOC_RULE;
     let rules = this.rules;
     if (minute !== this.minute || !rules) {
       rules = this.rulesOf(minute);

@@ -27,7 +27,8 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
   };
   const { store, analyticsEngine, waitUntil, onFlushError } = options;
   const shadow = new Set(options.shadowPolicies ?? []);
-  const aggregate = new Aggregate(topKeys * TRACKED_PER_TOP_KEY);
+  const listed = options.rules ? new Set(options.rules) : undefined;
+  const aggregate = new Aggregate(topKeys * TRACKED_PER_TOP_KEY, listed);
   const counters: IsolateStats = {
     breaker: { state: "closed", since: null, failures: 0 },
     flushes: 0,

@@ -1,10 +1,14 @@
 /**
- * Reads the analytics back for GET /check/stats: the last `minutes` minutes of every rule, in
- * two pipelined calls (the per-minute hashes, then each rule's top denied keys merged by
- * ZUNION over its per-minute sets). Answers with a zero for every minute without counts.
+ * Reads the analytics back for GET /check/stats: the last `minutes` minutes of the rules asked
+ * for (the configured ones) and of the two buckets (ADHOC_RULE, OTHER_RULE), in two pipelined
+ * calls (the fields of those rules in each per-minute hash, then each rule's top denied keys
+ * merged by ZUNION over its per-minute sets). Answers with a zero for every minute without
+ * counts. Only named fields are read (HMGET, never HGETALL): whatever else is under the prefix
+ * (another deployment's rules, ad-hoc windows counted by name before they were folded) costs
+ * nothing and is not listed, so the answer and the work are (rules + 2) × minutes.
  */
 import type { DecisionSource } from "../limiter/types";
-import { addCounts } from "./aggregate";
+import { ADHOC_RULE, addCounts, OTHER_RULE } from "./aggregate";
 import {
   COUNT_CODES,
   countsKey,
@@ -52,29 +56,30 @@ export async function readStats(
   const first = last - options.minutes + 1;
   const minuteIds = Array.from({ length: options.minutes }, (_, i) => first + i);
 
+  const buckets = [ADHOC_RULE, OTHER_RULE].filter((bucket) => !options.rules.includes(bucket));
+  const names = [...new Set(options.rules), ...buckets];
+  const fields = names.flatMap((rule) => FIELD_CODES.map((code) => `${rule}|${code}`));
   const read = store.pipeline();
-  for (const minute of minuteIds) read.hgetall(countsKey(options.prefix, minute));
+  for (const minute of minuteIds) read.hmget(countsKey(options.prefix, minute), ...fields);
   const hashes = (await read.exec()) as unknown[];
 
   // rule → minute index → counts
-  const byRule = new Map<string, RuleMinuteCounts[]>();
-  const rulesOf = (rule: string) => {
-    let series = byRule.get(rule);
-    if (!series) {
-      series = minuteIds.map(emptyCounts);
-      byRule.set(rule, series);
-    }
-    return series;
-  };
-  for (const rule of options.rules) rulesOf(rule);
+  const byRule = new Map(names.map((rule) => [rule, minuteIds.map(emptyCounts)]));
   hashes.forEach((hash, index) => {
-    for (const [field, value] of pairs(hash)) {
+    for (const [field, value] of pairs(hash, fields)) {
+      if (value === null || value === undefined) continue;
       const bar = field.lastIndexOf("|");
-      if (bar < 0) continue;
-      const counts = rulesOf(field.slice(0, bar))[index] as RuleMinuteCounts;
-      addField(counts, field.slice(bar + 1), Number(value) || 0);
+      const counts = byRule.get(field.slice(0, bar))?.[index];
+      if (counts) addField(counts, field.slice(bar + 1), Number(value) || 0);
     }
   });
+  // A bucket is listed only when it counted something in the span.
+  for (const bucket of buckets) {
+    const series = byRule.get(bucket) ?? [];
+    if (series.every((counts) => Object.values(counts.sources).every((n) => !n))) {
+      byRule.delete(bucket);
+    }
+  }
 
   const rules = [...byRule.keys()];
   const tops = await readTopKeys(store, options, rules, minuteIds);
@@ -126,6 +131,18 @@ async function readTopKeys(
   );
 }
 
+// Every decision source, spelled out so that a new one fails to compile here until it is read.
+const SOURCES: Record<DecisionSource, true> = {
+  redis: true,
+  cache: true,
+  fallback: true,
+  "fail-open": true,
+  "fail-closed": true,
+  lease: true,
+};
+/** Every field a rule may have in a minute's hash (redis-layout.ts): its outcomes and sources. */
+const FIELD_CODES: readonly string[] = [...COUNT_CODES, ...Object.keys(SOURCES)];
+
 function emptyCounts(): RuleMinuteCounts {
   return {
     allowed: 0,
@@ -156,14 +173,24 @@ function addField(counts: RuleMinuteCounts, code: string, value: number) {
   counts.sources[source] = (counts.sources[source] ?? 0) + value;
 }
 
-/** A hash as the client hands it back: a flat [field, value, …] array (raw) or an object. */
-function pairs(hash: unknown): [string, unknown][] {
-  if (Array.isArray(hash)) {
+/**
+ * HMGET's answer as the client hands it back: the values in field order (raw), an object by
+ * field, or null (none of the fields set).
+ */
+function pairs(hash: unknown, fields: readonly string[]): [string, unknown][] {
+  if (Array.isArray(hash)) return fields.map((field, i) => [field, hash[i]]);
+  if (hash && typeof hash === "object") return Object.entries(hash);
+  return [];
+}
+
+/** A flat [member, score, …] array (raw) or an object. */
+function flatPairs(answer: unknown): [string, unknown][] {
+  if (Array.isArray(answer)) {
     const out: [string, unknown][] = [];
-    for (let i = 0; i + 1 < hash.length; i += 2) out.push([String(hash[i]), hash[i + 1]]);
+    for (let i = 0; i + 1 < answer.length; i += 2) out.push([String(answer[i]), answer[i + 1]]);
     return out;
   }
-  if (hash && typeof hash === "object") return Object.entries(hash);
+  if (answer && typeof answer === "object") return Object.entries(answer);
   return [];
 }
 
@@ -176,5 +203,5 @@ function scoredPairs(answer: unknown): { key: string; count: number }[] {
       count: Number(count),
     }));
   }
-  return pairs(answer).map(([key, count]) => ({ key, count: Number(count) }));
+  return flatPairs(answer).map(([key, count]) => ({ key, count: Number(count) }));
 }

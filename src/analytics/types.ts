@@ -55,6 +55,13 @@ export interface AnalyticsOptions {
    */
   topKeys?: number;
   /**
+   * The rules counted and listed by name: the configured ones. Every other policy (in the
+   * worker, the ad-hoc /check windows `check.<window>ms`, which callers pick) is counted under
+   * one "(ad-hoc)" rule, so the counts and GET /check/stats stay the size of the config.
+   * @default every policy by name, at most 64 a minute (the rest under "(other)")
+   */
+  rules?: Iterable<string>;
+  /**
    * Rules whose denials are shadow denials (decided, never enforced): counted apart.
    * @default []
    */
@@ -100,9 +107,10 @@ export interface Analytics {
   /** This isolate's breaker as last reported, and its flush counters. */
   isolate(): IsolateStats;
   /**
-   * Flushes this isolate's counts, then reads the last `minutes` minutes of every rule back
-   * from Redis (`rules` listed even without counts). Undefined without a `store`. Rejects when
-   * the store fails.
+   * Flushes this isolate's counts, then reads the last `minutes` minutes of `rules` back from
+   * Redis (listed even without counts), and of "(ad-hoc)" and "(other)" when they have counts;
+   * nothing else, whatever else is stored under the prefix. Undefined without a `store`. Rejects
+   * when the store fails.
    */
   stats(minutes: number, rules: readonly string[]): Promise<StatsSpan | undefined>;
 }

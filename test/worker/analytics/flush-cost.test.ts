@@ -14,15 +14,16 @@ import { scopedPrefix, testStore } from "../../support/worker/redis";
 // One prefix for the file, cleaned up after it (a hook registered inside a test never runs).
 const filePrefix = scopedPrefix("flush");
 
-/** The real store client, counting the pipelined calls (HTTP requests) it makes. */
+/** The real store client, counting the pipelined calls (HTTP requests) it makes and their commands. */
 function counting(store: AnalyticsStore) {
-  const counter = { calls: 0 };
+  const counter = { calls: 0, commands: [] as number[] };
   const wrapped: AnalyticsStore = {
     pipeline() {
       const pipeline = store.pipeline();
       const exec = pipeline.exec.bind(pipeline);
       pipeline.exec = ((...args: Parameters<typeof exec>) => {
         counter.calls++;
+        counter.commands.push(pipeline.length());
         return exec(...args);
       }) as typeof exec;
       return pipeline;
@@ -96,6 +97,71 @@ describe("analytics' cost to the store", () => {
       `analytics flushes: ${duringLoad} pipelined calls for ${decisions} decisions at 100/s = ${perThousand.toFixed(2)} per 1000 decisions`,
     );
   });
+
+  it("counts policies outside the listed rules in one bucket: flushes and reads stay bounded", async () => {
+    const prefix = `${filePrefix}-adhoc`;
+    let clock = Date.now();
+    const analytics = createAnalytics({
+      store: testStore(),
+      prefix,
+      rules: ["api"],
+      now: () => clock,
+    });
+    const decision = (policy: string, allowed: boolean) => ({
+      allowed,
+      limit: 1,
+      remaining: 0,
+      reset: 0,
+      resetAfterMs: 0,
+      retryAfterMs: 0,
+      source: "redis" as const,
+      policy,
+      windowMs: 60_000,
+      algorithm: "sliding-log" as const,
+    });
+    // An hour of 64 new ad-hoc windows a minute, each decided twice (admitted, then denied).
+    for (let minute = 0; minute < 60; minute++) {
+      for (let w = 0; w < 64; w++) {
+        const policy = `check.${60_000 + minute * 64 + w}ms`;
+        const request = { policy, key: `client-${w}`, limit: 1, windowMs: 60_000 };
+        for (const allowed of [true, false]) {
+          analytics.record([request], {
+            allowed,
+            replayed: false,
+            decisions: [decision(policy, allowed)],
+          });
+        }
+      }
+      analytics.record([{ policy: "api", key: "k", limit: 1, windowMs: 60_000 }], {
+        allowed: true,
+        replayed: false,
+        decisions: [decision("api", true)],
+      });
+      await analytics.flush();
+      clock += 60_000;
+    }
+    clock -= 60_000;
+    const { store, counter } = counting(testStore());
+    const reader = createAnalytics({ store, prefix, rules: ["api"], now: () => clock });
+    const span = await reader.stats(60, ["api"]);
+    const rules = span?.rules ?? [];
+    console.log(
+      `stats after an hour of 64 ad-hoc windows a minute: ${rules.length} rules, ${JSON.stringify(span).length} B, commands per read ${counter.commands.join(" + ")}`,
+    );
+    expect(rules.map((r) => r.rule)).toEqual(["api", "(ad-hoc)"]);
+    expect(rules[1]?.totals).toMatchObject({ allowed: 60 * 64, denied: 60 * 64 });
+    expect(rules[1]?.topDenied).toHaveLength(10);
+    // Two reads: an HMGET per minute, then a ZUNION per listed rule (3 777 of them before).
+    expect(counter.commands).toEqual([60, 2]);
+    // Each minute's hash holds two rules' fields, not 64 windows'.
+    const fields = (await bridge([
+      "HKEYS",
+      `${prefix}:analytics:${Math.floor(clock / 60_000)}`,
+    ])) as string[];
+    expect(new Set(fields.map((field) => field.split("|")[0]))).toEqual(
+      new Set(["api", "(ad-hoc)"]),
+    );
+  }, 60_000);
 
   it("a flush the store refuses keeps its counts for the next one", async () => {
     const prefix = `${filePrefix}-retry`;

@@ -218,3 +218,57 @@ describe("analytics off (the default)", () => {
     expect(await missing.json()).toMatchObject({ field: "LIMITER_ANALYTICS" });
   });
 });
+
+describe("GET /check/stats stays the size of the config", () => {
+  it("counts every ad-hoc window in one bucket and lists nothing else stored under the prefix", async () => {
+    const boundedPrefix = `${filePrefix}-bounded`;
+    const bounded = workerWith({
+      LIMITER_CONFIG: JSON.stringify({
+        prefix: boundedPrefix,
+        analytics: { enabled: true },
+        rules: [{ name: "api", match: { path: `/bounded-${run}/*` }, limit: 5, window: "1m" }],
+      }),
+    });
+    // 300 ad-hoc checks, each with a window of its own: 300 policies `check.<window>ms`.
+    const WINDOWS = 300;
+    for (let batch = 0; batch < WINDOWS; batch += 25) {
+      const answers = await Promise.all(
+        Array.from({ length: 25 }, (_, i) =>
+          bounded("/check", {
+            method: "POST",
+            headers: { ...bearer, "Content-Type": "application/json" },
+            body: JSON.stringify({ key: `adhoc-${run}`, limit: 1, window: 60_000 + batch + i }),
+          }),
+        ),
+      );
+      for (const answer of answers) {
+        expect(answer.status).toBe(200);
+        await answer.body?.cancel();
+      }
+    }
+    // Another deployment under the same prefix: its rule's counts in this minute's hash and its
+    // top keys; and ad-hoc windows counted by name (as before they were folded into one bucket).
+    const minute = Math.floor(Date.now() / 60_000);
+    const hash = `${boundedPrefix}:analytics:${minute}`;
+    await redis.hincrby(hash, "foreign|a", 7);
+    await redis.hincrby(hash, "check.1234ms|a", 3);
+    await redis.zincrby(`${hash}:top:foreign`, 2, "203.0.113.9");
+    await redis.pexpire(hash, 120_000);
+    await redis.pexpire(`${hash}:top:foreign`, 120_000);
+
+    for (const minutes of [60, 1_440]) {
+      const res = await bounded(`/check/stats?minutes=${minutes}`, { headers: bearer });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      const stats = JSON.parse(text) as StatsBody;
+      expect(stats.rules.map((r) => r.rule)).toEqual(["api", "(ad-hoc)"]);
+      const adhoc = stats.rules.find((r) => r.rule === "(ad-hoc)");
+      expect(adhoc?.totals).toMatchObject({ allowed: WINDOWS, denied: 0 });
+      expect(adhoc?.minutes).toHaveLength(minutes);
+      // Two rules × `minutes` entries of ~60 bytes each: the size of the config and the span,
+      // not of the windows callers picked (300 listed one by one were 345 KB at 60 minutes).
+      expect(text.length, `${minutes} minutes`).toBeLessThan(2 * minutes * 90 + 2_000);
+      console.log(`stats, ${WINDOWS} ad-hoc windows, ${minutes} minutes: ${text.length} B`);
+    }
+  });
+});
