@@ -6,8 +6,9 @@ import {
   type RefundFailedEvent,
   rateLimit,
 } from "../../../src/index";
+import { createDenialCache } from "../../../src/limiter/denial-cache";
 import { faultScenario, storeAt } from "../../support/worker/fault-control";
-import { scopedPrefix, testStore } from "../../support/worker/redis";
+import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
 const prefix = scopedPrefix("middleware");
 const limiter = createLimiter({
@@ -119,5 +120,36 @@ describe("rateLimit middleware, store failing at refund time", () => {
     ]);
     // Nothing came back, so the headers keep the count the request was admitted with.
     expect(response.headers.get("RateLimit")).toMatch(/^"refund-fails";r=4;t=/);
+  });
+});
+
+describe("rateLimit middleware, keys of any length", () => {
+  it("a key() of 100 kB counts in its own bucket under a digest: Redis and the cache stay small", async () => {
+    const cache = createDenialCache();
+    const longKeys = createLimiter({ store: testStore(2_000), prefix, denialCache: cache });
+    const app = new Hono();
+    app.use(
+      rateLimit({
+        limiter: longKeys,
+        rules: { name: "long-key", limit: 1, window: "1m" },
+        // An app keyed on a long token: each client's token, whole.
+        key: (c) => c.req.header("x-token"),
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    const token = (i: number) => `${String(i).padStart(6, "0")}${"t".repeat(100_000)}`;
+    const send = (i: number) => app.request("/", { headers: { "x-token": token(i) } });
+    expect((await send(0)).status).toBe(200);
+    expect((await send(0)).status).toBe(429);
+    for (let i = 1; i <= 40; i++) {
+      expect((await send(i)).status).toBe(200);
+      expect((await send(i)).status).toBe(429);
+    }
+    // 41 denied keys remembered, each as a 72-character digest, not 100 kB.
+    expect(cache.size).toBe(41);
+    expect(cache.bytes).toBeLessThan(41 * 400);
+    const keys = await testRedis().keys(`${prefix}:long-key:*`);
+    expect(keys).toHaveLength(41);
+    for (const key of keys) expect(key.length).toBeLessThan(prefix.length + 100);
   });
 });
