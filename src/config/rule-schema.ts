@@ -52,9 +52,15 @@ const nameSchema = v.pipe(
 );
 
 // A path pattern: literal segments, ":name" (one segment) and "*" (anything, including "/").
-const PATH_PATTERN = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,255}$/;
+// At most MAX_PATH_PATTERN_LENGTH characters: matching costs path × pattern (rules/match.ts).
+export const MAX_PATH_PATTERN_LENGTH = 256;
+const PATH_PATTERN = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/;
 const pathSchema = v.pipe(
   v.string("must be a path pattern"),
+  v.maxLength(
+    MAX_PATH_PATTERN_LENGTH,
+    `must be a path pattern of at most ${MAX_PATH_PATTERN_LENGTH} characters`,
+  ),
   v.regex(PATH_PATTERN, 'must be a path pattern starting with "/" ("/api/*", "/users/:id")'),
 );
 const METHOD = /^[A-Za-z]{1,16}$/;

@@ -94,7 +94,7 @@ const STAR = 2;
  * Thompson automaton over its positions, and the path is read once, left to right, with the set
  * of live positions as a bit set (shift-and): each character costs one update per 32 positions,
  * whatever the pattern, so a match is O(path × pattern / 32) with the pattern at most 256
- * characters (rule-schema.ts). It stops as soon as no position is live.
+ * characters (MAX_PATH_PATTERN_LENGTH, rule-schema.ts). It stops as soon as no position is live.
  */
 export function compilePattern(pattern: string, options: PatternOptions = {}): PathMatcher {
   const prefixOnly = pattern.endsWith("/*");

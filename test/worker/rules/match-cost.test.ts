@@ -2,6 +2,7 @@
 // accepts: linear in the path (counted in matcher steps, not timed), the path read up to
 // MAX_MATCHED_PATH_LENGTH and a longer one applying to every rule (never escaping one).
 import { describe, expect, it } from "vitest";
+import { MAX_PATH_PATTERN_LENGTH } from "../../../src/config/rule-schema";
 import { parseWorkerConfig } from "../../../src/config/worker-config";
 import {
   applyingRules,
@@ -44,12 +45,24 @@ describe("path matching cost", () => {
     "/:x/*/:y/*/:z/*/q",
     "/a*b*c*d*e*f*g*h*i*j*k*l*m*n*o*p*q*r*s*t*u*v*w*x*y*z*0*1*2*3*4*5*6*7*8*9",
     // The longest pattern the config takes: 256 characters, 85 stars (9 words of state).
-    `/${"*x/".repeat(85)}`.slice(0, 256),
+    `/${"*x/".repeat(85)}`.slice(0, MAX_PATH_PATTERN_LENGTH),
   ];
+
+  it("the config takes patterns of up to 256 characters and names a longer one's cap", () => {
+    const withPath = (path: string) =>
+      parseWorkerConfig({ rules: [{ name: "r", limit: 1, window: "1m", match: { path } }] });
+    expect(withPath(`/${"*x/".repeat(85)}`.slice(0, MAX_PATH_PATTERN_LENGTH)).ok).toBe(true);
+    const long = withPath(`/${"a".repeat(MAX_PATH_PATTERN_LENGTH)}`);
+    expect(long).toMatchObject({
+      ok: false,
+      field: "rules[0].match.path",
+      detail: expect.stringContaining(`at most ${MAX_PATH_PATTERN_LENGTH} characters`),
+    });
+  });
 
   it("takes at most one step per character per 32 pattern positions, for every pattern", () => {
     for (const pattern of patterns) {
-      expect(pattern.length, pattern).toBeLessThanOrEqual(256);
+      expect(pattern.length, pattern).toBeLessThanOrEqual(MAX_PATH_PATTERN_LENGTH);
       const words = Math.ceil((pattern.length + 3) / 32);
       for (const length of [1_024, 4_096, MAX_MATCHED_PATH_LENGTH]) {
         const path = hostilePath(length);
