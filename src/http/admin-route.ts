@@ -4,6 +4,7 @@
  * state as stored, not a decision).
  */
 import type { Context } from "hono";
+import { boundedKey } from "../bounded-key";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import type { Env } from "../env";
 import type { LimitRequest } from "../limiter/types";
@@ -37,7 +38,8 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
     const quota = await peekQuota(runtime.store, {
       prefix: runtime.config.prefix,
       policy: limitRequest.policy,
-      key: limitRequest.key,
+      // As the limiter counts it (a key spelling a digest is digested: bounded-key.ts).
+      key: await boundedKey(limitRequest.key),
       limit: limitRequest.limit,
       windowMs: limitRequest.windowMs,
       cost: limitRequest.cost ?? 1,
@@ -72,7 +74,8 @@ export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     const existed = await resetQuota(runtime.store, {
       prefix: runtime.config.prefix,
       policy: limitRequest.policy,
-      key: limitRequest.key,
+      // As the limiter counts it (a key spelling a digest is digested: bounded-key.ts).
+      key: await boundedKey(limitRequest.key),
       algorithm: limitRequest.algorithm ?? DEFAULT_ALGORITHM,
     });
     // This isolate may still remember the key as exhausted; forget it. Other isolates keep a

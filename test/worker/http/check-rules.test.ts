@@ -149,4 +149,17 @@ describe("admin: peek and reset", () => {
     expect((await post("/check/reset", { key, limit: 5, window: "1m" }, null)).status).toBe(401);
     expect(await logCount(redis, `${prefix}:check.60000ms:{${key}}`)).toBe(3);
   });
+
+  it("peek and reset see a key that spells the digest prefix where /check counted it", async () => {
+    // The limiter digests such a key (bounded-key.ts: so no key spells another's digest).
+    const key = `#sha256:${run}`;
+    const body = { key, limit: 5, window: "1m" };
+    await post("/check", body);
+    await post("/check", body);
+    const peek = await post("/check/peek", body);
+    expect(await peek.json()).toMatchObject({ allowed: true, remaining: 3 });
+    const reset = await post("/check/reset", body);
+    expect(await reset.json()).toMatchObject({ reset: true, existed: true });
+    expect(await (await post("/check", body)).json()).toMatchObject({ remaining: 4 });
+  });
 });
