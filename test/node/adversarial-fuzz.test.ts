@@ -159,18 +159,27 @@ const adhoc = (key: string, algorithm: Algorithm, limit: number, window: string,
  * 100 000 ring and a 100 000-unit one; a request id reused with other parameters; leases taken,
  * then the key reset under them.
  */
+// A fresh request id makes a check ask the store (only it holds the original answer): without
+// one, a check after a denial of the same key is answered by this isolate's denial cache, and the
+// layout or size it switches to is never written.
+let fresh = 0;
+const storeAsked = (body: Body): Body => ({ ...body, requestId: `fresh-${fresh++}` });
+
 const KNOWN_BAD: Step[] = [
   { kind: "check", body: adhoc("k0", "sliding-log", 100_000, "7d", { cost: 100_000 }) },
-  { kind: "check", body: adhoc("k0", "sliding-log-zset", 8_000, "7d") },
-  { kind: "check", body: adhoc("k0", "sliding-log", 100_000, "7d") },
-  { kind: "check", body: adhoc("k0", "sliding-log-zset", 8_000, "7d", { cost: 1_000 }) },
-  { kind: "check", body: adhoc("k0", "sliding-log", 100_000, "7d") },
-  { kind: "check", body: adhoc("k0", "sliding-log-zset", 8_000, "7d") },
+  { kind: "check", body: storeAsked(adhoc("k0", "sliding-log-zset", 8_000, "7d")) },
+  { kind: "check", body: storeAsked(adhoc("k0", "sliding-log", 100_000, "7d")) },
+  {
+    kind: "check",
+    body: storeAsked(adhoc("k0", "sliding-log-zset", 8_000, "7d", { cost: 1_000 })),
+  },
+  { kind: "check", body: storeAsked(adhoc("k0", "sliding-log", 100_000, "7d")) },
+  { kind: "check", body: storeAsked(adhoc("k0", "sliding-log-zset", 8_000, "7d")) },
   { kind: "peek", body: adhoc("k0", "sliding-log", 100_000, "7d") },
   { kind: "check", body: adhoc("k1", "sliding-log", 100_000, "7d", { cost: 100_000 }) },
-  { kind: "check", body: adhoc("k1", "sliding-log", 5, "7d") },
-  { kind: "check", body: adhoc("k1", "sliding-log", 100_000, "7d") },
-  { kind: "check", body: adhoc("k1", "sliding-log", 8_000, "7d") },
+  { kind: "check", body: storeAsked(adhoc("k1", "sliding-log", 5, "7d")) },
+  { kind: "check", body: storeAsked(adhoc("k1", "sliding-log", 100_000, "7d")) },
+  { kind: "check", body: storeAsked(adhoc("k1", "sliding-log", 8_000, "7d")) },
   { kind: "check", body: { key: "10.0.0.1", rule: "ring-one", cost: 99_999 } },
   { kind: "proxy", rule: "ring-one", ip: "10.0.0.1", fail: true },
   { kind: "proxy", rule: "ring-full", ip: "10.0.0.2", fail: true },
@@ -206,7 +215,9 @@ function adhocBody(r: Rng, logsOnly: boolean): Body {
   if (cost !== 1 || r.chance(0.5)) body.cost = cost;
   // Leases on the logs; now and then on an O(1) algorithm (a 400).
   if (r.chance(isLog(algorithm) ? 0.35 : 0.05)) body.lease = true;
-  if (r.chance(0.25)) body.requestId = r.pick(REQUEST_IDS);
+  const id = r.next();
+  if (id < 0.2) body.requestId = r.pick(REQUEST_IDS);
+  else if (id < 0.4) body.requestId = `fresh-${fresh++}`;
   return body;
 }
 
@@ -364,15 +375,21 @@ it("random /check, peek, reset and refund sequences keep every Redis call and ke
   const largest = new Map<string, Seen<KeySize>>();
   const started = performance.now();
 
+  // Per step: the slowest call its measure saw (ms) and the largest key after it (bytes).
+  const perStep: { ms: number; bytes: number }[] = [];
   let runaway: string | undefined;
   let alive = true;
   const measure = async (step: number, what: string, before?: string) => {
+    const seen = { ms: 0, bytes: 0 };
+    perStep[step] = seen;
     try {
       for (const call of await probe.takeCalls()) {
         calls++;
+        seen.ms = Math.max(seen.ms, call.micros / 1000);
         slowest.push({ value: call, step, what, before });
       }
       for (const size of await probe.keySizes()) {
+        seen.bytes = Math.max(seen.bytes, size.bytes);
         const kind = layoutOf(size);
         const best = largest.get(kind);
         if (!best || size.bytes > best.value.bytes) largest.set(kind, { value: size, step, what });
@@ -382,6 +399,7 @@ it("random /check, peek, reset and refund sequences keep every Redis call and ke
       // The script's own entry never reaches the slow log if it was shut down: it counts as a
       // call of at least the time Redis was seen busy.
       const micros = (BUSY_THRESHOLD_MS + error.busyMs) * 1000;
+      seen.ms = Math.max(seen.ms, micros / 1000);
       slowest.push({
         value: { micros, command: "script (runaway)", key: undefined, at: 0 },
         step,
@@ -411,7 +429,11 @@ it("random /check, peek, reset and refund sequences keep every Redis call and ke
     const before = steps[i - 1];
     alive = await measure(i, what, before && describeStep(before));
     if (process.env.FUZZ_TRACE) {
-      console.error(`  ${answer.status} in ${(performance.now() - stepStart).toFixed(0)} ms`);
+      const { ms, bytes } = perStep[i] ?? { ms: 0, bytes: 0 };
+      const wall = (performance.now() - stepStart).toFixed(0);
+      console.error(
+        `  ${answer.status} in ${wall} ms; slowest call ${ms.toFixed(2)} ms, largest key ${bytes} B`,
+      );
     }
     // Redis was shut down under a script that would not stop: nothing more to measure.
     if (!alive) break;
@@ -438,6 +460,11 @@ it("random /check, peek, reset and refund sequences keep every Redis call and ke
       `adversarial fuzz, seed ${SEED}: ${steps.length} steps in ${seconds} s, ${calls} Redis calls`,
       `answers: ${[...statuses].map(([k, n]) => `${k} × ${n}`).join(", ")}`,
       `400s: ${[...refusals].map(([k, n]) => `${n} × ${k}`).join(" | ")}`,
+      "known-hard steps (slowest call logged by it, largest key after it):",
+      ...KNOWN_BAD.map((step, i) => {
+        const { ms, bytes } = perStep[i] ?? { ms: 0, bytes: 0 };
+        return `  ${i}: ${ms.toFixed(2)} ms, ${bytes} B: ${describeStep(step)}`;
+      }),
       "slowest calls:",
       ...slowest.map((seen) => `  ${callText(seen)}`),
       `largest ring: ${keyText("ring")}`,
