@@ -24,10 +24,7 @@ const UNPLAIN = /[%;\\ ]|\/\/|\.(?:\/|$)/;
  */
 export function pathReadings(path: string): readonly string[] {
   if (path.startsWith("/") && !UNPLAIN.test(path)) return [path];
-  const decoded = path.replace(/%([0-9A-Fa-f]{2})/g, (encoded, hex: string) => {
-    const char = String.fromCharCode(Number.parseInt(hex, 16));
-    return /[A-Za-z0-9\-._~]/.test(char) ? char : encoded.toUpperCase();
-  });
+  const decoded = path.replace(/%[0-9A-Fa-f]{2}/g, decodeUnreserved);
   const sources = [decoded];
   const separated = decoded.replace(/%2F|%5C|\\/g, "/").replace(/%3B/g, ";");
   if (separated !== decoded) sources.push(separated);
@@ -46,6 +43,18 @@ export function pathReadings(path: string): readonly string[] {
     }
   }
   return [...readings];
+}
+
+// The unreserved characters (RFC 3986): an escape of one is the character itself to every server.
+const UNRESERVED = new Uint8Array(128);
+for (const char of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~") {
+  UNRESERVED[char.charCodeAt(0)] = 1;
+}
+
+/** "%6C" → "l"; any other escape in upper case ("%2f" → "%2F"). A table, not a regex per escape. */
+function decodeUnreserved(encoded: string): string {
+  const code = Number.parseInt(encoded.slice(1), 16);
+  return UNRESERVED[code] === 1 ? String.fromCharCode(code) : encoded.toUpperCase();
 }
 
 function withoutParams(segment: string): string {
