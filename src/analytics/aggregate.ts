@@ -7,6 +7,7 @@
  * keep failing); each rule's denied keys in a TopKeys of a few times `topKeys`.
  */
 import type { DecisionSource } from "../limiter/types";
+import { ownedString } from "../owned-string";
 import { TopKeys } from "./top-keys";
 import type { RuleMinuteCounts } from "./types";
 
@@ -89,7 +90,11 @@ export class Aggregate {
       } else counts.shadowDenied++;
       if (this.topCapacity > 0) {
         counts.top ??= new TopKeys(this.topCapacity);
-        counts.top.add(key.length > MAX_KEY_LENGTH ? key.slice(0, MAX_KEY_LENGTH) : key);
+        // A copy: the key (or its first 128 units) may be a view into a large header, which a kept
+        // view would keep alive for as long as the minute's counts.
+        counts.top.add(
+          ownedString(key.length > MAX_KEY_LENGTH ? key.slice(0, MAX_KEY_LENGTH) : key),
+        );
       }
     }
   }

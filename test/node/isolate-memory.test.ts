@@ -30,6 +30,7 @@ beforeAll(async () => {
         export { createSingleFlight } from "./src/limiter/single-flight";
         export { createLeaseKeys } from "./src/limiter/lease-keys";
         export { resolvePolicy, withStorageKeys } from "./src/limiter/resolved-policy";
+        export { Aggregate } from "./src/analytics/aggregate";
       `,
       resolveDir: join(import.meta.dirname, "../.."),
       loader: "ts",
@@ -158,6 +159,21 @@ describe("per-isolate memory under large keys (real V8 heap)", () => {
     );
     expect(keys.bytes).toBeLessThanOrEqual(8 * 1024 * 1024);
     expect(retained).toBeLessThan(keys.bytes);
+  });
+
+  it("analytics' top denied keys keep copies: 200 keys cut from 1 MB headers retain no megabytes", () => {
+    const aggregate = new lib.Aggregate(1_000);
+    const before = heapUsed();
+    for (let i = 0; i < 200; i++) {
+      const header = big(i, 1_000_000);
+      aggregate.add(1, "api", "denied", "redis", header.slice(0, 100));
+    }
+    const retained = heapUsed() - before;
+    console.log(
+      `analytics top keys, 200 × 100 chars cut from 1 MB strings: ${(retained / MB).toFixed(2)} MB retained`,
+    );
+    expect(aggregate.size).toBeGreaterThan(0);
+    expect(retained).toBeLessThan(5 * MB);
   });
 
   it("a key cut from a 1 MB string is copied when resolved: 200 policies retain no megabytes", () => {
