@@ -371,6 +371,7 @@ it("random /check, peek, reset and refund sequences keep every Redis call and ke
   const statuses = new Map<string, number>();
   const refusals = new Map<string, number>();
   let calls = 0;
+  const byCommand = new Map<string, number>();
   const slowest: Seen<RedisCall>[] = [];
   const largest = new Map<string, Seen<KeySize>>();
   const started = performance.now();
@@ -385,6 +386,7 @@ it("random /check, peek, reset and refund sequences keep every Redis call and ke
     try {
       for (const call of await probe.takeCalls()) {
         calls++;
+        byCommand.set(call.command, (byCommand.get(call.command) ?? 0) + 1);
         seen.ms = Math.max(seen.ms, call.micros / 1000);
         slowest.push({ value: call, step, what, before });
       }
@@ -457,7 +459,8 @@ it("random /check, peek, reset and refund sequences keep every Redis call and ke
   };
   console.log(
     [
-      `adversarial fuzz, seed ${SEED}: ${steps.length} steps in ${seconds} s, ${calls} Redis calls`,
+      `adversarial fuzz, seed ${SEED}: ${steps.length} steps in ${seconds} s, ${calls} Redis commands logged`,
+      `logged (scripts, and the commands scripts ran): ${[...byCommand].map(([k, n]) => `${k} × ${n}`).join(", ")}`,
       `answers: ${[...statuses].map(([k, n]) => `${k} × ${n}`).join(", ")}`,
       `400s: ${[...refusals].map(([k, n]) => `${n} × ${k}`).join(" | ")}`,
       "known-hard steps (slowest call logged by it, largest key after it):",

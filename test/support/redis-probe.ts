@@ -1,5 +1,6 @@
 // What a private redis-server did and holds, read on a connection of its own: each call's Redis
-// time from SLOWLOG (an EVALSHA entry is the whole script's duration) and every key's size from
+// time from SLOWLOG (an EVALSHA entry is the whole script's duration; the commands a script runs
+// are logged too, each with its own, shorter, time) and every key's size from
 // MEMORY USAGE. For measurements only: it reconfigures the server's slow log, so never point it at
 // the shared Redis.
 import { RedisReplyError, RespConnection } from "../../bridge/resp-connection.mjs";
