@@ -157,7 +157,8 @@ const adhoc = (key: string, algorithm: Algorithm, limit: number, window: string,
  * ring met by the sorted set on the same key (one log key, each layout converting the other's),
  * then alternating; a ring resized from 100 000 to 5 and back; a one-unit refund in a full
  * 100 000 ring and a 100 000-unit one; a request id reused with other parameters; leases taken,
- * then the key reset under them.
+ * then the key reset under them; a ring holding 30 000 units asked (and peeked) for 80 000, a
+ * denial; a ring of 2 units grown to 98 302 in one call.
  */
 // A fresh request id makes a check ask the store (only it holds the original answer): without
 // one, a check after a denial of the same key is answered by this isolate's denial cache, and the
@@ -194,6 +195,11 @@ const KNOWN_BAD: Step[] = [
   { kind: "reset", body: adhoc("k2", "sliding-log", 100, "1m") },
   { kind: "check", body: adhoc("k2", "sliding-log", 100, "1m", { lease: true }) },
   { kind: "check", body: adhoc("k2", "sliding-log-zset", 100, "1m", { lease: true }) },
+  { kind: "check", body: adhoc("k2", "sliding-log", 100_000, "1h", { cost: 30_000 }) },
+  { kind: "check", body: storeAsked(adhoc("k2", "sliding-log", 100_000, "1h", { cost: 80_000 })) },
+  { kind: "peek", body: adhoc("k2", "sliding-log", 100_000, "1h", { cost: 80_000 }) },
+  { kind: "check", body: adhoc("k0", "sliding-log", 100_000, "1h", { cost: 2 }) },
+  { kind: "check", body: storeAsked(adhoc("k0", "sliding-log", 100_000, "1h", { cost: 98_300 })) },
 ];
 
 /** A cost for a limit: often 1, often all of it, else anything in between. */
