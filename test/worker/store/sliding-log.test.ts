@@ -175,15 +175,23 @@ describe("keys, TTLs and scripts", () => {
     expect(ttl).toBeGreaterThan(29_000);
     expect(ttl).toBeLessThanOrEqual(60_000);
 
-    const fresh = storageKey(prefix, "ttl", "never-admitted");
+    // A denial leaves the log as it was: the same bytes, and no TTL renewed.
+    const stored = await redis.strlen(key);
     const denied = await limiter.limit({
       policy: "ttl",
-      key: "never-admitted",
+      key: "client",
       limit: 1,
       windowMs: 30_000,
-      cost: 2,
     });
     expect(denied.allowed).toBe(false);
+    expect(await redis.strlen(key)).toBe(stored);
+    expect(await redis.pttl(key)).toBeLessThanOrEqual(ttl);
+
+    // A cost past the limit is refused before the store is asked: no key is made for it.
+    const fresh = storageKey(prefix, "ttl", "never-admitted");
+    await expect(
+      limiter.limit({ policy: "ttl", key: "never-admitted", limit: 1, windowMs: 30_000, cost: 2 }),
+    ).rejects.toThrow(/cost/);
     expect(await redis.exists(fresh)).toBe(0);
   });
 
