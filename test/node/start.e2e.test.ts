@@ -240,6 +240,11 @@ describe("npm start", () => {
       const first = await check(instance, `${RUN}-refuse-time`);
       expect(first.status).toBe(200);
       expect(first.body).toMatchObject({ allowed: true, source: "redis" });
+      // wrangler prints the worker's log lines after its own request lines, and a loaded machine
+      // can be stopping it before then: wait (bounded) for the line before stopping.
+      for (let i = 0; i < 100 && !instance.output().includes('"store-clock"'); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
       await stopAndCheck(instance, "SIGTERM");
       const stats = (await (await fetch(`${faults.url}/__stats/refuse-time-start`)).json()) as {
         refusedTime?: number;
