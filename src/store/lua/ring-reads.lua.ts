@@ -169,7 +169,11 @@ local function ringCheck(p, now)
         cd = redis.call('GETRANGE', key, RING_HDR + 4 * from, RING_HDR + 4 * (from + to) - 1)
       end
       gap = ringGapIn(cd, 1)
-      if not gap and wraps then
+      -- Also when the gap is near the end and the cost's slots after it (and the report's probe)
+      -- go on from slot 0: else each of them would be read alone (one GETRANGE a slot, and a
+      -- search of those read so far: a cost of 100 000 after one that filled the ring took
+      -- minutes of Redis).
+      if wraps and (not gap or gap + p.cost + 2 > to) then
         -- A ring still growing ends early: its missing slots are empty, and the part from slot 0
         -- must land where they end.
         if #cd < 4 * to then cd = cd .. string.rep('\\0', 4 * to - #cd) end
