@@ -30,6 +30,20 @@ export const MAX_LIMIT = 100_000;
 //   Redis time of one call admitting N units: 1 → 0.09 ms, 100 → 0.6 ms, 500 → 1.4–1.9 ms,
 //   1 000 → 2.6–3.4 ms, 8 000 → 16 ms, 100 000 → 340 ms; 16 log policies of 62 units: 3.6 ms
 
+// One key whose limit or layout changes (a /check policy's key is per client key and window, so
+// every limit and both layouts share it) stores at most what the larger of its limits allows:
+//   - a version that keeps everything stored (a higher ring limit; a ring holding all of a sorted
+//     set's live members) rebuilds the log once, written even when that call is denied;
+//   - a version that would drop admissions (a lower limit; a sorted set of fewer members than
+//     the ring's live times) decides on what is stored and writes nothing, since another version
+//     with the higher limit still counts them: no 100 000-member sorted set (10.4 MB) from a ring.
+// Redis time of such a lower-limit call: it reads and sorts the stored log, O(stored limit), on
+// each call, not only the first. Measured with `node scripts/measure-caps.mjs --switch` (a full
+// ring of 100 000, 7-day window, 2-core VM under load): a ring call of limit 1–99 999 36–73 ms, a
+// sorted-set call of limit 8 000 37–46 ms, the key staying the ring's 459 kB; the ring's own
+// calls afterwards 0.08–0.13 ms. Before: the sorted-set call 1.3–1.7 s and 10.4 MB, every later
+// ring call 0.3–1 s.
+
 /**
  * The largest sliding-log-zset limit: a full sorted set (one member per unit) stays under ~1 MB.
  * The ring (`sliding-log`) takes MAX_LIMIT: 4 bytes a unit, ~400 kB full at 100 000.

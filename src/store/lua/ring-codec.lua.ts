@@ -175,7 +175,7 @@ local function codec()
 
   -- A ring holding the newest L of times (sorted, all later than now - window): the gap first, then
   -- the empty slots, then the times, oldest first. Builds r's whole string (r.whole); written by
-  -- the caller when it commits.
+  -- the caller when it commits, or as it is when the call is denied (the report).
   function C.ringBuild(r, times, now, window)
     local L = r.L
     local first = math.max(1, #times - L + 1)
@@ -193,11 +193,13 @@ local function codec()
     r.rebuilt, r.hdr = true, false
   end
 
-  -- The times of a sorted-set log later than now - window, oldest first.
-  function C.zsetTimes(key, now, window)
-    local flat = redis.call('ZRANGEBYSCORE', key, '(' .. (now - window), '+inf', 'WITHSCORES')
+  -- The newest L times of a sorted-set log later than floor, oldest first: what a ring of limit L
+  -- keeps (newest by time: a lease's members are stamped ahead of later ones), read as such
+  -- (O(log n + L)), never the whole set.
+  function C.zsetNewest(key, floor, L)
+    local flat = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(' .. floor, 'WITHSCORES', 'LIMIT', 0, L)
     local times = {}
-    for i = 2, #flat, 2 do times[#times + 1] = tonumber(flat[i]) end
+    for i = #flat, 2, -2 do times[#times + 1] = tonumber(flat[i]) end
     return times
   end
   CODEC = C

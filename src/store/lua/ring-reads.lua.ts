@@ -97,8 +97,9 @@ end
 
 -- The ring's check (ALG['sliding-log'].check, for a decision or a peek): loads the ring into
 -- p.ring and decides whether p.cost fits; never writes. A missing key, another layout (the sorted
--- set, after the rule's algorithm changed: its live times are carried over) or another limit
--- (rebuilt at the new size from its live times) become r.whole, written on commit. It runs on
+-- set, after the rule's algorithm changed: its newest L live times are carried over) or another
+-- limit (rebuilt at the new size from its newest L live times) become r.whole, written on commit
+-- or, when the call is denied, by the report. It runs on
 -- every decision, so it is one function (each is a closure made on every call of the script),
 -- values stay in locals and the state table is built once, whole (an in-script loop measured each
 -- field set afterwards, and each helper call, in tenths of a µs).
@@ -132,13 +133,20 @@ local function ringCheck(p, now)
   local r, gap, cd, cf, cn, co, whole
   if stored ~= L then
     r = ${ringStateTable({ L: "L", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
+    -- When it keeps everything stored (lossless) it is written even if the call is denied (the
+    -- report): paid once, the next call reads a ring of this limit. A lower limit keeps only the
+    -- newest L and writes only on an admission: another version of the rule with a higher limit
+    -- (a deploy, a /check caller's limit) still counts what a denial would have dropped.
     if type(s) == 'table' then
       local C = codec()
-      C.ringBuild(r, C.zsetTimes(key, now, p.window), now, p.window)
+      local times = C.zsetNewest(key, floor, L)
+      C.ringBuild(r, times, now, p.window)
+      r.lossless = #times < L
     elseif stored then
       if not small then s = redis.call('GET', key) end
       local C = codec()
       C.ringBuild(r, C.ringTimes(s, floor), now, p.window)
+      r.lossless = stored < L
     else
       -- No ring yet: every slot is empty. It is written as long as it is used (the header, the
       -- times, the gap) and grows with later writes: a client that sends a few requests under a

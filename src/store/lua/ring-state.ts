@@ -25,6 +25,7 @@ const RING_STATE_FIELDS = [
   "fresh", // no ring was stored: every slot is empty
   "chunks", // other slots read one range at a time
   "hdr", // the header as stored (top and exp are decoded from it only when a decision commits)
+  "lossless", // rebuilt from everything stored (nothing dropped): written even on a denial
 ] as const;
 
 type RingField = (typeof RING_STATE_FIELDS)[number];

@@ -124,6 +124,14 @@ ALG['sliding-log'] = {
   end,
   report = function(p, now, committed)
     local r = p.ring -- false on a denial that needed no ring state (the check)
+    if r and r.lossless and r.rebuilt and not committed and p.stamp then
+      -- A resized or converted ring that kept everything stored, the call did not commit (denied,
+      -- here or by another policy): written as it is, so the change is paid once and the next
+      -- call reads a ring of this limit. Its times are ones the key held: its TTL covers them
+      -- (the header's exp is 0: the next admission renews it). Not by a peek (no stamp).
+      redis.call('SET', p.key, r.whole, 'KEEPTTL')
+      r.rebuilt = false
+    end
     if p.cost > p.limit then
       return ringFrontier(r, p.key, r.L, r.e, p.floor), now + p.window, p.window
     end

@@ -35,14 +35,23 @@ ALG['sliding-log-zset'] = {
     -- A member admitted at s is inside the window while now < s + window.
     local trimmed = redis.pcall('ZREMRANGEBYSCORE', p.key, '-inf', now - p.window)
     if type(trimmed) == 'table' and trimmed.err then
-      -- A ring (the rule's algorithm changed): carry its live times over as members, so that
-      -- nothing admitted in the window is forgotten (never a burst past the limit).
+      -- A ring (the rule's algorithm changed). If its live times fit this limit they become
+      -- members (nothing admitted in the window is forgotten: never a burst past the limit). If
+      -- they do not, this call is denied on them and nothing is written: a sorted set of the
+      -- limit would drop the oldest, which another version of the rule with a higher limit (a
+      -- deploy, a /check caller's limit) still counts; memory stays the ring's.
       local s = redis.call('GET', p.key)
-      redis.call('DEL', p.key)
       if codec().isRing(s) then
         local times = codec().ringTimes(s, now - p.window)
+        if #times > p.limit then
+          p.count, p.allowed, p.ringTimes = #times, false, times
+          return
+        end
+        redis.call('DEL', p.key)
         zaddMany(p.key, #times, 'ring', 0, times)
         if #times > 0 then redis.call('PEXPIRE', p.key, p.window + GRACE + STAMP_AHEAD_MAX) end
+      else
+        redis.call('DEL', p.key)
       end
     end
     p.count = redis.call('ZCARD', p.key)
@@ -77,7 +86,9 @@ ALG['sliding-log-zset'] = {
       -- cost > limit never fits; callers validate this, but never return garbage.
       return remaining, now + p.window, p.window
     end
-    local score = tonumber(redis.call('ZRANGE', p.key, need - 1, need - 1, 'WITHSCORES')[2])
+    -- A ring's times when the check decided on them (sorted, oldest first), else the members.
+    local score = p.ringTimes and p.ringTimes[need]
+      or tonumber(redis.call('ZRANGE', p.key, need - 1, need - 1, 'WITHSCORES')[2])
     return remaining, score + p.window, score + p.window - now
   end,
   refund = REFUNDS and function(p, now)
