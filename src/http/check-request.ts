@@ -29,7 +29,7 @@ import {
 import type { LimitRequest } from "../limiter/types";
 import { groupAddress } from "../rules/client-ip";
 import { ruleRequest } from "../rules/decide";
-import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
+import { type Algorithm, DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
 import { createPolicyMemo } from "./policy-memo";
 
 const FIELDS = [
@@ -178,8 +178,21 @@ function namedRules(
 }
 
 /**
+ * The name, and so the Redis key, of an ad-hoc policy: `check.<window>ms.<limit>`, and `.zset` for
+ * the sorted-set log. One log per client key, window, limit and layout: a caller who switches a
+ * key's limit or layout starts another log instead of making Redis rewrite or re-read the one
+ * another limit wrote (a ring of 100 000 read by a call at limit 1, or turned into a sorted set,
+ * is work and memory bounded by the other limit, not this call's). A configured rule keeps one
+ * log across a change of its limit or layout (only a deploy changes those).
+ */
+export function adhocPolicyName(windowMs: number, limit: number, algorithm: Algorithm): string {
+  const layout = algorithm === "sliding-log-zset" ? ".zset" : "";
+  return `${ADHOC_POLICY_PREFIX}${windowMs}ms.${limit}${layout}`;
+}
+
+/**
  * `"limit"` + `"window"`: an ad-hoc policy (limit, window, cost, algorithm, lease), one log per
- * client key and window, read once per distinct set of values.
+ * client key, window, limit and layout (adhocPolicyName), read once per distinct set of values.
  */
 const adhocPolicy = createPolicyMemo(
   // Every field readAdhocPolicy reads, and no other (a field it reads but the memo does not key
@@ -212,7 +225,7 @@ function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key
   return {
     ok: true,
     value: Object.freeze({
-      policy: `${ADHOC_POLICY_PREFIX}${window.output}ms`,
+      policy: adhocPolicyName(window.output, policy.limit, policy.algorithm),
       limit: policy.limit,
       windowMs: window.output,
       cost: policy.cost,

@@ -61,7 +61,7 @@ describe("POST /check on the fast path and through Hono", () => {
     expect(routed).toEqual(fast);
     expect(fast[2]?.headers).toMatchObject({
       "Content-Type": "application/json",
-      RateLimit: '"check.60000ms";r=0;t=60',
+      RateLimit: '"check.60000ms.2";r=0;t=60',
       "Retry-After": "60",
     });
   });

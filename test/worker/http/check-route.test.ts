@@ -37,8 +37,8 @@ describe("POST /check", () => {
       source: "redis",
     });
     expect(body.reset).toBeGreaterThan(Date.now() - 5_000);
-    expect(first.headers.get("RateLimit-Policy")).toBe('"check.60000ms";q=2;w=60');
-    expect(first.headers.get("RateLimit")).toMatch(/^"check\.60000ms";r=1;t=(59|60)$/);
+    expect(first.headers.get("RateLimit-Policy")).toBe('"check.60000ms.2";q=2;w=60');
+    expect(first.headers.get("RateLimit")).toMatch(/^"check\.60000ms\.2";r=1;t=(59|60)$/);
 
     expect((await check({ key, limit: 2, window: 60_000 })).status).toBe(200);
     const denied = await check({ key, limit: 2, window: "60s" });
@@ -51,7 +51,7 @@ describe("POST /check", () => {
     }>();
     // The decision JSON, not problem+json: /check answers what it decided, allowed or not.
     expect(denied.headers.get("Content-Type")).toMatch(/^application\/json/);
-    expect(deniedBody).toMatchObject({ allowed: false, remaining: 0, deniedBy: "check.60000ms" });
+    expect(deniedBody).toMatchObject({ allowed: false, remaining: 0, deniedBy: "check.60000ms.2" });
     expect(deniedBody.retryAfterMs).toBeGreaterThan(59_000);
     expect(deniedBody.retryAfterMs).toBeLessThanOrEqual(60_000);
     // Retry-After rounds up: never earlier than capacity frees.

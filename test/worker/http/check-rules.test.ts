@@ -132,7 +132,7 @@ describe("admin: peek and reset", () => {
     const answer = await again.json<Record<string, unknown>>();
     expect(answer).toMatchObject({ allowed: true, remaining: 2 });
     expect(answer).not.toHaveProperty("replayed");
-    expect(await logCount(redis, `${prefix}:check.60000ms:{${key}}`)).toBe(1);
+    expect(await logCount(redis, `${prefix}:check.60000ms.3:{${key}}`)).toBe(1);
   });
 
   it("peeks ad-hoc windows too, and sits behind the token", async () => {
@@ -147,7 +147,7 @@ describe("admin: peek and reset", () => {
     expect(await checked.json()).toMatchObject({ allowed: true, remaining: 2 });
     expect((await post("/check/peek", { key, limit: 5, window: "1m" }, "wrong")).status).toBe(401);
     expect((await post("/check/reset", { key, limit: 5, window: "1m" }, null)).status).toBe(401);
-    expect(await logCount(redis, `${prefix}:check.60000ms:{${key}}`)).toBe(3);
+    expect(await logCount(redis, `${prefix}:check.60000ms.5:{${key}}`)).toBe(3);
   });
 
   it("peek and reset see a key that spells the digest prefix where /check counted it", async () => {

@@ -46,21 +46,23 @@ describe("a request id retried with other parameters", () => {
       recorded: "1",
       asked: "100",
     });
-    expect(await logCount(redis, `${prefix}:check.60000ms:{${key}}`)).toBe(1);
+    expect(await logCount(redis, `${prefix}:check.60000ms.100:{${key}}`)).toBe(1);
     // The genuine retry replays; another id is decided (and counted) afresh.
     const retry = await check({ key, limit: 100, window: "1m", cost: 1, requestId: "X" });
     expect(await retry.json()).toMatchObject({ allowed: true, remaining: 99, replayed: true });
     const other = await check({ key, limit: 100, window: "1m", cost: 100, requestId: "Y" });
     expect(other.status).toBe(429);
-    expect(await logCount(redis, `${prefix}:check.60000ms:{${key}}`)).toBe(1);
+    expect(await logCount(redis, `${prefix}:check.60000ms.100:{${key}}`)).toBe(1);
   });
 
-  it("/check: another limit (same policy key) is a 409 naming limit", async () => {
+  it("/check: another limit is another ad-hoc log, so the id is decided there afresh", async () => {
     const key = `limit-${run}`;
     expect((await check({ key, limit: 10, window: "1m", requestId: "L" })).status).toBe(200);
     const res = await check({ key, limit: 1_000, window: "1m", requestId: "L" });
-    expect(res.status).toBe(409);
-    expect(await res.json()).toMatchObject({ field: "limit", recorded: "10", asked: "1000" });
+    expect(res.status).toBe(200);
+    expect(await res.json()).not.toHaveProperty("replayed");
+    expect(await logCount(redis, `${prefix}:check.60000ms.10:{${key}}`)).toBe(1);
+    expect(await logCount(redis, `${prefix}:check.60000ms.1000:{${key}}`)).toBe(1);
   });
 
   it("proxy: an Idempotency-Key retried after the rule's limit changed is a 409, the origin not reached", async () => {

@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
 import { parseWorkerConfig } from "../../../src/config/worker-config";
+import { adhocPolicyName } from "../../../src/http/check-request";
 import { createLimiter, rateLimit } from "../../../src/index";
 import { ALGORITHMS } from "../../../src/store/algorithm";
 import { storageKey } from "../../../src/store/keys";
@@ -99,9 +100,13 @@ describe("each algorithm through every surface", () => {
         [true, 0, algorithm],
         [false, 0, algorithm],
       ]);
-      expect(answers[2]?.deniedBy).toBe("check.86400000ms");
+      expect(answers[2]?.deniedBy).toBe(adhocPolicyName(86_400_000, 2, algorithm));
       // Counted in that algorithm's own key.
-      expect(await redis.exists(storageKey(prefix, "check.86400000ms", key, algorithm))).toBe(1);
+      expect(
+        await redis.exists(
+          storageKey(prefix, adhocPolicyName(86_400_000, 2, algorithm), key, algorithm),
+        ),
+      ).toBe(1);
 
       const path = `/alg/${algorithm}/${run}`;
       const statuses: number[] = [];
@@ -236,7 +241,7 @@ describe("request ids", () => {
     expect(await first.json()).toMatchObject({ allowed: true, remaining: 2 });
     const retry = await check({ key, limit: 3, window: "1m", requestId: "job-1" });
     expect(await retry.json()).toMatchObject({ allowed: true, remaining: 2, replayed: true });
-    expect(await logCount(redis, storageKey(prefix, "check.60000ms", key))).toBe(1);
+    expect(await logCount(redis, storageKey(prefix, "check.60000ms.3", key))).toBe(1);
     const multi = await check({ key, rules: ["a20", "b50"], requestId: "job-2" });
     const multiRetry = await check({ key, rules: ["a20", "b50"], requestId: "job-2" });
     expect(await multi.json()).toMatchObject({ allowed: true });
@@ -247,7 +252,7 @@ describe("request ids", () => {
       expect(res.status).toBe(400);
       expect(await res.json()).toMatchObject({ field: "requestId" });
     }
-    expect(await logCount(redis, storageKey(prefix, "check.60000ms", key))).toBe(1);
+    expect(await logCount(redis, storageKey(prefix, "check.60000ms.3", key))).toBe(1);
   });
 });
 
