@@ -30,8 +30,9 @@ export const MAX_LIMIT = 100_000;
 //   Redis time of one call admitting N units: 1 → 0.09 ms, 100 → 0.6 ms, 500 → 1.4–1.9 ms,
 //   1 000 → 2.6–3.4 ms, 8 000 → 16 ms, 100 000 → 340 ms; 16 log policies of 62 units: 3.6 ms
 
-// One key whose limit or layout changes (a /check policy's key is per client key and window, so
-// every limit and both layouts share it) stores at most what the larger of its limits allows:
+// One key whose limit or layout changes (a configured rule across a deploy; an ad-hoc /check
+// policy's key is per limit and layout, so no /check caller can make this state) stores at most
+// what the larger of its limits allows:
 //   - a version that keeps everything stored (a higher ring limit; a ring holding all of a sorted
 //     set's live members) rebuilds the log once, written even when that call is denied;
 //   - a version that would drop admissions (a lower limit; a sorted set of fewer members than
