@@ -30,14 +30,17 @@ import {
 
 // The documented bounds. src/store/caps.ts exports no constant for Redis time or key bytes, so
 // they are written here from its measured figures (`node scripts/measure-caps.mjs`), with room:
-// - one call: a 100 000-unit ring admission is ~8 ms of Redis, a full 8 000-member sorted-set
-//   write ~16 ms; 50 ms leaves room for a loaded 2-core CI machine (a Redis-side measure: the
-//   script's own duration in SLOWLOG, not the test's wall clock);
+// - one call: at most the most a legitimate call does, a full 100 000-unit ring write (~8 ms of
+//   Redis idle, 12–20 ms with the suite running beside it), times CALL_SLACK: the fuzz's first
+//   step is that write, so the bound is measured in the same run and on the same machine as
+//   what it bounds (a Redis-side measure, the script's own duration in SLOWLOG, not the test's
+//   wall clock), and never below MAX_CALL_MS;
 // - a ring key (a string): 4 bytes a unit, full at 100 000 is 459 kB by MEMORY USAGE (README
 //   "Limits"); 480 kB;
 // - a sorted-set key: a full log at 8 000 is 942 kB, "stays under ~1 MB" (caps.ts);
 // - any other key (a request id's record, a reset mark, an O(1) algorithm's counter): small.
 const MAX_CALL_MS = 50;
+const CALL_SLACK = 3;
 const MAX_RING_KEY_BYTES = 480_000;
 const MAX_ZSET_KEY_BYTES = 1_000_000;
 const MAX_OTHER_KEY_BYTES = 16_384;
@@ -498,12 +501,15 @@ it("random /check, peek, reset and refund sequences keep every Redis call and ke
   );
 
   const worst = slowest[0];
+  // The first step writes a full 100 000 ring: the most one legitimate call may make Redis do.
+  const reference = perStep[0]?.ms ?? 0;
+  const callBound = Math.max(MAX_CALL_MS, CALL_SLACK * reference);
   expect
     .soft(
       worst ? worst.value.micros / 1000 : 0,
-      `worst Redis time of one call: ${worst ? callText(worst) : "none"} (${context})`,
+      `worst Redis time of one call: ${worst ? callText(worst) : "none"}; bound ${callBound.toFixed(1)} ms (${CALL_SLACK} × the full-ring write's ${reference.toFixed(2)} ms, at least ${MAX_CALL_MS}) (${context})`,
     )
-    .toBeLessThanOrEqual(MAX_CALL_MS);
+    .toBeLessThanOrEqual(callBound);
   const bounds = { ring: MAX_RING_KEY_BYTES, zset: MAX_ZSET_KEY_BYTES, other: MAX_OTHER_KEY_BYTES };
   for (const [kind, bound] of Object.entries(bounds)) {
     expect
