@@ -14,6 +14,9 @@ export default defineConfig({
           name: "node",
           include: ["test/node/**/*.test.ts"],
           environment: "node",
+          // These tests spawn processes (redis-cli per command, wrangler, workerd) beside the
+          // worker project's workerd on a 2-core machine: 5 s was seen to run out under that load.
+          testTimeout: 30_000,
           globalSetup: ["./test/support/global-setup.ts"],
         },
       },
