@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { measureEnv } from "../../scripts/lib/measure-env.mjs";
 
@@ -8,13 +9,17 @@ import { measureEnv } from "../../scripts/lib/measure-env.mjs";
 type Env = Awaited<ReturnType<typeof measureEnv>>;
 let env: Env;
 let script: string;
+let refundScript: string;
 const T = 1_700_000_000_000;
 
 beforeAll(async () => {
   env = await measureEnv({ bridge: false });
-  const lib = await env.bundle(`export { EVALUATE_SCRIPTS } from "./src/store/lua/scripts";`);
+  const lib = await env.bundle(
+    `export { EVALUATE_SCRIPTS, REFUND_SCRIPT } from "./src/store/lua/scripts";`,
+  );
   // Stock Redis 7.0 refuses the allow-key-locking flag (Upstash's); the bridge strips it too.
   script = lib.EVALUATE_SCRIPTS["sliding-log"].replace(/^#!lua flags=[^\n]*\n/, "#!lua\n");
+  refundScript = lib.REFUND_SCRIPT.replace(/^#!lua flags=[^\n]*\n/, "#!lua\n");
 }, 60_000);
 afterAll(async () => {
   await env?.close();
@@ -22,6 +27,18 @@ afterAll(async () => {
 
 /** One decision of cost 1 on the caller's clock; whether it was allowed. */
 function decide(key: string, limit: number, windowMs: number, now: number, member: string) {
+  return decideCost(key, limit, windowMs, now, member, 1).allowed;
+}
+
+/** One decision of `cost` on the caller's clock: whether it was allowed, and the remaining. */
+function decideCost(
+  key: string,
+  limit: number,
+  windowMs: number,
+  now: number,
+  member: string,
+  cost: number,
+) {
   const reply = env.cli(
     "EVAL",
     script,
@@ -35,9 +52,74 @@ function decide(key: string, limit: number, windowMs: number, now: number, membe
     "sliding-log",
     limit,
     windowMs,
-    1,
+    cost,
   );
-  return reply.split("\n")[0] === "1";
+  const lines = reply.split("\n");
+  return { allowed: lines[0] === "1", remaining: Number(lines[5]) };
+}
+
+/** The refund of a request of `cost` admitted at `at`: the units given back. */
+function refundOf(
+  key: string,
+  limit: number,
+  windowMs: number,
+  at: number,
+  member: string,
+  cost: number,
+) {
+  const reply = env.cli(
+    "EVAL",
+    refundScript,
+    1,
+    key,
+    "",
+    member,
+    1,
+    0,
+    at,
+    "sliding-log",
+    limit,
+    windowMs,
+    cost,
+  );
+  return Number(reply.split("\n")[1]);
+}
+
+/**
+ * The commands scripts ran during `work`, with their arguments, as MONITOR shows them (redis-cli
+ * quotes binary bytes as \xHH): what a command count cannot tell, how many bytes each read.
+ */
+async function monitored(work: () => void): Promise<string[][]> {
+  const child = spawn("redis-cli", ["-p", env.port, "monitor"], {
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  let out = "";
+  const seen = (text: string) =>
+    new Promise<void>((resolve) => {
+      const poll = () => (out.includes(text) ? resolve() : setTimeout(poll, 5));
+      poll();
+    });
+  child.stdout.setEncoding("utf8");
+  child.stdout.on("data", (chunk: string) => {
+    out += chunk;
+  });
+  try {
+    await seen("OK");
+    work();
+    env.cli("ECHO", "monitored-end");
+    await seen("monitored-end");
+  } finally {
+    child.kill();
+  }
+  return out
+    .split("\n")
+    .filter((line) => line.includes("[0 lua]"))
+    .map((line) =>
+      [...line.slice(line.indexOf("]") + 1).matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) =>
+        // One byte per escape (\xHH, \", \\, \n …), as the argument was.
+        (m[1] ?? "").replace(/\\x[0-9a-f]{2}|\\./g, "#"),
+      ),
+    );
 }
 
 /** The commands `work` ran inside scripts, by name (EVAL itself left out). */
@@ -122,5 +204,89 @@ describe("the ring's commands per decision (caller's clock: no TIME)", () => {
     });
     expect(admitted.getrange).toBeGreaterThanOrEqual(200);
     expect(admitted.getrange).toBeLessThanOrEqual(202);
+  });
+});
+
+describe("a refund of a ring at limit 100 000 reads and writes what it moves, not the ring", () => {
+  it("a refund of 1 right after its admission: a few slots read and written, no GET or SET", async () => {
+    const key = "refund:full";
+    const limit = 100_000;
+    const window = 3_600_000;
+    // Full: 100 calls of 1 000 units, 1 ms apart.
+    for (let i = 0; i < 100; i++)
+      expect(decideCost(key, limit, window, T + i, `f${i}`, 1_000).allowed).toBe(true);
+    const size = Number(env.cli("STRLEN", key));
+    expect(size).toBe(47 + 4 * (limit + 1));
+    // A window on, the first 1 000 units have left: an admission of 1, then its refund.
+    const now = T + window;
+    expect(decideCost(key, limit, window, now, "a", 1)).toEqual({ allowed: true, remaining: 999 });
+    let back = 0;
+    const commands = await monitored(() => {
+      back = refundOf(key, limit, window, now, "a", 1);
+    });
+    expect(back).toBe(1);
+    const names = commands.map((c) => c[0]?.toLowerCase());
+    expect(names).not.toContain("get");
+    expect(names).not.toContain("set");
+    let read = 0;
+    let written = 0;
+    for (const [name, , a, b] of commands) {
+      if (name === "GETRANGE") read += Number(b) - Number(a) + 1;
+      if (name === "SETRANGE") written += (b ?? "").length;
+    }
+    // The first 1 kB (a small ring whole, a large one's header: one read either way), the gap's
+    // range and the newest slots: under 2 kB of a 400 kB ring.
+    expect(read).toBeLessThan(2_048);
+    expect(written).toBeLessThan(256);
+    // The first 1 kB, the newest slots and the gap (two ranges: they wrap past the string's end
+    // here), the same two written back, and the header (the gap moved back before it).
+    expect(commands.length).toBeLessThanOrEqual(6);
+    expect(Number(env.cli("STRLEN", key))).toBe(size);
+    // Exact after it: the unit is back at once, and the ring holds 99 000 then 100 000.
+    expect(decideCost(key, limit, window, now, "b", 1_000)).toEqual({
+      allowed: true,
+      remaining: 0,
+    });
+    expect(decideCost(key, limit, window, now, "c", 1).allowed).toBe(false);
+    expect(decideCost(key, limit, window, now + 1, "d", 1_000)).toEqual({
+      allowed: true,
+      remaining: 0,
+    });
+  });
+
+  it("a refund behind later admissions moves only those (order kept, the decisions exact)", async () => {
+    const key = "refund:behind";
+    const limit = 100_000;
+    const window = 3_600_000;
+    // 100 calls of 1 000 units, 1 s apart; a window on, the first 11 have left.
+    for (let i = 0; i < 100; i++) decideCost(key, limit, window, T + i * 1_000, `f${i}`, 1_000);
+    const now = T + window + 10_000;
+    expect(decideCost(key, limit, window, now, "a", 3).remaining).toBe(11_000 - 3);
+    for (let i = 0; i < 50; i++) decideCost(key, limit, window, now + 1 + i, `o${i}`, 1);
+    let back = 0;
+    const commands = await monitored(() => {
+      back = refundOf(key, limit, window, now, "a", 3);
+    });
+    expect(back).toBe(3);
+    const names = commands.map((c) => c[0]?.toLowerCase());
+    expect(names).not.toContain("get");
+    expect(names).not.toContain("set");
+    let read = 0;
+    for (const [name, , a, b] of commands)
+      if (name === "GETRANGE") read += Number(b) - Number(a) + 1;
+    expect(read).toBeLessThan(2_048);
+    expect(commands.length).toBeLessThanOrEqual(7);
+    // 11 000 - 50 free: they fill; then the next call of 1 000 leaves at T + 11 000 + window.
+    expect(decideCost(key, limit, window, now + 60, "b", 10_950)).toEqual({
+      allowed: true,
+      remaining: 0,
+    });
+    expect(decideCost(key, limit, window, now + 60, "c", 1).allowed).toBe(false);
+    expect(decideCost(key, limit, window, T + window + 10_999, "d", 1).allowed).toBe(false);
+    expect(decideCost(key, limit, window, T + window + 11_000, "e", 1_000)).toEqual({
+      allowed: true,
+      remaining: 0,
+    });
+    expect(decideCost(key, limit, window, T + window + 11_000, "f", 1).allowed).toBe(false);
   });
 });

@@ -64,6 +64,7 @@ local RING_MARK = ${RING_MARK}
 -- read the header and one short range (GETRANGE ×2), so an admission costs O(cost) whatever the
 -- limit.
 local RING_WHOLE_MAX = 1024
+local RING_WHOLE_LAST = '1023'
 local RING_GAP = '\\255\\255\\255\\255'
 local RING_GAP_VALUE = 4294967295
 local RING_VALUE_MAX = 4294967294
@@ -201,6 +202,27 @@ local function codec()
     local times = {}
     for i = #flat, 2, -2 do times[#times + 1] = tonumber(flat[i]) end
     return times
+  end
+
+  -- The physical slots [from, from + n) of a ring of N slots (wrapping: two pieces), as bytes: cut
+  -- from \`whole\` when it was read whole, else read by range. Slots past the end of a ring still
+  -- growing read as empty.
+  function C.ringRange(key, whole, N, from, n)
+    local parts, a = {}, from
+    while n > 0 do
+      local k = n
+      if a + k > N then k = N - a end
+      local bytes
+      if whole then
+        bytes = string.sub(whole, RING_HDR + 4 * a + 1, RING_HDR + 4 * (a + k))
+      else
+        bytes = redis.call('GETRANGE', key, RING_HDR + 4 * a, RING_HDR + 4 * (a + k) - 1)
+      end
+      if #bytes < 4 * k then bytes = bytes .. string.rep('\\0', 4 * k - #bytes) end
+      parts[#parts + 1] = bytes
+      a, n = 0, n - k
+    end
+    return table.concat(parts)
   end
   CODEC = C
   return C

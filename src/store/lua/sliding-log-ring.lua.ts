@@ -23,8 +23,15 @@ import { compileRingState, ringStateTable } from "./ring-state";
  * holds the gap, the slots to overwrite and the hint's), then the same one SETRANGE. The header is
  * rewritten (SETRANGE) once the gap moved GAP_DRIFT slots, and with PEXPIRE once per window (the
  * TTL is set to two windows past the newest time, so that most admissions need not renew it).
- * Refund: GET and SET … KEEPTTL of the whole ring (the refunded slots move next to the gap, oldest
- * end, so the capacity is back at once, not when they would have reached it).
+ * Refund: the request's slots (the newest cost slots holding its time) are cut out in order: the
+ * slots admitted after them move back, and the gap and as many empty slots follow, so the empty
+ * slots are the oldest (the capacity is back at once, not when the refunded slots would have left)
+ * and remaining and reset stay exact. It reads the first 1 kB (the header; a small ring whole),
+ * then back from the gap in ranges that double until it holds them, and writes (SETRANGE) only
+ * the slots from the oldest of them on, plus the header when the gap moved back before g0: O(cost
+ * + units admitted since the request). At limit 100 000, a refund of 1 just after its request
+ * reads under 2 kB and writes under 100 B of the 400 kB ring; one whose request is older reads and
+ * writes at most the whole ring once (what a GET and SET of it cost).
  * Memory: 51 + 4 × limit bytes of value (the header, then L + 1 slots).
  */
 export const SLIDING_LOG_RING_LUA = `${RING_READS_LUA}${compileRingState(`
@@ -152,50 +159,115 @@ ALG['sliding-log'] = {
     return p.first, p.reset, p.reset - now
   end,
   refund = REFUNDS and function(p, now)
-    local s = redis.pcall('GET', p.key)
+    -- The header, or a small ring whole (one read either way).
+    local s = redis.pcall('GETRANGE', p.key, '0', RING_WHOLE_LAST)
     if type(s) == 'table' then
       -- The rule moved to the sorted set since: its members carry this request's id.
       local removed = 0
       for i = 1, p.cost do removed = removed + redis.call('ZREM', p.key, p.member .. '.' .. i) end
       return removed
     end
-    if not codec().isRing(s) then return 0 end
-    local L, _, _, base, top, exp = codec().ringFields(s)
+    local C = codec()
+    if not C.isRing(s) then return 0 end
+    local L, g0, e, base, top, exp = C.ringFields(s)
     if not L then return 0 end
-    local gap = ringGapIn(s, RING_HDR + 1)
     local target = p.at - base
-    if not gap or target < 1 or target > RING_VALUE_MAX then return 0 end
-    local N = L + 1
-    -- Any cost slots holding exactly the request's time (equal times are interchangeable). A plain
-    -- find runs in C; a hit must start on a slot boundary.
-    local needle, slots = codec().p32(target), string.sub(s, RING_HDR + 1)
-    -- A ring still growing ends before its last slots: they are empty.
-    if #slots < 4 * N then slots = slots .. string.rep('\\0', 4 * N - #slots) end
-    local hits, from = {}, 1
-    while #hits < p.cost do
-      local at = string.find(slots, needle, from, true)
-      if not at then break end
-      if (at - 1) % 4 == 0 then
-        hits[#hits + 1] = ((at - 1) / 4 - gap - 1) % N
-        from = at + 4
+    if target < 1 or target > RING_VALUE_MAX then return 0 end
+    local N, key = L + 1, p.key
+    local whole = RING_HDR + 4 * N <= RING_WHOLE_MAX and s
+    -- tail: the newest R slots, oldest first (logical [L - R, L), 0 = the oldest slot).
+    local gap, tail, R
+    if whole then
+      gap = ringGapIn(s, RING_HDR + 1)
+      if not gap then return 0 end
+      R = L
+      tail = C.ringRange(key, whole, N, (gap + 1) % N, L)
+    else
+      -- The newest slots are just before the gap, which is at most GAP_DRIFT slots past g0: one
+      -- range from a little before g0 holds the gap and the slots a prompt refund looks for.
+      local W = p.cost + 4 * GAP_DRIFT
+      if W > N - GAP_DRIFT - 1 then W = N - GAP_DRIFT - 1 end
+      local near = C.ringRange(key, false, N, (g0 - W) % N, W + GAP_DRIFT + 1)
+      local gi = ringGapIn(near, 4 * W + 1)
+      if gi then
+        gap, R = (g0 + gi) % N, W + gi
+        tail = string.sub(near, 1, 4 * R)
       else
-        from = at + 1
+        -- Not where the header says (only a ring written by something else): read whole.
+        whole = redis.call('GET', key)
+        gap = ringGapIn(whole, RING_HDR + 1)
+        if not gap then return 0 end
+        R = L
+        tail = C.ringRange(key, whole, N, (gap + 1) % N, L)
       end
     end
-    if #hits == 0 then return 0 end
-    table.sort(hits)
-    -- The ring from its oldest slot, the refunded slots cut out and as many empty slots put at
-    -- the oldest end (the next admission takes them), the gap first.
-    local ordered = string.sub(slots, 4 * (gap + 1) + 1) .. string.sub(slots, 1, 4 * gap)
-    local parts, prev = { RING_GAP, string.rep('\\0\\0\\0\\0', #hits) }, 0
-    for _, j in ipairs(hits) do
-      parts[#parts + 1] = string.sub(ordered, 4 * prev + 1, 4 * j)
+    -- The newest c slots holding exactly the request's time (equal times are interchangeable),
+    -- searched back from the newest end in ranges that double: what a refund soon after its
+    -- request reads is its slots and the ones admitted since. Empty slots are only ever the
+    -- oldest (admissions take the oldest slots): one means there is nothing older to find.
+    local needle, c = C.p32(target), p.cost
+    -- hits: newest first; tail's first R - scanned slots are not searched yet.
+    local hits, scanned = {}, 0
+    while true do
+      local found, at, upto = {}, 1, 4 * (R - scanned)
+      while true do
+        at = string.find(tail, needle, at, true)
+        if not at or at > upto then break end
+        if (at - 1) % 4 == 0 then
+          found[#found + 1] = L - R + (at - 1) / 4
+          at = at + 4
+        else
+          at = at + 1
+        end
+      end
+      for i = #found, 1, -1 do
+        if #hits == c then break end
+        hits[#hits + 1] = found[i]
+      end
+      scanned = R
+      if #hits == c or R == L or u32(tail, 1) == 0 then break end
+      local more = R
+      if R + more > L then more = L - R end
+      tail = C.ringRange(key, whole, N, (gap + 1 + L - R - more) % N, more) .. tail
+      R = R + more
+    end
+    local h = #hits
+    if h == 0 then return 0 end
+    -- Cut out in order: the slots from the oldest hit on, less the hits, move back h slots, and
+    -- the gap and h empty slots follow them: the gap moves back h, so the empty slots are the
+    -- oldest (the capacity is back at once) and every other slot keeps its order. One write of
+    -- those slots (two when they wrap past the string's end), none of the ones before.
+    local j0 = hits[h]
+    local parts, prev = {}, j0
+    for i = h, 1, -1 do
+      local j = hits[i]
+      parts[#parts + 1] = string.sub(tail, 4 * (prev - L + R) + 1, 4 * (j - L + R))
       prev = j + 1
     end
-    parts[#parts + 1] = string.sub(ordered, 4 * prev + 1)
-    local r = ${ringStateTable({ L: "L", g0: "0", e: "#hits", base: "base", top: "top", exp: "exp" })}
-    redis.call('SET', p.key, codec().ringHeader(r) .. table.concat(parts), 'KEEPTTL')
-    return #hits
+    parts[#parts + 1] = string.sub(tail, 4 * (prev - L + R) + 1)
+    parts[#parts + 1] = RING_GAP .. string.rep('\\0\\0\\0\\0', h)
+    local bytes = table.concat(parts)
+    local from = (gap + 1 + j0) % N
+    local n = L - j0 + 1
+    if from + n <= N then
+      redis.call('SETRANGE', key, RING_HDR + 4 * from, bytes)
+    else
+      redis.call('SETRANGE', key, RING_HDR + 4 * from, string.sub(bytes, 1, 4 * (N - from)))
+      redis.call('SETRANGE', key, RING_HDR, string.sub(bytes, 4 * (N - from) + 1))
+    end
+    -- The check finds the gap from g0 (GAP_DRIFT slots on at most) and the hint e counted from
+    -- g0's oldest slot: both still hold (the h empty slots are among the oldest) unless the gap
+    -- moved back before g0, when the header follows it.
+    local drift = (gap - g0) % N
+    if drift < h then
+      e = e - drift
+      if e < 0 then e = 0 end
+      e = e + h
+      if e > L then e = L end
+      local r = ${ringStateTable({ L: "L", g0: "(gap - h) % N", e: "e", base: "base", top: "top", exp: "exp" })}
+      redis.call('SETRANGE', key, 0, C.ringHeader(r))
+    end
+    return h
   end,
 }
 `)}`;
