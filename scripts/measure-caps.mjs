@@ -7,6 +7,7 @@
 //   node scripts/measure-caps.mjs
 //   node scripts/measure-caps.mjs --switch   one key switched between limits and layouts
 //   node scripts/measure-caps.mjs --refund   a ring refund's cost against its admission's
+//   node scripts/measure-caps.mjs --growth   a ring's MEMORY USAGE as writes grow it
 //
 // The real composed script (src/store/lua/scripts.ts) on a private redis-server, so the figures
 // see only this traffic. Members are shaped like the limiter's (12-char isolate id + counter).
@@ -23,6 +24,8 @@ try {
   );
   if (process.argv.includes("--switch")) {
     await measureSwitch(cli, EVALUATE_SCRIPTS);
+  } else if (process.argv.includes("--growth")) {
+    await measureGrowth(cli, EVALUATE_SCRIPTS);
   } else if (process.argv.includes("--refund")) {
     await measureRefund(cli, EVALUATE_SCRIPTS, REFUND_SCRIPT);
   } else {
@@ -348,4 +351,61 @@ async function measureRefund(cli, EVALUATE_SCRIPTS, REFUND_SCRIPT) {
     const m = /^cmdstat_(get|set|getrange|setrange|pexpire|evalsha):(.*)$/.exec(line.trim());
     if (m) console.log(`    ${m[1]}: ${m[2]}`);
   }
+}
+
+/**
+ * A ring of limit 100 000 grown by admissions of several shapes: its MEMORY USAGE (SAMPLES 0)
+ * against the full ring written at once, and the GET / SET its growth cost (INFO commandstats).
+ * @param {(...args: (string | number)[]) => string} cli
+ * @param {any} EVALUATE_SCRIPTS
+ */
+async function measureGrowth(cli, EVALUATE_SCRIPTS) {
+  const evaluate = cli("SCRIPT", "LOAD", stock(EVALUATE_SCRIPTS["sliding-log"]));
+  const L = 100_000;
+  const WINDOW = 3_600_000;
+  let now = 1_700_000_000_000;
+  /** @param {string} key @param {number} cost */
+  const admit = (key, cost) =>
+    cli(
+      "EVALSHA",
+      evaluate,
+      "1",
+      key,
+      String(now++),
+      `m${now}`,
+      "1",
+      "0",
+      "0",
+      "sliding-log",
+      String(L),
+      String(WINDOW),
+      String(cost),
+    );
+  /** @param {string} key */
+  const usage = (key) => Number(cli("MEMORY", "USAGE", key, "SAMPLES", "0"));
+  admit("full", L);
+  const full = usage("full");
+  console.log(
+    `limit ${L}: the full ring written at once: ${full} B (STRLEN ${cli("STRLEN", "full")})`,
+  );
+  /** @param {string} name @param {number[]} costs */
+  const run = (name, costs) => {
+    const key = `grow:${name}`;
+    cli("CONFIG", "RESETSTAT");
+    let most = 0;
+    for (const cost of costs) {
+      admit(key, cost);
+      most = Math.max(most, usage(key));
+    }
+    const stats = cli("INFO", "commandstats");
+    const calls = (/** @type {string} */ cmd) =>
+      Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+    console.log(
+      `  ${name.padEnd(34)} ${String(costs.length).padStart(5)} calls: most ${String(most).padStart(7)} B (${(most / full).toFixed(2)} × full), last ${usage(key)} B; GET ${calls("get")}, SET ${calls("set")}, SETRANGE ${calls("setrange")}`,
+    );
+  };
+  run("1, 1, then 98 300", [1, 1, 98_300]);
+  run("1, 1, 30 000, 1, 20 000, 49 000", [1, 1, 30_000, 1, 20_000, 49_000]);
+  run("1 000 × 100 (filling it)", Array(100).fill(1_000));
+  run("100 × 1 000 (filling it)", Array(1_000).fill(100));
 }

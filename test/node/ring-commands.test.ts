@@ -290,3 +290,47 @@ describe("a refund of a ring at limit 100 000 reads and writes what it moves, no
     expect(decideCost(key, limit, window, T + window + 11_000, "f", 1).allowed).toBe(false);
   });
 });
+
+describe("a ring grown in writes takes no more memory than the full ring", () => {
+  const limit = 100_000;
+  const window = 3_600_000;
+  const usage = (key: string) => Number(env.cli("MEMORY", "USAGE", key, "SAMPLES", "0"));
+  let full = 0;
+  beforeAll(() => {
+    expect(decideCost("grow:full", limit, window, T, "f", limit).allowed).toBe(true);
+    full = usage("grow:full");
+    // 51 + 4 × limit bytes of value, in its allocation class: 458 800 measured.
+    expect(full).toBeLessThan(470_000);
+  });
+
+  it("cost 1, cost 1, then 98 300 in one call", () => {
+    const key = "grow:jump";
+    let now = T;
+    for (const cost of [1, 1, 98_300]) {
+      expect(decideCost(key, limit, window, now++, `j${now}`, cost).allowed).toBe(true);
+      expect(usage(key)).toBeLessThanOrEqual(1.1 * full);
+    }
+  });
+
+  it("growth in steps of every size stays under the full ring's size", () => {
+    const key = "grow:steps";
+    let now = T;
+    let total = 0;
+    for (const cost of [1, 1, 30_000, 1, 20_000, 5, 40_000, 1, 9_000, 991]) {
+      expect(decideCost(key, limit, window, now++, `s${now}`, cost).allowed).toBe(true);
+      total += cost;
+      expect(usage(key), `after ${total}`).toBeLessThanOrEqual(1.1 * full);
+    }
+    // Steady admissions of 1 000 from there on, round the ring.
+    for (let i = 0; i < 30; i++) {
+      decideCost(key, limit, window, now++ + window, `t${i}`, 1_000);
+      expect(usage(key)).toBeLessThanOrEqual(1.1 * full);
+    }
+  });
+
+  it("a few admissions under a large limit still cost bytes for those few", () => {
+    const key = "grow:few";
+    for (let i = 0; i < 3; i++) decideCost(key, limit, window, T + i, `w${i}`, 1);
+    expect(Number(env.cli("STRLEN", key))).toBe(47 + 4 * 4);
+  });
+});

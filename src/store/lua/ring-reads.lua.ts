@@ -21,6 +21,7 @@ const STATE = ringStateTable({
   small: "small",
   whole: "whole",
   hdr: "s",
+  size: "size",
 });
 
 export const RING_READS_LUA = compileRingState(`
@@ -130,7 +131,7 @@ local function ringCheck(p, now)
       base = ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6
     end
   end
-  local r, gap, cd, cf, cn, co, whole
+  local r, gap, cd, cf, cn, co, whole, size
   if stored ~= L then
     r = ${ringStateTable({ L: "L", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
     -- When it keeps everything stored (lossless) it is written even if the call is denied (the
@@ -158,6 +159,7 @@ local function ringCheck(p, now)
     whole, cd, cf, cn, co = s, s, 0, N, RING_HDR
     if small then
       gap = ringGapIn(s, RING_HDR + 1)
+      if #s < RING_HDR + 4 * N then size = #s end
     else
       -- The gap is at most GAP_DRIFT slots past g0: one range holds it, the c slots after it and
       -- the one after those (the report's first probe) and, when they are near, the hint's slots,
@@ -176,6 +178,9 @@ local function ringCheck(p, now)
       else
         cd = redis.call('GETRANGE', key, RING_HDR + 4 * from, RING_HDR + 4 * (from + to) - 1)
       end
+      -- A short read: the string ends there (a ring still growing), which its next write must know
+      -- (commit: a SETRANGE past a string's end reserves up to twice its length).
+      if #cd < 4 * to then size = RING_HDR + 4 * from + #cd end
       gap = ringGapIn(cd, 1)
       -- Also when the gap is near the end and the cost's slots after it (and the report's probe)
       -- go on from slot 0: else each of them would be read alone (one GETRANGE a slot, and a
@@ -196,6 +201,8 @@ local function ringCheck(p, now)
         s = redis.call('GET', key)
         whole, cd, cf, cn, co = s, s, 0, N, RING_HDR
         gap = ringGapIn(s, RING_HDR + 1)
+        size = nil
+        if #s < RING_HDR + 4 * N then size = #s end
       end
     end
     if gap then

@@ -26,6 +26,7 @@ const RING_STATE_FIELDS = [
   "chunks", // other slots read one range at a time
   "hdr", // the header as stored (top and exp are decoded from it only when a decision commits)
   "lossless", // rebuilt from everything stored (nothing dropped): written even on a denial
+  "size", // the string's length when the read saw it end before the ring's (a ring still growing)
 ] as const;
 
 type RingField = (typeof RING_STATE_FIELDS)[number];

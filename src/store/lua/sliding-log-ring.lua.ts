@@ -32,7 +32,11 @@ import { compileRingState, ringStateTable } from "./ring-state";
  * + units admitted since the request). At limit 100 000, a refund of 1 just after its request
  * reads under 2 kB and writes under 100 B of the 400 kB ring; one whose request is older reads and
  * writes at most the whole ring once (what a GET and SET of it cost).
- * Memory: 51 + 4 × limit bytes of value (the header, then L + 1 slots).
+ * Memory: 51 + 4 × limit bytes of value (the header, then L + 1 slots) when full, less while it
+ * grows: a new ring is written as far as it is used and grows by SETRANGE, which makes Redis
+ * reserve up to twice the new length; once that would pass the full ring's size the ring is
+ * written whole at its full size (GET and SET, once), so whatever sequence wrote it, its MEMORY
+ * USAGE stays within the full ring's (458 800 B at limit 100 000).
  */
 export const SLIDING_LOG_RING_LUA = `${RING_READS_LUA}${compileRingState(`
 ALG['sliding-log'] = {
@@ -93,14 +97,22 @@ ALG['sliding-log'] = {
     local first = N - g
     if first >= c + 1 then
       first = c + 1
-      if g + c + 1 < N then
+      -- A SETRANGE past a string's end makes Redis reserve up to twice the new length (sds's
+      -- greedy growth; +1 MB past 1 MB): fine while that stays within the full ring's size, which
+      -- keeps small appends O(cost) (Redis grows the string geometrically); past it the ring is
+      -- written whole at its full size, once (a 2-unit ring grown by 98 300 in one call kept
+      -- 917 kB where the full ring takes 459 kB).
+      local stop = RING_HDR + 4 * (g + c + 1)
+      if g + c + 1 < N and not (r.size and stop > r.size
+          and stop + math.min(stop, 1048576) > RING_HDR + 4 * N) then
         redis.call('SETRANGE', p.key, RING_HDR + 4 * g, bytes)
         first = nil
       end
     end
     if first then
-      -- The write reaches the ring's end (once a lap): the ring is rewritten whole, at its exact
-      -- size — a string grown by SETRANGE keeps up to twice its length allocated.
+      -- The write reaches the ring's end (once a lap), or grows it past half its size: the ring is
+      -- rewritten whole, at its exact size — a string grown by SETRANGE keeps up to twice its
+      -- length allocated.
       local slots = string.sub(r.whole or redis.call('GET', p.key), RING_HDR + 1)
       if #slots < 4 * N then slots = slots .. string.rep('\\0', 4 * N - #slots) end
       if not renew then
@@ -111,6 +123,7 @@ ALG['sliding-log'] = {
       local value
       if first == c + 1 then
         value = codec().ringHeader(r) .. string.sub(slots, 1, 4 * g) .. bytes
+          .. string.sub(slots, 4 * (g + c + 1) + 1)
       else
         value = codec().ringHeader(r) .. string.sub(bytes, 4 * first + 1)
           .. string.sub(slots, 4 * (c + 1 - first) + 1, 4 * g) .. string.sub(bytes, 1, 4 * first)
