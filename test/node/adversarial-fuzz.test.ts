@@ -31,7 +31,7 @@ import {
 // The documented bounds. src/store/caps.ts exports no constant for Redis time or key bytes, so
 // they are written here from its measured figures (`node scripts/measure-caps.mjs`), with room:
 // - one call: at most the most a legitimate call does, a full 100 000-unit ring write (~8 ms of
-//   Redis idle, 12–20 ms with the suite running beside it), times CALL_SLACK: the fuzz's first
+//   Redis idle, 12–30 ms with the suite running beside it), times CALL_SLACK: the fuzz's first
 //   step is that write, so the bound is measured in the same run and on the same machine as
 //   what it bounds (a Redis-side measure, the script's own duration in SLOWLOG, not the test's
 //   wall clock), and never below MAX_CALL_MS;
@@ -40,7 +40,9 @@ import {
 // - a sorted-set key: a full log at 8 000 is 942 kB, "stays under ~1 MB" (caps.ts);
 // - any other key (a request id's record, a reset mark, an O(1) algorithm's counter): small.
 const MAX_CALL_MS = 50;
-const CALL_SLACK = 3;
+// The slowest legitimate call is a refund of a full ring's cost (the ring-full rule's 99 998):
+// O(cost) like the write, but it finds and moves each slot, 2–3.5 × the write's time here.
+const CALL_SLACK = 5;
 const MAX_RING_KEY_BYTES = 480_000;
 const MAX_ZSET_KEY_BYTES = 1_000_000;
 const MAX_OTHER_KEY_BYTES = 16_384;
