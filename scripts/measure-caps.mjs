@@ -351,6 +351,48 @@ async function measureRefund(cli, EVALUATE_SCRIPTS, REFUND_SCRIPT) {
     const m = /^cmdstat_(get|set|getrange|setrange|pexpire|evalsha):(.*)$/.exec(line.trim());
     if (m) console.log(`    ${m[1]}: ${m[2]}`);
   }
+  // Old receipts: a full ring of 100 calls of 1 000 units, refunds of calls far from the newest.
+  const old = "refunded-old";
+  const T0 = now + 10;
+  for (let i = 0; i < 100; i++) {
+    cli(
+      "EVALSHA",
+      evaluate,
+      "1",
+      old,
+      String(T0 + i),
+      `g${i}`,
+      "1",
+      "0",
+      "0",
+      "sliding-log",
+      String(L),
+      String(WINDOW),
+      "1000",
+    );
+  }
+  for (const i of [99, 90, 50, 0]) {
+    const { us, reply } = slowlogged(cli, () =>
+      cli(
+        "EVALSHA",
+        refund,
+        "1",
+        old,
+        String(T0 + 100),
+        `g${i}`,
+        "1",
+        "0",
+        String(T0 + i),
+        "sliding-log",
+        String(L),
+        String(WINDOW),
+        "1000",
+      ),
+    );
+    console.log(
+      `  refund of 1 000 admitted ${String((99 - i) * 1_000).padStart(6)} units before the newest: ${us} µs (gave back ${reply.split("\n")[1]})`,
+    );
+  }
 }
 
 /**

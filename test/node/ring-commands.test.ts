@@ -289,6 +289,31 @@ describe("a refund of a ring at limit 100 000 reads and writes what it moves, no
     });
     expect(decideCost(key, limit, window, T + window + 11_000, "f", 1).allowed).toBe(false);
   });
+  it("an old request's refund (past half the ring) rewrites it once, exactly", () => {
+    const key = "refund:old";
+    const limit = 100_000;
+    const window = 3_600_000;
+    for (let i = 0; i < 100; i++) decideCost(key, limit, window, T + i, `f${i}`, 1_000);
+    const counts = commandsDuring(() => {
+      expect(refundOf(key, limit, window, T + 10, "f10", 1_000)).toBe(1_000);
+      expect(refundOf(key, limit, window, T + 80, "f80", 1_000)).toBe(1_000);
+    });
+    // The one past half: the rest read in one go and one SET; the newer one moved in place.
+    expect(counts.set).toBe(1);
+    expect(counts.get).toBeUndefined();
+    expect(Number(env.cli("STRLEN", key))).toBe(47 + 4 * (limit + 1));
+    expect(decideCost(key, limit, window, T + 100, "b", 2_000)).toEqual({
+      allowed: true,
+      remaining: 0,
+    });
+    expect(decideCost(key, limit, window, T + 100, "c", 1).allowed).toBe(false);
+    // The oldest live call (T + 0) leaves first, the refunded T + 10 does not hold a slot.
+    expect(decideCost(key, limit, window, T + window, "d", 1_000)).toEqual({
+      allowed: true,
+      remaining: 0,
+    });
+    expect(decideCost(key, limit, window, T + window + 9, "e", 1).allowed).toBe(true);
+  });
 });
 
 describe("a ring grown in writes takes no more memory than the full ring", () => {

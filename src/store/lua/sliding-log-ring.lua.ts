@@ -30,8 +30,10 @@ import { compileRingState, ringStateTable } from "./ring-state";
  * then back from the gap in ranges that double until it holds them, and writes (SETRANGE) only
  * the slots from the oldest of them on, plus the header when the gap moved back before g0: O(cost
  * + units admitted since the request). At limit 100 000, a refund of 1 just after its request
- * reads under 2 kB and writes under 100 B of the 400 kB ring; one whose request is older reads and
- * writes at most the whole ring once (what a GET and SET of it cost).
+ * reads under 2 kB and writes under 100 B of the 400 kB ring. One whose search passes half the
+ * ring (an old request: moving what came after it would cost about a rewrite) reads the rest in
+ * one go and writes the ring whole (SET … KEEPTTL), as every refund did before: the whole ring
+ * read once and written once at most.
  * Memory: 51 + 4 × limit bytes of value (the header, then L + 1 slots) when full, less while it
  * grows: a new ring is written as far as it is used and grows by SETRANGE, which makes Redis
  * reserve up to twice the new length; once that would pass the full ring's size the ring is
@@ -219,33 +221,54 @@ ALG['sliding-log'] = {
     -- request reads is its slots and the ones admitted since. Empty slots are only ever the
     -- oldest (admissions take the oldest slots): one means there is nothing older to find.
     local needle, c = C.p32(target), p.cost
-    -- hits: newest first; tail's first R - scanned slots are not searched yet.
-    local hits, scanned = {}, 0
-    while true do
-      local found, at, upto = {}, 1, 4 * (R - scanned)
+    local hits = {} -- newest first
+    -- data: slots from logical \`first\` on; its hits, newest first, while fewer than c.
+    local function scan(data, first)
+      local found, at = {}, 1
       while true do
-        at = string.find(tail, needle, at, true)
-        if not at or at > upto then break end
+        at = string.find(data, needle, at, true)
+        if not at then break end
         if (at - 1) % 4 == 0 then
-          found[#found + 1] = L - R + (at - 1) / 4
+          found[#found + 1] = first + (at - 1) / 4
           at = at + 4
         else
           at = at + 1
         end
       end
       for i = #found, 1, -1 do
-        if #hits == c then break end
+        if #hits == c then return end
         hits[#hits + 1] = found[i]
       end
-      scanned = R
-      if #hits == c or R == L or u32(tail, 1) == 0 then break end
+    end
+    scan(tail, L - R)
+    -- Past half the ring, moving the slots after the request's costs about what rewriting the
+    -- ring does (measured): the rest is read in one go and the ring rewritten whole (SET), as a
+    -- refund of an old request always was.
+    local rewrite = false
+    while #hits < c and R < L and u32(tail, 1) ~= 0 do
       local more = R
-      if R + more > L then more = L - R end
-      tail = C.ringRange(key, whole, N, (gap + 1 + L - R - more) % N, more) .. tail
+      if 2 * (R + more) > L then more, rewrite = L - R, not whole end
+      local chunk = C.ringRange(key, whole, N, (gap + 1 + L - R - more) % N, more)
+      scan(chunk, L - R - more)
+      tail = chunk .. tail
       R = R + more
     end
     local h = #hits
     if h == 0 then return 0 end
+    if rewrite then
+      -- tail is the whole ring from its oldest slot: the hits cut out, the gap and as many empty
+      -- slots first.
+      table.sort(hits)
+      local parts, prev = { RING_GAP, string.rep('\\0\\0\\0\\0', h) }, 0
+      for _, j in ipairs(hits) do
+        parts[#parts + 1] = string.sub(tail, 4 * prev + 1, 4 * j)
+        prev = j + 1
+      end
+      parts[#parts + 1] = string.sub(tail, 4 * prev + 1)
+      local r = ${ringStateTable({ L: "L", g0: "0", e: "h", base: "base", top: "top", exp: "exp" })}
+      redis.call('SET', key, C.ringHeader(r) .. table.concat(parts), 'KEEPTTL')
+      return h
+    end
     -- Cut out in order: the slots from the oldest hit on, less the hits, move back h slots, and
     -- the gap and h empty slots follow them: the gap moves back h, so the empty slots are the
     -- oldest (the capacity is back at once) and every other slot keeps its order. One write of
