@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { measureEnv } from "../../scripts/lib/measure-env.mjs";
+import { commandsDuring as countCommands } from "../support/commandstats.js";
 
 // One log key whose limit or layout changes (a /check policy's key is per client key and window:
 // every limit and both layouts share it): what Redis stores and the commands it runs, on a
@@ -55,17 +56,9 @@ function decide(key: string, now: number, call: Call): boolean {
   return reply.split("\n")[0] === "1";
 }
 
-/** The commands `work` ran inside scripts, by name (EVALSHA itself left out). */
+/** The commands `work` ran inside scripts, by name. */
 function commandsDuring(work: () => void): Record<string, number> {
-  env.cli("CONFIG", "RESETSTAT");
-  work();
-  const counts: Record<string, number> = {};
-  for (const line of env.cli("INFO", "commandstats").split("\n")) {
-    const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
-    if (!match?.[1] || /^(eval|info|config)/.test(match[1])) continue;
-    counts[match[1]] = Number(match[2]);
-  }
-  return counts;
+  return countCommands((...args) => env.cli(...args), work);
 }
 
 const cli = (...args: (string | number)[]) => env.cli(...args).trim();

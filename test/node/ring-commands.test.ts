@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { measureEnv } from "../../scripts/lib/measure-env.mjs";
+import { commandsDuring as countCommands } from "../support/commandstats.js";
 
 // The Redis commands each shape of ring decision runs, counted by INFO commandstats on a private
 // redis-server (a shared one counts everyone's traffic). What the README's command table says,
@@ -122,17 +123,9 @@ async function monitored(work: () => void): Promise<string[][]> {
     );
 }
 
-/** The commands `work` ran inside scripts, by name (EVAL itself left out). */
+/** The commands `work` ran inside scripts, by name. */
 function commandsDuring(work: () => void): Record<string, number> {
-  env.cli("CONFIG", "RESETSTAT");
-  work();
-  const counts: Record<string, number> = {};
-  for (const line of env.cli("INFO", "commandstats").split("\n")) {
-    const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
-    if (!match?.[1] || /^(eval|info|config)/.test(match[1])) continue;
-    counts[match[1]] = Number(match[2]);
-  }
-  return counts;
+  return countCommands((...args) => env.cli(...args), work);
 }
 
 describe("the ring's commands per decision (caller's clock: no TIME)", () => {
