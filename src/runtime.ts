@@ -101,7 +101,7 @@ function buildRuntime(env: Env): Runtime {
       token: env.UPSTASH_REDIS_REST_TOKEN,
       timeoutMs: config.timeoutMs,
       // One decision per incoming request, never two in one tick: nothing to batch (see
-      // autoPipeline), and without it every decision has one timer, not two (issue 12).
+      // autoPipeline), and without it every decision has one timer, not two.
       autoPipeline: false,
     });
   } catch (error) {

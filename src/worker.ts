@@ -39,7 +39,7 @@ app.onError((error, c) => {
   return problem(c, 500, { title: "Internal Server Error" });
 });
 
-// The hot paths skip Hono's dispatch and context (issue 12): an exact `POST /check` goes to
+// The hot paths skip Hono's dispatch and context: an exact `POST /check` goes to
 // checkResponse, any path outside /check to proxyResponse, the same code the routes above call,
 // with the same last-resort 500. /check/*, /check asked with another method and any path with a
 // %-escape (Hono decodes it before routing) go through the app as before. `app.request()`

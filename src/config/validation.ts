@@ -23,7 +23,7 @@ export function unknownField(object: Record<string, unknown>, allowed: readonly 
  * Whether JSON text may parse to a string (or field name) that is not well-formed UTF-16: it
  * holds a surrogate code unit, or a \u escape of one (`\ud800`, any case). False proves every
  * string of the parsed value well-formed, so illFormedString's walk can be skipped: one regex
- * over the text instead of a walk over the value per request (issue 12). A false positive
+ * over the text instead of a walk over the value per request. A false positive
  * (`\\ud800`, an escaped backslash) only costs the walk.
  */
 export function mayHoldLoneSurrogate(json: string): boolean {

@@ -73,7 +73,7 @@ export async function authorizeCheck(request: Request, env: Env): Promise<Author
   }
   // A declared length within the cap is enforced by the runtime (a body longer than its
   // Content-Length is an error): read it in one native call, the common case, here rather than
-  // through readBody's own promise (issue 12). Before touching `request.body`, which builds a
+  // through readBody's own promise. Before touching `request.body`, which builds a
   // stream object in workerd that this path never needs.
   const length = request.headers.get("Content-Length");
   const declared = Number(length ?? "0");

@@ -6,7 +6,7 @@
  * the *presented* token's length: how long it takes depends only on what the caller sent, never
  * on where (or whether) it differs from the secret, nor on the secret's length (indices wrap
  * with `%`). No hashing: a SHA-256 of each side cost an async Web Crypto call per request (about
- * a tenth of a /check decision's CPU in workerd, issue 12) and bought nothing this does not.
+ * a tenth of a /check decision's CPU in workerd) and bought nothing this does not.
  */
 export function bearerTokenMatches(header: string | undefined, expected: string): boolean {
   // RFC 9110 §11.1: the scheme is case-insensitive ("bearer x" is valid). One space, as every
@@ -21,7 +21,7 @@ const SCHEME = "bearer ";
 
 /**
  * `header` starts with "bearer " in any case (the scheme is public: no need for constant time
- * here). A loop, not a regex: no match array and captured copy per request (issue 12).
+ * here). A loop, not a regex: no match array and captured copy per request.
  */
 function hasBearerScheme(header: string): boolean {
   for (let i = 0; i < SCHEME.length; i++) {

@@ -20,7 +20,7 @@ export function checkHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
 /**
  * POST /check without a Hono context: worker.ts answers an exact `POST /check` here directly,
  * the one route on the hot path (Hono's dispatch, context and header merging were a tenth of a
- * decision's CPU, issue 12). The answer is built once: the JSON and the headers in one Response.
+ * decision's CPU). The answer is built once: the JSON and the headers in one Response.
  */
 export async function checkResponse(
   request: Request,

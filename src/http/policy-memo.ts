@@ -2,7 +2,7 @@
  * A per-isolate memo of what an ad-hoc /check body's policy fields validate to. A service sends
  * the same few policies on every request (`{ limit: 100, window: "1m" }` with a new key each
  * time); reading them runs five schemas, a duration parse and the bounds check, ~3 % of
- * workerd's CPU per decision (issue 12). Validation is a pure function of those values, so
+ * workerd's CPU per decision. Validation is a pure function of those values, so
  * answering from a memo keyed by them is exact: a refusal names the same field with the same
  * reason, a policy is the same policy.
  */

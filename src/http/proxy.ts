@@ -26,7 +26,7 @@ export function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
 
 /**
  * The proxy without a Hono context: worker.ts sends every path outside /check here directly
- * (Hono's dispatch and context were CPU per request for nothing, issue 12).
+ * (Hono's dispatch and context were CPU per request for nothing).
  */
 export async function proxyResponse(
   incoming: Request,

@@ -32,7 +32,7 @@ export function rateLimitHeaders(
  * The same headers as a plain object, for a Response built in one step (/check's answer): no
  * Headers object to build and copy again. An object, not name/value pairs: workerd reads an
  * object's properties directly, but walks pairs through the iterator protocol, each step a call
- * back into JS (the pairs made `new Response` a tenth of a /check decision's CPU, issue 12).
+ * back into JS (the pairs made `new Response` a tenth of a /check decision's CPU).
  */
 export function rateLimitHeaderRecord(
   decisions: readonly HeaderDecision[],

@@ -184,7 +184,7 @@ export function fromEvaluation(
   );
   const deniedBy = answer.deniedBy === undefined ? undefined : policies[answer.deniedBy]?.policy;
   // Optional fields assigned, not spread from `cond ? {…} : {}` (an empty object each, on every
-  // decision the store answers: issue 12).
+  // decision the store answers).
   const decided: MultiDecision = { allowed: answer.allowed, decisions, replayed: answer.replayed };
   if (deniedBy !== undefined) decided.deniedBy = deniedBy;
   if (answer.allowed && !answer.replayed) {

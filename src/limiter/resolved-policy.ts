@@ -67,7 +67,7 @@ export function resolvePolicies(
   defaultFailMode: FailMode,
 ): ResolvedPolicy[] {
   if (!Array.isArray(requests)) throw new PolicyBoundsError(caller, 0, "policy", "no requests");
-  // Indexed loops, no iterators: this runs on every decision (issue 12).
+  // Indexed loops, no iterators: this runs on every decision.
   const policies: ResolvedPolicy[] = [];
   for (let index = 0; index < requests.length; index++) {
     const request = requests[index] as LimitRequest;

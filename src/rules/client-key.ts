@@ -49,7 +49,7 @@ export const HEADER_KEY_CACHE_BYTES = 1024 * 1024;
 export const HEADER_KEY_ENTRY_BYTES = 64;
 
 // Per isolate: a client sends the same key on every request, and its digest cost an async Web
-// Crypto call, a TextEncoder and a hex loop per proxied request (issue 12). Strings only (no
+// Crypto call, a TextEncoder and a hex loop per proxied request. Strings only (no
 // I/O object, nothing tied to a request). Bounded in entries and in bytes: a flood of one-off
 // values cannot grow it, nor can a few huge ones. Only values up to MAX_KEY_LENGTH are kept (an
 // API key or a token; a longer value is hashed on every request, never held), and each as a copy:

@@ -47,7 +47,7 @@ export type ScriptArg = string | number;
 // SHA-1 of each script text, computed once per isolate. crypto.subtle is async, so it cannot run
 // at module scope (workerd forbids I/O-like work there): the promise is cached on first use,
 // then replaced by the hex it gave, read synchronously (awaiting the cached promise cost every
-// decision a turn of the microtask queue, issue 12).
+// decision a turn of the microtask queue).
 const shaCache = new Map<string, string | Promise<string>>();
 
 export function scriptSha(script: string): Promise<string> {

@@ -23,7 +23,7 @@ export interface StoreClientOptions {
    * queue in between, so two requests' decisions never share a tick and the pipeline only adds
    * work (a Pipeline object, a Proxy lookup, the batching promises) to every decision. Off, the
    * client also calls `signal` synchronously inside `evalsha`/`eval`, which `withSignal` needs:
-   * only a client without it has `withSignal` (one timer per decision, issue 12).
+   * only a client without it has `withSignal` (one timer per decision).
    * @default true
    */
   autoPipeline?: boolean;
@@ -64,7 +64,7 @@ export type StoreClient = Redis & {
  *   and reads only what it writes; the token is for a later plain read from a replica). With
  *   them, every decision's request carried two more headers and read the answer's headers twice
  *   (workerd builds a Headers object each time): workerd CPU per decision 0.92× without them
- *   (issue 12; `node bench/ab-cpu.mjs --ref=before=c0be821 --ref=after=54ec5b7 --rate=400`).
+ *   (`node bench/ab-cpu.mjs --ref=before=c0be821 --ref=after=54ec5b7 --rate=400`).
  *   The client itself (analytics, admin reads) keeps both defaults.
  */
 export function createStoreClient(options: StoreClientOptions): StoreClient {

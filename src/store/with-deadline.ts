@@ -30,7 +30,7 @@ export interface Deadline {
 /**
  * Runs `work` and rejects with StoreTimeoutError after `timeoutMs`, whatever `work` does. The
  * same timer aborts `deadline.signal`: one timer per decision, not one for the decision and
- * another per HTTP request (issue 12). `deadline` also tells `work` not to start anything new
+ * another per HTTP request. `deadline` also tells `work` not to start anything new
  * once it is over, or how long something started now may take.
  */
 export function withDeadline<T>(
