@@ -60,11 +60,20 @@ export const RING_CODEC_LUA = compileRingState(`
 local RING_HDR = ${RING_HEADER_BYTES}
 local RING_HDR_LAST = '${RING_HEADER_BYTES - 1}'
 local RING_MARK = ${RING_MARK}
--- Rings up to this size are read whole (GET): an admission is TIME, GET, SETRANGE. Larger rings
--- read the header and one short range (GETRANGE ×2), so an admission costs O(cost) whatever the
--- limit.
-local RING_WHOLE_MAX = 1024
-local RING_WHOLE_LAST = '1023'
+-- Rings up to this size (limit ≤ 1 028) are read whole (GET): an admission is TIME, GET,
+-- SETRANGE, the floor of an exact log on the Redis clock. Reading 4 kB whole costs Redis about
+-- what the header and range reads it replaces did (node scripts/measure-ring-cost.mjs).
+local RING_WHOLE_MAX = 4160
+local RING_WHOLE_LAST = '4159'
+-- Larger rings are first read this far (GETRANGE): the header and the slots after it, so a ring
+-- still growing (a key far under a large limit) is read whole and a gap near the start needs no
+-- second read; otherwise a short range from where the header saw the gap (one GETRANGE more).
+local RING_PREFIX = 1024
+local RING_PREFIX_LAST = '1023'
+local RING_PREFIX_SLOTS = math.floor((RING_PREFIX - RING_HDR) / 4)
+-- A large ring whose live units fill at most this many slots is rewritten compact (its live
+-- times, then the gap) when a write would take it past its first read, or at the end of a lap.
+local RING_COMPACT_MAX = math.floor(RING_PREFIX_SLOTS / 2)
 local RING_GAP = '\\255\\255\\255\\255'
 local RING_GAP_VALUE = 4294967295
 local RING_VALUE_MAX = 4294967294
@@ -166,7 +175,9 @@ local function codec()
   function C.ringTimes(s, floor)
     local L, _, _, base = C.ringFields(s)
     local times = {}
-    for i = 0, L do
+    -- Slots past the string's end (a ring still growing) are empty: not read one by one.
+    local last = math.min(L, math.floor((#s - RING_HDR) / 4) - 1)
+    for i = 0, last do
       local v = u32(s, RING_HDR + 4 * i + 1)
       if v > 0 and v < RING_GAP_VALUE and base + v > floor then times[#times + 1] = base + v end
     end
@@ -192,6 +203,17 @@ local function codec()
     r.whole = C.ringHeader(r) .. table.concat(parts)
     r.cf, r.cn, r.cd, r.co = 0, L + 1, r.whole, RING_HDR
     r.rebuilt, r.hdr = true, false
+  end
+
+  -- A large ring written compact: its live times (sorted, later than the floor), then the gap,
+  -- and nothing after it (slots past a string's end read as empty), the form a new ring grows
+  -- in. Sets r's header fields; returns the whole string to write.
+  function C.ringCompact(r, times)
+    local parts = {}
+    for i = 1, #times do parts[i] = C.p32(times[i] - r.base) end
+    parts[#parts + 1] = RING_GAP
+    r.gap, r.g0, r.e = #times, #times, r.L - #times
+    return C.ringHeader(r) .. table.concat(parts)
   end
 
   -- The newest L times of a sorted-set log later than floor, oldest first: what a ring of limit L

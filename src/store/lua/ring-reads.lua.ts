@@ -115,7 +115,9 @@ local function ringCheck(p, now)
     s = redis.pcall('GET', key)
   else
     -- The header's bounds as literals: a number argument is formatted into a new string per call.
-    s = redis.pcall('GETRANGE', key, '0', RING_HDR_LAST)
+    -- The header and the slots after it in one read: a ring still growing (a key far under a
+    -- large limit) is all there, and one whose gap is near the start needs no second read.
+    s = redis.pcall('GETRANGE', key, '0', RING_PREFIX_LAST)
   end
   -- A missing key reads as false (GET) or '' (GETRANGE). The header's fields a decision needs,
   -- inline (top and exp only when it commits, from r.hdr).
@@ -157,10 +159,22 @@ local function ringCheck(p, now)
     gap, base, cd, cf, cn, co = r.gap, r.base, r.cd, r.cf, r.cn, r.co
   else
     whole, cd, cf, cn, co = s, s, 0, N, RING_HDR
-    if small then
+    if not small and #s == RING_PREFIX then
+      -- The string goes on past what was read: the slots read are enough when the gap and the
+      -- cost's slots after it (and the report's first probe) are among them. Writes stay inside
+      -- the string, so its size need not be known.
+      gap = ringGapIn(s, RING_HDR + 1)
+      if gap and gap + p.cost + 2 <= RING_PREFIX_SLOTS then
+        whole, cn = false, RING_PREFIX_SLOTS
+      else
+        gap = nil
+      end
+    end
+    if small or (whole and #s < RING_PREFIX) then
+      -- Read whole: a small ring, or a large one still growing that ends within the first read.
       gap = ringGapIn(s, RING_HDR + 1)
       if #s < RING_HDR + 4 * N then size = #s end
-    else
+    elseif not gap then
       -- The gap is at most GAP_DRIFT slots past g0: one range holds it, the c slots after it and
       -- the one after those (the report's first probe) and, when they are near, the hint's slots,
       -- with room for the gallop: the hint dates from the header's last write, and more slots

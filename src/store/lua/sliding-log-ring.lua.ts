@@ -87,6 +87,28 @@ ALG['sliding-log'] = {
     local renew = stamp + p.window > r.exp
     if renew then r.exp = stamp + 2 * p.window end
     if stamp > r.top then r.top = stamp end
+    if not r.small and not r.fresh and (r.rebuilt or g + c + 1 >= N
+        or (r.whole and RING_HDR + 4 * (g + c + 1) > RING_PREFIX)) then
+      -- A large ring rebuilt (resized, converted), whose write would take it past its first read
+      -- (the whole string was read: it is still growing), or reaching its end (a lap): when few
+      -- of its units are live (a key far under its limit), it is written compact instead, so the
+      -- next decisions again find everything in one read. Dropped slots had left the window (as
+      -- a rebuild drops them).
+      local C = codec()
+      r.whole = r.whole or redis.call('GET', p.key)
+      local times = C.ringTimes(r.whole, p.floor)
+      if #times + c + 1 <= RING_COMPACT_MAX then
+        for _ = 1, c do times[#times + 1] = stamp end
+        table.sort(times)
+        if not renew then r.exp = stamp + 2 * p.window end
+        local value = C.ringCompact(r, times)
+        redis.call('SET', p.key, value, 'PX', r.exp - now + GRACE)
+        -- What the report reads: the compact ring, whole; every slot before its times is free.
+        p.f = r.L - #times
+        r.cd, r.cf, r.cn, r.co, r.chunks, r.whole = value, 0, N, RING_HDR, nil, value
+        return
+      end
+    end
     if r.rebuilt then
       -- A new, resized, rebased or converted ring: written whole (its gap at 0), a new one only as
       -- far as it is used.

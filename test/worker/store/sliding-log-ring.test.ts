@@ -62,14 +62,18 @@ class Model {
 }
 
 describe("the ring against a reference model (random costs, clocks, refunds, limit and layout changes)", () => {
-  // Large enough to cross RING_WHOLE_MAX (243 slots): the GETRANGE/SETRANGE path, wrapping.
-  // The last shape runs the gap round a large ring twice: the header rewritten as the gap drifts,
+  // Small rings (read whole), and large ones past RING_WHOLE_MAX (1 028 slots): the first read,
+  // the GETRANGE/SETRANGE path, wrapping, compaction. The 250-slot shape runs the gap round a large ring twice: the header rewritten as the gap drifts,
   // reads and writes that wrap past the string's end.
   const SHAPES = [
     { limit: 7, window: 1_000, steps: 160 },
     { limit: 60, window: 5_000, steps: 160 },
     { limit: 300, window: 2_000, steps: 160 },
     { limit: 250, window: 400, steps: 900 },
+    // Past the whole-read size (limit 1 028): a ring far under its limit kept compact, and one
+    // at its limit read by range, its gap going round.
+    { limit: 1_200, window: 3_000, steps: 700 },
+    { limit: 1_100, window: 60_000, steps: 700 },
   ];
   for (const [s, shape] of SHAPES.entries()) {
     for (const seed of [11, 12, 13]) {
