@@ -166,8 +166,10 @@ local function ringCheck(p, now)
       gap = ringGapIn(s, RING_HDR + 1)
       if gap and gap + p.cost + 2 <= RING_PREFIX_SLOTS then
         whole, cn = false, RING_PREFIX_SLOTS
-      else
-        gap = nil
+      elseif gap then
+        -- The header's g0 is not kept up while the gap is among these slots (commit): the range
+        -- is read from where the gap is.
+        e, g0, gap = e - (gap - g0) % N, gap, nil
       end
     end
     if small or (whole and #s < RING_PREFIX) then

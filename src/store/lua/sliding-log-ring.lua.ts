@@ -160,7 +160,10 @@ ALG['sliding-log'] = {
     -- on every call until the header learns), or with the TTL.
     local drift = p.f - hint
     if drift < 0 then drift = -drift end
-    if renew or (not r.small and ((r.gap - r.g0) % N >= GAP_DRIFT or drift > 8)) then
+    -- A gap among the slots of the first read is found there (ringCheck): g0 need not follow it,
+    -- and a ring read whole needs no hint. Most keys far under a large limit write no header.
+    if renew or (not r.small and ((r.gap >= RING_PREFIX_SLOTS and (r.gap - r.g0) % N >= GAP_DRIFT)
+        or (not r.whole and drift > 8))) then
       r.g0, r.e = r.gap, p.f
       redis.call('SETRANGE', p.key, 0, codec().ringHeader(r))
     end
@@ -196,8 +199,13 @@ ALG['sliding-log'] = {
     return p.first, p.reset, p.reset - now
   end,
   refund = REFUNDS and function(p, now)
-    -- The header, or a small ring whole (one read either way).
-    local s = redis.pcall('GETRANGE', p.key, '0', RING_WHOLE_LAST)
+    -- The header, or a small ring whole (one read either way): how far by the rule's limit now.
+    local s
+    if RING_HDR + 4 * (p.limit + 1) <= RING_WHOLE_MAX then
+      s = redis.pcall('GETRANGE', p.key, '0', RING_WHOLE_LAST)
+    else
+      s = redis.pcall('GETRANGE', p.key, '0', RING_PREFIX_LAST)
+    end
     if type(s) == 'table' then
       -- The rule moved to the sorted set since: its members carry this request's id.
       local removed = 0
@@ -212,6 +220,11 @@ ALG['sliding-log'] = {
     if target < 1 or target > RING_VALUE_MAX then return 0 end
     local N, key = L + 1, p.key
     local whole = RING_HDR + 4 * N <= RING_WHOLE_MAX and s
+    -- A small ring stored under a larger limit than the rule's now: read it whole.
+    if whole and #s == RING_PREFIX then
+      whole = redis.call('GET', key)
+      s = whole
+    end
     -- tail: the newest R slots, oldest first (logical [L - R, L), 0 = the oldest slot).
     local gap, tail, R
     if whole then
@@ -220,8 +233,11 @@ ALG['sliding-log'] = {
       R = L
       tail = C.ringRange(key, whole, N, (gap + 1) % N, L)
     else
-      -- The newest slots are just before the gap, which is at most GAP_DRIFT slots past g0: one
-      -- range from a little before g0 holds the gap and the slots a prompt refund looks for.
+      -- The newest slots are just before the gap, which is at most GAP_DRIFT slots past g0 (or
+      -- among the slots read first, where g0 is not kept up): one range from a little before it
+      -- holds the gap and the slots a prompt refund looks for.
+      local first = ringGapIn(s, RING_HDR + 1)
+      if first then g0 = first end
       local W = p.cost + 4 * GAP_DRIFT
       if W > N - GAP_DRIFT - 1 then W = N - GAP_DRIFT - 1 end
       local near = C.ringRange(key, false, N, (g0 - W) % N, W + GAP_DRIFT + 1)

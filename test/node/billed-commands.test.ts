@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { measureEnv } from "../../scripts/lib/measure-env.mjs";
+
+// What Upstash bills per decision (the EVALSHA and every command the script runs), per traffic
+// shape, through the real limiter, the real @upstash/redis client and the REST bridge, counted by
+// INFO commandstats on a private redis-server. The answers stay right when a change adds a read,
+// so only counting catches it: these pin the shapes of `npm run bench`'s billed-commands table
+// (bench/README.md) at the script's floor. Every shape gets fresh keys; the denial cache is on,
+// as deployed.
+type Env = Awaited<ReturnType<typeof measureEnv>>;
+let env: Env;
+// biome-ignore lint/suspicious/noExplicitAny: the bundled src/index.ts, typed by its own tests
+let lib: any;
+let run = 0;
+
+beforeAll(async () => {
+  env = await measureEnv();
+  lib = await env.bundle(`export * from "./src/index";`);
+}, 60_000);
+afterAll(async () => {
+  await env?.close();
+});
+
+interface Tally {
+  perDecision: number;
+  byCommand: Record<string, number>;
+  allowed: number;
+  denied: number;
+}
+
+/**
+ * Billed commands per decision while `keys` (one request each, in order) are decided against
+ * `limit` a minute. A first call (not counted) loads the script, so a NOSCRIPT's EVAL is not
+ * part of a shape.
+ */
+async function billed(
+  keys: readonly string[],
+  limit: number,
+  clock: "redis" | "caller" = "redis",
+): Promise<Tally> {
+  const bridge = env.bridge as { url: string };
+  const limiter = lib.createLimiter({
+    store: lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 }),
+    prefix: `billed${run++}`,
+    clock,
+  });
+  await limiter.limit({ policy: "warm", key: "warm", limit: 10, windowMs: 60_000 });
+  env.cli("CONFIG", "RESETSTAT");
+  let allowed = 0;
+  for (const key of keys) {
+    const decision = await limiter.limit({ policy: "shape", key, limit, windowMs: 60_000 });
+    if (decision.allowed) allowed++;
+  }
+  const byCommand: Record<string, number> = {};
+  let total = 0;
+  for (const line of env.cli("INFO", "commandstats").split("\n")) {
+    const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
+    if (!match?.[1] || /^(info|config)/.test(match[1])) continue;
+    byCommand[match[1]] = Number(match[2]) / keys.length;
+    total += Number(match[2]);
+  }
+  return {
+    perDecision: total / keys.length,
+    byCommand,
+    allowed,
+    denied: keys.length - allowed,
+  };
+}
+
+/** `perKey` requests to each of `keys` keys, interleaved. */
+const interleaved = (tag: string, keys: number, perKey: number) =>
+  Array.from({ length: keys * perKey }, (_, i) => `${tag}:${i % keys}`);
+
+describe("billed commands per decision, Redis clock (EVALSHA + TIME + one read + one write)", () => {
+  for (const limit of [10, 100, 1_000, 10_000, 100_000]) {
+    it(`sparse (40 keys × 5, far under the limit) at ${limit}: 4 each`, async () => {
+      const tally = await billed(interleaved(`sparse${limit}`, 40, 5), limit);
+      expect(tally.allowed).toBe(200);
+      // A new key's first write is a SET with its TTL; later ones one SETRANGE: never a PEXPIRE.
+      expect(tally.perDecision, JSON.stringify(tally.byCommand)).toBe(4);
+      expect(tally.byCommand.time).toBe(1);
+      expect(tally.byCommand.pexpire).toBeUndefined();
+    });
+  }
+
+  for (const limit of [10, 100, 1_000]) {
+    it(`busy (2 keys driven to 1.5 × the limit) at ${limit}: 4 an admission, denials free`, async () => {
+      const tally = await billed(interleaved(`busy${limit}`, 2, Math.round(1.5 * limit)), limit);
+      expect(tally.allowed).toBe(2 * limit);
+      // Each key: limit admissions at 4. The last one said none were left, until when: the
+      // isolate's denial cache answers every denial after it, with no round trip.
+      expect(tally.perDecision * 3 * limit).toBeCloseTo(2 * 4 * limit, 6);
+    });
+  }
+
+  it("flood (one key at 20 × a limit of 50): the store sees the admissions only", async () => {
+    const tally = await billed(interleaved("flood", 1, 1_000), 50);
+    expect(tally.allowed).toBe(50);
+    expect(tally.perDecision * 1_000).toBeCloseTo(4 * 50, 6);
+  });
+});
+
+describe("billed commands per decision, the caller's clock (no TIME)", () => {
+  it("sparse at 1 000 and 100 000: 3 each", async () => {
+    for (const limit of [1_000, 100_000]) {
+      const tally = await billed(interleaved(`csparse${limit}`, 40, 5), limit, "caller");
+      expect(tally.perDecision, JSON.stringify(tally.byCommand)).toBe(3);
+      expect(tally.byCommand.time).toBeUndefined();
+    }
+  });
+});
