@@ -1,14 +1,17 @@
 // @ts-check
-// `npm run bench [-- --quick] [-- --only=cpu]`: edge-limiter against @upstash/ratelimit, same
-// runtime (workerd via Miniflare), same private Redis, same REST bridge, one run, alternating,
-// repeated; medians and ratios into bench/results.md (+ SVG charts) and bench/results.json. See
-// bench/results.md. --quick (CI) writes to bench/.quick/ (git-ignored), never over the committed
-// full run; --only=cpu runs the workerd-CPU side by side alone (to iterate on CPU), into
-// bench/.quick/cpu.json.
+// `npm run bench [-- --quick] [-- --only=cpu|billed]`: edge-limiter against @upstash/ratelimit,
+// same runtime (workerd via Miniflare), same private Redis, same REST bridge, one run,
+// alternating, repeated; medians and ratios into bench/results.md (+ SVG charts) and
+// bench/results.json. See bench/results.md. --quick (CI) writes to bench/.quick/ (git-ignored),
+// never over the committed full run; --only=cpu runs the workerd-CPU side by side alone (to
+// iterate on CPU), into bench/.quick/cpu.json; --only=billed runs the billed-commands section
+// alone (Upstash commands and dollars per decision by traffic shape,
+// bench/lib/billed-commands.mjs), into bench/.quick/billed.json: ≈ 3 min, ≈ 2 min with --quick.
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { startOrigin } from "../test/support/origin-server.mjs";
 import { analyse, edgeBursts, rollingAdmissions, steadySender } from "./lib/accuracy.mjs";
+import { billedMarkdown, billedTable, runBilledCommands } from "./lib/billed-commands.mjs";
 import { cpuByPart, profileWorkerd } from "./lib/cpu-profile.mjs";
 import { measureWorkerdCpu } from "./lib/cpu-section.mjs";
 import {
@@ -47,7 +50,11 @@ import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/s
 
 const quick = process.argv.includes("--quick");
 const cpuOnly = process.argv.includes("--only=cpu");
-/** Knobs of the two modes: full ≈ 21 min, quick ≈ 5 min on a 2-core machine. */
+const billedOnly = process.argv.includes("--only=billed");
+/**
+ * Knobs of the two modes: full ≈ 24 min, quick ≈ 7 min on a 2-core machine (the billed-commands
+ * section ≈ 3 and 2 min of that).
+ */
 const PLAN = quick
   ? {
       repeats: 1,
@@ -84,7 +91,7 @@ const cpuRotationsArg = process.argv.find((a) => a.startsWith("--cpu-rotations="
 const baselineRef = process.argv.find((a) => a.startsWith("--baseline="))?.slice(11);
 if (cpuRotationsArg) PLAN.cpuRotations = Number(cpuRotationsArg.slice(16));
 // A quick run never overwrites the committed full run's figures.
-const OUTPUT = path.join(ROOT, "bench", quick || cpuOnly ? ".quick" : "");
+const OUTPUT = path.join(ROOT, "bench", quick || cpuOnly || billedOnly ? ".quick" : "");
 
 /** @param {string} message */
 function progress(message) {
@@ -106,6 +113,21 @@ const median = (values) => {
  * @typedef {{ id: string, name: string, bundle: "ours" | "anchor", bindings: Record<string, string>, extra?: object }} Contender
  */
 const OURS_CONFIG = JSON.stringify({ rules: [], timeoutMs: 500, failMode: "open" });
+// The same on the caller's clock (src/config/worker-config.ts `clock`): no TIME in the scripts.
+const OURS_CALLER_CLOCK_CONFIG = JSON.stringify({
+  rules: [],
+  timeoutMs: 500,
+  failMode: "open",
+  clock: "caller",
+});
+// The same with analytics on at its defaults (counts flushed to Redis at most every 5 s per
+// isolate): what the flushes add to a decision's bill.
+const OURS_ANALYTICS_CONFIG = JSON.stringify({
+  rules: [],
+  timeoutMs: 500,
+  failMode: "open",
+  analytics: { enabled: true },
+});
 /** @param {string[]} algorithms @returns {Contender[]} */
 const contendersFor = (algorithms) => [
   ...algorithms.map((algorithm) => ({
@@ -164,6 +186,82 @@ try {
   const stats = connectStats(redis.url);
   cleanups.push(stats.close);
 
+  /**
+   * Billed commands per decision by traffic shape (bench/lib/billed-commands.mjs): ours on the
+   * Redis clock (the default) and on the caller's, the anchor (slidingWindow, ephemeral cache
+   * on), and ours with `"lease": true` on the busy shapes (lease calls and give-backs counted).
+   * Each worker served for this section alone, disposed after it.
+   */
+  const billedSection = async () => {
+    progress("billed commands: serving ours, ours on the caller clock and the anchor");
+    const anchorBindings = CONTENDERS.find((c) => c.id === "anchorSliding")?.bindings ?? {};
+    /** @type {[string, string, string, Record<string, string>, string[]?][]} */
+    const served = [
+      ["ours", "edge-limiter (Redis clock)", bundles.ours, { LIMITER_CONFIG: OURS_CONFIG }],
+      [
+        "oursCallerClock",
+        'edge-limiter, `"clock": "caller"`',
+        bundles.ours,
+        { LIMITER_CONFIG: OURS_CALLER_CLOCK_CONFIG },
+      ],
+      ["anchor", "@upstash/ratelimit slidingWindow", bundles.anchor, anchorBindings],
+      [
+        "oursAnalytics",
+        "edge-limiter with analytics on (sparse and mixed shapes only)",
+        bundles.ours,
+        { LIMITER_CONFIG: OURS_ANALYTICS_CONFIG },
+        ["sparse", "mixed"],
+      ],
+    ];
+    /** @type {import("./lib/billed-commands.mjs").BilledContender[]} */
+    const contenders = [];
+    /** @type {(() => Promise<void>)[]} */
+    const disposals = [];
+    try {
+      for (const [id, name, scriptPath, bindings, shapes] of served) {
+        const worker = await serveWorker({
+          scriptPath,
+          bindings: { ...storeBindings, ...bindings },
+        });
+        // Disposed after the section; the cleanup only covers a failure during it (dispose once).
+        let disposed = false;
+        const dispose = async () => {
+          if (!disposed) await worker.dispose();
+          disposed = true;
+        };
+        cleanups.push(dispose);
+        disposals.push(dispose);
+        contenders.push({ id, name, url: worker.url, ...(shapes ? { shapes } : {}) });
+      }
+      const ours = /** @type {{ url: string }} */ (contenders[0]);
+      contenders.push({
+        id: "oursLease",
+        name: 'edge-limiter, `"lease": true` in the body (busy shapes only)',
+        url: ours.url,
+        extra: { lease: true },
+        shapes: ["busy"],
+      });
+      return await runBilledCommands({ stats, contenders, quick, progress });
+    } finally {
+      for (const dispose of disposals) await dispose();
+    }
+  };
+  const storeBindings = {
+    UPSTASH_REDIS_REST_URL: bridge.url,
+    UPSTASH_REDIS_REST_TOKEN: bridge.token,
+    LIMITER_TOKEN,
+  };
+  if (billedOnly) {
+    results.billed = await billedSection();
+    mkdirSync(OUTPUT, { recursive: true });
+    writeFileSync(path.join(OUTPUT, "billed.json"), `${JSON.stringify(results, null, 2)}\n`);
+    console.table(billedTable(results.billed));
+    progress(`done: ${path.relative(ROOT, path.join(OUTPUT, "billed.json"))}`);
+    await cleanup();
+    await delay(10);
+    process.exit(0);
+  }
+
   /** @param {Contender} c @param {string} storeUrl */
   const serve = async (c, storeUrl) => {
     const worker = await serveWorker({
@@ -184,11 +282,6 @@ try {
   cleanups.push(origin.close);
   /** @type {Record<string, { url: string, pid: number | undefined, dispose: () => Promise<void> }>} */
   const cpuWorkers = {};
-  const storeBindings = {
-    UPSTASH_REDIS_REST_URL: bridge.url,
-    UPSTASH_REDIS_REST_TOKEN: bridge.token,
-    LIMITER_TOKEN,
-  };
   // A ref, or a bundle already built (an experiment: `wrangler deploy --dry-run --outdir`).
   const baseline = baselineRef?.endsWith(".js")
     ? baselineRef
@@ -301,6 +394,8 @@ try {
     await delay(10);
     process.exit(0);
   }
+
+  results.billed = await billedSection();
 
   progress("serving the workers from workerd (Miniflare)");
   /** @type {Record<string, { url: string, dispose: () => Promise<void> }>} */
@@ -595,6 +690,8 @@ try {
   writeReport(OUTPUT, results, rolling);
   appendFileSync(path.join(OUTPUT, "results.md"), `\n${leaseMarkdown(results.leases)}`);
   appendFileSync(path.join(OUTPUT, "results.md"), `\n${logLayoutsMarkdown(results.logLayouts)}`);
+  appendFileSync(path.join(OUTPUT, "results.md"), `\n${billedMarkdown(results.billed)}`);
+  console.table(billedTable(results.billed));
   progress(
     `done: ${path.relative(ROOT, OUTPUT)}/results.md, results.json (${results.seconds.toFixed(0)} s)`,
   );

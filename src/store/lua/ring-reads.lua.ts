@@ -22,6 +22,7 @@ const STATE = ringStateTable({
   whole: "whole",
   hdr: "s",
   size: "size",
+  chunks: "chunks",
 });
 
 export const RING_READS_LUA = compileRingState(`
@@ -40,9 +41,11 @@ local function ringSlot(r, key, j)
   end
   if r.chunks then
     for _, c in ipairs(r.chunks) do
-      if i >= c.from and i < c.from + c.n then return u32(c.data, 4 * (i - c.from) + 1) end
+      if i >= c.from and i < c.from + c.n then return u32(c.data, (c.off or 0) + 4 * (i - c.from) + 1) end
     end
   end
+  -- Past the end of a ring still growing: never written.
+  if r.size and RING_HDR + 4 * i >= r.size then return 0 end
   local data = redis.call('GETRANGE', key, RING_HDR + 4 * i, RING_HDR + 4 * i + 3)
   r.chunks = r.chunks or {}
   r.chunks[#r.chunks + 1] = { from = i, n = 1, data = data }
@@ -61,11 +64,20 @@ local function ringFrontier(r, key, n, hint, floor)
     -- probes (the hint's two slots and the gallop's next few) in one more range, not one GETRANGE
     -- each. Never for a ring read whole, new or rebuilt (cn = N: every slot is at hand).
     local i = (r.gap + hint) % N
-    if (i - r.cf) % N + 10 > r.cn then
+    local near = (i - r.cf) % N + 10 <= r.cn
+    -- Nor when those slots are among the first read's (r.chunks), or past a growing ring's end.
+    if not near and r.chunks then
+      for _, c in ipairs(r.chunks) do
+        if i >= c.from and i + 10 <= c.from + c.n then near = true end
+      end
+    end
+    if not near and r.size and RING_HDR + 4 * i >= r.size then near = true end
+    if not near then
       local m = 10
       if i + m > N then m = N - i end
-      r.chunks = { { from = i, n = m,
-        data = redis.call('GETRANGE', key, RING_HDR + 4 * i, RING_HDR + 4 * (i + m) - 1) } }
+      local chunk = { from = i, n = m,
+        data = redis.call('GETRANGE', key, RING_HDR + 4 * i, RING_HDR + 4 * (i + m) - 1) }
+      if r.chunks then table.insert(r.chunks, 1, chunk) else r.chunks = { chunk } end
     end
   end
   -- A slot has left the window when it is empty (0) or its time is at or before floor.
@@ -133,7 +145,7 @@ local function ringCheck(p, now)
       base = ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6
     end
   end
-  local r, gap, cd, cf, cn, co, whole, size
+  local r, gap, cd, cf, cn, co, whole, size, chunks
   if stored ~= L then
     r = ${ringStateTable({ L: "L", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
     -- When it keeps everything stored (lossless) it is written even if the call is denied (the
@@ -169,7 +181,7 @@ local function ringCheck(p, now)
       elseif gap then
         -- The header's g0 is not kept up while the gap is among these slots (commit): the range
         -- is read from where the gap is.
-        e, g0, gap = e - (gap - g0) % N, gap, nil
+        e, g0, gap, ls = e - (gap - g0) % N, gap, nil, 0
       end
     end
     if small or (whole and #s < RING_PREFIX) then
@@ -188,8 +200,11 @@ local function ringCheck(p, now)
       local to = n
       if wraps then to = N - from end
       whole, cf, cn, co = false, from, to, 0
+      -- The slots of the first read stay at hand for the searches (the frontier's probes).
+      chunks = { { from = 0, n = RING_PREFIX_SLOTS, data = s, off = RING_HDR } }
       if p.cost == 1 and ls > 0 then
-        -- The header holds this range's offsets as text (ringHeader): no number to format.
+        -- The header holds this range's offsets as text (ringHeader): no number to format (not
+        -- when g0 was moved to the gap found in the first read: ls is 0 then).
         cd = redis.call('GETRANGE', key, string.sub(s, 34, 33 + ls), string.sub(s, 34 + ls, 33 + ls + le))
       else
         cd = redis.call('GETRANGE', key, RING_HDR + 4 * from, RING_HDR + 4 * (from + to) - 1)
@@ -206,7 +221,12 @@ local function ringCheck(p, now)
         -- A ring still growing ends early: its missing slots are empty, and the part from slot 0
         -- must land where they end.
         if #cd < 4 * to then cd = cd .. string.rep('\\0', 4 * to - #cd) end
-        cd = cd .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - to) - 1)
+        if n - to <= RING_PREFIX_SLOTS then
+          -- Among the slots of the first read.
+          cd = cd .. string.sub(s, RING_HDR + 1, RING_HDR + 4 * (n - to))
+        else
+          cd = cd .. redis.call('GETRANGE', key, RING_HDR, RING_HDR + 4 * (n - to) - 1)
+        end
         cn = n
         gap = ringGapIn(cd, 1)
       end
