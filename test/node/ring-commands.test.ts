@@ -197,7 +197,8 @@ describe("the ring's commands per decision (caller's clock: no TIME)", () => {
     expect(admitted.getrange).toBeGreaterThanOrEqual(64);
     expect(admitted.getrange).toBeLessThanOrEqual(128 + 2);
     expect(admitted.setrange).toBeGreaterThanOrEqual(64);
-    expect(admitted.setrange).toBeLessThanOrEqual(64 + 64 / 16 * 20 + 1);
+    // A header write too when the gap drifted 16 slots: every call of 20 here.
+    expect(admitted.setrange).toBeLessThanOrEqual(2 * 64 + 1);
     expect(admitted.get ?? 0).toBeLessThanOrEqual(1);
     const denied = commandsDuring(() => {
       for (let i = 0; i < 20; i++)

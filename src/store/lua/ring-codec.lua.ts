@@ -3,6 +3,10 @@ import { compileRingState } from "./ring-state";
 /** Bytes of a ring's header: 31 of fields, 16 of the default read's range as text. */
 export const RING_HEADER_BYTES = 47;
 
+/** How much of a large ring a decision reads first: its header and the slots after it. */
+const RING_PREFIX_BYTES = 1024;
+const RING_PREFIX_SLOTS = Math.floor((RING_PREFIX_BYTES - RING_HEADER_BYTES) / 4);
+
 /** The first byte of a ring ('S'; 'R' marked the 31-byte header of an unreleased build). */
 export const RING_MARK = 83;
 
@@ -68,12 +72,14 @@ local RING_WHOLE_LAST = '4159'
 -- Larger rings are first read this far (GETRANGE): the header and the slots after it, so a ring
 -- still growing (a key far under a large limit) is read whole and a gap near the start needs no
 -- second read; otherwise a short range from where the header saw the gap (one GETRANGE more).
-local RING_PREFIX = 1024
-local RING_PREFIX_LAST = '1023'
-local RING_PREFIX_SLOTS = math.floor((RING_PREFIX - RING_HDR) / 4)
+-- Literals, as every constant here: the scripts' constants are folded (fold-constants.ts), and a
+-- computed one would stay a local that every closure using it captures on each call.
+local RING_PREFIX = ${RING_PREFIX_BYTES}
+local RING_PREFIX_LAST = '${RING_PREFIX_BYTES - 1}'
+local RING_PREFIX_SLOTS = ${RING_PREFIX_SLOTS}
 -- A large ring whose live units fill at most this many slots is rewritten compact (its live
 -- times, then the gap) when a write would take it past its first read, or at the end of a lap.
-local RING_COMPACT_MAX = math.floor(RING_PREFIX_SLOTS / 2)
+local RING_COMPACT_MAX = ${Math.floor(RING_PREFIX_SLOTS / 2)}
 local RING_GAP = '\\255\\255\\255\\255'
 local RING_GAP_VALUE = 4294967295
 local RING_VALUE_MAX = 4294967294
