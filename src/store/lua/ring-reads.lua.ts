@@ -22,7 +22,6 @@ const STATE = ringStateTable({
   whole: "whole",
   hdr: "s",
   size: "size",
-  chunks: "chunks",
 });
 
 export const RING_READS_LUA = compileRingState(`
@@ -39,9 +38,11 @@ local function ringSlot(r, key, j)
     if not d then return 0 end -- past the end of a ring still growing: never written
     return ((a * 256 + b) * 256 + c) * 256 + d
   end
+  -- Among the slots of a large ring's first read (kept as r.hdr: the header and what follows).
+  if i < RING_PREFIX_SLOTS and r.hdr and #r.hdr == RING_PREFIX then return u32(r.hdr, RING_HDR + 4 * i + 1) end
   if r.chunks then
     for _, c in ipairs(r.chunks) do
-      if i >= c.from and i < c.from + c.n then return u32(c.data, (c.off or 0) + 4 * (i - c.from) + 1) end
+      if i >= c.from and i < c.from + c.n then return u32(c.data, 4 * (i - c.from) + 1) end
     end
   end
   -- Past the end of a ring still growing: never written.
@@ -64,20 +65,15 @@ local function ringFrontier(r, key, n, hint, floor)
     -- probes (the hint's two slots and the gallop's next few) in one more range, not one GETRANGE
     -- each. Never for a ring read whole, new or rebuilt (cn = N: every slot is at hand).
     local i = (r.gap + hint) % N
+    -- Nor when those slots are among the first read's, or past a growing ring's end.
     local near = (i - r.cf) % N + 10 <= r.cn
-    -- Nor when those slots are among the first read's (r.chunks), or past a growing ring's end.
-    if not near and r.chunks then
-      for _, c in ipairs(r.chunks) do
-        if i >= c.from and i + 10 <= c.from + c.n then near = true end
-      end
-    end
-    if not near and r.size and RING_HDR + 4 * i >= r.size then near = true end
+      or (i + 10 <= RING_PREFIX_SLOTS and r.hdr and #r.hdr == RING_PREFIX)
+      or (r.size and RING_HDR + 4 * i >= r.size)
     if not near then
       local m = 10
       if i + m > N then m = N - i end
-      local chunk = { from = i, n = m,
-        data = redis.call('GETRANGE', key, RING_HDR + 4 * i, RING_HDR + 4 * (i + m) - 1) }
-      if r.chunks then table.insert(r.chunks, 1, chunk) else r.chunks = { chunk } end
+      r.chunks = { { from = i, n = m,
+        data = redis.call('GETRANGE', key, RING_HDR + 4 * i, RING_HDR + 4 * (i + m) - 1) } }
     end
   end
   -- A slot has left the window when it is empty (0) or its time is at or before floor.
@@ -145,7 +141,7 @@ local function ringCheck(p, now)
       base = ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6
     end
   end
-  local r, gap, cd, cf, cn, co, whole, size, chunks
+  local r, gap, cd, cf, cn, co, whole, size
   if stored ~= L then
     r = ${ringStateTable({ L: "L", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
     -- When it keeps everything stored (lossless) it is written even if the call is denied (the
@@ -200,8 +196,6 @@ local function ringCheck(p, now)
       local to = n
       if wraps then to = N - from end
       whole, cf, cn, co = false, from, to, 0
-      -- The slots of the first read stay at hand for the searches (the frontier's probes).
-      chunks = { { from = 0, n = RING_PREFIX_SLOTS, data = s, off = RING_HDR } }
       if p.cost == 1 and ls > 0 then
         -- The header holds this range's offsets as text (ringHeader): no number to format (not
         -- when g0 was moved to the gap found in the first read: ls is 0 then).
