@@ -1,6 +1,6 @@
 // The anchor for `npm run bench`: @upstash/ratelimit behind the same POST /check contract as
-// src/worker.ts, built and served the same way (wrangler deploy --dry-run, then workerd via
-// Miniflare). Bench-only; never deployed.
+// src/worker.ts, built and served the same way (wrangler deploy --dry-run, then workerd alone).
+// Bench-only; never deployed.
 //
 // Everything around the limiter is *our* HTTP layer (bearer check, body validation, headers), so
 // the two workers differ only in the limiter: the ratios measure limiter against limiter.

@@ -1,6 +1,6 @@
 // @ts-check
 // `npm run bench [-- --quick] [-- --only=cpu|billed]`: edge-limiter against @upstash/ratelimit,
-// same runtime (workerd via Miniflare), same private Redis, same REST bridge, one run,
+// same runtime (workerd alone, as deployed), same private Redis, same REST bridge, one run,
 // alternating, repeated; medians and ratios into bench/results.md (+ SVG charts) and
 // bench/results.json. See bench/results.md. --quick (CI) writes to bench/.quick/ (git-ignored),
 // never over the committed full run; --only=cpu runs the workerd-CPU side by side alone (to
@@ -397,7 +397,7 @@ try {
 
   results.billed = await billedSection();
 
-  progress("serving the workers from workerd (Miniflare)");
+  progress("serving the workers from workerd");
   /** @type {Record<string, { url: string, dispose: () => Promise<void> }>} */
   const main = {};
   for (const c of CONTENDERS) {

@@ -1,9 +1,10 @@
 /**
  * The package's public surface, and all of it: `import { rateLimit } from "edge-limiter"`.
- * Three entry points and the types they take and return (README "Public API"):
+ * Four entry points and the types they take and return (README "Public API"):
  * - `rateLimit()`: the Hono middleware;
  * - `createLimiter()`: the limiter behind it, to decide in your own code;
- * - `createStoreClient()`: the @upstash/redis client configured for a decision on the request path.
+ * - `createStoreClient()`: the @upstash/redis client configured for a decision on the request path;
+ * - `createAnalytics()`: per-rule counts for a limiter's decisions (`onDecision`).
  * Everything else in src/ is internal and may change in any release.
  */
 export { createAnalytics } from "./analytics/create-analytics";

@@ -1,8 +1,8 @@
 /**
  * Well-formed UTF-16: a shared leaf (config/ validates with it, store/ encodes keys with it).
  * A lone surrogate is a high one not followed by a low one, or a low one not preceded by a high
- * one. (A regex, not String.prototype.isWellFormed: the library also runs on Node 18/20, and ES2022
- * is our TS lib.)
+ * one. (A regex, not String.prototype.isWellFormed: ES2022, our TS lib, does not declare it, and
+ * runtimes older than Node 20 lack it.)
  */
 
 /** Matches one lone surrogate, captured (`split` keeps it as its own part). */

@@ -21,9 +21,9 @@ export const MAX_WINDOW_MS = 7 * 86_400_000;
  */
 export const MAX_LIMIT = 100_000;
 
-// What one request may make Redis store and do. The sliding log keeps one sorted-set member per
-// admitted unit for a whole window (up to 7 days) and writes them in the script, during which
-// Redis runs nothing else. Measured with `node scripts/measure-caps.mjs` (the real script on a
+// What one request may make Redis store and do. The sorted-set log (sliding-log-zset) keeps one
+// member per admitted unit for a whole window (up to 7 days) and writes them in the script,
+// during which Redis runs nothing else; the ring (sliding-log) keeps 4 bytes a unit. Measured with `node scripts/measure-caps.mjs` (the real script on a
 // private redis-server; 2-core dev VM under load, members shaped like the limiter's):
 //   MEMORY USAGE of a full log: 1 000 → 118 kB, 5 000 → 646 kB, 8 000 → 942 kB, 10 000 → 1.29 MB (decimal),
 //   100 000 → 12 MB
