@@ -7,8 +7,9 @@
 // Environment (defaults): PORT (8787; 0 = any free port), BRIDGE_PORT (8079; 0 = any free
 // port), BRIDGE_TOKEN (dev-bridge-token), REDIS_URL (redis://127.0.0.1:6379), LIMITER_TOKEN
 // (dev-limiter-token), UPSTASH_REDIS_REST_URL + UPSTASH_REDIS_REST_TOKEN (unset: use the
-// bridge), LIMITER_CONFIG (JSON; unset: wrangler.toml's), ORIGIN_URL (unset: none).
-import { mkdtempSync, rmSync } from "node:fs";
+// bridge), LIMITER_CONFIG (JSON; unset: wrangler.toml's), ORIGIN_URL (unset: none),
+// LIMITER_ANALYTICS (1: that config with analytics on, for the dashboard).
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -132,7 +133,7 @@ async function main() {
     redisNote = `${redactUrl(redis.url)}${redis.started ? " (private redis-server)" : ""}`;
   }
 
-  const limiterConfig = process.env.LIMITER_CONFIG || undefined;
+  const limiterConfig = withAnalytics(process.env.LIMITER_CONFIG || undefined);
   const { workerUrl, verdict } = await startWrangler({
     port,
     token: limiterToken,
@@ -150,7 +151,7 @@ async function main() {
     throw new Error(
       `edge-limiter NOT ready: ${verdict.problem.replace(/[\s.]+$/, "")}. ` +
         whatToFix(verdict, {
-          configFromEnv: limiterConfig !== undefined,
+          configFromEnv: Boolean(process.env.LIMITER_CONFIG),
           storeFromEnv: externalStore,
         }),
     );
@@ -159,10 +160,48 @@ async function main() {
   const sample =
     `curl -s -X POST ${workerUrl}/check -H 'Authorization: Bearer ${limiterToken}' ` +
     `-H 'Content-Type: application/json' -d '{"key":"demo","limit":100,"window":"1m"}'`;
+  const analyticsOn = /"analytics"\s*:\s*\{[^}]*"enabled"\s*:\s*true/.test(
+    limiterConfig ?? readFileSync(path.join(ROOT, "wrangler.toml"), "utf8"),
+  );
+  const dashboard = analyticsOn
+    ? `dashboard ${workerUrl}/check/dashboard (any user, password LIMITER_TOKEN)`
+    : `dashboard ${workerUrl}/check/dashboard (analytics off: LIMITER_ANALYTICS=1 npm start)`;
   console.log(
     `${BANNER_PREFIX} worker ${workerUrl} | bridge ${bridgeNote} | redis ${redisNote} | ` +
-      `LIMITER_TOKEN ${limiterToken} | try: ${sample}`,
+      `LIMITER_TOKEN ${limiterToken} | ${dashboard} | try: ${sample}`,
   );
+}
+
+/**
+ * LIMITER_ANALYTICS=1: the config in use (LIMITER_CONFIG, else wrangler.toml's) with analytics
+ * on, so the dashboard has counts to show without restating the rules. Otherwise the config as
+ * given (undefined: wrangler.toml's).
+ * @param {string | undefined} given
+ * @returns {string | undefined}
+ */
+function withAnalytics(given) {
+  if (!/^(1|true|yes|on)$/i.test(process.env.LIMITER_ANALYTICS ?? "")) return given;
+  let text = given;
+  if (text === undefined) {
+    const toml = readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
+    text = /^LIMITER_CONFIG\s*=\s*'''([\s\S]*?)'''/m.exec(toml)?.[1];
+    if (text === undefined) {
+      throw new Error(
+        "LIMITER_ANALYTICS=1 reads wrangler.toml's LIMITER_CONFIG as a '''JSON''' string; " +
+          "it is not one there: set LIMITER_CONFIG with analytics on instead",
+      );
+    }
+  }
+  let config;
+  try {
+    config = JSON.parse(text);
+  } catch {
+    // Not JSON: the worker names what is wrong with it; analytics cannot be merged in.
+    return given;
+  }
+  if (typeof config !== "object" || config === null || Array.isArray(config)) return given;
+  config.analytics = { ...(config.analytics ?? {}), enabled: true };
+  return JSON.stringify(config);
 }
 
 /**

@@ -4,7 +4,8 @@
  * - `rateLimit()`: the Hono middleware;
  * - `createLimiter()`: the limiter behind it, to decide in your own code;
  * - `createStoreClient()`: the @upstash/redis client configured for a decision on the request path;
- * - `createAnalytics()`: per-rule counts for a limiter's decisions (`onDecision`).
+ * - `createAnalytics()`: per-rule counts for a limiter's decisions (`onDecision`);
+ * and `fromEnv`, the store from UPSTASH_REDIS_REST_URL / _TOKEN, for `rateLimit({ store })`.
  * Everything else in src/ is internal and may change in any release.
  */
 export { createAnalytics } from "./analytics/create-analytics";
@@ -26,6 +27,13 @@ export {
   type RateLimitVariables,
   rateLimit,
 } from "./http/middleware";
+export {
+  fromEnv,
+  type MiddlewareLimiterOptions,
+  MissingStoreSettingError,
+  type StoreConfig,
+  type StoreInput,
+} from "./http/middleware-store";
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
 export type { LeaseOptions } from "./limiter/lease-sizing";

@@ -6,6 +6,7 @@
 import {
   createLimiter,
   createStoreClient,
+  fromEnv,
   type Limiter,
   type RateLimitVariables,
   rateLimit,
@@ -21,18 +22,15 @@ export interface Bindings {
 
 type AppEnv = { Bindings: Bindings; Variables: RateLimitVariables };
 
-// One limiter per isolate, built on the first request: bindings exist only inside a request,
-// and the limiter's denial cache and breaker should outlive it.
+// The simplest form is `rateLimit({ rules, store: fromEnv })`: the middleware builds its own
+// limiter and keeps it per isolate. Here two middleware share one limiter, with a prefix from a
+// binding, so it is built once per isolate on the first request (bindings exist only inside a
+// request, and its denial cache and breaker should outlive it).
 let limiter: Limiter | undefined;
 function limiterFor(c: Context<AppEnv>): Limiter {
   limiter ??= createLimiter({
-    store: createStoreClient({
-      url: c.env.UPSTASH_REDIS_REST_URL,
-      token: c.env.UPSTASH_REDIS_REST_TOKEN,
-      timeoutMs: 500,
-    }),
+    store: createStoreClient(fromEnv(c)),
     prefix: c.env.LIMITER_PREFIX ?? "example",
-    timeoutMs: 500,
   });
   return limiter;
 }

@@ -5,6 +5,7 @@
  * flush keeps its counts for the next one (bounded: aggregate.ts).
  */
 import type { BreakerEvent } from "../limiter/circuit-breaker";
+import { DEFAULT_COST, DEFAULT_PREFIX } from "../limiter/defaults";
 import type { LimitRequest, MultiDecision } from "../limiter/types";
 import { Aggregate, type Outcome } from "./aggregate";
 import { writeDecisionPoint } from "./analytics-engine-sink";
@@ -21,7 +22,7 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
   const interval = options.flushIntervalMs ?? DEFAULT_FLUSH_INTERVAL_MS;
   const topKeys = options.topKeys ?? DEFAULT_TOP_KEYS;
   const layout = {
-    prefix: options.prefix ?? "edge-limiter",
+    prefix: options.prefix ?? DEFAULT_PREFIX,
     retentionMinutes: options.retentionMinutes ?? DEFAULT_RETENTION_MINUTES,
     topKeys,
   };
@@ -85,7 +86,7 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
               decision.source,
               outcome,
               request.key,
-              request.cost ?? 1,
+              request.cost ?? DEFAULT_COST,
             );
           }
         }

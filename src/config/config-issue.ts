@@ -18,7 +18,10 @@ export function firstIssue(
     if (typeof key === "number") field += `[${key}]`;
     else field += field === "" ? String(key) : `.${String(key)}`;
   }
-  // strictObject reports an unknown key as "expected never"; say it plainly.
-  const detail = issue.expected === "never" ? "unknown field" : issue.message;
+  // strictObject reports an unknown key as "expected never", and a missing one with the message
+  // of the schema it fails (e.g. "must be an object" for a missing rule name): say both plainly.
+  const missing = issue.input === undefined && (issue.path?.length ?? 0) > 0;
+  const detail =
+    issue.expected === "never" ? "unknown field" : missing ? "is required" : issue.message;
   return invalid(field === "" ? root : field, detail);
 }

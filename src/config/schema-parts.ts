@@ -4,7 +4,7 @@
  */
 import * as v from "valibot";
 import { ALGORITHMS, type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
-import { parseDuration } from "./duration";
+import { DURATION_FORMS, parseDuration } from "./duration";
 import {
   limitRange,
   MAX_KEY_LENGTH,
@@ -32,9 +32,9 @@ export const plainObject = <const T extends v.ObjectEntries>(entries: T, message
     v.strictObject(entries, message),
   );
 
-const WINDOW = `must be a duration from ${MIN_WINDOW_MS} ms to 7 days: an integer of ms, or "500ms", "10s", "1m", "1h", "1d"`;
+const WINDOW = `must be a duration from ${MIN_WINDOW_MS} ms to 7 days: ${DURATION_FORMS}`;
 
-/** A window: an integer of ms or "500ms", "10s", "1m", "1h", "1d", from 1 ms to 7 days; → ms. */
+/** A window: an integer of ms or "500ms", "10s", "1m", "1 minute"…, from 1 ms to 7 days; → ms. */
 export const windowSchema = v.pipe(
   v.custom<string | number>(
     (input) => typeof input === "string" || typeof input === "number",
@@ -73,8 +73,8 @@ export const limitSchemaOf = (algorithm: Algorithm) => LIMITS[algorithm];
  */
 export const limitSchema = integerIn(1, MAX_LIMIT);
 
-/** The cost of one request when none is given. */
-export const DEFAULT_COST = 1;
+/** The cost of one request when none is given (stated once, in limiter/defaults.ts). */
+export { DEFAULT_COST } from "../limiter/defaults";
 
 /** A cost: an integer; from 1 to the policy's limit, which costFits checks (another field). */
 export const costSchema = v.pipe(

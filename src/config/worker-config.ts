@@ -9,7 +9,12 @@
  * their rule and config types from here.
  */
 import * as v from "valibot";
-import { DEFAULT_LIMITER_TIMEOUT_MS } from "../limiter/defaults";
+import {
+  DEFAULT_CLOCK,
+  DEFAULT_FAIL_MODE,
+  DEFAULT_LIMITER_TIMEOUT_MS,
+  DEFAULT_PREFIX,
+} from "../limiter/defaults";
 import { analyticsSchema } from "./analytics-config";
 import { clientIpSchema } from "./client-ip-config";
 import { firstIssue } from "./config-issue";
@@ -41,17 +46,20 @@ const workerConfigSchema = plainObject(
     /** Store call timeout (ms). @default 500 */
     timeoutMs: v.optional(integerIn(1, MAX_TIMEOUT_MS), DEFAULT_LIMITER_TIMEOUT_MS),
     /** What to decide when the store cannot answer. @default "open" */
-    failMode: v.optional(failModeSchema, "open"),
+    failMode: v.optional(failModeSchema, DEFAULT_FAIL_MODE),
     /** Redis key prefix. @default "edge-limiter" */
     prefix: v.optional(
       v.pipe(
         v.string("must be 1-64 characters of [A-Za-z0-9_.:-]"),
         v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 characters of [A-Za-z0-9_.:-]"),
       ),
-      "edge-limiter",
+      DEFAULT_PREFIX,
     ),
     /** Whose clock orders the log. @default "redis" */
-    clock: v.optional(v.picklist(["redis", "caller"], 'must be "redis" or "caller"'), "redis"),
+    clock: v.optional(
+      v.picklist(["redis", "caller"], 'must be "redis" or "caller"'),
+      DEFAULT_CLOCK,
+    ),
     /** Also send X-RateLimit-Limit / -Remaining / -Reset. @default false */
     legacyHeaders: v.optional(v.boolean("must be true or false"), false),
     /** Where "ip" keys come from and how addresses are grouped. */

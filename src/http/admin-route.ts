@@ -7,13 +7,14 @@ import type { Context } from "hono";
 import { boundedKey } from "../bounded-key";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import type { Env } from "../env";
+import { DEFAULT_COST } from "../limiter/defaults";
 import type { LimitRequest } from "../limiter/types";
 import type { ReadyRuntime } from "../runtime";
 import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
 import { peekQuota, resetQuota } from "../store/peek-reset";
 import { authorizedCheck } from "./authorized-check";
 import { problem } from "./problem";
-import { rateLimitHeaders } from "./rate-limit-headers";
+import { rateLimitHeaderRecord } from "./rate-limit-headers";
 
 /**
  * POST /check/peek: what a request of this body would get now — allowed, limit, remaining,
@@ -42,7 +43,7 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
       key: await boundedKey(limitRequest.key),
       limit: limitRequest.limit,
       windowMs: limitRequest.windowMs,
-      cost: limitRequest.cost ?? 1,
+      cost: limitRequest.cost ?? DEFAULT_COST,
       ...(runtime.config.clock === "caller" ? { now: Date.now() } : {}),
     });
     const decision = {
@@ -54,11 +55,12 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
       source: "redis" as const,
       algorithm,
     };
-    const { allowed, limit, remaining, reset, retryAfterMs, policy } = decision;
+    const { allowed, limit, remaining, reset, retryAfterMs, policy, source } = decision;
+    // The headers as /check spells them (a record: Headers would lower-case the names).
     return c.json(
-      { allowed, limit, remaining, reset, retryAfterMs, policy, algorithm },
+      { allowed, limit, remaining, reset, retryAfterMs, source, policy, algorithm },
       200,
-      Object.fromEntries(rateLimitHeaders([{ ...decision, allowed: true }])),
+      rateLimitHeaderRecord([{ ...decision, allowed: true }], false),
     );
   } catch (error) {
     return storeUnavailable(c, error);

@@ -6,6 +6,7 @@
 import type { Context } from "hono";
 import { mayHoldLoneSurrogate } from "../config/validation";
 import type { Env } from "../env";
+import { headerRuleKey } from "../rules/client-key";
 import { getRuntime, type ReadyRuntime } from "../runtime";
 import { bearerTokenMatches } from "./bearer-token";
 import { type CheckRequest, parseCheckBody } from "./check-request";
@@ -116,7 +117,21 @@ export async function authorizeCheck(request: Request, env: Env): Promise<Author
       }),
     );
   }
-  return { ok: true, runtime, check: check.value };
+  return { ok: true, runtime, check: await keyHeaderRules(check.value) };
+}
+
+/**
+ * A header rule's key given raw (the customer's API key, as the client sends it) keyed as the
+ * proxy keys that header: hashed. So /check, peek and reset reach the proxy's log for it.
+ */
+async function keyHeaderRules(check: CheckRequest): Promise<CheckRequest> {
+  if (!check.headerKeyed) return check;
+  const requests = [...check.requests];
+  for (const i of check.headerKeyed) {
+    const request = requests[i];
+    if (request) requests[i] = { ...request, key: await headerRuleKey(request.key) };
+  }
+  return { ...check, requests };
 }
 
 /**

@@ -67,6 +67,13 @@ export interface CheckRequest {
   /** The body named `"rules"`: the answer lists every policy's decision. */
   multi: boolean;
   requestId?: string;
+  /** Policies of the shadow rules named: decided and reported, never denying. */
+  shadow?: ReadonlySet<string>;
+  /**
+   * Indexes of `requests` keyed by a `"header:<name>"` rule: their key is the raw header value,
+   * hashed as the proxy hashes it (keyHeaderRules) before anything is decided.
+   */
+  headerKeyed?: readonly number[];
 }
 
 /** How the proxy groups "ip" keys: /check groups an address it is given the same way. */
@@ -106,8 +113,9 @@ export function parseCheckBody(
 
   const named = body.rule !== undefined || body.rules !== undefined;
   let requests: Validated<LimitRequest[]>;
+  const marks: RuleMarks = { shadow: new Set(), headerKeyed: [] };
   if (named) {
-    requests = namedRules(body, key.output, rules, grouping);
+    requests = namedRules(body, key.output, rules, grouping, marks);
   } else {
     // A fresh request per body: the memo's policy is shared, never handed out.
     const policy = adhocPolicy(body);
@@ -120,8 +128,16 @@ export function parseCheckBody(
       requests: requests.value,
       multi: body.rules !== undefined,
       ...(requestId.output !== undefined ? { requestId: requestId.output } : {}),
+      ...(marks.shadow.size > 0 ? { shadow: marks.shadow } : {}),
+      ...(marks.headerKeyed.length > 0 ? { headerKeyed: marks.headerKeyed } : {}),
     },
   };
+}
+
+/** What namedRules notes of the rules named, besides their requests. */
+interface RuleMarks {
+  shadow: Set<string>;
+  headerKeyed: number[];
 }
 
 /** `"rule"` or `"rules"`: configured rules by name, each with its own limit, window, algorithm. */
@@ -130,6 +146,7 @@ function namedRules(
   key: string,
   rules: ReadonlyMap<string, RuleConfig>,
   grouping: AddressGrouping,
+  marks: RuleMarks,
 ): Validated<LimitRequest[]> {
   if (body.rule !== undefined && body.rules !== undefined) {
     return invalid("rules", 'cannot be combined with "rule"');
@@ -153,7 +170,7 @@ function namedRules(
   const requests: LimitRequest[] = [];
   for (const name of names) {
     const found = rules.get(name);
-    if (!found) return invalid(field, `unknown rule "${name}"`);
+    if (!found) return invalid(field, unknownRule(name, rules));
     const ruleCost = given?.success ? given.output : found.cost;
     if ((given && !given.success) || !costFits(ruleCost, found.limit)) {
       return invalid(
@@ -162,6 +179,8 @@ function namedRules(
       );
     }
     const clientKey = found.key === "ip" ? (groupAddress(key, grouping) ?? key) : key;
+    if (found.key.startsWith("header:")) marks.headerKeyed.push(requests.length);
+    if (found.shadow) marks.shadow.add(found.name);
     requests.push(ruleRequest(found, clientKey, ruleCost));
   }
   // The config keeps each rule, and every rule's log cost together, within the caps: only a
@@ -233,4 +252,12 @@ function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key
       ...(lease.output ? { lease: true } : {}),
     }),
   };
+}
+
+/** An unknown rule's detail, naming the configured ones (the first 20) so a typo shows. */
+function unknownRule(name: string, rules: ReadonlyMap<string, unknown>): string {
+  if (rules.size === 0) return `unknown rule "${name}": no rules are configured`;
+  const known = [...rules.keys()].slice(0, 20).map((n) => `"${n}"`);
+  const more = rules.size > 20 ? ` and ${rules.size - 20} more` : "";
+  return `unknown rule "${name}": the configured rules are ${known.join(", ")}${more}`;
 }

@@ -5,7 +5,7 @@
 import type { Context } from "hono";
 import type { Env } from "../env";
 import type { WaitUntil } from "../limiter/lease";
-import type { Decision, LimitAllOptions, MultiDecision } from "../limiter/types";
+import type { Decision, LimitAllOptions, Limiter, MultiDecision } from "../limiter/types";
 import { authorizeCheck } from "./authorized-check";
 import type { CheckRequest } from "./check-request";
 import { requestIdConflict } from "./limited-response";
@@ -30,14 +30,59 @@ export async function checkResponse(
   const authorized = await authorizeCheck(request, env);
   if (!authorized.ok) return authorized.response;
   const { runtime, check } = authorized;
-  const decided = await runtime.limiter.limitAll(check.requests, limitOptions(check, waitUntil));
+  const options = limitOptions(check, waitUntil);
+  const decided: ShadowedDecision = check.shadow
+    ? await withShadowRules(runtime.limiter, check, check.shadow, options)
+    : await runtime.limiter.limitAll(check.requests, options);
   if (decided.conflict) return requestIdConflict(decided.conflict);
-  const headers = rateLimitHeaderRecord(decided.decisions, runtime.config.legacyHeaders);
+  const { shadowDenied } = decided;
+  // A shadow rule's denial is not enforced: no Retry-After on an answer that lets the request on.
+  const shown = shadowDenied
+    ? decided.decisions.map((d) =>
+        shadowDenied.includes(d.policy) ? { ...d, allowed: true, retryAfterMs: 0 } : d,
+      )
+    : decided.decisions;
+  const headers = rateLimitHeaderRecord(shown, runtime.config.legacyHeaders);
   headers["Content-Type"] = "application/json";
   return new Response(JSON.stringify(checkAnswer(decided, check.multi)), {
     status: decided.allowed ? 200 : 429,
     headers,
   });
+}
+
+/** A decision of named rules some of which are shadow rules: which of those would have denied. */
+type ShadowedDecision = MultiDecision & { shadowDenied?: string[] };
+
+/**
+ * Named rules with shadow rules among them, decided as the proxy decides them: the enforced
+ * rules by one call, all or nothing, and the shadow rules by another, so a shadow rule counts
+ * and reports but never denies, nor keeps the enforced rules from counting.
+ */
+async function withShadowRules(
+  limiter: Limiter,
+  check: CheckRequest,
+  shadow: ReadonlySet<string>,
+  options: LimitAllOptions,
+): Promise<ShadowedDecision> {
+  const enforced = check.requests.filter((r) => !shadow.has(r.policy));
+  const shadowed = check.requests.filter((r) => shadow.has(r.policy));
+  const [enforcedDecided, shadowDecided] = await Promise.all([
+    enforced.length > 0 ? limiter.limitAll(enforced, options) : undefined,
+    limiter.limitAll(shadowed, options),
+  ]);
+  const byPolicy = new Map<string, Decision>();
+  for (const d of [...(enforcedDecided?.decisions ?? []), ...shadowDecided.decisions]) {
+    byPolicy.set(d.policy, d);
+  }
+  const shadowDenied = shadowDecided.decisions.filter((d) => !d.allowed).map((d) => d.policy);
+  return {
+    allowed: enforcedDecided?.allowed ?? true,
+    decisions: check.requests.map((r) => byPolicy.get(r.policy) as Decision),
+    replayed: enforcedDecided?.replayed ?? shadowDecided.replayed,
+    ...(enforcedDecided?.deniedBy !== undefined ? { deniedBy: enforcedDecided.deniedBy } : {}),
+    ...(enforcedDecided?.conflict ? { conflict: enforcedDecided.conflict } : {}),
+    ...(shadowDenied.length > 0 ? { shadowDenied } : {}),
+  };
 }
 
 // Read only by the limiter, never written: one object for every request without options.
@@ -55,7 +100,7 @@ function limitOptions(check: CheckRequest, waitUntil: WaitUntil | undefined): Li
  * policy's: the one that denied with the longest wait, or when allowed the one with the least
  * remaining. A `"rules"` check also lists every policy's decision, in the order named.
  */
-function checkAnswer(decided: MultiDecision, multi: boolean) {
+function checkAnswer(decided: ShadowedDecision, multi: boolean) {
   const binding =
     decided.decisions.find((d) => d.policy === decided.deniedBy) ??
     decided.decisions.reduce((least, d) => (d.remaining < least.remaining ? d : least));
@@ -73,6 +118,8 @@ function checkAnswer(decided: MultiDecision, multi: boolean) {
   // Assigned, not spread from `cond ? {…} : {}`: no empty object per field per request.
   if (decided.deniedBy !== undefined) answer.deniedBy = decided.deniedBy;
   if (decided.replayed) answer.replayed = true;
+  // Shadow rules that would have denied: reported, not enforced (the request is allowed).
+  if (decided.shadowDenied) answer.shadowDenied = decided.shadowDenied;
   if (multi) answer.decisions = decided.decisions.map(decisionAnswer);
   return answer;
 }

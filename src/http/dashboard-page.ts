@@ -42,6 +42,8 @@ export const DASHBOARD_HTML = `<!doctype html>
   .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; }
   #status.error { color: #ff8a80; }
   .empty { color: var(--muted); }
+  tr.found td { background: #fff59d; }
+  #find { font: inherit; padding: 2px 6px; border-radius: 4px; border: 0; width: 220px; }
 </style>
 </head>
 <body>
@@ -50,6 +52,11 @@ export const DASHBOARD_HTML = `<!doctype html>
   <span class="meta">last hour, per minute · refreshes every 10 s</span>
   <span class="meta">breaker (this isolate): <span id="breaker" class="badge">…</span></span>
   <span class="meta" id="status">loading…</span>
+  <label class="meta">find a client:
+    <input id="find" type="search" placeholder="an API key, a user id, an address"
+      title="Header rules count a key by its SHA-256: what you type is hashed here, in the page, and matched both ways">
+  </label>
+  <span class="meta" id="found"></span>
 </header>
 <main id="rules"></main>
 <script>
@@ -73,14 +80,16 @@ export const DASHBOARD_HTML = `<!doctype html>
     const W = 600, H = 150, left = 36, bottom = 18, top = 6;
     const minutes = rule.minutes;
     const denied = (m) => m.denied + m.shadowDenied;
-    const max = Math.max(1, ...minutes.map((m) => m.allowed + denied(m)));
+    // An even top, at least 2: the half-way line is a whole number too (never "1, 1, 0").
+    const top0 = Math.max(2, ...minutes.map((m) => m.allowed + denied(m)));
+    const max = Math.ceil(top0 / 2) * 2;
     const svg = svgEl("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": rule.rule + " allowed and denied per minute" });
     const plotH = H - bottom - top, step = (W - left) / Math.max(1, minutes.length), barW = Math.max(1, step - 1);
     for (const frac of [0, 0.5, 1]) {
       const y = top + plotH * (1 - frac);
       svg.append(svgEl("line", { x1: left, x2: W, y1: y, y2: y, stroke: "#e0e0e0" }));
       const label = svgEl("text", { x: left - 4, y: y + 4, "text-anchor": "end", "font-size": 10, fill: "#666" });
-      label.textContent = String(Math.round(max * frac));
+      label.textContent = String(max * frac);
       svg.append(label);
     }
     minutes.forEach((m, i) => {
@@ -155,7 +164,7 @@ export const DASHBOARD_HTML = `<!doctype html>
     else {
       const table = el("table", { class: "top-keys" });
       for (const { key, count } of rule.topDenied) {
-        const row = el("tr");
+        const row = el("tr", { "data-key": key });
         row.append(el("td", { class: "key" }, key), el("td", { class: "count" }, count));
         table.append(row);
       }
@@ -167,7 +176,12 @@ export const DASHBOARD_HTML = `<!doctype html>
   async function refresh() {
     const status = document.getElementById("status");
     try {
-      const res = await fetch("stats?minutes=60", { credentials: "same-origin", cache: "no-store" });
+      // From the origin and path, never the page's own URL: one opened as
+      // http://user:pass@host/… holds credentials, and fetch refuses such a URL ("Request cannot
+      // be constructed from a URL that includes credentials"). The browser sends the Basic
+      // credentials it logged in with all the same.
+      const statsAt = location.origin + location.pathname.replace(/[^/]*$/, "") + "stats?minutes=60";
+      const res = await fetch(statsAt, { credentials: "same-origin", cache: "no-store" });
       if (!res.ok) throw new Error("GET /check/stats answered " + res.status);
       const stats = await res.json();
       const main = document.getElementById("rules");
@@ -180,12 +194,33 @@ export const DASHBOARD_HTML = `<!doctype html>
       badge.className = "badge " + breaker;
       status.className = "";
       status.textContent = "updated " + new Date(stats.generatedAt || Date.now()).toISOString().slice(11, 19) + " UTC";
+      await highlight();
       document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
     } catch (error) {
       status.className = "error";
       status.textContent = String(error.message || error);
     }
   }
+  // Header rules count a client under the SHA-256 of its header value (the proxy hashes it), so
+  // their top keys are digests: an operator types the raw value (an API key) and the page
+  // hashes it, locally, and marks the rows it names. Raw keys ("ip" rules, a middleware's own
+  // keys) match as typed.
+  const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, "0")).join("");
+  async function highlight() {
+    const typed = document.getElementById("find").value.trim();
+    const wanted = new Set(typed ? [typed] : []);
+    if (typed && crypto.subtle) {
+      wanted.add(hex(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(typed))));
+    }
+    let n = 0;
+    for (const row of document.querySelectorAll("tr[data-key]")) {
+      const hit = wanted.has(row.dataset.key);
+      row.classList.toggle("found", hit);
+      if (hit) n++;
+    }
+    document.getElementById("found").textContent = typed ? n + " row" + (n === 1 ? "" : "s") : "";
+  }
+  document.getElementById("find").addEventListener("input", () => { highlight(); });
   refresh();
   setInterval(refresh, 10000);
 })();

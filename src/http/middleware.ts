@@ -5,14 +5,22 @@
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
-import type { RuleInput } from "../config/rule-schema";
+import type { RuleConfig, RuleInput } from "../config/rule-schema";
+import { invalid, type Validated } from "../config/validation";
 import { parseRules } from "../config/worker-config";
 import type { Limiter } from "../limiter/types";
 import { type RulesOutcome, requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
 import { applyingRules, compileRules } from "../rules/match";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
+import { connectionAddress } from "./connection-address";
 import { runLimited } from "./limit-pipeline";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
+import {
+  limiterForStore,
+  type MiddlewareLimiterOptions,
+  MissingStoreSettingError,
+  type StoreInput,
+} from "./middleware-store";
 import { misconfigured } from "./problem";
 import { waitUntilOf } from "./wait-until";
 
@@ -32,10 +40,22 @@ export interface RateLimitVariables {
 
 export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   /**
-   * The limiter (`createLimiter({ store })`), or a function of the context returning it, to build
-   * it once per isolate from bindings (`c.env`) that exist only inside a request.
+   * Where the counts live: `{ url, token }` of an Upstash database (or the local bridge), a
+   * client from `createStoreClient`, or a function of the context returning either (bindings
+   * exist only inside a request: `fromEnv` reads UPSTASH_REDIS_REST_URL and _TOKEN). The
+   * middleware builds one limiter per store and keeps it for the isolate. Give this or `limiter`.
    */
-  limiter: Limiter | ((c: Context<E>) => Limiter);
+  store?: StoreInput | ((c: Context<E>) => StoreInput);
+  /**
+   * The limiter's options when it is built from `store` (prefix, timeoutMs, failMode, clock…).
+   * @default createLimiter's defaults (prefix "edge-limiter", timeoutMs 500, failMode "open")
+   */
+  limiterOptions?: MiddlewareLimiterOptions;
+  /**
+   * A limiter of your own (`createLimiter({ store })`), or a function of the context returning
+   * it, instead of `store`: to share one limiter between middleware and your code.
+   */
+  limiter?: Limiter | ((c: Context<E>) => Limiter);
   /** One rule or several; a request passes only if every rule that applies allows it. */
   rules: RateLimitRule | readonly RateLimitRule[];
   /**
@@ -59,6 +79,15 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   /** How "ip" keys are read and grouped. @default { ipv6PrefixLength: 64, ipv4PrefixLength: 32 } */
   clientIp?: Partial<ClientIpConfig>;
   /**
+   * The client's address for "ip" rules. On Cloudflare it is CF-Connecting-IP. Elsewhere no
+   * proxy sets that header (and any client may send one), so by default the middleware reads the
+   * runtime's connection info as Hono's `getConnInfo` does (Bun, Deno, @hono/node-server), and
+   * warns once if it finds none: every client would then share one counter (`missingKey`).
+   * Give your own behind a proxy of yours (or set `clientIp.trustedProxyHeader`).
+   * @default CF-Connecting-IP on Cloudflare, the connection's address elsewhere
+   */
+  ipOf?: (c: Context<E>) => string | undefined;
+  /**
    * Request headers naming a request id (the first present wins): a retry carrying it within
    * the window is counted once and gets the original answer. Off by default: a client repeating
    * one id would get every repeat through (README "Request ids").
@@ -81,19 +110,23 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
 }
 
 /**
- * Rate-limits the routes it is mounted on:
+ * Rate-limits the routes it is mounted on. Every response it lets through carries
+ * RateLimit-Policy / RateLimit; a refused one gets `handler`'s answer (429 problem+json by
+ * default). The outcome is on `c.get("rateLimit")`. Invalid rules, or neither `store` nor
+ * `limiter`, are reported once and every request through the middleware is answered 503: a typo
+ * must not leave a route unprotected.
  *
- *   app.use("/api/*", rateLimit({ limiter, rules: { name: "api", limit: 100, window: "1m" } }))
+ * @example
+ * ```ts
+ * import { fromEnv, rateLimit } from "edge-limiter";
  *
- * Every response it lets through carries RateLimit-Policy / RateLimit; a refused one gets
- * `handler`'s answer (429 problem+json by default). The outcome is on `c.get("rateLimit")`.
- * Invalid rules are reported once and every request through the middleware is answered 503:
- * a typo must not leave a route unprotected.
+ * app.use("/api/*", rateLimit({ rules: { name: "api", limit: 100, window: "1m" }, store: fromEnv }));
+ * ```
  */
 export function rateLimit<E extends HonoEnv = HonoEnv>(
   options: RateLimitOptions<E>,
 ): MiddlewareHandler<E> {
-  const parsed = parseRules([options.rules].flat());
+  const parsed = withLimiterSource(parseRules([options.rules].flat()), options);
   if (!parsed.ok) {
     console.error(
       JSON.stringify({
@@ -107,6 +140,30 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
   const clientIp: ClientIpConfig = { ...DEFAULT_CLIENT_IP, ...options.clientIp };
   const legacy = options.legacyHeaders ?? false;
   const requestIdHeaders = options.requestIdHeaders ?? [];
+  // A missing store setting is logged once, not on every request; so is a missing client address.
+  let reportedMissing = false;
+  let reportedNoIp = false;
+  const warnNoIp = (rule: string) => {
+    if (reportedNoIp) return;
+    reportedNoIp = true;
+    console.warn(
+      JSON.stringify({
+        event: "rate-limit-no-client-ip",
+        rule,
+        detail:
+          'no CF-Connecting-IP and no connection address: every client shares this rule\'s "missingKey" counter. Outside Cloudflare give ipOf, key, or clientIp.trustedProxyHeader.',
+      }),
+    );
+  };
+  const limiterOf: (c: Context<E>) => Limiter =
+    typeof options.limiter === "function"
+      ? options.limiter
+      : options.limiter
+        ? () => options.limiter as Limiter
+        : limiterForStore(
+            options.store as StoreInput | ((c: Context<E>) => StoreInput),
+            options.limiterOptions ?? {},
+          );
 
   return async function rateLimitMiddleware(c, next) {
     if (!parsed.ok) {
@@ -115,15 +172,36 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
     if (options.skip && (await options.skip(c))) return next();
     const applying = applyingRules(rules, c.req.method, c.req.path);
     if (applying.length === 0) return next();
+    const headers = options.key
+      ? c.req.raw.headers
+      : ipHeaders(c, applying, options.ipOf, warnNoIp);
 
     const { handler, key: keyFn } = options;
+    let limiter: Limiter;
+    try {
+      limiter = limiterOf(c);
+    } catch (error) {
+      // A binding the store needs is missing (fromEnv, a function of the context): 503 naming it.
+      if (!(error instanceof MissingStoreSettingError)) throw error;
+      if (!reportedMissing) {
+        reportedMissing = true;
+        console.error(
+          JSON.stringify({
+            event: "rate-limit-misconfigured",
+            field: error.setting,
+            detail: error.message,
+          }),
+        );
+      }
+      return misconfigured(c, { field: error.setting });
+    }
     // The key function runs once per request, whatever the number of rules.
     let key: Promise<string | undefined> | undefined;
     let forwarded = false;
     const response = await runLimited({
       rules: applying,
-      headers: c.req.raw.headers,
-      limiter: typeof options.limiter === "function" ? options.limiter(c) : options.limiter,
+      headers,
+      limiter,
       clientIp,
       keyOf: keyFn ? () => (key ??= Promise.resolve(keyFn(c))) : undefined,
       requestId: requestIdFrom(c.req.raw.headers, requestIdHeaders),
@@ -151,6 +229,48 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
     if (!forwarded) return response;
     c.res = response;
   };
+}
+
+/**
+ * The headers "ip" rules read. Outside Cloudflare (an address from `ipOf` or the runtime's
+ * connection), that address stands in for CF-Connecting-IP, which a client there could forge;
+ * on Cloudflare (none found, the header set by the edge) the request's own headers.
+ */
+function ipHeaders<E extends HonoEnv>(
+  c: Context<E>,
+  applying: readonly RuleConfig[],
+  ipOf: ((c: Context<E>) => string | undefined) | undefined,
+  warn: (rule: string) => void,
+): Headers {
+  const raw = c.req.raw.headers;
+  const ipRule = applying.find((rule) => rule.key === "ip");
+  if (!ipRule) return raw;
+  const address = ipOf ? ipOf(c) : connectionAddress(c);
+  if (address === undefined) {
+    if (!raw.has("cf-connecting-ip")) warn(ipRule.name);
+    return raw;
+  }
+  const headers = new Headers(raw);
+  headers.set("cf-connecting-ip", address);
+  return headers;
+}
+
+/** Exactly one of `store` and `limiter`, or the rules' parse fails with the reason. */
+function withLimiterSource<T>(
+  parsed: Validated<T>,
+  options: { store?: unknown; limiter?: unknown },
+): Validated<T> {
+  if (!parsed.ok) return parsed;
+  if (options.store === undefined && options.limiter === undefined) {
+    return invalid(
+      "store",
+      "is required: give the store ({ url, token }, a client, fromEnv) or a limiter",
+    );
+  }
+  if (options.store !== undefined && options.limiter !== undefined) {
+    return invalid("store", "give store or limiter, not both");
+  }
+  return parsed;
 }
 
 /** What `c.get("rateLimit")` reads, for the handler and the app alike. */

@@ -5,6 +5,7 @@
  */
 import type { ScriptClient } from "../store/script-runner";
 import { type CircuitBreaker, createCircuitBreaker } from "./circuit-breaker";
+import { DEFAULT_CLOCK, DEFAULT_FAIL_MODE, DEFAULT_PREFIX } from "./defaults";
 import { createDenialCache, type DenialCache } from "./denial-cache";
 import { createFallbackLimiter, type FallbackLimiter } from "./fallback-limiter";
 import { createSingleFlight, type SingleFlight } from "./single-flight";
@@ -48,10 +49,10 @@ export function createLimiterContext(options: LimiterOptions): LimiterContext {
   const fallbackOption = options.fallback ?? {};
   return {
     store: options.store,
-    prefix: options.prefix ?? "edge-limiter",
+    prefix: options.prefix ?? DEFAULT_PREFIX,
     timeoutMs,
     now,
-    defaultFailMode: options.failMode ?? "open",
+    defaultFailMode: options.failMode ?? DEFAULT_FAIL_MODE,
     cache:
       cacheOption === false
         ? undefined
@@ -75,7 +76,7 @@ export function createLimiterContext(options: LimiterOptions): LimiterContext {
     }),
     clock: createStoreClock({
       store: options.store,
-      clock: options.clock ?? "redis",
+      clock: options.clock ?? DEFAULT_CLOCK,
       now,
       onClockChange: options.onClockChange,
     }),

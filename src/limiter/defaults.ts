@@ -6,6 +6,27 @@
 /** The longest a decision waits for the store (README "Why 500 ms"). */
 export const DEFAULT_LIMITER_TIMEOUT_MS = 500;
 
+/** Prefix of every Redis key the limiter (and analytics) writes. */
+export const DEFAULT_PREFIX = "edge-limiter";
+
+/** Units one request consumes. */
+export const DEFAULT_COST = 1;
+
+/** What a decision is when the store cannot answer: admitted (the fallback still limits). */
+export const DEFAULT_FAIL_MODE = "open";
+
+/** Whose clock orders the log: Redis's TIME, one clock for every isolate. */
+export const DEFAULT_CLOCK = "redis";
+
+/** Lease sizing (lease-sizing.ts documents each). */
+export const DEFAULT_LEASES = {
+  maxLifetimeMs: 1_000,
+  minUnits: 2,
+  maxShare: 0.25,
+  headroom: 1.5,
+  maxKeys: 10_000,
+} as const;
+
 /** Keys remembered as full per isolate (LRU). */
 export const DEFAULT_DENIAL_CACHE_SIZE = 10_000;
 /** And the bytes they may occupy (keys at 2 bytes a character plus a fixed cost per entry). */

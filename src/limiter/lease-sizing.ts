@@ -4,6 +4,7 @@
  */
 import { MAX_LOG_COST } from "../store/caps";
 import { STAMP_AHEAD_MAX_MS } from "../store/keys";
+import { DEFAULT_LEASES } from "./defaults";
 import { demand, type KeyState } from "./lease-keys";
 import type { ResolvedPolicy } from "./resolved-policy";
 
@@ -53,13 +54,7 @@ export interface LeaseSizing {
   readonly maxKeys: number;
 }
 
-export const DEFAULT_LEASE_SIZING: LeaseSizing = {
-  maxLifetimeMs: 1_000,
-  minUnits: 2,
-  maxShare: 0.25,
-  headroom: 1.5,
-  maxKeys: 10_000,
-};
+export const DEFAULT_LEASE_SIZING: LeaseSizing = DEFAULT_LEASES;
 
 /** A lease's lifetime for a window: min(maxLifetimeMs, window / 20), at least 1 ms. */
 export function leaseLifetimeMs(sizing: LeaseSizing, windowMs: number): number {

@@ -10,6 +10,7 @@ import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { storePolicyIssue } from "../store/caps";
 import { POLICY_NAME, storageKey } from "../store/keys";
 import { PolicyBoundsError, type PolicyField, type StorePolicy } from "../store/script-inputs";
+import { DEFAULT_COST } from "./defaults";
 import { LEASABLE } from "./lease";
 import type { FailMode, LimitRequest, RefundReceipt } from "./types";
 
@@ -113,7 +114,7 @@ export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode):
     algorithm,
     limit: request.limit,
     windowMs: request.windowMs,
-    cost: request.cost ?? 1,
+    cost: request.cost ?? DEFAULT_COST,
     failMode: request.failMode ?? defaultFailMode,
     cacheKey: cacheKeyOf(request, algorithm, clientKey),
     lease: request.lease === true && LEASABLE.has(algorithm),

@@ -79,6 +79,15 @@ async function hashedHeaderKey(value: string): Promise<string> {
   return hex;
 }
 
+/**
+ * The key a `"header:<name>"` rule counts a raw header value under, as the proxy and the
+ * middleware derive it: the value's first element (headerKeyValue), hashed. /check, peek and
+ * reset take the raw value and key it so, to reach the same log.
+ */
+export function headerRuleKey(raw: string): Promise<string> {
+  return hashedHeaderKey(headerKeyValue(raw) ?? raw);
+}
+
 /** How many header values the cache holds now (tests check its bound). */
 export function headerKeyCacheSize(): number {
   return headerKeys.size;

@@ -3,6 +3,8 @@
  * nothing) and reset (forget the count and the request ids decided on it). The /admin routes call
  * these; the limiter never does.
  */
+
+import { DEFAULT_COST } from "../limiter/defaults";
 import { type Algorithm, isLogAlgorithm } from "./algorithm";
 import { storePolicyIssue } from "./caps";
 import type { PolicyAnswer } from "./evaluate";
@@ -51,7 +53,7 @@ export interface PeekRequest extends QuotaKey {
  */
 export async function peekQuota(client: QuotaClient, request: PeekRequest): Promise<PolicyAnswer> {
   const algorithm = request.algorithm ?? "sliding-log";
-  const cost = request.cost ?? 1;
+  const cost = request.cost ?? DEFAULT_COST;
   const policy = { algorithm, limit: request.limit, windowMs: request.windowMs, cost };
   const issue = storePolicyIssue([policy]);
   if (issue) throw new PolicyBoundsError("peek", 0, issue.field, issue.detail);

@@ -4,27 +4,29 @@
  * abort signal or by the time it has left.
  */
 import { Redis, type RedisConfigCloudflare } from "@upstash/redis/cloudflare";
+import { DEFAULT_LIMITER_TIMEOUT_MS } from "../limiter/defaults";
 
 export interface StoreClientOptions {
   /** Upstash REST URL (or the local bridge's). */
   url: string;
   token: string;
   /**
-   * Per-request timeout, required (no default here: give it the limiter's `timeoutMs`, 500 ms
-   * unless configured). The HTTP request is aborted then. A request aborted before it reaches
-   * Redis is never run; one Redis already ran still counted, even if its answer came too late.
+   * Per-request timeout (ms): give it the limiter's `timeoutMs` if you change that. The HTTP
+   * request is aborted then. A request aborted before it reaches Redis is never run; one Redis
+   * already ran still counted, even if its answer came too late.
+   * @default 500 (the limiter's default timeoutMs)
    */
-  timeoutMs: number;
+  timeoutMs?: number;
   /**
-   * @upstash/redis's auto-pipeline: the commands of one tick share one HTTP request. Keep it
-   * (the default) where many decisions start in one tick — a Node server, a batch, 1000
-   * concurrent `limit()` calls after a SCRIPT FLUSH share a few requests, not 2000. The worker
-   * turns it off: workerd enters the isolate once per incoming request and drains the microtask
-   * queue in between, so two requests' decisions never share a tick and the pipeline only adds
-   * work (a Pipeline object, a Proxy lookup, the batching promises) to every decision. Off, the
-   * client also calls `signal` synchronously inside `evalsha`/`eval`, which `withSignal` needs:
-   * only a client without it has `withSignal` (one timer per decision).
-   * @default true
+   * @upstash/redis's auto-pipeline: the commands of one tick share one HTTP request. Off by
+   * default, as a Worker needs it: workerd enters the isolate once per incoming request and
+   * drains the microtask queue in between, so two requests' decisions never share a tick and the
+   * pipeline only adds work (a Pipeline object, a Proxy lookup, the batching promises) to every
+   * decision. Off, the client also calls `signal` synchronously inside `evalsha`/`eval`, which
+   * `withSignal` needs: only a client without it has `withSignal` (one timer per decision). Turn
+   * it on where many decisions start in one tick — a Node server, a batch: 1000 concurrent
+   * `limit()` calls after a SCRIPT FLUSH then share a few requests, not 2000.
+   * @default false
    */
   autoPipeline?: boolean;
 }
@@ -66,13 +68,23 @@ export type StoreClient = Redis & {
  *   (workerd builds a Headers object each time): workerd CPU per decision 0.92× without them
  *   (`node bench/ab-cpu.mjs --ref=before=c0be821 --ref=after=54ec5b7 --rate=400`).
  *   The client itself (analytics, admin reads) keeps both defaults.
+ *
+ * @example
+ * ```ts
+ * const store = createStoreClient({
+ *   url: env.UPSTASH_REDIS_REST_URL,
+ *   token: env.UPSTASH_REDIS_REST_TOKEN,
+ * });
+ * const limiter = createLimiter({ store });
+ * ```
  */
 export function createStoreClient(options: StoreClientOptions): StoreClient {
   // The signal the next request takes, set only for the duration of one synchronous
   // `evalsha`/`eval` call (withSignal below): the client calls `signal` synchronously before its
   // first await, so no other call can see it; it is cleared when taken and after the call.
   let nextSignal: AbortSignal | undefined;
-  const pipelined = options.autoPipeline ?? true;
+  const pipelined = options.autoPipeline ?? false;
+  const defaultTimeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
   const make = (timeoutMs: number, scriptsOnly: boolean) =>
     new Redis({
       url: options.url,
@@ -102,12 +114,12 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
     }
     return client;
   };
-  const main = make(options.timeoutMs, false);
+  const main = make(defaultTimeoutMs, false);
   // A pipelined client calls `signal` a tick later, when the batch goes: it would never see
   // the signal set for it, so only the unpipelined client offers withSignal.
   if (pipelined) return Object.assign(main, { withTimeout });
   // withSignal's own client: the same signal handling, the scripts-only options.
-  const scripts = make(options.timeoutMs, true);
+  const scripts = make(defaultTimeoutMs, true);
   const withSignal = (signal: AbortSignal): SignalledScripts => ({
     evalsha: (sha, keys, args) => {
       nextSignal = signal;

@@ -133,6 +133,12 @@ describe.skipIf(unreachable !== undefined)("the packed package in a scratch app"
     expect(files).toContain("package/dist/index.js");
     expect(files).toContain("package/dist/index.d.ts");
     expect(files).toContain("package/dist/index.js.map");
+    // Its package.json holds what installing needs, not how we work on it.
+    const manifest = await run("tar", ["-xzOf", tarball, "package/package.json"], dir);
+    const packed = JSON.parse(manifest.stdout) as Record<string, unknown>;
+    expect(packed).not.toHaveProperty("scripts");
+    expect(packed).not.toHaveProperty("devDependencies");
+    expect(packed).toMatchObject({ name: "edge-limiter", type: "module", exports: expect.anything() });
   });
 
   it("installs one copy of hono (ours is a peer)", async () => {

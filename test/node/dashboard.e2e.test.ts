@@ -73,6 +73,13 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
               window: "1m",
               key: "ip",
             },
+            {
+              name: "quota",
+              match: { path: "/reports/*" },
+              limit: 1,
+              window: "1m",
+              key: "header:x-api-key",
+            },
           ],
         }),
       },
@@ -103,7 +110,15 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
     for (let i = 0; i < 3; i++) await send("/api/items", "203.0.113.7");
     for (let i = 0; i < 2; i++) await send("/api/items", "203.0.113.8");
     for (let i = 0; i < 3; i++) await send("/login", "203.0.113.9", "POST");
-    expect(statuses.filter((s) => s === 429)).toHaveLength(8);
+    // A header rule: its top key is the SHA-256 of the API key, found by typing the raw value.
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`${worker.url}/reports/monthly`, {
+        headers: { "X-API-Key": `cust-${run}` },
+      });
+      await res.arrayBuffer();
+      statuses.push(res.status);
+    }
+    expect(statuses.filter((s) => s === 429)).toHaveLength(9);
 
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     try {
@@ -150,12 +165,44 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
       expect(await login.locator(".denied b").textContent()).toBe("1");
       expect(await login.locator(".top-keys td.key").first().textContent()).toBe("203.0.113.9");
       expect(await page.locator("#breaker").textContent()).toBe("closed");
+      // Each y-axis reads 0, a whole half-way mark and twice it at the top (a top of 1 read
+      // "1, 1, 0"; login's 3 read "0, 2, 3").
+      for (const rule of ["api", "login", "quota"]) {
+        const axis = (
+          await page
+            .locator(`section[data-rule="${rule}"] svg text[text-anchor=end]`)
+            .allTextContents()
+        ).map(Number);
+        expect(axis[0], rule).toBe(0);
+        expect(Number.isInteger(axis[1]) && (axis[1] ?? 0) > 0, rule).toBe(true);
+        expect(axis[2], rule).toBe(2 * (axis[1] ?? 0));
+      }
+      // Typing a header rule's raw key marks its digest's row (hashed in the page).
+      const quota = page.locator('section[data-rule="quota"]');
+      expect(await quota.locator(".top-keys td.key").first().textContent()).toMatch(
+        /^[0-9a-f]{64}$/,
+      );
+      await page.fill("#find", `cust-${run}`);
+      await page.waitForSelector('section[data-rule="quota"] tr.found');
+      expect(await page.locator("#found").textContent()).toBe("1 row");
       expect(external).toEqual([]);
 
       mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
       await page.screenshot({ path: SCREENSHOT, fullPage: true });
       expect(existsSync(SCREENSHOT)).toBe(true);
       await context.close();
+
+      // Opened with the credentials in the URL (a bookmark, a curl habit): Chromium refused the
+      // page's own fetch of a URL that held them; the page now asks for the origin's.
+      const inUrl = await browser.newContext();
+      const byUrl = await inUrl.newPage();
+      const at = new URL(`${worker.url}/check/dashboard`);
+      at.username = "ops";
+      at.password = TOKEN;
+      expect((await byUrl.goto(at.href))?.status()).toBe(200);
+      await byUrl.waitForSelector('body[data-loaded] section[data-rule="api"]');
+      expect(await byUrl.locator("#status").getAttribute("class")).not.toBe("error");
+      await inUrl.close();
     } finally {
       await browser.close();
     }

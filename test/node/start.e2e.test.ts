@@ -201,8 +201,17 @@ describe("npm start", () => {
       BRIDGE_PORT: String(bridgePort),
       BRIDGE_TOKEN: "e2e-start-bridge-token",
       REDIS_URL: inject("redisUrl"),
+      // wrangler.toml's rules, with analytics on: the dashboard has counts to show.
+      LIMITER_ANALYTICS: "1",
     });
     expect(instance.bridgeUrl).toBe(`http://127.0.0.1:${bridgePort}`);
+    expect(instance.output()).toContain(
+      `dashboard ${instance.workerUrl}/check/dashboard (any user, password LIMITER_TOKEN)`,
+    );
+    const stats = await fetch(`${instance.workerUrl}/check/stats`, {
+      headers: { Authorization: `Bearer ${LIMITER_TOKEN}` },
+    });
+    expect(await stats.json()).toMatchObject({ enabled: true });
 
     const key = `${RUN}-own-bridge`;
     const first = await check(instance, key);
@@ -215,6 +224,9 @@ describe("npm start", () => {
   it("a healthy start: the ready banner with a curl to try; its own readiness probe logged as a 2xx", async () => {
     const instance = await startInstance({ BRIDGE_PORT: "0", REDIS_URL: inject("redisUrl") });
     expect(instance.output()).toContain(`try: curl -s -X POST ${instance.workerUrl}/check`);
+    expect(instance.output()).toContain(
+      `dashboard ${instance.workerUrl}/check/dashboard (analytics off: LIMITER_ANALYTICS=1 npm start)`,
+    );
     // Stopped first, so every request line wrangler had to print is in the output.
     await stopAndCheck(instance, "SIGTERM");
     // This test sent nothing itself: every request in the log is npm start's own.

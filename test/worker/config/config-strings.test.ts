@@ -58,3 +58,43 @@ describe("LIMITER_CONFIG strings that are not well-formed UTF-16", () => {
     });
   });
 });
+
+describe("a required field left out", () => {
+  it("is named as required, whatever its schema would say of a wrong value", () => {
+    for (const field of ["name", "limit", "window"] as const) {
+      const rule: Record<string, unknown> = { name: "a", limit: 1, window: "1m" };
+      delete rule[field];
+      const parsed = parseRules([rule]);
+      expect(parsed.ok).toBe(false);
+      if (parsed.ok) continue;
+      expect({ field: parsed.field, detail: parsed.detail }).toEqual({
+        field: `rules[0].${field}`,
+        detail: "is required",
+      });
+    }
+  });
+});
+
+describe("windows as @upstash/ratelimit users write them", () => {
+  const windowOf = (window: unknown) => {
+    const parsed = parseRules([{ name: "a", limit: 1, window }]);
+    return parsed.ok ? parsed.value[0]?.windowMs : parsed.detail;
+  };
+
+  it("reads a number and a unit's name, with or without a space, in any case", () => {
+    expect(windowOf("10 sec")).toBe(10_000);
+    expect(windowOf("10 s")).toBe(10_000);
+    expect(windowOf("1 minute")).toBe(60_000);
+    expect(windowOf("2 hours")).toBe(7_200_000);
+    expect(windowOf("1 Day")).toBe(86_400_000);
+    expect(windowOf("250 ms")).toBe(250);
+    expect(windowOf("1m")).toBe(60_000);
+    expect(windowOf(1500)).toBe(1500);
+  });
+
+  it("refuses anything else with the accepted forms", () => {
+    for (const bad of ["10 fortnights", "1 constructor", "ten seconds", "1.5m", "-1s", "m"]) {
+      expect(windowOf(bad), bad).toMatch(/"10 sec", "1 minute"/);
+    }
+  });
+});

@@ -65,7 +65,10 @@ describe("/check with configured rules", () => {
   it("answers 400 naming the rule for an unknown rule, counting nothing", async () => {
     const res = await post("/check", { key: `k-${run}`, rule: "nope" });
     expect(res.status).toBe(400);
-    expect(await res.json()).toMatchObject({ field: "rule" });
+    const body = (await res.json()) as { field: string; detail: string };
+    expect(body.field).toBe("rule");
+    // The detail lists the configured rules, so a typo shows.
+    expect(body.detail).toMatch(/unknown rule "nope": the configured rules are "api", "login"$/);
     expect(await redis.keys(`${prefix}:*${run}*`)).toEqual([]);
   });
 
@@ -94,7 +97,10 @@ describe("admin: peek and reset", () => {
       limit: 1,
       remaining: 1,
       retryAfterMs: 0,
+      source: "redis",
     });
+    // The same headers as /check's answer.
+    expect(peekEmpty.headers.get("RateLimit")).toMatch(/^"login";r=1;t=\d+$/);
     // Peeking twice consumed nothing: the real check is still allowed.
     expect((await post("/check/peek", { key, rule: "login" })).status).toBe(200);
     expect((await post("/check", { key, rule: "login" })).status).toBe(200);
