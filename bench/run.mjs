@@ -671,7 +671,7 @@ try {
     progress(`${c.id} memory: ${JSON.stringify(results.library.memory[c.id])}`);
   }
 
-  // Leases with a distant store (bench/lib/lease-bench.mjs; README "Leases").
+  // Leases with a distant store (bench/lib/lease-bench.mjs; docs/leases.md).
   results.leases = await runLeaseBench({
     bridge,
     bundles,

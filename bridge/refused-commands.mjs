@@ -6,8 +6,7 @@
 //
 // This guards against mistakes, not attackers: a script runs any command (EVAL "return
 // redis.call('FLUSHALL')" 0), and a script that never ends stalls Redis for everyone (until
-// SCRIPT KILL). The bridge is a local development tool whose boundary is its token (README "The
-// local REST bridge"); parsing Lua to police scripts would only pretend otherwise.
+// SCRIPT KILL). The bridge is a local development tool whose boundary is its token (docs/local-bridge.md); parsing Lua to police scripts would only pretend otherwise.
 
 const CHANGES_CONNECTION = new Set([
   "select",

@@ -1,6 +1,6 @@
 // @ts-check
 // Workerd CPU per decision with analytics on vs off (issue 15): the worker as deployed
-// (wrangler deploy --dry-run), served by workerd through Miniflare twice, once with
+// (wrangler deploy --dry-run), served by workerd alone (as deployed) twice, once with
 // "analytics": {"enabled": true} and once without, on a private redis-server behind the REST
 // bridge; the same /check load against each, alternated ROUNDS times; CPU = utime + stime of
 // that worker's own workerd process (/proc/<pid>/stat, bench/lib/workerd-cpu.mjs) over the
@@ -43,9 +43,6 @@ const serve = (analytics) =>
       LIMITER_TOKEN: TOKEN,
       LIMITER_CONFIG: config(analytics),
     },
-    // Through Miniflare, as README's figure was measured (its workers add the same to both
-    // sides of the off/on difference this reports).
-    via: "miniflare",
   });
 
 /**

@@ -11,7 +11,7 @@
  */
 import { digestHex } from "./digest";
 
-/** Longest client key stored as it is (UTF-16 units); README "Limits". */
+/** Longest client key stored as it is (UTF-16 units); docs/check-api.md "Limits". */
 export const MAX_KEY_LENGTH = 512;
 
 /**

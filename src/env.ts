@@ -6,7 +6,7 @@ export interface Env {
   UPSTASH_REDIS_REST_TOKEN?: string | undefined;
   /** Bearer token `/check` requires; without it `/check` is closed. Secret. */
   LIMITER_TOKEN?: string | undefined;
-  /** Rules and knobs: a JSON string or a TOML table (README "Configuration"). */
+  /** Rules and knobs: a JSON string or a TOML table (docs/configuration.md). */
   LIMITER_CONFIG?: string | Record<string, unknown> | undefined;
   /**
    * Workers Analytics Engine dataset (`analytics_engine_datasets` in wrangler.toml), used when

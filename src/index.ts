@@ -1,6 +1,6 @@
 /**
  * The package's public surface, and all of it: `import { rateLimit } from "edge-limiter"`.
- * Four entry points and the types they take and return (README "Public API"):
+ * Four entry points and the types they take and return (docs/development.md "Public API"):
  * - `rateLimit()`: the Hono middleware;
  * - `createLimiter()`: the limiter behind it, to decide in your own code;
  * - `createStoreClient()`: the @upstash/redis client configured for a decision on the request path;

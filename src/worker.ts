@@ -17,7 +17,7 @@ const app = new Hono<{ Bindings: Env }>();
 // little of the origin as possible); everything else goes through the proxy.
 const ROUTES = { "/check": checkHandler, "/check/peek": peekHandler, "/check/reset": resetHandler };
 for (const [path, handler] of Object.entries(ROUTES)) app.post(path, handler);
-// The analytics, read (README "Analytics and the dashboard"): GET (and HEAD).
+// The analytics, read (docs/analytics.md): GET (and HEAD).
 const READ_ROUTES = { "/check/stats": statsHandler, "/check/dashboard": dashboardHandler };
 for (const [path, handler] of Object.entries(READ_ROUTES)) app.get(path, handler);
 // Anything else under /check: a route we have, asked with another method, is a 405 saying which

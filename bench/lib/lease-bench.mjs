@@ -1,5 +1,5 @@
 // @ts-check
-// Leases with a distant store (README "Leases", issue 13): one hot key asked at a steady rate
+// Leases with a distant store (docs/leases.md, issue 13): one hot key asked at a steady rate
 // through /check, the store behind a proxy that adds 20 ms before every request (a cross-region
 // Upstash). Figures per contender: p50/p99 latency of the allowed decisions, and store round
 // trips (HTTP requests the proxy saw, lease calls and give-backs included) per 1000 allowed

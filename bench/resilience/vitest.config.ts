@@ -1,5 +1,5 @@
 // `npx vitest run --config bench/resilience/vitest.config.ts`: the failure-handling figures
-// (README "Failure modes"). Runs in Node for a precise clock (workerd's only moves on I/O), with
+// (docs/failure-modes.md). Runs in Node for a precise clock (workerd's only moves on I/O), with
 // the real bridge and Redis the tests use, and the fault server in-process.
 import { defineConfig } from "vitest/config";
 

@@ -1,7 +1,7 @@
 // An edge app that rate-limits its own routes with the edge-limiter middleware.
 //   npm run bridge, then: npx wrangler dev examples/hono-app/app.ts --port 8788 \
 //     --var UPSTASH_REDIS_REST_URL:http://127.0.0.1:8079 --var UPSTASH_REDIS_REST_TOKEN:dev-bridge-token
-//   (README "Hono middleware for your own edge app")
+//   (docs/middleware.md)
 
 import {
   createLimiter,

@@ -1,6 +1,6 @@
 /**
  * The Workers Analytics Engine sink: one data point per rule decision, for Cloudflare's SQL API
- * and Grafana (README "Analytics and the dashboard" has a sample query). Written synchronously
+ * and Grafana (docs/analytics.md has a sample query). Written synchronously
  * (writeDataPoint queues it; the runtime sends it after the response).
  *
  * Data point: index1 = rule (the sampling key); blob1 rule, blob2 source, blob3 outcome

@@ -1,6 +1,6 @@
 /**
  * src/analytics/: what the limiter decided, counted per rule and per minute in each isolate and
- * flushed to Redis off the request path (README "Analytics and the dashboard"). It owns the
+ * flushed to Redis off the request path (docs/analytics.md). It owns the
  * per-isolate aggregate (aggregate.ts, top-keys.ts), the Redis layout of the counts
  * (redis-layout.ts), the recorder that the limiter's `onDecision` hook feeds and that flushes
  * (create-analytics.ts), the Workers Analytics Engine sink (analytics-engine-sink.ts) and the

@@ -1,5 +1,5 @@
 /**
- * LIMITER_CONFIG's `analytics` (README "Analytics and the dashboard"): off unless
+ * LIMITER_CONFIG's `analytics` (docs/analytics.md): off unless
  * `"enabled": true`. Reads its defaults from analytics/defaults.ts (a leaf).
  */
 import * as v from "valibot";

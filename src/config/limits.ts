@@ -1,4 +1,4 @@
-/** Documented bounds of what a check may ask for (README "Limits"). */
+/** Documented bounds of what a check may ask for (docs/check-api.md "Limits"). */
 // The client key's bound is the limiter's too (it digests longer keys): one number, one file.
 export { MAX_KEY_LENGTH } from "../bounded-key";
 // The caps on what one request may make Redis store and do live with the store, which enforces

@@ -7,8 +7,7 @@ import {
 } from "../limiter/defaults";
 import { integerIn, plainObject } from "./schema-parts";
 
-// LIMITER_CONFIG knobs for what the limiter does when the store is slow or down (README
-// "Failure modes"). Every field is optional; the defaults are the limiter's own.
+// LIMITER_CONFIG knobs for what the limiter does when the store is slow or down (docs/failure-modes.md). Every field is optional; the defaults are the limiter's own.
 
 /** An optional integer in [min, max], `fallback` when absent. */
 const optionalIntegerIn = (min: number, max: number, fallback: number) =>

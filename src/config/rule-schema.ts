@@ -128,7 +128,7 @@ export const ruleSchema = v.pipe(
     {
       /** Policy name: in Redis keys and headers. 1-64 of [A-Za-z0-9_.-]. */
       name: nameSchema,
-      /** Units per window (up to the algorithm's cap, README "Limits"). */
+      /** Units per window (up to the algorithm's cap, docs/check-api.md "Limits"). */
       limit: limitSchema,
       /** "500ms", "10s", "1m", "1h", "1d" or ms; at most 7d. */
       window: windowSchema,
@@ -150,7 +150,7 @@ export const ruleSchema = v.pipe(
       missingKey: v.optional(missingKeySchema, "shared"),
       /** Narrows the rule (for the middleware: within the route it is mounted on). @default every request */
       match: v.optional(matchSchema),
-      /** How the rule counts (README "Algorithms"). @default "sliding-log" */
+      /** How the rule counts (docs/algorithms.md). @default "sliding-log" */
       algorithm: algorithmSchema,
       /**
        * Give back what a request consumed when the origin answers 5xx (the proxy; the middleware
@@ -159,7 +159,7 @@ export const ruleSchema = v.pipe(
       refundOn: v.optional(refundOnSchema),
       /**
        * Let each isolate lease a few units of a hot key and decide them with no round trip,
-       * still exactly (README "Leases"). The sliding logs only. @default false
+       * still exactly (docs/leases.md). The sliding logs only. @default false
        */
       lease: v.optional(v.boolean("must be true or false"), false),
     },

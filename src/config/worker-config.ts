@@ -41,7 +41,7 @@ const requestIdHeadersSchema = v.pipe(
 // Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
 const workerConfigSchema = plainObject(
   {
-    /** The rules every proxied request is decided against (README "Configuration"). */
+    /** The rules every proxied request is decided against (docs/configuration.md). */
     rules: v.optional(v.array(ruleSchema, "must be an array"), []),
     /** Store call timeout (ms). @default 500 */
     timeoutMs: v.optional(integerIn(1, MAX_TIMEOUT_MS), DEFAULT_LIMITER_TIMEOUT_MS),
@@ -68,7 +68,7 @@ const workerConfigSchema = plainObject(
      * Request headers whose value identifies a request for idempotent counting: the first present
      * one is the request id, and a retry carrying it within the window is not counted again.
      * Off by default: the id comes from the client, and a client that repeats one id gets every
-     * repeat through as a replay of its first admission (README "Request ids").
+     * repeat through as a replay of its first admission (docs/request-ids-and-refunds.md).
      * @default []
      */
     requestIdHeaders: v.optional(requestIdHeadersSchema, []),

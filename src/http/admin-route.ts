@@ -82,7 +82,7 @@ export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     });
     // This isolate may still remember the key as exhausted; forget it. Other isolates keep a
     // cached denial until it would have expired anyway (at most the Retry-After they
-    // announced): documented in the README.
+    // announced): documented in docs/check-api.md.
     runtime.limiter.forget(limitRequest);
     return c.json({ reset: true, existed, policy: limitRequest.policy }, 200);
   } catch (error) {

@@ -1,5 +1,5 @@
 /**
- * A /check body (README "The /check contract"), read strictly: the first wrong field is named and
+ * A /check body (docs/check-api.md), read strictly: the first wrong field is named and
  * nothing is counted. The fields a body shares with a rule (limit, window, cost, algorithm) are
  * read by the rule's own schema parts, and the client key and request id by config's parts too
  * (config/schema-parts.ts): one definition of each. Only what is /check's own is here: which
@@ -237,7 +237,7 @@ function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key
   const policy = { algorithm: algorithm.output, limit: limit.output, cost: cost.output };
   const issue = boundsIssue([policy]);
   if (issue) return invalid(issue.field, issue.detail);
-  // Leases (README "Leases"): the logs only; a named rule brings its own setting.
+  // Leases (docs/leases.md): the logs only; a named rule brings its own setting.
   const lease = v.safeParse(optionalLeaseSchema, body.lease);
   if (!lease.success) return refused("lease", lease.issues);
   if (lease.output && !isLogAlgorithm(policy.algorithm)) return invalid("lease", LEASE_NEEDS_LOG);

@@ -12,7 +12,7 @@ import { requestIdConflict } from "./limited-response";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
 import { waitUntilOf } from "./wait-until";
 
-/** POST /check (README "The /check contract"), as a Hono handler. */
+/** POST /check (docs/check-api.md), as a Hono handler. */
 export function checkHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
   return checkResponse(c.req.raw, c.env, waitUntilOf(c));
 }

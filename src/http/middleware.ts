@@ -25,8 +25,7 @@ import { misconfigured } from "./problem";
 import { waitUntilOf } from "./wait-until";
 
 /**
- * A rule as the middleware takes it: the one rule shape, a LIMITER_CONFIG rule as written (README
- * "Configuration"; config/rule-schema.ts, where every field is documented and checked).
+ * A rule as the middleware takes it: the one rule shape, a LIMITER_CONFIG rule as written (docs/configuration.md; config/rule-schema.ts, where every field is documented and checked).
  */
 export type RateLimitRule = RuleInput;
 
@@ -90,7 +89,7 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   /**
    * Request headers naming a request id (the first present wins): a retry carrying it within
    * the window is counted once and gets the original answer. Off by default: a client repeating
-   * one id would get every repeat through (README "Request ids").
+   * one id would get every repeat through (docs/request-ids-and-refunds.md).
    * @default []
    */
   requestIdHeaders?: readonly string[];

@@ -1,6 +1,5 @@
 /**
- * GET /check/stats: what the analytics counted, per rule and minute, as JSON (README "Analytics
- * and the dashboard"); the dashboard's data. This isolate's pending counts are flushed first, so
+ * GET /check/stats: what the analytics counted, per rule and minute, as JSON (docs/analytics.md); the dashboard's data. This isolate's pending counts are flushed first, so
  * what it decided is in the answer to the request.
  */
 import type { Context } from "hono";

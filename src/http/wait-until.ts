@@ -1,6 +1,6 @@
 /**
  * The request's `waitUntil`, when the runtime gives one: background store calls (a lease, the
- * give-back of a lease's unspent units) then outlive the response (README "Leases").
+ * give-back of a lease's unspent units) then outlive the response (docs/leases.md).
  */
 import type { Context } from "hono";
 

@@ -8,8 +8,8 @@
  * in types.ts: config/, rules/ and http/ import only that file. It may import store/ and nothing
  * else of src/ (no config/, rules/ or http/).
  *
- * This file: createLimiter, the decision flow of README "Failure modes", step by step — a
- * lease this isolate holds (README "Leases"), the denial cache, single flight, the breaker, the
+ * This file: createLimiter, the decision flow of docs/failure-modes.md, step by step — a
+ * lease this isolate holds (docs/leases.md), the denial cache, single flight, the breaker, the
  * store, then remember what the answer proves.
  * Each step's mechanics live in its own file; this one only orders them.
  */

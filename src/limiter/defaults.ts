@@ -3,7 +3,7 @@
  * config/ fills in LIMITER_CONFIG with them without loading any implementation file.
  */
 
-/** The longest a decision waits for the store (README "Why 500 ms"). */
+/** The longest a decision waits for the store (docs/failure-modes.md "Why 500 ms"). */
 export const DEFAULT_LIMITER_TIMEOUT_MS = 500;
 
 /** Prefix of every Redis key the limiter (and analytics) writes. */

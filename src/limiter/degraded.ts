@@ -33,7 +33,7 @@ export function createDegradedPath(
   const { now, fallback, fallbackFraction, breaker } = options;
   // The isolate's share of the limit; never below the request's own cost, or a request costing
   // more than the share would be denied for the whole outage: it is admitted when nothing
-  // else is in the isolate's window (README "Failure modes").
+  // else is in the isolate's window (docs/failure-modes.md).
   const localLimit = (policy: ResolvedPolicy) =>
     Math.max(policy.cost, Math.floor(policy.limit * fallbackFraction));
   const peek = (policy: ResolvedPolicy, at: number) =>

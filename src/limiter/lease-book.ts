@@ -1,5 +1,5 @@
 /**
- * The lease book (README "Leases"): per isolate, the leases this limiter
+ * The lease book (docs/leases.md): per isolate, the leases this limiter
  * holds per key, spent locally with no round trip, renewed before they run out, and ended on
  * time with their unspent units given back.
  *

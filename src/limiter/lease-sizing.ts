@@ -1,5 +1,5 @@
 /**
- * Lease sizing (README "Leases"): how long a lease lives, how many units it asks for, and when a
+ * Lease sizing (docs/leases.md): how long a lease lives, how many units it asks for, and when a
  * key is hot enough in this isolate to lease at all. Pure arithmetic: no clock, no store.
  */
 import { MAX_LOG_COST } from "../store/caps";

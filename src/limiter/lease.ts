@@ -1,5 +1,5 @@
 /**
- * What a lease is (README "Leases"): units of one key recorded in the log at a stamp in the
+ * What a lease is (docs/leases.md): units of one key recorded in the log at a stamp in the
  * future, spent in this isolate with no round trip until a deadline.
  *
  * Why it stays exact: a lease of k units is recorded in the log as k admissions stamped at

@@ -12,7 +12,7 @@ import type { LeaseSpend, WaitUntil } from "./lease";
 import type { LeaseOptions } from "./lease-sizing";
 import type { ResolvedPolicy } from "./resolved-policy";
 
-/** Where a decision came from. "lease": spent from a lease this isolate holds (README "Leases"). */
+/** Where a decision came from. "lease": spent from a lease this isolate holds (docs/leases.md). */
 export type DecisionSource = "redis" | "cache" | "fail-open" | "fail-closed" | "fallback" | "lease";
 
 /** One decision, shared by every surface (proxy, /check, middleware). */
@@ -109,7 +109,7 @@ export interface LimiterOptions {
   /** The isolate's clock (ms); injectable for tests. @default Date.now */
   now?: () => number;
   /**
-   * Leases (README "Leases"): how a request with `lease: true` is leased, or `false` to decide
+   * Leases (docs/leases.md): how a request with `lease: true` is leased, or `false` to decide
    * every request with the store. A request asks for leases itself (`LimitRequest.lease`).
    * @default { maxLifetimeMs: 1000, minUnits: 2, maxShare: 0.25, headroom: 1.5, maxKeys: 10000 }
    */
@@ -145,11 +145,11 @@ export interface LimitRequest {
   cost?: number;
   /** Per-request override of the limiter's fail mode. @default the limiter's `failMode` */
   failMode?: FailMode;
-  /** How this policy counts (README "Algorithms"). @default "sliding-log" */
+  /** How this policy counts (docs/algorithms.md). @default "sliding-log" */
   algorithm?: Algorithm;
   /**
    * Let this isolate lease units of a hot key and decide from them with no round trip, still
-   * exactly (README "Leases"). Honoured for the sliding log only (other algorithms are decided
+   * exactly (docs/leases.md). Honoured for the sliding log only (other algorithms are decided
    * by the store; the config refuses the combination). @default false
    */
   lease?: boolean;
@@ -244,7 +244,7 @@ export interface Limiter {
    * denial cache, the breaker and any store call, for a request the store must not be asked
    * with: a policy name outside [A-Za-z0-9_.-]{1,64}, a key that is not a non-empty string, an
    * unknown algorithm or fail mode, a limit, window (integer ms, 1 to 7 days) or cost (integer,
-   * 1 to limit) out of bounds, or past the caps of store/caps.ts (README "Limits"). Such a
+   * 1 to limit) out of bounds, or past the caps of store/caps.ts (docs/check-api.md "Limits"). Such a
    * request is never a store failure: it does not move the breaker or the clock.
    */
   limit(request: LimitRequest, options?: Pick<LimitAllOptions, "waitUntil">): Promise<Decision>;

@@ -1,6 +1,6 @@
 /**
  * The counting algorithms the store implements, each as a Lua fragment composed into the scripts
- * (see lua/scripts.ts). Which to use when: README "Algorithms". Config, /check and the public
+ * (see lua/scripts.ts). Which to use when: docs/algorithms.md. Config, /check and the public
  * surface read the list from here.
  *
  * - `sliding-log`: exact; the last `limit` admission times in a ring (4 bytes per unit of the limit).

@@ -2,7 +2,7 @@
  * The caps on what one request may make Redis store and do, and the one check of them
  * (boundsIssue): the store refuses a call past them before Redis is asked; the limiter, /check
  * and the config refuse the same earlier, naming the field. config/limits.ts re-exports them
- * with the other documented bounds (README "Limits").
+ * with the other documented bounds (docs/check-api.md "Limits").
  */
 import { ALGORITHMS, type Algorithm } from "./algorithm";
 

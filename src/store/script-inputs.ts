@@ -45,7 +45,7 @@ export interface ScriptCall {
   requestId?: string | undefined;
   /**
    * Stamp the logs' admissions this many ms after the store's now (a lease's units, recorded at
-   * the lease's end: see README "Leases"): 0 to STAMP_AHEAD_MAX_MS, logs only. A refund of them
+   * the lease's end: see docs/leases.md): 0 to STAMP_AHEAD_MAX_MS, logs only. A refund of them
    * passes `at` = the evaluation's now + this offset. @default 0
    */
   stampOffsetMs?: number | undefined;

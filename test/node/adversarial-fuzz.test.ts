@@ -1,5 +1,5 @@
 // An adversarial-sequence fuzz of the deployed worker against what one call may make Redis do and
-// store (README "Limits", src/store/caps.ts). The worker is bundled as `wrangler deploy` bundles
+// store (docs/check-api.md "Limits", src/store/caps.ts). The worker is bundled as `wrangler deploy` bundles
 // it and served by workerd alone (bench/lib/infra.mjs), its store the project's REST bridge in
 // front of a private redis-server whose SLOWLOG logs every call (test/support/redis-probe.ts).
 // A seeded random sequence on a few keys switches algorithm, limit, window, cost, lease and
@@ -35,8 +35,7 @@ import {
 //   step is that write, so the bound is measured in the same run and on the same machine as
 //   what it bounds (a Redis-side measure, the script's own duration in SLOWLOG, not the test's
 //   wall clock), and never below MAX_CALL_MS;
-// - a ring key (a string): 4 bytes a unit, full at 100 000 is 459 kB by MEMORY USAGE (README
-//   "Limits"); 480 kB;
+// - a ring key (a string): 4 bytes a unit, full at 100 000 is 459 kB by MEMORY USAGE (docs/check-api.md "Limits"); 480 kB;
 // - a sorted-set key: a full log at 8 000 is 942 kB, "stays under ~1 MB" (caps.ts);
 // - any other key (a request id's record, a reset mark, an O(1) algorithm's counter): small.
 const MAX_CALL_MS = 50;

@@ -138,7 +138,11 @@ describe.skipIf(unreachable !== undefined)("the packed package in a scratch app"
     const packed = JSON.parse(manifest.stdout) as Record<string, unknown>;
     expect(packed).not.toHaveProperty("scripts");
     expect(packed).not.toHaveProperty("devDependencies");
-    expect(packed).toMatchObject({ name: "edge-limiter", type: "module", exports: expect.anything() });
+    expect(packed).toMatchObject({
+      name: "edge-limiter",
+      type: "module",
+      exports: expect.anything(),
+    });
   });
 
   it("installs one copy of hono (ours is a peer)", async () => {

@@ -1,4 +1,4 @@
-// README "Deploy" works the first time: `wrangler deploy --dry-run` of this repo's worker
+// docs/deploy.md works the first time: `wrangler deploy --dry-run` of this repo's worker
 // (wrangler.toml, main = src/worker.ts) bundles it without an account and binds the committed
 // LIMITER_CONFIG. What the worker then does with that config is the workerd tests' business (they
 // run with the same wrangler.toml).

@@ -12,7 +12,7 @@
  * PEXPIRE; report = ZRANGE (unless the log held nothing before). Allowed: 5 (4 on an empty log);
  * denied: 3. A denial writes nothing but the trim of members that have already left the window.
  * Refund: ZREM (one per 500 units).
- * Memory: one member per admitted unit in the window (see README "Algorithms").
+ * Memory: one member per admitted unit in the window (see docs/algorithms.md).
  */
 export const SLIDING_LOG_ZSET_LUA = `
 -- ZADD n members \`<prefix>.<i>\`, scored times[i] (or score), in chunks: unpack() of more than a

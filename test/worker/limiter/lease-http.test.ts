@@ -1,5 +1,5 @@
 /**
- * Leases through the surfaces (README "Leases"): an ad-hoc /check with `"lease": true` and a
+ * Leases through the surfaces (docs/leases.md): an ad-hoc /check with `"lease": true` and a
  * middleware rule with `lease: true`, each with the request's `waitUntil` (the execution
  * context's), against the real bridge and Redis. And what they refuse.
  */
@@ -132,7 +132,7 @@ describe("leases through /check and the middleware", () => {
     // The lease ends on its timer and gives back what was unspent: 7 units stay, the last at
     // the lease's end, 500 ms (10 s / 20) after the store's now (the burst's are at its now).
     await Promise.all([...burst, next].map(({ done }) => done));
-    // A "header:" key is the SHA-256 hex of the header (README "Client keys").
+    // A "header:" key is the SHA-256 hex of the header (docs/proxy.md "Client keys").
     const key = storageKey(prefix, "proxied", await digestHex("SHA-256", client));
     const times = (await readLog(testRedis(), key)).times;
     expect(times.length).toBe(7);

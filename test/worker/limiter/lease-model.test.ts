@@ -1,5 +1,5 @@
 /**
- * Leases against a reference model, property style (README "Leases"). Seeded random workloads —
+ * Leases against a reference model, property style (docs/leases.md). Seeded random workloads —
  * 3 to 5 isolates on one manual clock (the caller clock), random limits, windows, costs, bursts
  * and pauses, two leased rules decided together or alone, request ids and refunds — on the real
  * store, in both log layouts. The model is the exact log of uses: every admitted unit at the

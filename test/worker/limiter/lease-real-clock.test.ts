@@ -1,5 +1,5 @@
 /**
- * Leases on the real clocks (README "Leases"): the Redis clock (TIME in the script), each
+ * Leases on the real clocks (docs/leases.md): the Redis clock (TIME in the script), each
  * isolate's Date.now, real timers ending the leases, real concurrency — 3 limiters (each its own
  * store client) hammering one key at once for 2.5 s, on a 1 s window (100 ms leases). The manual
  * clock tests (lease.test.ts) decide the same on one clock; this one checks that nothing in the

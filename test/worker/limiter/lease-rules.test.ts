@@ -1,5 +1,5 @@
 /**
- * Leases with the rest of a request (README "Leases"): several rules all or nothing, request ids,
+ * Leases with the rest of a request (docs/leases.md): several rules all or nothing, request ids,
  * costs a lease cannot cover, refunds, the O(1) algorithms, and a store that stops answering.
  * Real Redis and bridge; limiters as isolates on a manual clock (the caller clock).
  */

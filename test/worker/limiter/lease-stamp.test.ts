@@ -1,5 +1,5 @@
 /**
- * Why leases are stamped at their end (README "Leases"): the same lease book, the same store,
+ * Why leases are stamped at their end (docs/leases.md): the same lease book, the same store,
  * the same load — 10 isolates, limit 100 per 10 s, each far over the limit — once with the lease's
  * units stamped at the lease's end (as the limiter does) and once at the grant. The first never
  * passes the limit in any 10 s span; the second does. The isolates here are the lease book plus

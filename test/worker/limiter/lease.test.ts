@@ -1,5 +1,5 @@
 /**
- * Leases (README "Leases"): hot keys decided from a lease with no round trip, still exact. Real
+ * Leases (docs/leases.md): hot keys decided from a lease with no round trip, still exact. Real
  * Redis behind the bridge, several limiters as isolates (each its own store client), one manual
  * clock that the isolates and the store (caller clock) share. Each step fires its requests at one
  * instant, concurrently, then waits for them and for the background calls they started (lease

@@ -10,7 +10,7 @@ import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 import { workerWith } from "../../support/worker/worker-harness";
 
-// What one request may make Redis store and do (src/config/limits.ts, README "Limits"): a
+// What one request may make Redis store and do (src/config/limits.ts, docs/check-api.md "Limits"): a
 // sliding-log limit bounds a full key's memory, a call's summed log cost bounds the members one
 // script writes (and so how long it blocks Redis). Past either: a 400 or a config error naming
 // the field, and nothing written.
