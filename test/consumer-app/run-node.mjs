@@ -4,18 +4,10 @@
 //   node run-node.mjs <store url> <store token> <key prefix>
 import { serve } from "@hono/node-server";
 import { createApp } from "./out/app.js";
+import { fourEach, summary } from "./serve-check.mjs";
 
 const [url = "", token = "", prefix = ""] = process.argv.slice(2);
 const app = createApp({ url, token, prefix });
-
-/** @param {Response} res */
-const summary = async (res) => ({
-  status: res.status,
-  policy: res.headers.get("ratelimit-policy"),
-  ratelimit: res.headers.get("ratelimit"),
-  retryAfter: res.headers.get("retry-after"),
-  body: await res.text(),
-});
 
 const viaRequest = [];
 for (let i = 0; i < 4; i += 1) {
@@ -35,11 +27,7 @@ const server = await new Promise((resolve) => {
 });
 const address = server.address();
 const port = typeof address === "object" && address !== null ? address.port : 0;
-const viaServer = [];
-for (let i = 0; i < 4; i += 1) {
-  const res = await fetch(`http://127.0.0.1:${port}/api/hello`, { headers: { "X-User-Id": "b" } });
-  viaServer.push(await summary(res));
-}
+const { viaServer, viaIp } = await fourEach(`http://127.0.0.1:${port}`);
 await new Promise((resolve) => server.close(resolve));
 
-console.log(JSON.stringify({ viaRequest, direct, viaServer }));
+console.log(JSON.stringify({ viaRequest, direct, viaServer, viaIp }));

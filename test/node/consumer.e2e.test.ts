@@ -2,9 +2,9 @@
 // and @upstash/redis from the registry (the newest in our peer ranges) into a scratch app in a
 // temporary folder (test/consumer-app), then: the tarball holds only what users need, one copy of
 // hono, the app type-checks under a strict tsconfig with skipLibCheck false, and it limits
-// correctly in Node (app.request() and @hono/node-server) and, bundled by wrangler, in workerd
-// (Miniflare), against the bridge of the global setup. Skipped, saying so, only when the npm
-// registry does not answer.
+// correctly in Node (app.request() and @hono/node-server), Bun (Bun.serve), Deno (Deno.serve,
+// after deno check) and, bundled by wrangler, in workerd (Miniflare), against the bridge of the
+// global setup. Skipped, saying so, only when the npm registry does not answer.
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -39,7 +39,12 @@ function run(command: string, args: string[], cwd: string): Promise<Run> {
       {
         cwd,
         maxBuffer: 64 * 1024 * 1024,
-        env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" },
+        env: {
+          ...process.env,
+          WRANGLER_SEND_METRICS: "false",
+          NO_COLOR: "1",
+          DENO_NO_UPDATE_CHECK: "1",
+        },
       },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === "number" ? error.code : 1) : 0;
@@ -74,19 +79,25 @@ interface Answer {
   body: string;
 }
 
-/** Four requests as one client over a limit of 3: three admitted, the fourth denied, headed. */
-function expectLimited(answers: Answer[]) {
+/**
+ * Four requests as one client over a limit of 3 of rule `rule`: three admitted, the fourth
+ * denied, headed.
+ */
+function expectLimited(answers: Answer[], rule = "api") {
   expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 429]);
-  expect(answers.map((a) => a.policy)).toEqual(Array(4).fill('"api";q=3;w=60'));
+  expect(answers.map((a) => a.policy)).toEqual(Array(4).fill(`"${rule}";q=3;w=60`));
   expect(answers.map((a) => a.ratelimit?.replace(/;t=\d+$/, ""))).toEqual([
-    '"api";r=2',
-    '"api";r=1',
-    '"api";r=0',
-    '"api";r=0',
+    `"${rule}";r=2`,
+    `"${rule}";r=1`,
+    `"${rule}";r=0`,
+    `"${rule}";r=0`,
   ]);
   expect(answers[3]?.retryAfter).toMatch(/^\d+$/);
-  expect(JSON.parse(answers[3]?.body ?? "{}")).toMatchObject({ status: 429, violated: ["api"] });
+  expect(JSON.parse(answers[3]?.body ?? "{}")).toMatchObject({ status: 429, violated: [rule] });
 }
+
+/** A runtime's script's answers: /api/* keyed by a header, /ip/* by the connection's address. */
+type Served = Record<"viaServer" | "viaIp", Answer[]>;
 
 describe.skipIf(unreachable !== undefined)("the packed package in a scratch app", () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), "edge-limiter-consumer-"));
@@ -113,6 +124,9 @@ describe.skipIf(unreachable !== undefined)("the packed package in a scratch app"
         ...peers,
         "@hono/node-server@^2",
         "@types/node@^20",
+        // Hono's other runtimes, from the registry (their binaries come as platform packages).
+        "bun@^1",
+        "deno@^2",
       ],
       dir,
     );
@@ -169,10 +183,53 @@ describe.skipIf(unreachable !== undefined)("the packed package in a scratch app"
     };
     expectLimited(result.viaRequest);
     expectLimited(result.viaServer);
+    // The one-call form keyed by the client's address: @hono/node-server's connection.
+    expectLimited((result as unknown as Served).viaIp, "ip");
+    expect(node.output).not.toContain("rate-limit-no-client-ip");
     expect(result.direct.map((a) => [a.status, JSON.parse(a.body)])).toEqual([
       [200, { allowed: true }],
       [429, { allowed: false }],
     ]);
+  });
+
+  it("limits in Bun (Bun.serve), by a header and by the connection's address", async () => {
+    const bun = await run(
+      path.join(dir, "node_modules", ".bin", "bun"),
+      ["run-bun.mjs", inject("bridgeUrl"), inject("bridgeToken"), `consumer-bun-${randomUUID()}`],
+      dir,
+    );
+    expect(bun.code, bun.output).toBe(0);
+    const result = JSON.parse(bun.stdout) as Served & { runtime: string };
+    expect(result.runtime).toMatch(/^bun 1\./);
+    expectLimited(result.viaServer);
+    expectLimited(result.viaIp, "ip");
+    expect(bun.output).not.toContain("rate-limit-no-client-ip");
+  });
+
+  it("type-checks in Deno and limits there (Deno.serve), by a header and by the address", async () => {
+    const deno = path.join(dir, "node_modules", ".bin", "deno");
+    const check = await run(deno, ["check", "src/app.ts"], dir);
+    expect(check.code, check.output).toBe(0);
+    const served = await run(
+      deno,
+      [
+        "run",
+        "--allow-net",
+        "--allow-env",
+        "--allow-read",
+        "run-deno.mjs",
+        inject("bridgeUrl"),
+        inject("bridgeToken"),
+        `consumer-deno-${randomUUID()}`,
+      ],
+      dir,
+    );
+    expect(served.code, served.output).toBe(0);
+    const result = JSON.parse(served.stdout) as Served & { runtime: string };
+    expect(result.runtime).toMatch(/^deno 2\./);
+    expectLimited(result.viaServer);
+    expectLimited(result.viaIp, "ip");
+    expect(served.output).not.toContain("rate-limit-no-client-ip");
   });
 
   it("bundles with wrangler and limits in workerd (Miniflare) against the bridge", async () => {

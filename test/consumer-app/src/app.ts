@@ -1,4 +1,4 @@
-// The scratch app: the three entry points as a user's code calls them.
+// The scratch app: the entry points as a user's code calls them.
 import {
   createLimiter,
   createStoreClient,
@@ -34,6 +34,17 @@ export function createApp(store: StoreSettings) {
     const remaining = c.get("rateLimit").decisions.map((d: Decision) => d.remaining);
     return c.json({ hello: "world", remaining });
   });
+  // One call: the middleware builds its own limiter from the store, and keys by the client's
+  // address, which outside Cloudflare is the connection's (Node, Bun, Deno).
+  app.use(
+    "/ip/*",
+    rateLimit({
+      rules: { name: "ip", limit: 3, window: "1 minute" },
+      store: { url: store.url, token: store.token },
+      limiterOptions: { prefix: store.prefix, timeoutMs: 5_000, failMode: "closed" },
+    }),
+  );
+  app.get("/ip/hello", (c) => c.json({ hello: "ip" }));
   // createLimiter on its own, decided in the app's code.
   app.get("/direct", async (c) => {
     const decision = await limiter.limit({
