@@ -22,6 +22,13 @@ import { ensureRedis, redactUrl } from "./lib/redis.mjs";
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const HOST = "127.0.0.1";
 const READY_TIMEOUT_MS = 120_000;
+// Offline, wrangler dev prints "Unable to fetch the `Request.cf` object" and a getaddrinfo stack
+// trace for workers.cloudflare.com, twice per start. Harmless (request.cf is a placeholder
+// locally), but it reads like a failure: said once, in one line, without the trace.
+const CF_WARNING = /Unable to fetch the `Request\.cf` object/;
+const CF_TRACE = /^(Error: getaddrinfo \w+ workers\.cloudflare\.com|\s+at )/;
+let cfExplained = false;
+
 const BANNER_PREFIX = "edge-limiter ready:";
 /** The readiness probe's body: an ad-hoc sliding-log quota on a key nothing else uses. */
 const PROBE_BODY = JSON.stringify({ key: "npm-start-readiness", limit: 1, window: "1s" });
@@ -205,6 +212,45 @@ function withAnalytics(given) {
 }
 
 /**
+ * Passes wrangler's output through `write` line by line, minus the Request.cf warning's trace.
+ * @param {(text: string) => void} write
+ */
+function quietRequestCf(write) {
+  let pending = "";
+  let inTrace = false;
+  return {
+    /** @param {Buffer} chunk */
+    write(chunk) {
+      pending += chunk.toString("utf8");
+      const lines = pending.split("\n");
+      pending = lines.pop() ?? "";
+      let out = "";
+      for (const line of lines) {
+        const plain = stripAnsi(line);
+        if (CF_WARNING.test(plain)) {
+          inTrace = true;
+          if (!cfExplained) {
+            cfExplained = true;
+            out +=
+              "[npm start] wrangler cannot fetch Request.cf from workers.cloudflare.com (offline?): " +
+              "harmless, request.cf is a placeholder locally\n";
+          }
+          continue;
+        }
+        if (inTrace && CF_TRACE.test(plain)) continue;
+        inTrace = false;
+        out += `${line}\n`;
+      }
+      if (out) write(out);
+    },
+    flush() {
+      if (pending) write(pending);
+      pending = "";
+    },
+  };
+}
+
+/**
  * Starts bridge/server.mjs in this process.
  * @param {{ port: number, token: string, redisUrl: string }} options
  * @returns {Promise<Bridge>}
@@ -302,14 +348,18 @@ async function startWrangler({ port, token, vars }) {
       workerUrl = url;
     }
   };
+  const toStdout = quietRequestCf((text) => process.stdout.write(text));
+  const toStderr = quietRequestCf((text) => process.stderr.write(text));
   wrangler.stdout?.on("data", (chunk) => {
-    process.stdout.write(chunk);
+    toStdout.write(chunk);
     watch(chunk);
   });
   wrangler.stderr?.on("data", (chunk) => {
-    process.stderr.write(chunk);
+    toStderr.write(chunk);
     watch(chunk);
   });
+  wrangler.stdout?.once("close", toStdout.flush);
+  wrangler.stderr?.once("close", toStderr.flush);
 
   const exited = new Promise((resolve) => {
     wrangler.once("error", (error) =>
