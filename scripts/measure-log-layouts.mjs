@@ -34,7 +34,7 @@ const LAYOUTS = ["sliding-log", "sliding-log-zset"];
 const env = await measureEnv();
 const { port, cli, token } = env;
 const bridge = /** @type {{ url: string }} */ (env.bridge);
-// The store layer itself (no caps: the sorted set is measured past its MAX_LOG_LIMIT, to show what
+// The store layer itself (no caps: the sorted set is measured past its MAX_ZSET_LIMIT, to show what
 // the cap prevents) and the anchor, bundled as the worker bundles them.
 const lib = await env.bundle(`export { EVALUATE_SCRIPTS } from "./src/store/lua/scripts";
 export { createStoreClient } from "./src/store/upstash-client";

@@ -19,7 +19,14 @@ export type {
   RuleMinuteCounts,
 } from "./analytics/types";
 export type { ClientIpConfig } from "./config/client-ip-config";
-export { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT, MAX_RING_COST } from "./config/limits";
+export {
+  MAX_LIMIT,
+  MAX_LOG_COST,
+  MAX_LOG_LIMIT,
+  MAX_RING_COST,
+  MAX_ZSET_COST,
+  MAX_ZSET_LIMIT,
+} from "./config/limits";
 export {
   type RateLimitOptions,
   type RateLimitResult,

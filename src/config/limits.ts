@@ -12,6 +12,8 @@ export {
   MAX_LOG_LIMIT,
   MAX_RING_COST,
   MAX_WINDOW_MS,
+  MAX_ZSET_COST,
+  MAX_ZSET_LIMIT,
   MIN_WINDOW_MS,
   maxLimitOf,
 } from "../store/caps";

@@ -206,7 +206,7 @@ export const LEASE_NEEDS_LOG =
 
 /**
  * The checks across fields and rules the schema cannot express per field: each rule's limit and
- * cost within its algorithm's caps, every sliding-log rule's cost together within MAX_LOG_COST
+ * cost within its algorithm's caps, every sliding-log rule's cost together within MAX_ZSET_COST
  * (one request may match them all, and is decided in one call), cost at most the limit, names
  * distinct. The first issue, named `rules[i].<field>`; undefined when there is none.
  */

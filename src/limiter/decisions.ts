@@ -26,7 +26,7 @@ function decision(
     resetAfterMs: outcome.resetAfterMs,
     retryAfterMs: outcome.retryAfterMs,
     source,
-    policy: policy.policy,
+    policy: policy.name,
     windowMs: policy.windowMs,
     algorithm: policy.algorithm,
   };
@@ -160,7 +160,7 @@ export function conflicted(
     }),
   );
   const { index, field, recorded, asked } = conflict;
-  const policy = policies[index]?.policy ?? policies[0]?.policy ?? "";
+  const policy = policies[index]?.name ?? policies[0]?.name ?? "";
   return {
     allowed: false,
     decisions,
@@ -182,7 +182,7 @@ export function fromEvaluation(
   const decisions = policies.map((policy, i) =>
     fromStore(policy, answer.policies[i] as PolicyAnswer),
   );
-  const deniedBy = answer.deniedBy === undefined ? undefined : policies[answer.deniedBy]?.policy;
+  const deniedBy = answer.deniedBy === undefined ? undefined : policies[answer.deniedBy]?.name;
   // Optional fields assigned, not spread from `cond ? {…} : {}` (an empty object each, on every
   // decision the store answers).
   const decided: MultiDecision = { allowed: answer.allowed, decisions, replayed: answer.replayed };
@@ -190,7 +190,7 @@ export function fromEvaluation(
   if (answer.allowed && !answer.replayed) {
     const receipt: NonNullable<MultiDecision["receipt"]> = {
       memberId,
-      policies: policies.map((policy) => policy.policy),
+      policies: policies.map((policy) => policy.name),
       resolved: policies,
       at: answer.now,
     };

@@ -267,7 +267,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         const state = keys.stateOf(policy.cacheKey, at);
         state.remaining = remaining[i];
         // Decided by the store: its Redis key is built (withStorageKeys).
-        if (policy.key !== "") state.policy = policy;
+        if (policy.redisKey !== "") state.policy = policy;
         keys.account(policy.cacheKey);
       }
       lease(policies, at, waitUntil);
@@ -300,9 +300,9 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
       const dropped = new Set<string>();
       for (const state of keys.values()) {
         const cacheKey =
-          state.policy?.key === storageKey
+          state.policy?.redisKey === storageKey
             ? state.policy.cacheKey
-            : state.leases.find((lease) => lease.policy.key === storageKey)?.policy.cacheKey;
+            : state.leases.find((lease) => lease.policy.redisKey === storageKey)?.policy.cacheKey;
         if (cacheKey === undefined) continue;
         for (const lease of state.leases) {
           lease.ended = true;

@@ -71,7 +71,7 @@ export function createLimiterLeases(
       replayed: false,
       receipt: {
         memberId: first.lease.memberId,
-        policies: policies.map((policy) => policy.policy),
+        policies: policies.map((policy) => policy.name),
         resolved: policies,
         at: first.lease.stamp,
         leased: spends,
@@ -114,7 +114,7 @@ export function createLimiterLeases(
       for (let i = 0; i < receipt.resolved.length; i++) {
         const policy = receipt.resolved[i] as ResolvedPolicy;
         const spend = leased[i];
-        if (only !== undefined && !only.includes(policy.policy)) continue;
+        if (only !== undefined && !only.includes(policy.name)) continue;
         units.push(spend ? await book.refund(spend) : 0);
       }
       // Given back into a live lease, capacity is not freed in the log (the units are spent

@@ -2,7 +2,7 @@
  * Lease sizing (docs/leases.md): how long a lease lives, how many units it asks for, and when a
  * key is hot enough in this isolate to lease at all. Pure arithmetic: no clock, no store.
  */
-import { MAX_LOG_COST } from "../store/caps";
+import { MAX_ZSET_COST } from "../store/caps";
 import { STAMP_AHEAD_MAX_MS } from "../store/keys";
 import { DEFAULT_LEASES } from "./defaults";
 import { demand, type KeyState } from "./lease-keys";
@@ -130,6 +130,6 @@ export function leaseWanted(
   // Renew before the lease runs out, so a hot key never waits: when what is left would last
   // less than half a lifetime at the recent rate, or the leases end within half a lifetime.
   if (live > 0 && live >= expected / 2 && coveredUntil - at > lifetime / 2) return 0;
-  const maxUnits = Math.min(MAX_LOG_COST, policy.limit);
+  const maxUnits = Math.min(MAX_ZSET_COST, policy.limit);
   return leaseUnits(sizing, expected, state.remaining, maxUnits);
 }

@@ -15,7 +15,7 @@ export async function refundReceipt(
   const picked =
     only === undefined
       ? receipt.resolved
-      : receipt.resolved.filter((policy) => only.includes(policy.policy));
+      : receipt.resolved.filter((policy) => only.includes(policy.name));
   if (picked.length === 0) return { refunded: false, units: [] };
   // This isolate must not go on denying from a claim the refund just made false. (Other
   // isolates may, until their entry expires: at most the Retry-After they announced.) Again

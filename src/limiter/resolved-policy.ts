@@ -21,7 +21,7 @@ import type { FailMode, LimitRequest, RefundReceipt } from "./types";
  */
 export interface ResolvedPolicy extends StorePolicy {
   /** The policy (rule) name: decisions, deniedBy, refunds by name. */
-  readonly policy: string;
+  readonly name: string;
   /** The client key as the caller gave it (the storage key encodes it). */
   readonly clientKey: string;
   readonly failMode: FailMode;
@@ -30,10 +30,10 @@ export interface ResolvedPolicy extends StorePolicy {
   /** The request asked for leases and its algorithm can be leased exactly (lease.ts). */
   readonly lease: boolean;
   /**
-   * Its Redis key: "" until the store is to be asked (withStorageKeys), so a denial from the
-   * cache never builds it.
+   * Its Redis key (StorePolicy): "" until the store is to be asked (withStorageKeys), so a
+   * denial from the cache never builds it. The client key is `clientKey`.
    */
-  key: string;
+  redisKey: string;
 }
 
 /**
@@ -109,7 +109,7 @@ export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode):
   // request: copies, never views into whatever larger string the caller cut the key from.
   const clientKey = ownedString(request.key);
   return {
-    policy: request.policy,
+    name: request.policy,
     clientKey,
     algorithm,
     limit: request.limit,
@@ -118,7 +118,7 @@ export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode):
     failMode: request.failMode ?? defaultFailMode,
     cacheKey: cacheKeyOf(request, algorithm, clientKey),
     lease: request.lease === true && LEASABLE.has(algorithm),
-    key: "",
+    redisKey: "",
   };
 }
 
@@ -128,7 +128,7 @@ export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode):
  * at its parts) and its Redis key, once built.
  */
 export function policyBytes(policy: ResolvedPolicy): number {
-  return POLICY_OBJECT_BYTES + stringBytes(policy.cacheKey) + stringBytes(policy.key);
+  return POLICY_OBJECT_BYTES + stringBytes(policy.cacheKey) + stringBytes(policy.redisKey);
 }
 
 /** The object (11 fields), its cache key's concatenation nodes and number strings, rounded up. */
@@ -141,7 +141,7 @@ const POLICY_OBJECT_BYTES = 320;
  */
 export function withStorageKeys(policies: readonly ResolvedPolicy[], prefix: string): void {
   for (const policy of policies) {
-    policy.key = storageKey(prefix, policy.policy, policy.clientKey, policy.algorithm);
+    policy.redisKey = storageKey(prefix, policy.name, policy.clientKey, policy.algorithm);
   }
 }
 
@@ -166,10 +166,14 @@ export function receiptIssue(
     return new PolicyBoundsError("refund", 0, "policy", "policies must be a list of names");
   }
   for (const [index, policy] of resolved.entries()) {
-    const issue = requestIssue({ ...policy, key: policy?.clientKey } as LimitRequest);
+    const issue = requestIssue({
+      ...policy,
+      policy: policy?.name,
+      key: policy?.clientKey,
+    } as unknown as LimitRequest);
     if (issue) return new PolicyBoundsError("refund", index, issue[0], issue[1]);
     // (A request paid from leases never asked the store: its Redis keys are not built yet.)
-    if (typeof policy.key !== "string" || (policy.key.length === 0 && !receipt.leased)) {
+    if (typeof policy.redisKey !== "string" || (policy.redisKey.length === 0 && !receipt.leased)) {
       return new PolicyBoundsError("refund", index, "key", "is not a receipt's Redis key");
     }
   }

@@ -49,7 +49,7 @@ export async function refundOnServerError(
       // request rounds it down to 0 while the bucket is full again. Remaining + cost is what
       // the client has at least (a window that moved on meanwhile can only have more).
       for (const policy of receipt.resolved) {
-        if (policies.includes(policy.policy)) givenBack.set(policy.policy, policy.cost);
+        if (policies.includes(policy.name)) givenBack.set(policy.name, policy.cost);
       }
     }),
   );

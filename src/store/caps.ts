@@ -49,14 +49,14 @@ export const MAX_LIMIT = 100_000;
  * The largest sliding-log-zset limit: a full sorted set (one member per unit) stays under ~1 MB.
  * The ring (`sliding-log`) takes MAX_LIMIT: 4 bytes a unit, ~400 kB full at 100 000.
  */
-export const MAX_LOG_LIMIT = 8_000;
+export const MAX_ZSET_LIMIT = 8_000;
 
 /**
  * The most units one call may add to sorted-set logs (sliding-log-zset), summed over its policies (a /check
  * "rules", the rules one proxied request matches): members one script writes, ~3 ms of Redis.
  * A refund removes the same members. The O(1) algorithms' cost is one INCRBY: up to the limit.
  */
-export const MAX_LOG_COST = 1_000;
+export const MAX_ZSET_COST = 1_000;
 
 /**
  * The most units one call may write to rings (sliding-log), summed over its ring policies, each
@@ -68,13 +68,13 @@ export const MAX_RING_COST = 100_000;
 
 /** The largest limit an algorithm takes: a full sliding log is memory, an O(1) key is not. */
 export function maxLimitOf(algorithm: Algorithm): number {
-  return algorithm === "sliding-log-zset" ? MAX_LOG_LIMIT : MAX_LIMIT;
+  return algorithm === "sliding-log-zset" ? MAX_ZSET_LIMIT : MAX_LIMIT;
 }
 
 /** How a limit past maxLimitOf(algorithm) is refused, the same wherever it is. */
 export function limitRange(algorithm: Algorithm): string {
   return algorithm === "sliding-log-zset"
-    ? `must be an integer from 1 to ${MAX_LOG_LIMIT} for the sliding-log-zset (one Redis member per unit; the other algorithms take up to ${MAX_LIMIT})`
+    ? `must be an integer from 1 to ${MAX_ZSET_LIMIT} for the sliding-log-zset (one Redis member per unit; the other algorithms take up to ${MAX_LIMIT})`
     : `must be an integer from 1 to ${MAX_LIMIT}`;
 }
 
@@ -87,7 +87,7 @@ export interface BoundedPolicy {
 
 /**
  * The first policy of one call past a cap: its limit (maxLimitOf), its cost (a positive
- * integer), or the call's summed sliding-log cost (MAX_LOG_COST). One function for /check, LIMITER_CONFIG
+ * integer), or the call's summed sliding-log cost (MAX_ZSET_COST). One function for /check, LIMITER_CONFIG
  * (every rule one request could match) and the store (which refuses before calling Redis).
  */
 export function boundsIssue(
@@ -116,18 +116,18 @@ export function boundsIssue(
     }
     if (algorithm !== "sliding-log-zset") continue;
     logCost += cost;
-    if (cost > MAX_LOG_COST) {
+    if (cost > MAX_ZSET_COST) {
       return {
         index,
         field: "cost",
-        detail: `must be at most ${MAX_LOG_COST} for the sliding-log-zset (one Redis member per unit, written in one call)`,
+        detail: `must be at most ${MAX_ZSET_COST} for the sliding-log-zset (one Redis member per unit, written in one call)`,
       };
     }
-    if (logCost > MAX_LOG_COST) {
+    if (logCost > MAX_ZSET_COST) {
       return {
         index,
         field: "cost",
-        detail: `brings the sliding-log-zset costs decided in one call to ${logCost}: at most ${MAX_LOG_COST} (one Redis member per unit)`,
+        detail: `brings the sliding-log-zset costs decided in one call to ${logCost}: at most ${MAX_ZSET_COST} (one Redis member per unit)`,
       };
     }
   }
@@ -169,3 +169,8 @@ export const WINDOW_RANGE = `must be an integer of ms from ${MIN_WINDOW_MS} to $
 function isIntegerIn(value: unknown, min: number, max: number): boolean {
   return typeof value === "number" && Number.isInteger(value) && value >= min && value <= max;
 }
+
+/** @deprecated The sorted set's cap, under its old name: MAX_ZSET_LIMIT. */
+export const MAX_LOG_LIMIT = MAX_ZSET_LIMIT;
+/** @deprecated The sorted set's cap, under its old name: MAX_ZSET_COST. */
+export const MAX_LOG_COST = MAX_ZSET_COST;

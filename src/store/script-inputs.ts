@@ -14,14 +14,14 @@ import type { ScriptArg } from "./script-runner";
  */
 export interface StorePolicy {
   /** Its Redis key: `storageKey(prefix, policy, clientKey, algorithm)`. */
-  key: string;
+  redisKey: string;
   algorithm: Algorithm;
-  /** Units per window: 1 to MAX_LOG_LIMIT for the sliding-log-zset, MAX_LIMIT for the others. */
+  /** Units per window: 1 to MAX_ZSET_LIMIT for the sliding-log-zset, MAX_LIMIT for the others. */
   limit: number;
   windowMs: number;
   /**
    * Units this request takes in this policy: 1 to limit; the sliding-log-zset costs of one call
-   * together at most MAX_LOG_COST (caps.ts).
+   * together at most MAX_ZSET_COST (caps.ts).
    */
   cost: number;
 }
@@ -104,7 +104,7 @@ export function scriptInputs(
   // before that, naming the field. A short loop; nothing is sent past it.
   const issue = storePolicyIssue(policies);
   if (issue) throw new PolicyBoundsError(caller, issue.index, issue.field, issue.detail);
-  const keys = policies.map((policy) => policy.key);
+  const keys = policies.map((policy) => policy.redisKey);
   const withRecord = call.requestId !== undefined;
   const marks = withRecord ? undefined : call.resetMarks;
   if (Array.isArray(marks) && marks.length !== policies.length) {
@@ -115,7 +115,7 @@ export function scriptInputs(
     keys.push(requestRecordKey(keys, call.requestId ?? ""));
   }
   if (withRecord || marks !== undefined) {
-    for (const policy of policies) keys.push(resetMarkKey(policy.key));
+    for (const policy of policies) keys.push(resetMarkKey(policy.redisKey));
   }
   const args: ScriptArg[] = [
     call.now ?? "",

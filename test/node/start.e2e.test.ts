@@ -230,7 +230,9 @@ describe("npm start", () => {
     // Offline, wrangler's Request.cf warning and its getaddrinfo stack trace (twice a start)
     // are one line saying it is harmless.
     expect(instance.output()).not.toMatch(/getaddrinfo \w+ workers\.cloudflare\.com/);
-    expect(instance.output().match(/cannot fetch Request\.cf/g)?.length ?? 0).toBeLessThanOrEqual(1);
+    expect(instance.output().match(/cannot fetch Request\.cf/g)?.length ?? 0).toBeLessThanOrEqual(
+      1,
+    );
     // Stopped first, so every request line wrangler had to print is in the output.
     await stopAndCheck(instance, "SIGTERM");
     // This test sent nothing itself: every request in the log is npm start's own.

@@ -13,7 +13,7 @@ const prefix = scopedPrefix("refund");
 const store = testStore(10_000);
 
 const spec = (name: string, algorithm: Algorithm, limit: number, cost: number): StorePolicy => ({
-  key: storageKey(prefix, name, "client"),
+  redisKey: storageKey(prefix, name, "client"),
   algorithm,
   limit,
   windowMs: 1_000,
@@ -34,9 +34,14 @@ describe("refund", () => {
       const back = await refund(store, { policies: [policy], memberId: "m2", at: T + 100 });
       expect(back).toEqual({ refunded: true, units: [2] });
       if (layout === "sliding-log-zset") {
-        expect(await redis.zrange(policy.key, 0, -1)).toEqual(["m1.1", "m1.2", "m3.1", "m3.2"]);
+        expect(await redis.zrange(policy.redisKey, 0, -1)).toEqual([
+          "m1.1",
+          "m1.2",
+          "m3.1",
+          "m3.2",
+        ]);
       } else {
-        expect((await readLog(redis, policy.key)).times).toEqual([T, T, T + 200, T + 200]);
+        expect((await readLog(redis, policy.redisKey)).times).toEqual([T, T, T + 200, T + 200]);
       }
       // Exact: a second refund of the same request gives back nothing.
       expect(await refund(store, { policies: [policy], memberId: "m2", at: T + 100 })).toEqual({
@@ -106,7 +111,7 @@ describe("refund", () => {
     expect((await evaluatePolicy(store, { ...policy, memberId: "a", now: T })).allowed).toBe(true);
     const back = await refund(store, { policies: [policy], memberId: "a", at: T, now: T + 3 });
     expect(back).toEqual({ refunded: true, units: [2] });
-    expect(await redis.exists(policy.key)).toBe(0);
+    expect(await redis.exists(policy.redisKey)).toBe(0);
   });
 
   it("token-bucket: puts the tokens back, never more than full", async () => {
@@ -132,7 +137,7 @@ describe("refund", () => {
     // Refunds beyond full are clipped: the bucket is full and its key gone.
     await refund(store, { policies: [{ ...policy, cost: 10 }], memberId: "x", at: T, now: T });
     await refund(store, { policies: [{ ...policy, cost: 10 }], memberId: "x", at: T, now: T });
-    expect(await redis.exists(policy.key)).toBe(0);
+    expect(await redis.exists(policy.redisKey)).toBe(0);
     expect(
       await evaluatePolicy(store, { ...policy, cost: 10, memberId: "w", now: T }),
     ).toMatchObject({
@@ -156,10 +161,10 @@ describe("refund", () => {
       refund(store, { policies, memberId: "r1", at: first.now, now: T + 10, requestId: "req" });
     expect(await give()).toEqual({ refunded: true, units: [1, 1] });
     expect(await give()).toEqual({ refunded: false, units: [0, 0] });
-    expect(await logCount(redis, policies[0]?.key ?? "")).toBe(0);
+    expect(await logCount(redis, policies[0]?.redisKey ?? "")).toBe(0);
     // The refunded request is retried: decided and counted again, not replayed.
     expect(await ask("r1b", "req")).toMatchObject({ allowed: true, replayed: false });
-    expect(await logCount(redis, policies[0]?.key ?? "")).toBe(1);
+    expect(await logCount(redis, policies[0]?.redisKey ?? "")).toBe(1);
     // A denied request (by request id) has nothing to refund.
     await ask("f1");
     await ask("f2");

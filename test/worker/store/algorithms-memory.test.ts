@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { MAX_LOG_LIMIT } from "../../../src/config/limits";
+import { MAX_ZSET_LIMIT } from "../../../src/config/limits";
 import { ALGORITHMS, type Algorithm } from "../../../src/store/algorithm";
 import { evaluatePolicy } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
@@ -14,7 +14,7 @@ import { deleteKeys, testRedis, testStore } from "../../support/worker/redis";
 const redis = testRedis();
 const prefix = `edge-limiter-${crypto.randomUUID().slice(0, 8)}`;
 const store = testStore(30_000);
-// The limits issue 11 reports. The sorted set's cap is MAX_LOG_LIMIT (8 000): past it, its rows are
+// The limits issue 11 reports. The sorted set's cap is MAX_ZSET_LIMIT (8 000): past it, its rows are
 // filled with ZADD directly, members shaped like the script's, to show what the cap prevents.
 const LIMITS = [10, 100, 1_000, 10_000, 100_000];
 const T = 1_700_000_000_000;
@@ -41,7 +41,7 @@ async function fill(algorithm: Algorithm, limit: number): Promise<number> {
   // One admission per unit for limits a loop can afford, so a log holds `limit` distinct requests'
   // members; a single costly admission beyond (same member count, one request id).
   const perCall = limit <= 1_000 ? 1 : limit / 10;
-  if (algorithm === "sliding-log-zset" && limit > MAX_LOG_LIMIT) {
+  if (algorithm === "sliding-log-zset" && limit > MAX_ZSET_LIMIT) {
     for (let i = 0; i < limit; i += 5_000) {
       const members = Array.from({ length: 5_000 }, (_, j) => ({
         score: T + i + j,
@@ -55,7 +55,7 @@ async function fill(algorithm: Algorithm, limit: number): Promise<number> {
   }
   for (let i = 0; i < limit / perCall; i++) {
     const result = await evaluatePolicy(store, {
-      key,
+      redisKey: key,
       algorithm,
       limit,
       windowMs: 3_600_000,

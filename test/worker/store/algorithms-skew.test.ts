@@ -15,7 +15,15 @@ let member = 0;
 function policy(algorithm: Algorithm, limit: number, windowMs = 1_000) {
   const key = storageKey(prefix, `skew.${algorithm}`, "client", algorithm);
   const at = (now: number, cost = 1) =>
-    evaluatePolicy(store, { key, algorithm, limit, windowMs, cost, memberId: `k${member++}`, now });
+    evaluatePolicy(store, {
+      redisKey: key,
+      algorithm,
+      limit,
+      windowMs,
+      cost,
+      memberId: `k${member++}`,
+      now,
+    });
   return { key, at };
 }
 

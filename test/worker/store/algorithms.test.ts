@@ -17,7 +17,7 @@ function policy(algorithm: Algorithm, name: string, limit: number, windowMs: num
   const key = storageKey(prefix, `${algorithm}.${name}`, "client");
   const at = (now: number, cost = 1) =>
     evaluatePolicy(store, {
-      key,
+      redisKey: key,
       algorithm,
       limit,
       windowMs,
@@ -209,7 +209,7 @@ describe("keys", () => {
       ["sliding-log", "fixed-window", "sliding-counter", "token-bucket"] as const
     ).entries()) {
       const result = await evaluatePolicy(store, {
-        key: keys[i] ?? "",
+        redisKey: keys[i] ?? "",
         algorithm,
         limit: 2,
         windowMs: 60_000,
@@ -230,7 +230,7 @@ describe("the Redis clock (no caller clock)", () => {
       const results = await Promise.all(
         Array.from({ length: 300 }, (_, i) =>
           evaluatePolicy(store, {
-            key,
+            redisKey: key,
             algorithm,
             limit: 50,
             windowMs: 3_600_000,

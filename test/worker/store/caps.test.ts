@@ -1,5 +1,10 @@
 import { describe, expect, inject, it } from "vitest";
-import { MAX_LIMIT, MAX_LOG_COST, MAX_LOG_LIMIT, MAX_RING_COST } from "../../../src/config/limits";
+import {
+  MAX_LIMIT,
+  MAX_RING_COST,
+  MAX_ZSET_COST,
+  MAX_ZSET_LIMIT,
+} from "../../../src/config/limits";
 import { parseRules, parseWorkerConfig } from "../../../src/config/worker-config";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { nextMemberId } from "../../../src/limiter/member-id";
@@ -22,8 +27,14 @@ const worker = workerWith({
   LIMITER_CONFIG: JSON.stringify({
     prefix,
     rules: [
-      { name: "log-a", limit: MAX_LOG_LIMIT, window: "1m", cost: 1, algorithm: "sliding-log-zset" },
-      { name: "log-b", limit: MAX_LOG_LIMIT, window: "1m", algorithm: "sliding-log-zset" },
+      {
+        name: "log-a",
+        limit: MAX_ZSET_LIMIT,
+        window: "1m",
+        cost: 1,
+        algorithm: "sliding-log-zset",
+      },
+      { name: "log-b", limit: MAX_ZSET_LIMIT, window: "1m", algorithm: "sliding-log-zset" },
       { name: "counter", limit: MAX_LIMIT, window: "1m", algorithm: "fixed-window" },
     ],
   }),
@@ -49,9 +60,9 @@ async function expectRefused(body: Record<string, unknown>, field: string) {
 }
 
 describe("caps on what one /check may make Redis store and do", () => {
-  it("an ad-hoc sliding-log-zset limit past MAX_LOG_LIMIT is a 400 naming limit; the ring and the O(1) algorithms keep MAX_LIMIT", async () => {
+  it("an ad-hoc sliding-log-zset limit past MAX_ZSET_LIMIT is a 400 naming limit; the ring and the O(1) algorithms keep MAX_LIMIT", async () => {
     await expectRefused(
-      { key: "k1", limit: MAX_LOG_LIMIT + 1, window: "1m", algorithm: "sliding-log-zset" },
+      { key: "k1", limit: MAX_ZSET_LIMIT + 1, window: "1m", algorithm: "sliding-log-zset" },
       "limit",
     );
     await expectRefused({ key: "k1", limit: MAX_LIMIT + 1, window: "1m" }, "limit");
@@ -81,34 +92,34 @@ describe("caps on what one /check may make Redis store and do", () => {
     }
   });
 
-  it("a sliding-log-zset cost past MAX_LOG_COST is a 400 naming cost, for ad-hoc checks and rules", async () => {
+  it("a sliding-log-zset cost past MAX_ZSET_COST is a 400 naming cost, for ad-hoc checks and rules", async () => {
     const before = (await redis.keys(`${prefix}*`)).sort();
     await expectRefused(
       {
         key: "k2",
-        limit: MAX_LOG_LIMIT,
-        cost: MAX_LOG_COST + 1,
+        limit: MAX_ZSET_LIMIT,
+        cost: MAX_ZSET_COST + 1,
         window: "1m",
         algorithm: "sliding-log-zset",
       },
       "cost",
     );
-    await expectRefused({ key: "k2", rule: "log-a", cost: MAX_LOG_COST + 1 }, "cost");
+    await expectRefused({ key: "k2", rule: "log-a", cost: MAX_ZSET_COST + 1 }, "cost");
     // Summed over the log rules one call decides: each alone fits, together they do not.
-    const half = Math.floor(MAX_LOG_COST / 2) + 1;
+    const half = Math.floor(MAX_ZSET_COST / 2) + 1;
     await expectRefused({ key: "k2", rules: ["log-a", "log-b"], cost: half }, "cost");
     expect((await redis.keys(`${prefix}*`)).sort()).toEqual(before);
 
     // At the cap: admitted. An O(1) rule beside the logs does not count towards it.
     const atCap = await check({
       key: "k3",
-      limit: MAX_LOG_LIMIT,
-      cost: MAX_LOG_COST,
+      limit: MAX_ZSET_LIMIT,
+      cost: MAX_ZSET_COST,
       window: "1m",
       algorithm: "sliding-log-zset",
     });
     expect(atCap.status).toBe(200);
-    const split = await check({ key: "k4", rules: ["log-a", "counter"], cost: MAX_LOG_COST });
+    const split = await check({ key: "k4", rules: ["log-a", "counter"], cost: MAX_ZSET_COST });
     expect(split.status).toBe(200);
   });
 });
@@ -116,17 +127,17 @@ describe("caps on what one /check may make Redis store and do", () => {
 describe("caps in LIMITER_CONFIG and rules given in code", () => {
   const rule = { name: "a", window: "1m", algorithm: "sliding-log-zset" };
   const cases: [label: string, rules: unknown[], field: string][] = [
-    ["a log limit", [{ ...rule, limit: MAX_LOG_LIMIT + 1 }], "rules[0].limit"],
+    ["a log limit", [{ ...rule, limit: MAX_ZSET_LIMIT + 1 }], "rules[0].limit"],
     [
       "an O(1) limit",
       [{ ...rule, limit: MAX_LIMIT + 1, algorithm: "sliding-counter" }],
       "rules[0].limit",
     ],
-    ["a log cost", [{ ...rule, limit: MAX_LOG_LIMIT, cost: MAX_LOG_COST + 1 }], "rules[0].cost"],
+    ["a log cost", [{ ...rule, limit: MAX_ZSET_LIMIT, cost: MAX_ZSET_COST + 1 }], "rules[0].cost"],
     [
       "log costs that add up past the cap (one request may match them all)",
       [
-        { ...rule, limit: MAX_LOG_LIMIT, cost: MAX_LOG_COST },
+        { ...rule, limit: MAX_ZSET_LIMIT, cost: MAX_ZSET_COST },
         { ...rule, name: "b", limit: 10, cost: 1, algorithm: "token-bucket" },
         { ...rule, name: "r", limit: 10, cost: 1, algorithm: "sliding-log" },
         { ...rule, name: "c", limit: 10, cost: 1 },
@@ -148,9 +159,9 @@ describe("caps in LIMITER_CONFIG and rules given in code", () => {
       rules: [
         {
           name: "log",
-          limit: MAX_LOG_LIMIT,
+          limit: MAX_ZSET_LIMIT,
           window: "7d",
-          cost: MAX_LOG_COST,
+          cost: MAX_ZSET_COST,
           algorithm: "sliding-log-zset",
         },
         { name: "ring", limit: MAX_LIMIT, window: "7d", cost: MAX_LIMIT },
@@ -172,31 +183,55 @@ describe("caps in the store layer (createLimiter, evaluate)", () => {
     const key = storageKey(prefix, "direct", "k5");
     const over = [
       {
-        key,
+        redisKey: key,
         algorithm: "sliding-log-zset" as const,
         limit: 100_000,
         windowMs: 604_800_000,
         cost: 100_000,
       },
       {
-        key,
+        redisKey: key,
         algorithm: "sliding-log-zset" as const,
-        limit: MAX_LOG_LIMIT + 1,
+        limit: MAX_ZSET_LIMIT + 1,
         windowMs: 60_000,
         cost: 1,
       },
       {
-        key,
+        redisKey: key,
         algorithm: "sliding-log-zset" as const,
-        limit: MAX_LOG_LIMIT,
+        limit: MAX_ZSET_LIMIT,
         windowMs: 60_000,
-        cost: MAX_LOG_COST + 1,
+        cost: MAX_ZSET_COST + 1,
       },
-      { key, algorithm: "fixed-window" as const, limit: MAX_LIMIT + 1, windowMs: 60_000, cost: 1 },
-      { key, algorithm: "sliding-log" as const, limit: MAX_LIMIT + 1, windowMs: 60_000, cost: 1 },
-      { key, algorithm: "fixed-window" as const, limit: 5, windowMs: 60_000, cost: -5 },
-      { key, algorithm: "sliding-log-zset" as const, limit: 5, windowMs: 60_000, cost: 1.5 },
-      { key, algorithm: "sliding-log-zset" as const, limit: 5, windowMs: 60_000, cost: 0 },
+      {
+        redisKey: key,
+        algorithm: "fixed-window" as const,
+        limit: MAX_LIMIT + 1,
+        windowMs: 60_000,
+        cost: 1,
+      },
+      {
+        redisKey: key,
+        algorithm: "sliding-log" as const,
+        limit: MAX_LIMIT + 1,
+        windowMs: 60_000,
+        cost: 1,
+      },
+      { redisKey: key, algorithm: "fixed-window" as const, limit: 5, windowMs: 60_000, cost: -5 },
+      {
+        redisKey: key,
+        algorithm: "sliding-log-zset" as const,
+        limit: 5,
+        windowMs: 60_000,
+        cost: 1.5,
+      },
+      {
+        redisKey: key,
+        algorithm: "sliding-log-zset" as const,
+        limit: 5,
+        windowMs: 60_000,
+        cost: 0,
+      },
     ];
     for (const policy of over) {
       await expect(
@@ -205,14 +240,14 @@ describe("caps in the store layer (createLimiter, evaluate)", () => {
       ).rejects.toThrow(RangeError);
     }
     // Summed over one call's log policies.
-    const half = Math.floor(MAX_LOG_COST / 2) + 1;
+    const half = Math.floor(MAX_ZSET_COST / 2) + 1;
     await expect(
       evaluate(store, {
         memberId: nextMemberId(),
         policies: ["x", "y"].map((p) => ({
-          key: storageKey(prefix, p, "k5"),
+          redisKey: storageKey(prefix, p, "k5"),
           algorithm: "sliding-log-zset" as const,
-          limit: MAX_LOG_LIMIT,
+          limit: MAX_ZSET_LIMIT,
           windowMs: 60_000,
           cost: half,
         })),
@@ -222,7 +257,7 @@ describe("caps in the store layer (createLimiter, evaluate)", () => {
     // The rings' writes, summed over one call (each cost counted up to its limit: a cost above it
     // writes nothing).
     const ring = (p: string, cost: number) => ({
-      key: storageKey(prefix, p, "k5"),
+      redisKey: storageKey(prefix, p, "k5"),
       algorithm: "sliding-log" as const,
       limit: MAX_LIMIT,
       windowMs: 60_000,
@@ -257,34 +292,34 @@ describe("caps in the store layer (createLimiter, evaluate)", () => {
       await expect(limiter.limit(huge)).rejects.toThrow(PolicyBoundsError);
       await expect(
         limiter.limitAll([
-          { ...huge, policy: "lib-a", limit: MAX_LOG_LIMIT, cost: MAX_LOG_COST },
-          { ...huge, policy: "lib-b", limit: MAX_LOG_LIMIT, cost: 1 },
+          { ...huge, policy: "lib-a", limit: MAX_ZSET_LIMIT, cost: MAX_ZSET_COST },
+          { ...huge, policy: "lib-b", limit: MAX_ZSET_LIMIT, cost: 1 },
         ]),
       ).rejects.toThrow(PolicyBoundsError);
     }
     expect(await redis.keys(`${prefix}*k6*`)).toEqual([]);
-    const fine = await limiter.limit({ ...huge, limit: MAX_LOG_LIMIT, cost: MAX_LOG_COST });
+    const fine = await limiter.limit({ ...huge, limit: MAX_ZSET_LIMIT, cost: MAX_ZSET_COST });
     expect(fine).toMatchObject({ allowed: true, source: "redis" });
   });
 });
 
-describe("a sorted-set log full at MAX_LOG_LIMIT", () => {
+describe("a sorted-set log full at MAX_ZSET_LIMIT", () => {
   it("stays within about 1 MB of Redis memory", async () => {
     const key = storageKey(prefix, "full", "203.0.113.7");
     const T = 1_700_000_000_000;
-    for (let i = 0; i < MAX_LOG_LIMIT / MAX_LOG_COST; i++) {
+    for (let i = 0; i < MAX_ZSET_LIMIT / MAX_ZSET_COST; i++) {
       const result = await evaluatePolicy(store, {
-        key,
+        redisKey: key,
         algorithm: "sliding-log-zset",
-        limit: MAX_LOG_LIMIT,
+        limit: MAX_ZSET_LIMIT,
         windowMs: 604_800_000,
-        cost: MAX_LOG_COST,
+        cost: MAX_ZSET_COST,
         memberId: nextMemberId(),
         now: T + i,
       });
       expect(result.allowed).toBe(true);
     }
-    expect(await logCount(redis, key)).toBe(MAX_LOG_LIMIT);
+    expect(await logCount(redis, key)).toBe(MAX_ZSET_LIMIT);
     // MEMORY USAGE is not in the client's API: one raw REST call to the bridge.
     const response = await fetch(inject("bridgeUrl"), {
       method: "POST",
@@ -292,7 +327,7 @@ describe("a sorted-set log full at MAX_LOG_LIMIT", () => {
       body: JSON.stringify(["MEMORY", "USAGE", key, "SAMPLES", "0"]),
     });
     const { result: bytes } = await response.json<{ result: number }>();
-    console.log(`sliding log full at ${MAX_LOG_LIMIT}: ${bytes} bytes`);
+    console.log(`sliding log full at ${MAX_ZSET_LIMIT}: ${bytes} bytes`);
     expect(bytes).toBeLessThanOrEqual(1024 * 1024);
   }, 60_000);
 });

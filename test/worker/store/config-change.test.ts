@@ -43,7 +43,7 @@ function version(
   const key = storageKey(prefix, name, "client", algorithm);
   const at = async (now: number | undefined, cost = 1) => {
     const result = await evaluatePolicy(store, {
-      key,
+      redisKey: key,
       algorithm,
       limit,
       windowMs,
@@ -210,7 +210,7 @@ describe("refunds across a change", () => {
   it("fixed-window and sliding-counter: a refund gives back in its own window, never rewrites the other version's", async () => {
     for (const algorithm of ["fixed-window", "sliding-counter"] as const) {
       const [day, week, name] = rule(algorithm, [5, DAY], [10, WEEK]);
-      const spec = { key: day.key, algorithm, limit: 5, windowMs: DAY, cost: 5 };
+      const spec = { redisKey: day.key, algorithm, limit: 5, windowMs: DAY, cost: 5 };
       const t = T0 + HOUR;
       expect((await day.at(t, 5)).allowed).toBe(true);
       const back = await refund(store, { policies: [spec], memberId: "x", at: t, now: t + 1 });
@@ -229,7 +229,7 @@ describe("refunds across a change", () => {
   it("token-bucket: a refund after the window changed gives the tokens back in this rule's terms", async () => {
     const [week, day] = rule("token-bucket", [10, WEEK], [10, DAY]);
     const spec = {
-      key: day.key,
+      redisKey: day.key,
       algorithm: "token-bucket" as const,
       limit: 10,
       windowMs: DAY,

@@ -13,7 +13,7 @@ const prefix = scopedPrefix("idempotency");
 const store = testStore(10_000);
 
 const log = (name: string, limit = 5, cost = 1): StorePolicy => ({
-  key: storageKey(prefix, name, "client"),
+  redisKey: storageKey(prefix, name, "client"),
   algorithm: "sliding-log",
   limit,
   windowMs: 60_000,
@@ -28,7 +28,7 @@ describe("a request id is counted once", () => {
         evaluatePolicy(store, { ...policy, memberId: `m${i}`, now: T, requestId: "req-1" }),
       ),
     );
-    expect(await logCount(redis, policy.key)).toBe(2);
+    expect(await logCount(redis, policy.redisKey)).toBe(2);
     expect(results.filter((r) => r.replayed)).toHaveLength(99);
     for (const r of results) {
       expect(r).toMatchObject({ allowed: true, remaining: 3, reset: T + 60_000, now: T });
@@ -50,13 +50,13 @@ describe("a request id is counted once", () => {
       requestId: "r",
     });
     expect(retry).toEqual({ ...first, replayed: true });
-    expect(await logCount(redis, policy.key)).toBe(2);
+    expect(await logCount(redis, policy.redisKey)).toBe(2);
     // Another id is another request.
     expect(
       await evaluatePolicy(store, { ...policy, memberId: "d", now: T + 3, requestId: "r2" }),
     ).toMatchObject({ allowed: false, replayed: false });
     // The record lives for the window, plus the 1 s grace every key gets on the caller's clock.
-    const ttl = await redis.pttl(requestRecordKey([policy.key], "r"));
+    const ttl = await redis.pttl(requestRecordKey([policy.redisKey], "r"));
     expect(ttl).toBeGreaterThan(55_000);
     expect(ttl).toBeLessThanOrEqual(61_000);
   });
@@ -71,7 +71,7 @@ describe("a request id is counted once", () => {
       requestId: "d",
     });
     expect(denied).toMatchObject({ allowed: false, retryAfterMs: 1_000 });
-    const ttl = await redis.pttl(requestRecordKey([policy.key], "d"));
+    const ttl = await redis.pttl(requestRecordKey([policy.redisKey], "d"));
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(1_000);
     const retry = await evaluatePolicy(store, {
@@ -101,7 +101,7 @@ describe("a request id is counted once", () => {
     expect((await ask("z", T + 10)).allowed).toBe(true);
     // x, y, z: three admissions in every policy, the limit; a fourth id is denied everywhere.
     expect(await ask("w", T + 10)).toMatchObject({ allowed: false });
-    expect(await logCount(redis, policies[0]?.key ?? "")).toBe(3);
+    expect(await logCount(redis, policies[0]?.redisKey ?? "")).toBe(3);
     // The same id with only one of the policies is another evaluation (another reply shape).
     const alone = await evaluate(store, {
       policies: [policies[0] as StorePolicy],
@@ -119,11 +119,11 @@ describe("a request id is counted once", () => {
       const r = await evaluatePolicy(store, { ...policy, memberId: requestId, now: T, requestId });
       expect(r.replayed, requestId).toBe(false);
     }
-    expect(await logCount(redis, policy.key)).toBe(ids.length);
+    expect(await logCount(redis, policy.redisKey)).toBe(ids.length);
     for (const requestId of ids) {
-      const record = requestRecordKey([policy.key], requestId);
+      const record = requestRecordKey([policy.redisKey], requestId);
       expect(record.match(/[{}]/g)).toEqual(["{", "}"]);
-      expect(record.startsWith(policy.key)).toBe(true);
+      expect(record.startsWith(policy.redisKey)).toBe(true);
     }
   });
 });
@@ -134,7 +134,7 @@ describe("a reset forgets the request ids recorded for its key", () => {
   // A policy of another algorithm, under that algorithm's key (as the limiter builds it).
   const other = (name: string, algorithm: StorePolicy["algorithm"], limit: number) => ({
     ...log(name, limit),
-    key: storageKey(prefix, name, "client", algorithm),
+    redisKey: storageKey(prefix, name, "client", algorithm),
     algorithm,
   });
 
@@ -150,12 +150,12 @@ describe("a reset forgets the request ids recorded for its key", () => {
       requestId: "r",
     });
     expect(again).toMatchObject({ allowed: true, remaining: 1, replayed: false, now: T + 10 });
-    expect(await logCount(redis, policy.key)).toBe(1);
+    expect(await logCount(redis, policy.redisKey)).toBe(1);
     // Recorded after the reset: replayed as usual from now on.
     expect(
       await evaluatePolicy(store, { ...policy, memberId: "c", now: T + 20, requestId: "r" }),
     ).toEqual({ ...again, replayed: true });
-    expect(await logCount(redis, policy.key)).toBe(1);
+    expect(await logCount(redis, policy.redisKey)).toBe(1);
     // A second reset forgets that record too.
     await reset("reset-admitted");
     expect(
@@ -233,7 +233,7 @@ describe("a request id's retry with other parameters is a conflict, not a replay
       replayed: false,
       conflict: { index: 0, field: "cost", recorded: "1", asked: "100" },
     });
-    expect(await logCount(redis, policy.key)).toBe(1);
+    expect(await logCount(redis, policy.redisKey)).toBe(1);
     // The genuine retry still replays.
     const retry = await evaluate(store, {
       policies: [{ ...policy, cost: 1 }],
@@ -242,7 +242,7 @@ describe("a request id's retry with other parameters is a conflict, not a replay
       requestId: "X",
     });
     expect(retry).toEqual({ ...first, replayed: true });
-    expect(await logCount(redis, policy.key)).toBe(1);
+    expect(await logCount(redis, policy.redisKey)).toBe(1);
   });
 
   it("names the limit, the window, the algorithm, and the policy that differs", async () => {
@@ -267,8 +267,8 @@ describe("a request id's retry with other parameters is a conflict, not a replay
         asked: "sliding-log-zset",
       },
     });
-    expect(await logCount(redis, a.key)).toBe(1);
-    expect(await logCount(redis, b.key)).toBe(1);
+    expect(await logCount(redis, a.redisKey)).toBe(1);
+    expect(await logCount(redis, b.redisKey)).toBe(1);
   });
 
   it("a denied request's retry with a smaller cost is a conflict too (not decided afresh)", async () => {
@@ -295,12 +295,12 @@ describe("a request id's retry with other parameters is a conflict, not a replay
         requestId: "E",
       }),
     ).toMatchObject({ allowed: false, conflict: { field: "cost", recorded: "3", asked: "1" } });
-    expect(await logCount(redis, policy.key)).toBe(5);
+    expect(await logCount(redis, policy.redisKey)).toBe(5);
   });
 
   it("a refund with other parameters than the recorded ones gives nothing back", async () => {
     const policy = { ...log("conflict-refund", 10), algorithm: "fixed-window" as const };
-    policy.key = storageKey(prefix, "conflict-refund", "client", "fixed-window");
+    policy.redisKey = storageKey(prefix, "conflict-refund", "client", "fixed-window");
     await evaluate(store, { policies: [policy], memberId: "a", now: T, requestId: "R" });
     expect(
       await refund(store, {
@@ -319,7 +319,7 @@ describe("a request id's retry with other parameters is a conflict, not a replay
 
   it("a record written before fingerprints (no third part) is replayed as it always was", async () => {
     const policy = log("conflict-legacy", 10);
-    const record = requestRecordKey([policy.key], "L");
+    const record = requestRecordKey([policy.redisKey], "L");
     // The reply as the evaluate script stored it then: allowed, deniedBy, replayed, now, then
     // allowed, remaining, reset, retryAfterMs.
     await redis.set(record, `1,0,0,${T},1,9,${T + 60_000},0`, { px: 60_000 });
@@ -331,6 +331,6 @@ describe("a request id's retry with other parameters is a conflict, not a replay
         requestId: "L",
       }),
     ).toMatchObject({ allowed: true, replayed: true, now: T });
-    expect(await logCount(redis, policy.key)).toBe(0);
+    expect(await logCount(redis, policy.redisKey)).toBe(0);
   });
 });

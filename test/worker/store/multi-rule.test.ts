@@ -21,7 +21,7 @@ function spec(
   cost = 1,
   client = "client",
 ): StorePolicy {
-  return { key: storageKey(prefix, name, client), algorithm, limit, windowMs, cost };
+  return { redisKey: storageKey(prefix, name, client), algorithm, limit, windowMs, cost };
 }
 
 describe("several policies, all or nothing", () => {
@@ -41,8 +41,8 @@ describe("several policies, all or nothing", () => {
     const admitted = results.filter((r) => r.allowed);
     expect(admitted).toHaveLength(10);
     // Not 25 (perHour alone would admit 12 at cost 2): denials by perSecond consumed nothing.
-    expect(await logCount(redis, perSecond.key)).toBe(10);
-    expect(await logCount(redis, perHour.key)).toBe(20);
+    expect(await logCount(redis, perSecond.redisKey)).toBe(10);
+    expect(await logCount(redis, perHour.redisKey)).toBe(20);
     for (const r of results.filter((r) => !r.allowed)) {
       expect(r.deniedBy).toBe(0);
       expect(r.policies[0]?.allowed).toBe(false);
@@ -59,8 +59,8 @@ describe("several policies, all or nothing", () => {
       ),
     );
     expect(results.filter((r) => r.allowed)).toHaveLength(30);
-    expect(await logCount(redis, wide.key)).toBe(30);
-    expect(await logCount(redis, tight.key)).toBe(60);
+    expect(await logCount(redis, wide.redisKey)).toBe(30);
+    expect(await logCount(redis, tight.redisKey)).toBe(60);
     expect(results.filter((r) => !r.allowed).every((r) => r.deniedBy === 1)).toBe(true);
   });
 
@@ -76,9 +76,9 @@ describe("several policies, all or nothing", () => {
       ),
     );
     expect(results.filter((r) => r.allowed)).toHaveLength(40);
-    expect(await logCount(redis, log.key)).toBe(40);
-    expect(await redis.get<string>(fixed.key)).toBe(`${T + 10}:60000:40`);
-    expect(await redis.get<string>(counter.key)).toBe(`${T + 10}:60000:40:0`);
+    expect(await logCount(redis, log.redisKey)).toBe(40);
+    expect(await redis.get<string>(fixed.redisKey)).toBe(`${T + 10}:60000:40`);
+    expect(await redis.get<string>(counter.redisKey)).toBe(`${T + 10}:60000:40:0`);
     // Each policy, asked alone at the same instant, has exactly limit − 40 left.
     for (const policy of policies) {
       const alone = await evaluatePolicy(store, {

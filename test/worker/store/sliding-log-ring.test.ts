@@ -111,7 +111,9 @@ describe("the ring against a reference model (random costs, clocks, refunds, lim
             const victim = refundable[Math.floor(random() * refundable.length)];
             if (!victim) continue;
             const back = await refund(store, {
-              policies: [{ key, algorithm: layout, limit, windowMs: window, cost: victim.cost }],
+              policies: [
+                { redisKey: key, algorithm: layout, limit, windowMs: window, cost: victim.cost },
+              ],
               memberId: victim.id,
               at: victim.at,
             });
@@ -125,7 +127,7 @@ describe("the ring against a reference model (random costs, clocks, refunds, lim
           const id = `m${n++}`;
           const want = model.decide(now, limit, window, cost);
           const got = await evaluatePolicy(store, {
-            key,
+            redisKey: key,
             algorithm: layout,
             limit,
             windowMs: window,
@@ -164,7 +166,7 @@ describe("out-of-order times (the caller's clock across isolates, lease stamps)"
         const now = clock + Math.floor(random() * 4) * 20;
         const cost = random() < 0.8 ? 1 : 3;
         const got = await evaluatePolicy(store, {
-          key,
+          redisKey: key,
           algorithm: "sliding-log",
           limit,
           windowMs: window,
@@ -184,7 +186,13 @@ describe("out-of-order times (the caller's clock across isolates, lease stamps)"
 
   it("a unit stamped in the future (a lease) counts until its stamp leaves the window", async () => {
     const key = storageKey(prefix, "ahead", "client");
-    const policy = { key, algorithm: "sliding-log" as const, limit: 5, windowMs: 1_000, cost: 5 };
+    const policy = {
+      redisKey: key,
+      algorithm: "sliding-log" as const,
+      limit: 5,
+      windowMs: 1_000,
+      cost: 5,
+    };
     const lease = await evaluate(store, {
       policies: [policy],
       memberId: "lease",
@@ -210,7 +218,7 @@ describe("out-of-order times (the caller's clock across isolates, lease stamps)"
   it("returns a lease's unspent units exactly while they still count", async () => {
     for (const layout of LOG_LAYOUTS) {
       const key = storageKey(prefix, `lease-back-${layout}`, "client");
-      const policy = { key, algorithm: layout, limit: 10, windowMs: 10_000, cost: 8 };
+      const policy = { redisKey: key, algorithm: layout, limit: 10, windowMs: 10_000, cost: 8 };
       const lease = await evaluate(store, {
         policies: [policy],
         memberId: `lease-${layout}`,
@@ -236,7 +244,7 @@ describe("out-of-order times (the caller's clock across isolates, lease stamps)"
 
   it("refuses a stamp offset past STAMP_AHEAD_MAX_MS or on an O(1) algorithm, before the store", async () => {
     const policy = {
-      key: storageKey(prefix, "bad-ahead", "client"),
+      redisKey: storageKey(prefix, "bad-ahead", "client"),
       algorithm: "sliding-log" as const,
       limit: 5,
       windowMs: 1_000,
@@ -252,7 +260,7 @@ describe("out-of-order times (the caller's clock across isolates, lease stamps)"
         stampOffsetMs: 10,
       }),
     ).rejects.toThrow(TypeError);
-    expect(await redis.exists(policy.key)).toBe(0);
+    expect(await redis.exists(policy.redisKey)).toBe(0);
   });
 });
 
@@ -265,7 +273,7 @@ describe("changing a rule between the layouts, or its limit", () => {
       const key = storageKey(prefix, `switch-${from}`, "client");
       const ask = (algorithm: LogLayout, now: number, cost = 1) =>
         evaluatePolicy(store, {
-          key,
+          redisKey: key,
           algorithm,
           limit: 10,
           windowMs: 1_000,
@@ -293,7 +301,7 @@ describe("changing a rule between the layouts, or its limit", () => {
     const key = storageKey(prefix, "resize", "client");
     const ask = (limit: number, now: number, cost = 1) =>
       evaluatePolicy(store, {
-        key,
+        redisKey: key,
         algorithm: "sliding-log",
         limit,
         windowMs: 1_000,
@@ -316,7 +324,7 @@ describe("changing a rule between the layouts, or its limit", () => {
 describe("peek reads the ring as its script decides", () => {
   it("answers what the next decision would, and writes nothing", async () => {
     const key = storageKey(prefix, "peek", "client");
-    const base = { key, algorithm: "sliding-log" as const, limit: 3, windowMs: 1_000 };
+    const base = { redisKey: key, algorithm: "sliding-log" as const, limit: 3, windowMs: 1_000 };
     await evaluatePolicy(store, { ...base, cost: 2, memberId: "p1", now: T });
     const before = await readLog(redis, key);
     const quota = { prefix, policy: "peek", key: "client", limit: 3, windowMs: 1_000 };
@@ -347,7 +355,7 @@ describe("memory follows use", () => {
     const few = storageKey(prefix, "few", "client");
     for (let i = 0; i < 3; i++) {
       const got = await evaluatePolicy(store, {
-        key: few,
+        redisKey: few,
         algorithm: "sliding-log",
         limit: 100_000,
         windowMs: 3_600_000,
@@ -367,7 +375,7 @@ describe("memory follows use", () => {
     const full = storageKey(prefix, "full", "client");
     for (let i = 0; i < 10; i++) {
       const got = await evaluatePolicy(store, {
-        key: full,
+        redisKey: full,
         algorithm: "sliding-log",
         limit: 10_000,
         windowMs: 3_600_000,

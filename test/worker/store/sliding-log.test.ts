@@ -67,7 +67,7 @@ for (const algorithm of LOG_LAYOUTS) {
         const results = await Promise.all(
           Array.from({ length: 1000 }, (_, i) =>
             evaluatePolicy(store, {
-              key,
+              redisKey: key,
               algorithm,
               limit: 100,
               windowMs: 60_000,
@@ -108,7 +108,7 @@ for (const algorithm of LOG_LAYOUTS) {
       let n = 0;
       const at = (key: string, now: number, cost = 1, limit = 3) =>
         evaluatePolicy(store, {
-          key: storageKey(prefix, "slide", key),
+          redisKey: storageKey(prefix, "slide", key),
           algorithm,
           limit,
           windowMs: 1_000,
@@ -157,7 +157,7 @@ for (const algorithm of LOG_LAYOUTS) {
       it("a cost of many units is admitted whole or not at all", async () => {
         const t = 1_700_000_200_000;
         const key = storageKey(prefix, "slide", "big");
-        // The largest cost one call may write (MAX_LOG_COST): several ZADD chunks in the script.
+        // The largest cost one call may write (MAX_ZSET_COST): several ZADD chunks in the script.
         expect((await at("big", t, 1_000, 1_500)).allowed).toBe(true);
         expect((await at("big", t, 1_000, 1_500)).allowed).toBe(false);
         expect(await logCount(redis, key)).toBe(1_000);
