@@ -12,8 +12,8 @@ import type { LimitRequest } from "../limiter/types";
 import type { ReadyRuntime } from "../runtime";
 import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
 import { peekQuota, resetQuota } from "../store/peek-reset";
-import { authorizedCheck } from "./authorized-check";
-import { problem } from "./problem";
+import { authorizeCheck } from "./authorized-check";
+import { problemResponse } from "./problem";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
 
 /**
@@ -29,7 +29,7 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
   if (!isLogAlgorithm(algorithm)) {
     // The O(1) algorithms' state is a counter or a time, readable only by re-running their
     // arithmetic; an approximate answer is worse than none for an admin tool. Say so.
-    return problem(c, 400, {
+    return problemResponse(400, {
       title: "Bad Request",
       detail: `peek supports the sliding logs only (sliding-log, sliding-log-zset); this check uses "${algorithm}"`,
       field: limitRequest.policy.startsWith(ADHOC_POLICY_PREFIX) ? "algorithm" : "rule",
@@ -63,7 +63,7 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
       rateLimitHeaderRecord([{ ...decision, allowed: true }], false),
     );
   } catch (error) {
-    return storeUnavailable(c, error);
+    return storeUnavailable(error);
   }
 }
 
@@ -86,7 +86,7 @@ export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     runtime.limiter.forget(limitRequest);
     return c.json({ reset: true, existed, policy: limitRequest.policy }, 200);
   } catch (error) {
-    return storeUnavailable(c, error);
+    return storeUnavailable(error);
   }
 }
 
@@ -99,13 +99,13 @@ async function authorizedSingleCheck(c: Context<{ Bindings: Env }>): Promise<
     }
   | { ok: false; response: Response }
 > {
-  const authorized = await authorizedCheck(c);
+  const authorized = await authorizeCheck(c.req.raw, c.env);
   if (!authorized.ok) return authorized;
   const [limitRequest] = authorized.check.requests;
   if (authorized.check.multi || !limitRequest) {
     return {
       ok: false,
-      response: problem(c, 400, {
+      response: problemResponse(400, {
         title: "Bad Request",
         detail: 'peek and reset take one "rule" (or an ad-hoc limit), not "rules"',
         field: "rules",
@@ -115,7 +115,7 @@ async function authorizedSingleCheck(c: Context<{ Bindings: Env }>): Promise<
   return { ok: true, runtime: authorized.runtime, limitRequest };
 }
 
-function storeUnavailable(c: Context, error: unknown): Response {
+function storeUnavailable(error: unknown): Response {
   console.error(JSON.stringify({ event: "admin-store-error", error: String(error) }));
-  return problem(c, 503, { title: "Store unavailable", detail: "the store did not answer" });
+  return problemResponse(503, { title: "Store unavailable", detail: "the store did not answer" });
 }

@@ -3,7 +3,6 @@
  * bearer token, the worker's config, the content type, the size cap and strict validation of the
  * body. Nothing is counted unless this returns ok.
  */
-import type { Context } from "hono";
 import { mayHoldLoneSurrogate } from "../config/validation";
 import type { Env } from "../env";
 import { headerRuleKey } from "../rules/client-key";
@@ -22,15 +21,8 @@ export type AuthorizedCheck =
 
 /**
  * The check a /check body asks for, once the caller is authorized and the body valid; otherwise
- * the answer that refuses it (401, 415, 413, 400, or 503 for a misconfigured worker).
- */
-export function authorizedCheck(c: Context<{ Bindings: Env }>): Promise<AuthorizedCheck> {
-  return authorizeCheck(c.req.raw, c.env);
-}
-
-/**
- * authorizedCheck without a Hono context: /check's fast path (worker.ts) calls it with the
- * request and bindings workerd hands the worker.
+ * the answer that refuses it (401, 415, 413, 400, or 503 for a misconfigured worker). /check,
+ * peek and reset alike, from the request and bindings workerd hands the worker.
  */
 export async function authorizeCheck(request: Request, env: Env): Promise<AuthorizedCheck> {
   const refuse = (response: Response) => ({ ok: false as const, response });

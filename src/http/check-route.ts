@@ -2,7 +2,6 @@
  * POST /check: the decision service. A caller holding the token names rules (or an ad-hoc limit)
  * and a key; the answer is the limiter's decision as JSON, with the rate-limit headers.
  */
-import type { Context } from "hono";
 import type { Env } from "../env";
 import type { WaitUntil } from "../limiter/lease";
 import type { Decision, LimitAllOptions, Limiter, MultiDecision } from "../limiter/types";
@@ -10,15 +9,9 @@ import { authorizeCheck } from "./authorized-check";
 import type { CheckRequest } from "./check-request";
 import { requestIdConflict } from "./limited-response";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
-import { waitUntilOf } from "./wait-until";
-
-/** POST /check (docs/check-api.md), as a Hono handler. */
-export function checkHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
-  return checkResponse(c.req.raw, c.env, waitUntilOf(c));
-}
 
 /**
- * POST /check without a Hono context: worker.ts answers an exact `POST /check` here directly,
+ * POST /check (docs/check-api.md), without a Hono context: worker.ts answers it here directly,
  * the one route on the hot path (Hono's dispatch, context and header merging were a tenth of a
  * decision's CPU). The answer is built once: the JSON and the headers in one Response.
  */

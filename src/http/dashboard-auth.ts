@@ -8,19 +8,19 @@ import type { Context } from "hono";
 import type { Env } from "../env";
 import { getRuntime, type ReadyRuntime } from "../runtime";
 import { bearerTokenMatches } from "./bearer-token";
-import { misconfiguredForOperator, problem } from "./problem";
+import { misconfiguredForOperator, problemResponse } from "./problem";
 
 export async function authorizedReader(
   c: Context<{ Bindings: Env }>,
 ): Promise<{ ok: true; runtime: ReadyRuntime } | { ok: false; response: Response }> {
   const expected = c.env.LIMITER_TOKEN;
   if (!expected) {
-    return { ok: false, response: unauthorized(c, "LIMITER_TOKEN is not configured: closed") };
+    return { ok: false, response: unauthorized("LIMITER_TOKEN is not configured: closed") };
   }
   if (!(await bearerTokenMatches(asBearer(c.req.header("Authorization")), expected))) {
     return {
       ok: false,
-      response: unauthorized(c, "send the LIMITER_TOKEN as a bearer token or as the password"),
+      response: unauthorized("send the LIMITER_TOKEN as a bearer token or as the password"),
     };
   }
   const runtime = getRuntime(c.env);
@@ -43,11 +43,10 @@ function asBearer(header: string | undefined): string | undefined {
   return colon < 0 ? undefined : `Bearer ${decoded.slice(colon + 1)}`;
 }
 
-function unauthorized(c: Context, detail: string): Response {
+function unauthorized(detail: string): Response {
   // Basic alone: a browser then asks for the password (Chromium gives up on the challenge when
   // a Bearer one is listed beside it). Bearer clients send their token without being asked.
-  return problem(
-    c,
+  return problemResponse(
     401,
     { title: "Unauthorized", detail },
     { "WWW-Authenticate": 'Basic realm="edge-limiter", charset="UTF-8"' },

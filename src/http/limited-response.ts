@@ -6,11 +6,11 @@ import type { Context } from "hono";
 import type { RequestIdConflict } from "../limiter/types";
 import { enforcedDecisions, type RulesOutcome } from "../rules/decide";
 import { problemResponse } from "./problem";
-import { rateLimitHeaders } from "./rate-limit-headers";
+import { rateLimitHeaderRecord } from "./rate-limit-headers";
 
 /** The rate-limit headers for an outcome (shared by the proxy and the middleware). */
-export function outcomeHeaders(outcome: RulesOutcome, legacy: boolean): Headers {
-  return rateLimitHeaders(enforcedDecisions(outcome), { legacy });
+export function outcomeHeaders(outcome: RulesOutcome, legacy: boolean): Record<string, string> {
+  return rateLimitHeaderRecord(enforcedDecisions(outcome), legacy);
 }
 
 /**
@@ -18,10 +18,13 @@ export function outcomeHeaders(outcome: RulesOutcome, legacy: boolean): Headers 
  * stream (a fetch() response's headers are immutable): status, statusText and every header,
  * each Set-Cookie included, carry over; nothing is buffered.
  */
-export function withRateLimitHeaders(response: Response, headers: Headers): Response {
-  if (!headers.has("RateLimit-Policy")) return response;
+export function withRateLimitHeaders(
+  response: Response,
+  headers: Record<string, string>,
+): Response {
+  if (headers["RateLimit-Policy"] === undefined) return response;
   const out = new Response(response.body, response);
-  for (const [name, value] of headers) out.headers.set(name, value);
+  for (const [name, value] of Object.entries(headers)) out.headers.set(name, value);
   return out;
 }
 
@@ -68,7 +71,7 @@ export function refusal(_c: Context | undefined, outcome: RulesOutcome, legacy: 
       policy: rule,
     });
   }
-  const headers = Object.fromEntries(outcomeHeaders(outcome, legacy));
+  const headers = outcomeHeaders(outcome, legacy);
   const denied = outcome.decisions.filter((d) => outcome.violated.includes(d.policy));
   const retryAfterMs = Math.max(0, ...denied.map((d) => d.retryAfterMs));
   return problemResponse(

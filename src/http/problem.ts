@@ -10,20 +10,7 @@ export interface Problem {
   [extension: string]: unknown;
 }
 
-/** An RFC 9457 problem+json response. */
-export function problem(
-  c: Context,
-  status: ContentfulStatusCode,
-  body: Problem,
-  headers?: Record<string, string>,
-): Response {
-  return c.body(JSON.stringify({ type: "about:blank", status, ...body }), status, {
-    "Content-Type": "application/problem+json",
-    ...headers,
-  });
-}
-
-/** The same answer built without a Hono context (the /check fast path, worker.ts). */
+/** A problem+json answer (RFC 9457): `type` about:blank, the status, and the body's fields. */
 export function problemResponse(
   status: ContentfulStatusCode,
   body: Problem,

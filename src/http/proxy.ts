@@ -2,7 +2,6 @@
  * The worker's proxy: an incoming request translated to the limit pipeline (limit-pipeline.ts),
  * the origin fetched when it passes.
  */
-import type { Context } from "hono";
 import type { Env } from "../env";
 import { requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
 import { applyingRules } from "../rules/match";
@@ -11,22 +10,15 @@ import { getRuntime } from "../runtime";
 import { runLimited } from "./limit-pipeline";
 import { refusal } from "./limited-response";
 import { misconfigured, problemResponse } from "./problem";
-import { waitUntilOf } from "./wait-until";
 
 /**
  * The worker in front of an origin: decide every rule that matches, then either answer 429
  * (the origin never sees the request) or forward the request untouched and hand back the
  * origin's response untouched but for the rate-limit headers. Bodies are streams both ways:
  * nothing is buffered, and the client gets the first byte as soon as the origin sends it.
- * Requests no rule matches are forwarded without a store call and without headers.
- */
-export function proxyHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
-  return proxyResponse(c.req.raw, c.env, waitUntilOf(c));
-}
-
-/**
- * The proxy without a Hono context: worker.ts sends every path outside /check here directly
- * (Hono's dispatch and context were CPU per request for nothing).
+ * Requests no rule matches are forwarded without a store call and without headers. worker.ts
+ * sends every path outside /check here, without Hono (its dispatch and context were CPU per
+ * request for nothing).
  */
 export async function proxyResponse(
   incoming: Request,

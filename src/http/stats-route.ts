@@ -5,7 +5,7 @@
 import type { Context } from "hono";
 import type { Env } from "../env";
 import { authorizedReader } from "./dashboard-auth";
-import { problem } from "./problem";
+import { problemResponse } from "./problem";
 
 export const MAX_STATS_MINUTES = 1_440;
 const DEFAULT_STATS_MINUTES = 60;
@@ -17,7 +17,7 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
   const asked = c.req.query("minutes");
   const minutes = asked === undefined ? DEFAULT_STATS_MINUTES : Number(asked);
   if (!Number.isInteger(minutes) || minutes < 1 || minutes > MAX_STATS_MINUTES || asked === "") {
-    return problem(c, 400, {
+    return problemResponse(400, {
       title: "Bad Request",
       detail: `minutes must be an integer from 1 to ${MAX_STATS_MINUTES}`,
       field: "minutes",
@@ -45,7 +45,7 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     );
   } catch (error) {
     console.error(JSON.stringify({ event: "stats-store-error", error: String(error) }));
-    return problem(c, 503, { title: "Store unavailable", detail: "the store did not answer" });
+    return problemResponse(503, { title: "Store unavailable", detail: "the store did not answer" });
   }
   return c.json(
     {

@@ -1,8 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { withRateLimitHeaders } from "../../../src/http/limited-response";
 
-const limitHeaders = () =>
-  new Headers({ "RateLimit-Policy": '"api";q=10;w=60', RateLimit: '"api";r=9;t=60' });
+const limitHeaders = () => ({
+  "RateLimit-Policy": '"api";q=10;w=60',
+  RateLimit: '"api";r=9;t=60',
+});
 
 describe("withRateLimitHeaders", () => {
   it("keeps a 101 WebSocket upgrade's socket while adding the headers (workerd copies it)", () => {
