@@ -38,6 +38,20 @@ import {
 } from "./resolved-policy";
 import type { Decision, Limiter, LimiterOptions, LimitRequest, MultiDecision } from "./types";
 
+/**
+ * The limiter: decides `limit` / `limitAll` requests against the store, exactly, with the denial
+ * cache, the breaker and the fallback around it. Build one per isolate and keep it: its caches
+ * outlive a request.
+ *
+ * @example
+ * ```ts
+ * const limiter = createLimiter({ store: createStoreClient({ url, token }) });
+ * const decision = await limiter.limit({
+ *   policy: "api", key: userId, limit: 100, windowMs: 60_000,
+ * });
+ * if (!decision.allowed) return c.text("slow down", 429);
+ * ```
+ */
 export function createLimiter(options: LimiterOptions): Limiter {
   const ctx = createLimiterContext(options);
   const { cache, flights, breaker, now } = ctx;
