@@ -80,6 +80,8 @@ local RING_PREFIX_SLOTS = ${RING_PREFIX_SLOTS}
 -- A large ring whose live units fill at most this many slots is rewritten compact (its live
 -- times, then the gap) when a write would take it past its first read, or at the end of a lap.
 local RING_COMPACT_MAX = ${Math.floor(RING_PREFIX_SLOTS / 2)}
+-- The largest ring (slots) a lap rewrite checks for compaction: a scan of every slot.
+local RING_COMPACT_LAP_MAX = 16385
 local RING_GAP = '\\255\\255\\255\\255'
 local RING_GAP_VALUE = 4294967295
 local RING_VALUE_MAX = 4294967294
@@ -177,15 +179,20 @@ local function codec()
   end
 
   -- Every time in a whole ring string later than floor, oldest first (sorted: the caller clock and
-  -- lease stamps can write times out of order).
-  function C.ringTimes(s, floor)
+  -- lease stamps can write times out of order). With \`most\`: nil as soon as there are more than
+  -- that many (compaction asks only whether few are live: a full ring of 100 000 is not sorted
+  -- to learn that it is not).
+  function C.ringTimes(s, floor, most)
     local L, _, _, base = C.ringFields(s)
     local times = {}
     -- Slots past the string's end (a ring still growing) are empty: not read one by one.
     local last = math.min(L, math.floor((#s - RING_HDR) / 4) - 1)
     for i = 0, last do
       local v = u32(s, RING_HDR + 4 * i + 1)
-      if v > 0 and v < RING_GAP_VALUE and base + v > floor then times[#times + 1] = base + v end
+      if v > 0 and v < RING_GAP_VALUE and base + v > floor then
+        times[#times + 1] = base + v
+        if most and #times > most then return nil end
+      end
     end
     table.sort(times)
     return times

@@ -87,8 +87,12 @@ ALG['sliding-log'] = {
     local renew = stamp + p.window > r.exp
     if renew then r.exp = stamp + 2 * p.window end
     if stamp > r.top then r.top = stamp end
-    if not r.small and not r.fresh and (r.rebuilt or g + c + 1 >= N
-        or (r.whole and RING_HDR + 4 * (g + c + 1) > RING_PREFIX)) then
+    -- Only when few can be live: the frontier (p.f, exact with times in order) says how many of
+    -- the old slots left the window, so a busy ring is never scanned for it; and a lap only up to
+    -- RING_COMPACT_LAP_MAX slots (the scan is O(limit), beside the lap's own rewrite).
+    if not r.small and not r.fresh and c + 1 <= RING_COMPACT_MAX and r.L - p.f + 1 <= RING_COMPACT_MAX
+        and (r.rebuilt or (g + c + 1 >= N and N <= RING_COMPACT_LAP_MAX)
+          or (r.whole and RING_HDR + 4 * (g + c + 1) > RING_PREFIX)) then
       -- A large ring rebuilt (resized, converted), whose write would take it past its first read
       -- (the whole string was read: it is still growing), or reaching its end (a lap): when few
       -- of its units are live (a key far under its limit), it is written compact instead, so the
@@ -96,8 +100,8 @@ ALG['sliding-log'] = {
       -- a rebuild drops them).
       local C = codec()
       r.whole = r.whole or redis.call('GET', p.key)
-      local times = C.ringTimes(r.whole, p.floor)
-      if #times + c + 1 <= RING_COMPACT_MAX then
+      local times = C.ringTimes(r.whole, p.floor, RING_COMPACT_MAX - c - 1)
+      if times then
         for _ = 1, c do times[#times + 1] = stamp end
         table.sort(times)
         if not renew then r.exp = stamp + 2 * p.window end
