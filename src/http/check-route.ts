@@ -5,6 +5,7 @@
 import type { Env } from "../env";
 import type { WaitUntil } from "../limiter/lease";
 import type { Decision, LimitAllOptions, Limiter, MultiDecision } from "../limiter/types";
+import { enforcedDecisions, limitWithShadow } from "../rules/decide";
 import { authorizeCheck } from "./authorized-check";
 import type { CheckRequest } from "./check-request";
 import { requestIdConflict } from "./limited-response";
@@ -28,12 +29,10 @@ export async function checkResponse(
     ? await withShadowRules(runtime.limiter, check, check.shadow, options)
     : await runtime.limiter.limitAll(check.requests, options);
   if (decided.conflict) return requestIdConflict(decided.conflict);
-  const { shadowDenied } = decided;
   // A shadow rule's denial is not enforced: no Retry-After on an answer that lets the request on.
+  const { shadowDenied } = decided;
   const shown = shadowDenied
-    ? decided.decisions.map((d) =>
-        shadowDenied.includes(d.policy) ? { ...d, allowed: true, retryAfterMs: 0 } : d,
-      )
+    ? enforcedDecisions({ decisions: decided.decisions, shadowDenied })
     : decided.decisions;
   const headers = rateLimitHeaderRecord(shown, runtime.config.legacyHeaders);
   headers["Content-Type"] = "application/json";
@@ -47,9 +46,8 @@ export async function checkResponse(
 type ShadowedDecision = MultiDecision & { shadowDenied?: string[] };
 
 /**
- * Named rules with shadow rules among them, decided as the proxy decides them: the enforced
- * rules by one call, all or nothing, and the shadow rules by another, so a shadow rule counts
- * and reports but never denies, nor keeps the enforced rules from counting.
+ * Named rules with shadow rules among them, decided as the proxy decides them (limitWithShadow):
+ * a shadow rule counts and reports but never denies.
  */
 async function withShadowRules(
   limiter: Limiter,
@@ -57,21 +55,16 @@ async function withShadowRules(
   shadow: ReadonlySet<string>,
   options: LimitAllOptions,
 ): Promise<ShadowedDecision> {
-  const enforced = check.requests.filter((r) => !shadow.has(r.policy));
-  const shadowed = check.requests.filter((r) => shadow.has(r.policy));
-  const [enforcedDecided, shadowDecided] = await Promise.all([
-    enforced.length > 0 ? limiter.limitAll(enforced, options) : undefined,
-    limiter.limitAll(shadowed, options),
-  ]);
-  const byPolicy = new Map<string, Decision>();
-  for (const d of [...(enforcedDecided?.decisions ?? []), ...shadowDecided.decisions]) {
-    byPolicy.set(d.policy, d);
-  }
-  const shadowDenied = shadowDecided.decisions.filter((d) => !d.allowed).map((d) => d.policy);
+  const { enforcedDecided, shadowDecided, decisions, shadowDenied } = await limitWithShadow(
+    limiter,
+    check.requests,
+    shadow,
+    options,
+  );
   return {
     allowed: enforcedDecided?.allowed ?? true,
-    decisions: check.requests.map((r) => byPolicy.get(r.policy) as Decision),
-    replayed: enforcedDecided?.replayed ?? shadowDecided.replayed,
+    decisions,
+    replayed: enforcedDecided?.replayed ?? shadowDecided?.replayed ?? false,
     ...(enforcedDecided?.deniedBy !== undefined ? { deniedBy: enforcedDecided.deniedBy } : {}),
     ...(enforcedDecided?.conflict ? { conflict: enforcedDecided.conflict } : {}),
     ...(shadowDenied.length > 0 ? { shadowDenied } : {}),

@@ -19,6 +19,7 @@ import type {
   LimitAllOptions,
   Limiter,
   LimitRequest,
+  MultiDecision,
   RefundReceipt,
   RequestIdConflict,
 } from "../limiter/types";
@@ -134,36 +135,19 @@ export async function decideRules(
     // "skip": the rule does not apply to this request.
   }
 
-  const enforced = keyed.filter(({ rule }) => !rule.shadow);
-  const shadow = keyed.filter(({ rule }) => rule.shadow);
+  const shadowRules = new Set(keyed.filter(({ rule }) => rule.shadow).map(({ rule }) => rule.name));
   const limitOptions: LimitAllOptions = {
     ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
     ...(options.waitUntil ? { waitUntil: options.waitUntil } : {}),
   };
-  // Each group's MultiDecision (the limiter's answer), undefined for an empty group.
-  const [enforcedDecided, shadowDecided] = await Promise.all(
-    [enforced, shadow].map((group) =>
-      group.length === 0
-        ? undefined
-        : options.limiter.limitAll(
-            group.map(({ rule, key }) => ruleRequest(rule, key)),
-            limitOptions,
-          ),
-    ),
+  const { enforcedDecided, shadowDecided, decisions, shadowDenied } = await limitWithShadow(
+    options.limiter,
+    keyed.map(({ rule, key }) => ruleRequest(rule, key)),
+    shadowRules,
+    limitOptions,
   );
-  // Back in rule order.
-  const byPolicy = new Map<string, Decision>();
-  for (const decision of [
-    ...(enforcedDecided?.decisions ?? []),
-    ...(shadowDecided?.decisions ?? []),
-  ]) {
-    byPolicy.set(decision.policy, decision);
-  }
-  const decisions = keyed.map(({ rule }) => byPolicy.get(rule.name) as Decision);
+  const byPolicy = new Map(decisions.map((decision: Decision) => [decision.policy, decision]));
   const violated = (enforcedDecided?.decisions ?? [])
-    .filter((decision) => !decision.allowed)
-    .map((decision) => decision.policy);
-  const shadowDenied = (shadowDecided?.decisions ?? [])
     .filter((decision) => !decision.allowed)
     .map((decision) => decision.policy);
   for (const policy of options.onShadowDeny ? shadowDenied : []) {
@@ -188,6 +172,43 @@ export async function decideRules(
     ...(enforcedDecided?.replayed ? { replayed: true } : {}),
     ...(enforcedDecided?.conflict ? { conflict: enforcedDecided.conflict } : {}),
     ...(receipts.length > 0 ? { receipts } : {}),
+  };
+}
+
+/**
+ * Requests some of which are shadow rules' (by policy name), decided as the proxy, the
+ * middleware and /check decide them: the enforced ones by one limiter call, all or nothing, the
+ * shadow ones by a second in parallel, so a shadow denial never keeps the enforced rules from
+ * counting (nor the reverse). Each group's MultiDecision (undefined for an empty group), every
+ * decision back in the requests' order, and the shadow policies that would have denied.
+ */
+export async function limitWithShadow(
+  limiter: Limiter,
+  requests: readonly LimitRequest[],
+  shadow: ReadonlySet<string>,
+  options: LimitAllOptions,
+): Promise<{
+  enforcedDecided: MultiDecision | undefined;
+  shadowDecided: MultiDecision | undefined;
+  decisions: Decision[];
+  shadowDenied: string[];
+}> {
+  const enforced = requests.filter((r) => !shadow.has(r.policy));
+  const shadowed = requests.filter((r) => shadow.has(r.policy));
+  const [enforcedDecided, shadowDecided] = await Promise.all(
+    [enforced, shadowed].map((group) =>
+      group.length === 0 ? undefined : limiter.limitAll(group, options),
+    ),
+  );
+  const byPolicy = new Map<string, Decision>();
+  for (const d of [...(enforcedDecided?.decisions ?? []), ...(shadowDecided?.decisions ?? [])]) {
+    byPolicy.set(d.policy, d);
+  }
+  return {
+    enforcedDecided,
+    shadowDecided,
+    decisions: requests.map((r) => byPolicy.get(r.policy) as Decision),
+    shadowDenied: (shadowDecided?.decisions ?? []).filter((d) => !d.allowed).map((d) => d.policy),
   };
 }
 
@@ -221,7 +242,9 @@ export function requestIdFrom(headers: Headers, names: readonly string[]): strin
  * The decisions as the response headers should describe them: a shadow rule's denial is not
  * enforced, so it must not produce a Retry-After on a response that went through.
  */
-export function enforcedDecisions(outcome: RulesOutcome): Decision[] {
+export function enforcedDecisions(
+  outcome: Pick<RulesOutcome, "decisions" | "shadowDenied">,
+): Decision[] {
   return outcome.decisions.map((decision) =>
     !decision.allowed && outcome.shadowDenied.includes(decision.policy)
       ? { ...decision, allowed: true, retryAfterMs: 0 }
