@@ -13,6 +13,13 @@ export interface Env {
    * LIMITER_CONFIG's `analytics.sinks` names "analytics-engine".
    */
   LIMITER_ANALYTICS?: AnalyticsEngineDataset | undefined;
+  /**
+   * Pins this worker to one of LIMITER_CONFIG's `regions` (docs/regions.md); otherwise a
+   * request's region comes from `request.cf`.
+   */
+  LIMITER_REGION?: string | undefined;
+  /** Each region's store: `UPSTASH_REDIS_REST_URL_<SUFFIX>` and `_TOKEN_<SUFFIX>`. */
+  [binding: `UPSTASH_REDIS_REST_${"URL" | "TOKEN"}_${string}`]: string | undefined;
   /** Where the proxy forwards allowed requests locally (production forwards to the request URL). */
   ORIGIN_URL?: string | undefined;
 }

@@ -44,6 +44,7 @@ export {
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
 export type { LeaseOptions } from "./limiter/lease-sizing";
+export type { RegionsOptions } from "./limiter/regional-leases";
 export type {
   ClockChangeEvent,
   ClockSource,

@@ -6,6 +6,7 @@
 import { waitUntil } from "cloudflare:workers";
 import { createAnalytics } from "./analytics/create-analytics";
 import type { Analytics } from "./analytics/types";
+import { regionPicker } from "./config/regions-config";
 import type { RuleConfig } from "./config/rule-schema";
 import type { Validated } from "./config/validation";
 import { parseWorkerConfig, type WorkerConfig } from "./config/worker-config";
@@ -30,6 +31,8 @@ export type Runtime =
       store: QuotaClient;
       /** This isolate's counts, when `analytics.enabled` (GET /check/stats reads them back). */
       analytics: Analytics | undefined;
+      /** A request's region (docs/regions.md), or undefined: home. */
+      regionOf: (request: Request) => string | undefined;
     }
   | { ok: false; field: string; detail: string };
 
@@ -60,6 +63,9 @@ function bySignature(env: Env): Runtime {
     env.UPSTASH_REDIS_REST_URL,
     env.UPSTASH_REDIS_REST_TOKEN,
     env.LIMITER_CONFIG,
+    env.LIMITER_REGION,
+    // Each region's store bindings (only read when the config names regions).
+    Object.entries(env).filter(([name]) => name.startsWith("UPSTASH_REDIS_REST_URL_")),
   ]);
   let runtime = cache.get(signature);
   if (!runtime) {
@@ -109,6 +115,8 @@ function buildRuntime(env: Env): Runtime {
   }
   const analytics = buildAnalytics(env, config, store);
   if (analytics && !("record" in analytics)) return analytics;
+  const regions = buildRegions(env, config);
+  if (!regions.ok) return regions;
   const limiter = createLimiter({
     store,
     timeoutMs: config.timeoutMs,
@@ -119,6 +127,7 @@ function buildRuntime(env: Env): Runtime {
     fallback: config.fallback.enabled ? config.fallback : false,
     breaker: config.breaker,
     singleFlight: config.singleFlight,
+    ...(regions.stores ? { regions: { stores: regions.stores } } : {}),
     // One JSON line per breaker state change (it carries the error that opened it), not one per
     // failing request: an outage must not flood the logs.
     onBreakerChange: (event) => {
@@ -135,6 +144,61 @@ function buildRuntime(env: Env): Runtime {
     limiter,
     store,
     analytics,
+    regionOf: regions.regionOf,
+  };
+}
+
+type RegionsBuilt =
+  | {
+      ok: true;
+      stores: Record<string, ReturnType<typeof createStoreClient>> | undefined;
+      regionOf: (request: Request) => string | undefined;
+    }
+  | { ok: false; field: string; detail: string };
+
+const HOME = () => undefined;
+
+/** Each region's store client from its bindings, and how a request's region is picked. */
+function buildRegions(env: Env, config: WorkerConfig): RegionsBuilt {
+  const names = Object.keys(config.regions);
+  const pinned = env.LIMITER_REGION?.trim() || undefined;
+  if (pinned !== undefined && !names.includes(pinned)) {
+    return {
+      ok: false,
+      field: "LIMITER_REGION",
+      detail: `names no region of LIMITER_CONFIG's regions (${names.join(", ") || "none"})`,
+    };
+  }
+  if (names.length === 0) return { ok: true, stores: undefined, regionOf: HOME };
+  const stores: Record<string, ReturnType<typeof createStoreClient>> = {};
+  for (const [name, region] of Object.entries(config.regions)) {
+    const urlBinding = `UPSTASH_REDIS_REST_URL_${region.store}` as const;
+    const tokenBinding = `UPSTASH_REDIS_REST_TOKEN_${region.store}` as const;
+    const url = env[urlBinding];
+    const token = env[tokenBinding];
+    if (!url || !token) {
+      return {
+        ok: false,
+        field: url ? tokenBinding : urlBinding,
+        detail: `is not set: region "${name}" has no store (set it with \`wrangler secret put\`)`,
+      };
+    }
+    try {
+      stores[name] = createStoreClient({
+        url,
+        token,
+        timeoutMs: config.timeoutMs,
+        autoPipeline: false,
+      });
+    } catch (error) {
+      return { ok: false, field: urlBinding, detail: (error as Error).message };
+    }
+  }
+  const pick = regionPicker(config.regions, pinned);
+  return {
+    ok: true,
+    stores,
+    regionOf: (request) => pick((request as { cf?: { colo?: unknown; continent?: unknown } }).cf),
   };
 }
 

@@ -10,10 +10,21 @@ import http from "node:http";
  */
 export async function startLatencyProxy(target, delayMs) {
   const counts = { requests: 0 };
+  // `hang`: hold every request from now on without an answer (a store that stopped answering);
+  // `delayMs`: settable, for a link that slows down.
+  const link = { delayMs, hang: false };
+  /** @type {Set<import("node:http").ServerResponse>} */
+  const held = new Set();
   const server = http.createServer(async (req, res) => {
     const chunks = [];
     for await (const chunk of req) chunks.push(chunk);
     counts.requests++;
+    if (link.hang) {
+      held.add(res);
+      res.once("close", () => held.delete(res));
+      return;
+    }
+    delayMs = link.delayMs;
     /** @type {Record<string, string>} */
     const headers = {};
     for (const [name, value] of Object.entries(req.headers)) {
@@ -44,8 +55,15 @@ export async function startLatencyProxy(target, delayMs) {
   return {
     url: `http://127.0.0.1:${port}`,
     counts,
+    link,
     reset() {
       counts.requests = 0;
+    },
+    /** Answers again; requests held while hanging are dropped (their callers timed out). */
+    resume() {
+      link.hang = false;
+      for (const res of held) res.destroy();
+      held.clear();
     },
     /** @returns {Promise<void>} */
     close() {

@@ -39,24 +39,33 @@ export async function measureEnv({ bridge: withBridge = true, token = "measure" 
      * src/ bundled as the worker bundles it, imported. @param {string} contents an entry module
      * @returns {Promise<any>}
      */
-    async bundle(contents) {
-      const outfile = join(dir, `bundle-${Math.random().toString(36).slice(2)}.mjs`);
-      await build({
-        stdin: { contents, resolveDir: ROOT, loader: "ts" },
-        bundle: true,
-        format: "esm",
-        platform: "neutral",
-        mainFields: ["module", "main"],
-        conditions: ["worker", "import"],
-        outfile,
-        logLevel: "error",
-      });
-      return import(outfile);
-    },
+    bundle: (contents) => bundleSource(contents, dir),
     async close() {
       await bridge?.close();
       await redis.stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * src/ bundled as the worker bundles it (tsconfig.node.json cannot follow src/'s extensionless
+ * imports), written into `dir` and imported.
+ * @param {string} contents an entry module, e.g. `export * from "./src/index";`
+ * @param {string} dir
+ * @returns {Promise<any>}
+ */
+export async function bundleSource(contents, dir) {
+  const outfile = join(dir, `bundle-${Math.random().toString(36).slice(2)}.mjs`);
+  await build({
+    stdin: { contents, resolveDir: ROOT, loader: "ts" },
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    mainFields: ["module", "main"],
+    conditions: ["worker", "import"],
+    outfile,
+    logLevel: "error",
+  });
+  return import(outfile);
 }

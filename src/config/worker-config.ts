@@ -18,6 +18,7 @@ import {
 import { analyticsSchema } from "./analytics-config";
 import { clientIpSchema } from "./client-ip-config";
 import { firstIssue } from "./config-issue";
+import { regionsSchema } from "./regions-config";
 import { resilienceEntries } from "./resilience-config";
 import { type RuleConfig, ruleListIssue, ruleSchema } from "./rule-schema";
 import { failModeSchema, integerIn, plainObject } from "./schema-parts";
@@ -74,6 +75,11 @@ const workerConfigSchema = plainObject(
     requestIdHeaders: v.optional(requestIdHeadersSchema, []),
     // Denial cache, fallback, breaker and single flight: see resilience-config.ts.
     ...resilienceEntries,
+    /**
+     * Regional leases (docs/regions.md): a store per region, decisions near every region and
+     * still exact. @default {} (home only)
+     */
+    regions: v.optional(regionsSchema, {}),
     /** Per-rule counts for /check/stats and the dashboard (analytics-config.ts). @default off */
     analytics: v.optional(analyticsSchema, {}),
   },

@@ -24,7 +24,7 @@ export async function checkResponse(
   const authorized = await authorizeCheck(request, env);
   if (!authorized.ok) return authorized.response;
   const { runtime, check } = authorized;
-  const options = limitOptions(check, waitUntil);
+  const options = limitOptions(check, waitUntil, runtime.regionOf(request));
   const decided: ShadowedDecision = check.shadow
     ? await withShadowRules(runtime.limiter, check, check.shadow, options)
     : await runtime.limiter.limitAll(check.requests, options);
@@ -75,8 +75,19 @@ async function withShadowRules(
 const NO_OPTIONS: LimitAllOptions = Object.freeze({});
 
 /** limitAll's options: one literal per case, no spread of empty objects per request. */
-function limitOptions(check: CheckRequest, waitUntil: WaitUntil | undefined): LimitAllOptions {
+function limitOptions(
+  check: CheckRequest,
+  waitUntil: WaitUntil | undefined,
+  region: string | undefined,
+): LimitAllOptions {
   const { requestId } = check;
+  if (region !== undefined) {
+    return {
+      ...(requestId !== undefined ? { requestId } : {}),
+      ...(waitUntil ? { waitUntil } : {}),
+      region,
+    };
+  }
   if (requestId === undefined) return waitUntil ? { waitUntil } : NO_OPTIONS;
   return waitUntil ? { requestId, waitUntil } : { requestId };
 }

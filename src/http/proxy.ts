@@ -47,6 +47,7 @@ export async function proxyResponse(
     clientIp: config.clientIp,
     requestId: requestIdFrom(incoming.headers, config.requestIdHeaders),
     waitUntil,
+    region: runtime.regionOf(incoming),
     legacyHeaders: config.legacyHeaders,
     onShadowDeny: logShadowDeny,
     onRefundFailed: logRefundFailed,

@@ -28,6 +28,7 @@ import type { WaitUntil } from "./lease";
 import { createLimiterLeases } from "./lease-limiter";
 import { nextMemberId } from "./member-id";
 import { refundReceipt } from "./refund-receipt";
+import { createRegionalLeases } from "./regional-leases";
 import {
   denialCacheKey,
   policyBytes,
@@ -58,15 +59,30 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const degraded = createDegradedPath(ctx);
   // Leases (lease-limiter.ts): steps 0 and 6 below, the refund and endLeases.
   const leases = createLimiterLeases(ctx, options.leases);
+  // Regional leases (regional-leases.ts): step 0 for a request in a region.
+  const regional = options.regions
+    ? createRegionalLeases(ctx, options.regions, options.breaker)
+    : undefined;
+  const regionOf = options.regions?.regionOf;
 
   async function decide(
     policies: ResolvedPolicy[],
     requestId: string | undefined,
     waitUntil: WaitUntil | undefined,
+    region: string | undefined,
   ): Promise<MultiDecision> {
+    // 0. A request in a region: paid from the region's leases in one near round trip, or denied
+    // there from a denial home decided; else home decides it below (leases: this isolate's are
+    // for home's requests). Not for a request id (only home can replay it).
+    const inRegion = requestId === undefined && regional?.applies(policies, region) === true;
+    if (inRegion && region !== undefined && regional) {
+      withStorageKeys(policies, ctx.prefix);
+      const decidedThere = await regional.decide(policies, region, waitUntil);
+      if (decidedThere) return decidedThere;
+    }
     // 0. Leases: every policy paid from a live lease this isolate holds, no round trip. Not for
     // a request id (only the store can replay it).
-    if (leases && requestId === undefined) {
+    if (leases && requestId === undefined && !inRegion) {
       let local = leases.decide(policies, waitUntil);
       // (A promise only while the key's lease call is in flight: this request waits for it.)
       if (local instanceof Promise) local = await local;
@@ -161,8 +177,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (!answer.replayed && ctx.capacityEpoch === epochAtSend) {
       remember(ctx, policies, answer, sentAt, receivedAt);
     }
-    // 6. Leases learn what remains, and hot keys are leased (off the request path).
-    leases?.afterStore(policies, answer, waitUntil);
+    // 6. Leases learn what remains, and hot keys are leased (off the request path); a region
+    // holds home's denial until the time home named.
+    if (inRegion && region !== undefined && regional) {
+      if (!answer.replayed && !answer.allowed) {
+        regional.afterHome(policies, region, answer.policies, sentAt, waitUntil);
+      }
+    } else {
+      leases?.afterStore(policies, answer, waitUntil);
+    }
     return fromEvaluation(policies, answer, memberId, requestId);
   }
 
@@ -170,6 +193,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     given: readonly LimitRequest[],
     requestId: string | undefined,
     waitUntil?: WaitUntil,
+    regionName?: string,
   ): Promise<MultiDecision> {
     // Keys past MAX_KEY_LENGTH count under their digest, before any map or Redis key sees them
     // (bounded-key.ts); the hook below sees the keys as counted.
@@ -188,7 +212,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (policies.length === 0) return { allowed: true, decisions: [], replayed: false };
     let decided: MultiDecision;
     try {
-      decided = await decide(policies, requestId, waitUntil);
+      const region = regional ? (regionName ?? regionOf?.(requests)) : undefined;
+      decided = await decide(policies, requestId, waitUntil, region);
     } catch (error) {
       // Only a bug of ours gets here (store errors are handled above); still never throw.
       ctx.onStoreError?.(error);
@@ -207,11 +232,21 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   return {
     async limit(request, limitOptions) {
-      const { decisions } = await limitAll([request], undefined, limitOptions?.waitUntil);
+      const { decisions } = await limitAll(
+        [request],
+        undefined,
+        limitOptions?.waitUntil,
+        limitOptions?.region,
+      );
       return decisions[0] as Decision;
     },
     limitAll(requests, limitOptions) {
-      return limitAll(requests, limitOptions?.requestId, limitOptions?.waitUntil);
+      return limitAll(
+        requests,
+        limitOptions?.requestId,
+        limitOptions?.waitUntil,
+        limitOptions?.region,
+      );
     },
     refund(receipt, refundOptions) {
       // A receipt past the bounds is the caller's error, answered (a refund never throws)
@@ -219,6 +254,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const refused = receiptIssue(receipt, refundOptions?.policies);
       if (refused) return Promise.resolve({ refunded: false, units: [], error: String(refused) });
       if (receipt.leased && leases) return leases.refund(receipt, refundOptions?.policies);
+      if (receipt.regional && regional) return regional.refund(receipt, refundOptions?.policies);
       return refundReceipt(ctx, receipt, refundOptions?.policies);
     },
     endLeases() {

@@ -87,6 +87,37 @@ export function fromLease(
   });
 }
 
+/**
+ * Paid from a regional lease (docs/regions.md), one near round trip. `remaining` is an estimate:
+ * home's last report plus the units live in the region's leases of the key.
+ */
+export function fromRegion(
+  policy: ResolvedPolicy,
+  remaining: number,
+  resetAfterMs: number,
+  at: number,
+): Decision {
+  return decision(policy, "region", {
+    allowed: true,
+    remaining: Math.min(policy.limit, Math.max(0, remaining)),
+    reset: at + resetAfterMs,
+    resetAfterMs,
+    retryAfterMs: 0,
+  });
+}
+
+/** Denied in the region: a denial home decided, held there until the time home named. */
+export function regionDenied(policy: ResolvedPolicy, retryAfterMs: number, at: number): Decision {
+  const wait = Math.max(1, retryAfterMs);
+  return decision(policy, "region", {
+    allowed: false,
+    remaining: 0,
+    reset: at + wait,
+    resetAfterMs: wait,
+    retryAfterMs: wait,
+  });
+}
+
 /** The store did not answer and this policy fails closed: retry when the breaker may probe. */
 export function failClosed(policy: ResolvedPolicy, at: number, retryAfterMs: number): Decision {
   return decision(policy, "fail-closed", {

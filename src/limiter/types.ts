@@ -10,10 +10,22 @@ import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
 import type { LeaseSpend, WaitUntil } from "./lease";
 import type { LeaseOptions } from "./lease-sizing";
+import type { RegionalSpend, RegionsOptions } from "./regional-leases";
 import type { ResolvedPolicy } from "./resolved-policy";
 
-/** Where a decision came from. "lease": spent from a lease this isolate holds (docs/leases.md). */
-export type DecisionSource = "redis" | "cache" | "fail-open" | "fail-closed" | "fallback" | "lease";
+/**
+ * Where a decision came from. "lease": spent from a lease this isolate holds (docs/leases.md);
+ * "region": decided in the request's region, from a regional lease or a denial home decided
+ * (docs/regions.md).
+ */
+export type DecisionSource =
+  | "redis"
+  | "cache"
+  | "fail-open"
+  | "fail-closed"
+  | "fallback"
+  | "lease"
+  | "region";
 
 /** One decision, shared by every surface (proxy, /check, middleware). */
 export interface Decision {
@@ -114,6 +126,16 @@ export interface LimiterOptions {
    * @default { maxLifetimeMs: 1000, minUnits: 2, maxShare: 0.25, headroom: 1.5, maxKeys: 10000 }
    */
   leases?: LeaseOptions | false;
+  /**
+   * Regional leases (docs/regions.md): each region's store, and which region a request is in
+   * when `limitAll`'s options name none. A request in a region, whose policies all ask for
+   * leases, is decided there from leases home granted it, in one round trip to the region's
+   * store. @default none: every request is decided at home
+   */
+  regions?: RegionsOptions & {
+    /** The region of a request whose options name none. @default none (home) */
+    regionOf?: (requests: readonly LimitRequest[]) => string | undefined;
+  };
   /** Called with every store error (for metrics); never throws into the decision. */
   onStoreError?: (error: unknown) => void;
   /** One structured event per breaker state change (the worker logs it as one JSON line). */
@@ -168,6 +190,11 @@ export interface LimitAllOptions {
    * admissions). @default none
    */
   waitUntil?: WaitUntil;
+  /**
+   * The region this request is decided in (one of `regions.stores`; docs/regions.md). An
+   * unknown name, or none, is home. @default `regions.regionOf`, else home
+   */
+  region?: string;
 }
 
 /**
@@ -189,6 +216,8 @@ export interface RefundReceipt {
   requestId?: string;
   /** Internal: for a request paid from leases, where each policy's units came from. */
   leased?: readonly LeaseSpend[];
+  /** Internal: for a request paid from regional leases, which region and leases paid. */
+  regional?: RegionalSpend;
 }
 
 /** One request decided against several policies, all or nothing. */
@@ -247,7 +276,10 @@ export interface Limiter {
    * 1 to limit) out of bounds, or past the caps of store/caps.ts (docs/check-api.md "Limits"). Such a
    * request is never a store failure: it does not move the breaker or the clock.
    */
-  limit(request: LimitRequest, options?: Pick<LimitAllOptions, "waitUntil">): Promise<Decision>;
+  limit(
+    request: LimitRequest,
+    options?: Pick<LimitAllOptions, "waitUntil" | "region">,
+  ): Promise<Decision>;
   /**
    * Decide one request against several policies in one store call, all or nothing: if any
    * denies, none consumes. Never throws. The policies must be distinct (policy, key, algorithm):

@@ -76,6 +76,8 @@ export interface DecideOptions {
   requestId?: string | undefined;
   /** Keeps background store calls (leases) alive past the response: `ctx.waitUntil`. */
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+  /** The request's region (docs/regions.md); undefined: the limiter's `regionOf`, else home. */
+  region?: string | undefined;
   /** Called once per shadow rule that would have denied (the worker logs it). @default none */
   onShadowDeny?: ((event: ShadowDenyEvent) => void) | undefined;
 }
@@ -139,6 +141,7 @@ export async function decideRules(
   const limitOptions: LimitAllOptions = {
     ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
     ...(options.waitUntil ? { waitUntil: options.waitUntil } : {}),
+    ...(options.region !== undefined ? { region: options.region } : {}),
   };
   const { enforcedDecided, shadowDecided, decisions, shadowDenied } = await limitWithShadow(
     options.limiter,

@@ -94,6 +94,7 @@ export function encodeKeyPart(value: string): string {
 
 /**
  * How far ahead of the store's now a log admission may be stamped: a lease's units are stamped at
- * its end (see the evaluate script's ARGV[5]); the sorted set's TTL covers this much more.
+ * its end (see the evaluate script's ARGV[5]): an isolate lease's at most 1 s, a regional lease's
+ * at most 10 s (docs/regions.md); the sorted set's TTL covers this much more.
  */
-export const STAMP_AHEAD_MAX_MS = 1_000;
+export const STAMP_AHEAD_MAX_MS = 10_000;

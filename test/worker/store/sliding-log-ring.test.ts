@@ -1,7 +1,7 @@
 import { describe, expect, inject, it } from "vitest";
 import type { Algorithm } from "../../../src/store/algorithm";
 import { evaluate, evaluatePolicy } from "../../../src/store/evaluate";
-import { storageKey } from "../../../src/store/keys";
+import { STAMP_AHEAD_MAX_MS, storageKey } from "../../../src/store/keys";
 import { peekQuota } from "../../../src/store/peek-reset";
 import { refund } from "../../../src/store/refund";
 import { LOG_LAYOUTS, type LogLayout, readLog } from "../../support/worker/log-state";
@@ -251,7 +251,11 @@ describe("out-of-order times (the caller's clock across isolates, lease stamps)"
       cost: 1,
     };
     await expect(
-      evaluate(store, { policies: [policy], memberId: "x", stampOffsetMs: 1_001 }),
+      evaluate(store, {
+        policies: [policy],
+        memberId: "x",
+        stampOffsetMs: STAMP_AHEAD_MAX_MS + 1,
+      }),
     ).rejects.toThrow(RangeError);
     await expect(
       evaluate(store, {

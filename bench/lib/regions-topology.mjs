@@ -1,0 +1,102 @@
+// @ts-check
+// Three regions on one machine (docs/regions.md): three private redis-servers, each behind the
+// project's REST bridge; home's database lives in "eu", and "us" and "ap" each have a database of
+// their own. Every link a worker uses is a delay proxy (latency-proxy.mjs), so each round trip
+// pays its distance: home is `farMs` from us and ap and `nearMs` from eu; each region's own
+// store is `nearMs` away. Used by the 3-region test (test/node/regions.test.ts) and the regions
+// benchmark (bench/lib/regions-bench.mjs).
+import { startBridge } from "../../bridge/server.mjs";
+import { startPrivateRedis } from "../../scripts/lib/redis.mjs";
+import { startLatencyProxy } from "./latency-proxy.mjs";
+
+export const REGIONS = /** @type {const} */ (["eu", "us", "ap"]);
+/** Where home's database is. */
+export const HOME_REGION = "eu";
+
+/**
+ * @param {{ farMs?: number, nearMs?: number, token?: string }} [options]
+ */
+export async function startRegions({ farMs = 80, nearMs = 5, token = "regions" } = {}) {
+  /** @type {Awaited<ReturnType<typeof startPrivateRedis>>[]} */
+  const servers = [];
+  /** @type {Awaited<ReturnType<typeof startBridge>>[]} */
+  const bridges = [];
+  /** @type {Awaited<ReturnType<typeof startLatencyProxy>>[]} */
+  const proxies = [];
+  try {
+    /** @type {Record<string, { redisUrl: string, bridgeUrl: string }>} */
+    const databases = {};
+    for (const region of REGIONS) {
+      const redis = await startPrivateRedis();
+      servers.push(redis);
+      const bridge = await startBridge({ port: 0, token, redisUrl: redis.url });
+      bridges.push(bridge);
+      databases[region] = { redisUrl: redis.url, bridgeUrl: bridge.url };
+    }
+    const proxy = async (/** @type {string} */ target, /** @type {number} */ delayMs) => {
+      const started = await startLatencyProxy(target, delayMs);
+      proxies.push(started);
+      return started;
+    };
+    const home = /** @type {{ redisUrl: string, bridgeUrl: string }} */ (databases[HOME_REGION]);
+    /**
+     * Per region, what its workers reach: home (near from eu, far from the others) and, outside
+     * eu, the region's own database.
+     * @type {Record<string, { home: Awaited<ReturnType<typeof startLatencyProxy>>, store?: Awaited<ReturnType<typeof startLatencyProxy>> }>}
+     */
+    const links = {};
+    for (const region of REGIONS) {
+      const own = /** @type {{ bridgeUrl: string }} */ (databases[region]);
+      links[region] =
+        region === HOME_REGION
+          ? { home: await proxy(home.bridgeUrl, nearMs) }
+          : {
+              home: await proxy(home.bridgeUrl, farMs),
+              store: await proxy(own.bridgeUrl, nearMs),
+            };
+    }
+    return {
+      token,
+      databases,
+      links,
+      /** The LIMITER_CONFIG `regions` of this topology (store suffixes US and AP). */
+      regionsConfig: {
+        us: { store: "US", continents: ["NA"] },
+        ap: { store: "AP", continents: ["AS"] },
+      },
+      /** A worker's bindings in `region`: home through its link, the region's store through its. */
+      bindings(/** @type {string} */ region) {
+        const link = links[region];
+        if (!link) throw new Error(`no region ${region}`);
+        /** @type {Record<string, string>} */
+        const env = {
+          UPSTASH_REDIS_REST_URL: link.home.url,
+          UPSTASH_REDIS_REST_TOKEN: token,
+          LIMITER_REGION: region === HOME_REGION ? "" : region,
+        };
+        for (const other of REGIONS) {
+          if (other === HOME_REGION) continue;
+          const suffix = other.toUpperCase();
+          // A worker only ever talks to its own region's store; the others' bindings are set
+          // (a deployment binds every region) but point at their far databases directly.
+          env[`UPSTASH_REDIS_REST_URL_${suffix}`] =
+            other === region && link.store
+              ? link.store.url
+              : /** @type {{ bridgeUrl: string }} */ (databases[other]).bridgeUrl;
+          env[`UPSTASH_REDIS_REST_TOKEN_${suffix}`] = token;
+        }
+        return env;
+      },
+      async close() {
+        for (const started of proxies) await started.close();
+        for (const bridge of bridges) await bridge.close();
+        for (const redis of servers) await redis.stop();
+      },
+    };
+  } catch (error) {
+    for (const started of proxies) await started.close();
+    for (const bridge of bridges) await bridge.close();
+    for (const redis of servers) await redis.stop();
+    throw error;
+  }
+}

@@ -1,0 +1,195 @@
+import { foldConstants } from "./fold-constants";
+
+/**
+ * The scripts a region's own store runs for regional leases (docs/regions.md). Home keeps the
+ * exact log; a region's store keeps, per client key, one hash of the leases home granted that
+ * region, spent there in one near round trip.
+ *
+ * Every time in these scripts is the region's own `TIME`, and only ever compared with another
+ * reading of the same clock: a lease is written with a *life* (ms), not an end in home's clock,
+ * so an offset between the region's clock and home's cancels out (docs/regions.md, "Why it
+ * stays exact").
+ *
+ * The hash, per client key:
+ *   u<s>  units left of the lease stamped s (home clock)     e<s>  its end (region clock, exclusive)
+ *   m<s>  "<memberId> <resetMark>" (what a give-back to home carries)
+ *   d, ds demand (units asked here) since ds (region clock): sizes and warms the next lease
+ *   g     a grant is in flight until g (region clock): one caller asks home at a time
+ *   x, xc denied until x (region clock) for a cost of xc or more: a denial home decided
+ *   r, z  home's last remaining, and when capacity next frees (region clock), for the headers
+ */
+const READ_HASH = `
+local function clock_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function read_hash(key)
+  local flat = redis.call('HGETALL', key)
+  local h, leases = {}, {}
+  for i = 1, #flat, 2 do
+    local f, v = flat[i], flat[i + 1]
+    h[f] = v
+    if string.byte(f, 1) == 117 then leases[#leases + 1] = string.sub(f, 2) end
+  end
+  return h, leases
+end
+`;
+
+/**
+ * Spend: every key's cost from one live lease of that key, all or nothing.
+ *
+ * KEYS[i]   a key's hash                ARGV[1] n (keys)
+ * ARGV per key (from 2, 5 each): cost, life (ms) of a lease of this key, limit, min units, the
+ *           grant claim's length (ms)
+ *
+ * Returns per key {status, stamp, units left in that lease, remaining, resetAfterMs or
+ * retryAfterMs, claim, "<memberId> <resetMark>" of that lease}: status 1 spent, 0 no lease with room (decide at home), -1 denied here
+ * (a denial home decided, still true); claim > 0: the caller is to ask home for that many units
+ * (off the request path) and put them here. Nothing is spent unless every key could pay.
+ * Commands: TIME, then per key HGETALL and HSET (+ PEXPIRE for a new hash).
+ */
+export const REGION_SPEND_SCRIPT = foldConstants(`#!lua flags=allow-key-locking
+local MAX_UNITS = 1000
+${READ_HASH}
+local now = clock_now()
+local n = tonumber(ARGV[1])
+local out, writes, all = {}, {}, true
+for i = 1, n do
+  local a = 1 + (i - 1) * 5
+  local cost, life = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local limit, min_units, claim_ms = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local h, leases = read_hash(KEYS[i])
+  local fresh = next(h) == nil
+  -- The live lease with room that ends first (spent first: the later one outlives it).
+  local best, best_end, live_units, last_end = nil, 0, 0, 0
+  for _, s in ipairs(leases) do
+    local e = tonumber(h['e' .. s]) or 0
+    local u = tonumber(h['u' .. s]) or 0
+    if e > now then
+      live_units = live_units + u
+      if e > last_end then last_end = e end
+      if u >= cost and (best == nil or e < best_end) then best, best_end = s, e end
+    end
+  end
+  local status, retry = 0, 0
+  if best then
+    status = 1
+  elseif h.x and now < tonumber(h.x) and cost >= tonumber(h.xc) then
+    status, retry = -1, tonumber(h.x) - now
+  else
+    all = false
+  end
+  if status == -1 then all = false end
+  -- Demand: units asked here since ds. Past one life, the count is scaled down to the last
+  -- half life's share (a rate that decays instead of restarting from nothing).
+  local d, ds = tonumber(h.d) or 0, tonumber(h.ds) or now
+  if now - ds > life then
+    d = math.floor(d * (life / 2) / (now - ds))
+    ds = now - math.floor(life / 2)
+  end
+  d = d + cost
+  -- Ask home for a lease when the key is warm here (min units asked within a life) and what is
+  -- live would not last half a life at this rate, unless a grant is already in flight.
+  local claim = 0
+  local rate = d / math.max(now - ds, math.min(math.floor(life / 4), 1000), 1)
+  if status ~= -1 and d >= min_units and not (h.g and tonumber(h.g) > now) then
+    local spent_after = live_units - (status == 1 and cost or 0)
+    if last_end - now < life / 2 or spent_after < rate * life / 2 then
+      local k = math.ceil(1.5 * rate * life)
+      local cap = math.floor((tonumber(h.r) or limit) / 4)
+      if k > cap then k = cap end
+      if k > MAX_UNITS then k = MAX_UNITS end
+      if k >= min_units then claim = k end
+    end
+  end
+  local remaining = (tonumber(h.r) or limit) + live_units - cost
+  local reset_after = math.max(0, (tonumber(h.z) or now) - now)
+  writes[i] = {best, cost, d, ds, claim, now + claim_ms, fresh, life}
+  out[i] = {status, best and tonumber(best) or 0, best and (tonumber(h['u' .. best]) - cost) or 0,
+    remaining, status == -1 and retry or reset_after, claim, best and h['m' .. best] or ''}
+end
+for i = 1, n do
+  local w = writes[i]
+  local args = {'d', w[3], 'ds', w[4]}
+  if all and w[1] then
+    args[#args + 1] = 'u' .. w[1]
+    args[#args + 1] = out[i][3]
+  end
+  if w[5] > 0 then
+    args[#args + 1] = 'g'
+    args[#args + 1] = w[6]
+  end
+  if not all then out[i][1] = (out[i][1] == -1) and -1 or 0 end
+  redis.call('HSET', KEYS[i], unpack(args))
+  if w[7] then redis.call('PEXPIRE', KEYS[i], w[8] * 2) end
+end
+return out
+`);
+
+/**
+ * Put: what home answered a claim, written into the region. A lease (units > 0) gets its life
+ * from now on the region's clock; a denial (deny > 0) holds for that many ms for a cost of
+ * `denyCost` or more; either way the claim is released. Every lease of the key that ends within
+ * half a life of now (the one this renews, and any that lapsed) is taken out whole and
+ * returned, for the caller to give its unspent units back to home: taken out atomically, none
+ * of them can be spent after.
+ *
+ * KEYS[1] the key's hash
+ * ARGV: stamp, units, life (ms), "<memberId> <resetMark>", home remaining, home resetAfterMs,
+ *       deny (ms, 0 for none), denyCost, key ttl (ms)
+ * Returns {stamp, units, "<memberId> <resetMark>", …} of every lease taken out.
+ * Commands: TIME, HGETALL, HSET, HDEL (when any is taken out), PEXPIRE.
+ */
+export const REGION_PUT_SCRIPT = foldConstants(`#!lua flags=allow-key-locking
+${READ_HASH}
+local key = KEYS[1]
+local now = clock_now()
+local stamp, units, life = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local h, leases = read_hash(key)
+local taken, gone = {}, {}
+local args = {'g', 0}
+if units > 0 then
+  for _, s in ipairs(leases) do
+    if s ~= stamp and (tonumber(h['e' .. s]) or 0) <= now + life / 2 then
+      local u = tonumber(h['u' .. s]) or 0
+      if u > 0 then
+        taken[#taken + 1] = tonumber(s)
+        taken[#taken + 1] = u
+        taken[#taken + 1] = h['m' .. s] or ''
+      end
+      gone[#gone + 1] = 'u' .. s
+      gone[#gone + 1] = 'e' .. s
+      gone[#gone + 1] = 'm' .. s
+    end
+  end
+  for _, v in ipairs({'u' .. stamp, units, 'e' .. stamp, now + life, 'm' .. stamp, ARGV[4],
+      'r', ARGV[5], 'z', now + tonumber(ARGV[6])}) do
+    args[#args + 1] = v
+  end
+end
+local deny = tonumber(ARGV[7])
+if deny > 0 then
+  for _, v in ipairs({'x', now + deny, 'xc', ARGV[8], 'r', ARGV[5]}) do args[#args + 1] = v end
+end
+if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+redis.call('HSET', key, unpack(args))
+local ttl = tonumber(ARGV[9])
+if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+return taken
+`);
+
+/**
+ * Return: units of a request a regional lease paid for, back into that lease while it lives.
+ *
+ * KEYS[1] the key's hash      ARGV[1] the lease's stamp, ARGV[2] units
+ * Returns 1 when they went back into the lease, 0 when it has ended (the caller gives them back
+ * to home, by the stamp). Commands: TIME, HGET, HINCRBY.
+ */
+export const REGION_RETURN_SCRIPT = `#!lua flags=allow-key-locking
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local e = tonumber(redis.call('HGET', KEYS[1], 'e' .. ARGV[1]) or 0) or 0
+if e <= now then return 0 end
+redis.call('HINCRBY', KEYS[1], 'u' .. ARGV[1], tonumber(ARGV[2]))
+return 1
+`;

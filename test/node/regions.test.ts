@@ -1,0 +1,247 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRegions } from "../../bench/lib/regions-topology.mjs";
+import { bundleSource } from "../../scripts/lib/measure-env.mjs";
+
+// Regional leases (docs/regions.md) on three private redis-servers, each behind the REST bridge,
+// every link slowed by a delay proxy: home (in eu) 40 ms from us and ap, each region's own
+// store 2 ms away. "Workers" are limiters, each with its own state, as isolates are; a worker in
+// us or ap has its region's store. Every admission is logged with the instant it was answered,
+// and no rolling window may hold more than the limit.
+type Topology = Awaited<ReturnType<typeof startRegions>>;
+let topology: Topology;
+let run = 0;
+// biome-ignore lint/suspicious/noExplicitAny: src/index.ts bundled, typed by its own tests
+let lib: any;
+const dir = mkdtempSync(join(tmpdir(), "edge-limiter-regions-"));
+
+interface Decided {
+  allowed: boolean;
+  decisions: { source: string }[];
+  receipt?: unknown;
+}
+interface Limiter {
+  limitAll(requests: LimitRequest[], options: object): Promise<Decided>;
+  refund(receipt: unknown): Promise<{ refunded: boolean; units: number[] }>;
+}
+interface LimitRequest {
+  policy: string;
+  key: string;
+  limit: number;
+  windowMs: number;
+  lease: boolean;
+}
+
+const FAR_MS = 40;
+const NEAR_MS = 2;
+
+beforeAll(async () => {
+  lib = await bundleSource(`export * from "./src/index";`, dir);
+  topology = await startRegions({ farMs: FAR_MS, nearMs: NEAR_MS, token: "regions-test" });
+}, 60_000);
+afterAll(async () => {
+  await topology?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface Worker {
+  region: string;
+  limiter: Limiter;
+  pending: Promise<unknown>[];
+}
+
+function worker(region: string, skewMs = 0): Worker {
+  const env = topology.bindings(region);
+  const client = (url: string): unknown =>
+    lib.createStoreClient({ url, token: topology.token, timeoutMs: 2_000, autoPipeline: false });
+  const pending: Promise<unknown>[] = [];
+  const stores: Record<string, unknown> = {};
+  for (const name of ["us", "ap"]) {
+    stores[name] = client(env[`UPSTASH_REDIS_REST_URL_${name.toUpperCase()}`] as string);
+  }
+  const limiter: Limiter = lib.createLimiter({
+    store: client(env.UPSTASH_REDIS_REST_URL as string),
+    timeoutMs: 2_000,
+    now: () => Date.now() + skewMs,
+    regions: { stores, ...(region === "eu" ? {} : { regionOf: () => region }) },
+  });
+  return { region, limiter, pending };
+}
+
+function request(key: string, limit: number, windowMs: number): LimitRequest {
+  return { policy: `regions-${run}`, key, limit, windowMs, lease: true };
+}
+
+async function decide(w: Worker, req: LimitRequest): Promise<Decided> {
+  return w.limiter.limitAll([req], { waitUntil: (p: Promise<unknown>) => w.pending.push(p) });
+}
+
+/** The most admissions inside any span of `spanMs` (instants in ms). */
+function busiestSpan(times: number[], spanMs: number): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let most = 0;
+  let start = 0;
+  for (let end = 0; end < sorted.length; end++) {
+    while ((sorted[end] as number) - (sorted[start] as number) >= spanMs) start++;
+    most = Math.max(most, end - start + 1);
+  }
+  return most;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Each worker sends `perSecond` requests a second for `seconds`; every admission's instant. */
+async function steady(
+  workers: Worker[],
+  req: LimitRequest,
+  perSecond: number,
+  seconds: number,
+): Promise<{ admitted: number[]; sources: Record<string, number>; longestMs: number }> {
+  const admitted: number[] = [];
+  const sources: Record<string, number> = {};
+  let longestMs = 0;
+  const started = Date.now();
+  const total = Math.round(perSecond * seconds);
+  await Promise.all(
+    workers.map(async (w, index) => {
+      const calls: Promise<void>[] = [];
+      for (let i = 0; i < total; i++) {
+        const due = started + ((i + index / workers.length) * 1000) / perSecond;
+        await sleep(Math.max(0, due - Date.now()));
+        const sent = Date.now();
+        calls.push(
+          decide(w, req).then((decided) => {
+            const at = Date.now();
+            longestMs = Math.max(longestMs, at - sent);
+            const source = decided.decisions[0]?.source ?? "none";
+            sources[source] = (sources[source] ?? 0) + 1;
+            if (decided.allowed) admitted.push(at);
+          }),
+        );
+      }
+      await Promise.all(calls);
+    }),
+  );
+  return { admitted, sources, longestMs };
+}
+
+async function settle(workers: Worker[]) {
+  for (const w of workers) {
+    while (w.pending.length > 0) await Promise.allSettled(w.pending.splice(0));
+  }
+}
+
+describe("regional leases over a database per region", () => {
+  it("decides a key warm in a region there, in one near round trip, without home", async () => {
+    run++;
+    const us = worker("us");
+    const home = topology.links.us?.home as { counts: { requests: number }; reset(): void };
+    const req = request("near", 100_000, 60_000);
+    // Warm: home decides until the region holds a lease (a far round trip after the key warms).
+    await steady([us], req, 40, 1);
+    home.reset();
+    const { sources } = await steady([us], req, 40, 3);
+    await settle([us]);
+    expect(sources.region ?? 0).toBeGreaterThanOrEqual(118);
+    // Home is asked for the next leases, off the request path, not per decision.
+    expect(home.counts.requests).toBeLessThanOrEqual(4);
+  }, 30_000);
+
+  it("never admits more than the limit in any window: 4 workers in 3 regions, steady", async () => {
+    run++;
+    const workers = [worker("eu"), worker("us"), worker("us"), worker("ap")];
+    const req = request("steady", 100, 2_000);
+    const { admitted, sources, longestMs } = await steady(workers, req, 25, 6);
+    await settle(workers);
+    // An admission is logged when its answer arrives, up to one round trip after the store
+    // admitted it: spans shorter by the longest round trip absorb that.
+    expect(busiestSpan(admitted, 2_000 - longestMs)).toBeLessThanOrEqual(100);
+    expect(sources.region ?? 0).toBeGreaterThan(0);
+    // An exact limiter admits the first window's 100 and then what leaves each window: at
+    // least 100 per 2 s over 6 s. Leases hold some capacity (docs/regions.md): most of it.
+    expect(admitted.length).toBeGreaterThanOrEqual(0.8 * 300);
+  }, 30_000);
+
+  it("admits at most the limit of a burst of 800 over warm regions", async () => {
+    run++;
+    const workers = [worker("eu"), worker("us"), worker("us"), worker("ap")];
+    const req = request("burst", 100, 10_000);
+    // Warm every region's lease first (a few requests each), then 200 at once from each worker.
+    const warm = await steady(workers, req, 10, 1);
+    await settle(workers);
+    const burst = await Promise.all(
+      workers.flatMap((w) => Array.from({ length: 200 }, () => decide(w, req))),
+    );
+    await settle(workers);
+    const admitted = warm.admitted.length + burst.filter((d) => d.allowed).length;
+    expect(admitted).toBeLessThanOrEqual(100);
+    expect(admitted).toBeGreaterThanOrEqual(80);
+    expect(burst.some((d) => d.decisions[0]?.source === "region")).toBe(true);
+  }, 30_000);
+
+  it("stays exact with skewed worker clocks and a region's link as slow as the margin", async () => {
+    run++;
+    const usStore = topology.links.us?.store as { link: { delayMs: number } };
+    usStore.link.delayMs = 45; // the write's transit within the 50 ms margin
+    try {
+      const workers = [
+        worker("eu", 300),
+        worker("us", -300),
+        worker("us", 150),
+        worker("ap", -150),
+      ];
+      const req = request("skew", 100, 2_000);
+      const { admitted, longestMs } = await steady(workers, req, 25, 5);
+      await settle(workers);
+      expect(busiestSpan(admitted, 2_000 - longestMs)).toBeLessThanOrEqual(100);
+    } finally {
+      usStore.link.delayMs = NEAR_MS;
+    }
+  }, 30_000);
+
+  it("keeps deciding when a region's store hangs (at home) and when home hangs", async () => {
+    run++;
+    const us = worker("us");
+    const req = request("faults", 100_000, 60_000);
+    await steady([us], req, 40, 1);
+    await settle([us]);
+    const store = topology.links.us?.store as { link: { hang: boolean }; resume(): void };
+    store.link.hang = true;
+    let regionDown: Awaited<ReturnType<typeof steady>>;
+    try {
+      regionDown = await steady([us], req, 40, 1);
+    } finally {
+      store.resume();
+    }
+    expect(regionDown.admitted.length).toBe(40);
+    expect(regionDown.sources.redis ?? 0).toBeGreaterThan(30);
+
+    // Home hangs: the region's lease keeps deciding near until it ends.
+    await steady([us], req, 40, 1);
+    const home = topology.links.us?.home as { link: { hang: boolean }; resume(): void };
+    home.link.hang = true;
+    let homeDown: Awaited<ReturnType<typeof steady>>;
+    try {
+      homeDown = await steady([us], req, 40, 1);
+    } finally {
+      home.resume();
+    }
+    await settle([us]);
+    expect(homeDown.admitted.length).toBe(40);
+    expect(homeDown.sources.region ?? 0).toBeGreaterThan(30);
+  }, 30_000);
+
+  it("gives a refunded unit back into its lease, and the region's units back to home", async () => {
+    run++;
+    const us = worker("us");
+    const req = request("refund", 100_000, 60_000);
+    await steady([us], req, 40, 1);
+    await settle([us]);
+    const decided = await decide(us, req);
+    expect(decided.decisions[0]?.source).toBe("region");
+    const outcome = await us.limiter.refund(decided.receipt);
+    expect(outcome).toEqual({ refunded: true, units: [1] });
+  }, 30_000);
+});
