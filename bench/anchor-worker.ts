@@ -11,7 +11,7 @@
 // library's fail-open `timeout` is set to the same value as our `timeoutMs`, so an outage costs
 // both the same budget.
 
-import { Ratelimit } from "@upstash/ratelimit";
+import { MultiRegionRatelimit, Ratelimit } from "@upstash/ratelimit";
 import { Redis } from "@upstash/redis/cloudflare";
 import { bearerTokenMatches } from "../src/http/bearer-token";
 import { parseCheckBody } from "../src/http/check-request";
@@ -25,18 +25,37 @@ interface AnchorEnv {
   ANCHOR_ALGORITHM?: string;
   /** Fail-open timeout of Ratelimit, ms. @default 500 (our default timeoutMs) */
   ANCHOR_TIMEOUT_MS?: string;
+  /**
+   * Comma-separated REST URLs of several databases, nearest first: the anchor is then
+   * MultiRegionRatelimit over them (slidingWindow), as its README sets it up for many regions
+   * (the regions benchmark, bench/lib/regions-bench.mjs). @default unset: one database
+   */
+  ANCHOR_REGION_URLS?: string;
 }
 
 type Algorithm = "slidingWindow" | "fixedWindow";
 
 // One Ratelimit per (algorithm, limit, window), at module scope: the ephemeral cache only works
 // while the isolate keeps the instance between requests.
-const limiters = new Map<string, Ratelimit>();
+const limiters = new Map<string, Ratelimit | MultiRegionRatelimit>();
 let redis: Redis | undefined;
 
 function limiterFor(env: AnchorEnv, algorithm: Algorithm, limit: number, windowMs: number) {
   const id = `${algorithm}:${limit}:${windowMs}`;
   let limiter = limiters.get(id);
+  if (!limiter && env.ANCHOR_REGION_URLS) {
+    limiter = new MultiRegionRatelimit({
+      redis: env.ANCHOR_REGION_URLS.split(",").map(
+        (url) => new Redis({ url, token: env.UPSTASH_REDIS_REST_TOKEN, enableTelemetry: false }),
+      ),
+      limiter: MultiRegionRatelimit.slidingWindow(limit, `${windowMs} ms`),
+      prefix: `anchor-mr:${id}`,
+      ephemeralCache: new Map(),
+      timeout: Number(env.ANCHOR_TIMEOUT_MS ?? 500),
+      analytics: false,
+    });
+    limiters.set(id, limiter);
+  }
   if (!limiter) {
     redis ??= new Redis({
       url: env.UPSTASH_REDIS_REST_URL,
@@ -66,7 +85,7 @@ function json(body: unknown, status: number, headers: Headers = new Headers()): 
 }
 
 export default {
-  async fetch(request: Request, env: AnchorEnv): Promise<Response> {
+  async fetch(request: Request, env: AnchorEnv, ctx: ExecutionContext): Promise<Response> {
     const url = new URL(request.url);
     if (request.method !== "POST" || url.pathname !== "/check") {
       return json({ title: "Not Found" }, 404);
@@ -93,6 +112,8 @@ export default {
     const algorithm: Algorithm =
       env.ANCHOR_ALGORITHM === "fixedWindow" ? "fixedWindow" : "slidingWindow";
     const result = await limiterFor(env, algorithm, limit, windowMs).limit(key, { rate: cost });
+    // MultiRegionRatelimit merges the other databases after answering: keep that alive.
+    ctx.waitUntil(result.pending);
     const now = Date.now();
     // reason: undefined (Redis answered), "cacheBlock" (ephemeral cache), "timeout" (fail-open).
     const source =

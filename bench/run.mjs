@@ -6,7 +6,10 @@
 // never over the committed full run; --only=cpu runs the workerd-CPU side by side alone (to
 // iterate on CPU), into bench/.quick/cpu.json; --only=billed runs the billed-commands section
 // alone (Upstash commands and dollars per decision by traffic shape,
-// bench/lib/billed-commands.mjs), into bench/.quick/billed.json: ≈ 3 min, ≈ 2 min with --quick.
+// bench/lib/billed-commands.mjs), into bench/.quick/billed.json: ≈ 3 min, ≈ 2 min with --quick;
+// --only=regions runs the regions section alone (three databases, delay proxies, ours with and
+// without regions beside MultiRegionRatelimit; bench/lib/regions-bench.mjs), into
+// bench/regions.md and bench/regions.json (bench/.quick/ with --quick): ≈ 5 min, ≈ 2 min quick.
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { startOrigin } from "../test/support/origin-server.mjs";
@@ -45,12 +48,14 @@ import {
 } from "./lib/load.mjs";
 import { logLayoutsMarkdown, runLogLayouts } from "./lib/log-layouts.mjs";
 import { connectStats } from "./lib/redis-stats.mjs";
+import { regionsMarkdown, runRegionsBench } from "./lib/regions-bench.mjs";
 import { writeReport } from "./lib/report.mjs";
 import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
 
 const quick = process.argv.includes("--quick");
 const cpuOnly = process.argv.includes("--only=cpu");
 const billedOnly = process.argv.includes("--only=billed");
+const regionsOnly = process.argv.includes("--only=regions");
 /**
  * Knobs of the two modes: full ≈ 24 min, quick ≈ 7 min on a 2-core machine (the billed-commands
  * section ≈ 3 and 2 min of that).
@@ -92,6 +97,7 @@ const baselineRef = process.argv.find((a) => a.startsWith("--baseline="))?.slice
 if (cpuRotationsArg) PLAN.cpuRotations = Number(cpuRotationsArg.slice(16));
 // A quick run never overwrites the committed full run's figures.
 const OUTPUT = path.join(ROOT, "bench", quick || cpuOnly || billedOnly ? ".quick" : "");
+const REGIONS_OUTPUT = path.join(ROOT, "bench", quick ? ".quick" : "");
 
 /** @param {string} message */
 function progress(message) {
@@ -175,6 +181,23 @@ try {
 
   progress("building both workers with wrangler deploy --dry-run, and src/ for Node with esbuild");
   const bundles = await buildWorkers(tmp);
+  if (regionsOnly) {
+    results.regions = await runRegionsBench({ bundles, quick, progress });
+    mkdirSync(REGIONS_OUTPUT, { recursive: true });
+    writeFileSync(
+      path.join(REGIONS_OUTPUT, "regions.json"),
+      `${JSON.stringify(results, null, 2)}\n`,
+    );
+    writeFileSync(
+      path.join(REGIONS_OUTPUT, "regions.md"),
+      `# edge-limiter regions benchmark\n\n\`npm run bench -- --only=regions${quick ? " --quick" : ""}\`, ${results.date}, ` +
+        `Node ${results.machine.node}, ${results.machine.cpus} cores.\n\n${regionsMarkdown(results.regions)}`,
+    );
+    progress(`done: ${path.relative(ROOT, path.join(REGIONS_OUTPUT, "regions.md"))}`);
+    await cleanup();
+    await delay(10);
+    process.exit(0);
+  }
   const lib = await loadLibraries(tmp);
   const CONTENDERS = contendersFor(lib.ALGORITHMS ?? ["sliding-log"]);
   results.contenders = CONTENDERS.map(({ id, name }) => ({ id, name }));
@@ -684,6 +707,9 @@ try {
   // The exact log's two layouts per limit, beside the anchor (bench/lib/log-layouts.mjs).
   results.logLayouts = await runLogLayouts({ quick, progress });
 
+  // Regions: three databases behind delay proxies (bench/lib/regions-bench.mjs; docs/regions.md).
+  results.regions = await runRegionsBench({ bundles, quick, progress });
+
   results.seconds = (Date.now() - started) / 1000;
   mkdirSync(OUTPUT, { recursive: true });
   writeFileSync(path.join(OUTPUT, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
@@ -691,6 +717,7 @@ try {
   appendFileSync(path.join(OUTPUT, "results.md"), `\n${leaseMarkdown(results.leases)}`);
   appendFileSync(path.join(OUTPUT, "results.md"), `\n${logLayoutsMarkdown(results.logLayouts)}`);
   appendFileSync(path.join(OUTPUT, "results.md"), `\n${billedMarkdown(results.billed)}`);
+  appendFileSync(path.join(OUTPUT, "results.md"), `\n${regionsMarkdown(results.regions)}`);
   console.table(billedTable(results.billed));
   progress(
     `done: ${path.relative(ROOT, OUTPUT)}/results.md, results.json (${results.seconds.toFixed(0)} s)`,

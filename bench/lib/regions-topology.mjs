@@ -38,22 +38,23 @@ export async function startRegions({ farMs = 80, nearMs = 5, token = "regions" }
       proxies.push(started);
       return started;
     };
-    const home = /** @type {{ redisUrl: string, bridgeUrl: string }} */ (databases[HOME_REGION]);
     /**
-     * Per region, what its workers reach: home (near from eu, far from the others) and, outside
-     * eu, the region's own database.
-     * @type {Record<string, { home: Awaited<ReturnType<typeof startLatencyProxy>>, store?: Awaited<ReturnType<typeof startLatencyProxy>> }>}
+     * Per worker region, a link to every database: its own region's near, the others far
+     * (`home` is the link to eu's, `store` to the region's own outside eu).
+     * @type {Record<string, Record<string, Awaited<ReturnType<typeof startLatencyProxy>>> & { home: Awaited<ReturnType<typeof startLatencyProxy>>, store?: Awaited<ReturnType<typeof startLatencyProxy>> }>}
      */
     const links = {};
-    for (const region of REGIONS) {
-      const own = /** @type {{ bridgeUrl: string }} */ (databases[region]);
-      links[region] =
-        region === HOME_REGION
-          ? { home: await proxy(home.bridgeUrl, nearMs) }
-          : {
-              home: await proxy(home.bridgeUrl, farMs),
-              store: await proxy(own.bridgeUrl, nearMs),
-            };
+    for (const from of REGIONS) {
+      /** @type {Record<string, Awaited<ReturnType<typeof startLatencyProxy>>>} */
+      const reach = {};
+      for (const to of REGIONS) {
+        const database = /** @type {{ bridgeUrl: string }} */ (databases[to]);
+        reach[to] = await proxy(database.bridgeUrl, from === to ? nearMs : farMs);
+      }
+      const home = /** @type {Awaited<ReturnType<typeof startLatencyProxy>>} */ (
+        reach[HOME_REGION]
+      );
+      links[from] = { ...reach, home, ...(from === HOME_REGION ? {} : { store: reach[from] }) };
     }
     return {
       token,
@@ -77,15 +78,21 @@ export async function startRegions({ farMs = 80, nearMs = 5, token = "regions" }
         for (const other of REGIONS) {
           if (other === HOME_REGION) continue;
           const suffix = other.toUpperCase();
-          // A worker only ever talks to its own region's store; the others' bindings are set
-          // (a deployment binds every region) but point at their far databases directly.
-          env[`UPSTASH_REDIS_REST_URL_${suffix}`] =
-            other === region && link.store
-              ? link.store.url
-              : /** @type {{ bridgeUrl: string }} */ (databases[other]).bridgeUrl;
+          // A deployment binds every region's store; a worker only ever uses its own region's.
+          env[`UPSTASH_REDIS_REST_URL_${suffix}`] = /** @type {{ url: string }} */ (
+            link[other]
+          ).url;
           env[`UPSTASH_REDIS_REST_TOKEN_${suffix}`] = token;
         }
         return env;
+      },
+      /** The anchor's databases from `region`, nearest first (MultiRegionRatelimit's list). */
+      anchorUrls(/** @type {string} */ region) {
+        const link = links[region];
+        if (!link) throw new Error(`no region ${region}`);
+        return [region, ...REGIONS.filter((other) => other !== region)]
+          .map((to) => /** @type {{ url: string }} */ (link[to]).url)
+          .join(",");
       },
       async close() {
         for (const started of proxies) await started.close();

@@ -4,6 +4,13 @@
  */
 import { MAX_ZSET_COST } from "../store/caps";
 import { STAMP_AHEAD_MAX_MS } from "../store/keys";
+
+/**
+ * The longest an isolate lease may live: its last tenth is the slack for an isolate clock that
+ * lags (lease.ts), which workerd's clock, advancing only with I/O, can do for a while. A regional
+ * lease (regional-leases.ts) lives longer: its life runs on the region store's clock.
+ */
+const ISOLATE_LEASE_MAX_MS = Math.min(1_000, STAMP_AHEAD_MAX_MS);
 import { DEFAULT_LEASES } from "./defaults";
 import { demand, type KeyState } from "./lease-keys";
 import type { ResolvedPolicy } from "./resolved-policy";
@@ -88,9 +95,9 @@ export function resolveLeaseSizing(options: LeaseOptions | undefined): LeaseSizi
     }
   };
   positiveInteger("maxLifetimeMs");
-  if (sizing.maxLifetimeMs > STAMP_AHEAD_MAX_MS) {
+  if (sizing.maxLifetimeMs > ISOLATE_LEASE_MAX_MS) {
     throw new RangeError(
-      `leases.maxLifetimeMs must be at most ${STAMP_AHEAD_MAX_MS} (how far ahead the store stamps)`,
+      `leases.maxLifetimeMs must be at most ${ISOLATE_LEASE_MAX_MS} (an isolate's clock may lag a tenth of it)`,
     );
   }
   positiveInteger("minUnits");

@@ -1,0 +1,390 @@
+// @ts-check
+// Regions (docs/regions.md): three databases, home in eu, each worker 80 ms from the databases
+// of other regions and 5 ms from its own (regions-topology.mjs), workers built as they deploy
+// and served by workerd alone, pinned with LIMITER_REGION. Side by side in one run:
+//   ours with regions   LIMITER_CONFIG `regions`, `"lease": true` in the /check body;
+//   ours, home only     no regions: every decision at home (no lease: a key spread over
+//                       isolates, which isolate leases do not help);
+//   the anchor          @upstash/ratelimit MultiRegionRatelimit (slidingWindow) over the same
+//                       three databases, nearest first.
+// Loads: one sender at 40/s on a key (near); 4 workers in 3 regions at 25/s each on one key at
+// limit 100 per 10 s (exact); a burst of 800 over the 4; the steady load again while a region's
+// store hangs, then home hangs (faults).
+import { serveWorker } from "./infra.mjs";
+import { LIMITER_TOKEN } from "./load.mjs";
+import { startRegions } from "./regions-topology.mjs";
+
+const sleep = (/** @type {number} */ ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * @typedef {object} Answer
+ * @property {number} sent ms (this process's clock)
+ * @property {number} received ms
+ * @property {number} status
+ * @property {string} source
+ * @property {number} worker index of the worker asked
+ */
+
+/** One /check. @param {string} url @param {object} body @param {number} worker @returns {Promise<Answer>} */
+async function check(url, body, worker) {
+  const sent = Date.now();
+  try {
+    const response = await fetch(`${url}/check`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${LIMITER_TOKEN}` },
+      body: JSON.stringify(body),
+    });
+    const json = /** @type {{ source?: string }} */ (await response.json().catch(() => ({})));
+    return {
+      sent,
+      received: Date.now(),
+      status: response.status,
+      source: json.source ?? "",
+      worker,
+    };
+  } catch {
+    return { sent, received: Date.now(), status: 0, source: "error", worker };
+  }
+}
+
+/**
+ * Each worker sends `perSecond` a second for `seconds`, on a fixed schedule (not waiting for
+ * answers), offset from the others.
+ * @param {string[]} urls @param {object} body @param {number} perSecond @param {number} seconds
+ * @returns {Promise<Answer[]>}
+ */
+async function steady(urls, body, perSecond, seconds) {
+  const started = Date.now();
+  const total = Math.round(perSecond * seconds);
+  const answers = await Promise.all(
+    urls.map(async (url, worker) => {
+      /** @type {Promise<Answer>[]} */
+      const calls = [];
+      for (let i = 0; i < total; i++) {
+        const due = started + ((i + worker / urls.length) * 1000) / perSecond;
+        await sleep(Math.max(0, due - Date.now()));
+        calls.push(check(url, body, worker));
+      }
+      return Promise.all(calls);
+    }),
+  );
+  return answers.flat();
+}
+
+/** @param {number[]} values @param {number} q */
+function quantile(values, q) {
+  const sorted = [...values].sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+}
+
+/**
+ * The most admissions in any window of `windowMs`. An admission happened somewhere between its
+ * request's send and its answer: "certain" counts only those wholly inside a window (a count
+ * over the limit there is a real over-admission); "by answer" places each at its answer.
+ * @param {Answer[]} answers @param {number} windowMs
+ */
+function busiestWindow(answers, windowMs) {
+  const admitted = answers.filter((a) => a.status === 200);
+  const byAnswer = admitted.map((a) => a.received).sort((a, b) => a - b);
+  let most = 0;
+  for (let end = 0, start = 0; end < byAnswer.length; end++) {
+    while ((byAnswer[end] ?? 0) - (byAnswer[start] ?? 0) >= windowMs) start++;
+    most = Math.max(most, end - start + 1);
+  }
+  // Windows starting at each send: those admitted with sent ≥ a and received < a + window.
+  let certain = 0;
+  const bySent = [...admitted].sort((a, b) => a.sent - b.sent);
+  bySent.forEach((first, i) => {
+    let inside = 0;
+    for (const later of bySent.slice(i)) {
+      if (later.sent >= first.sent + windowMs) break;
+      if (later.received < first.sent + windowMs) inside++;
+    }
+    certain = Math.max(certain, inside);
+  });
+  return { byAnswer: most, certain };
+}
+
+/**
+ * What an exact sliding-window log admits of these requests, each decided at its send instant.
+ * @param {Answer[]} answers @param {number} limit @param {number} windowMs
+ */
+function exactAdmits(answers, limit, windowMs) {
+  const times = answers.map((a) => a.sent).sort((a, b) => a - b);
+  /** @type {number[]} */
+  const log = [];
+  let admitted = 0;
+  for (const t of times) {
+    while (log.length > 0 && (log[0] ?? 0) <= t - windowMs) log.shift();
+    if (log.length < limit) {
+      log.push(t);
+      admitted++;
+    }
+  }
+  return admitted;
+}
+
+/** @param {Answer[]} answers */
+function sources(answers) {
+  /** @type {Record<string, number>} */
+  const counts = {};
+  for (const a of answers) {
+    const name = a.source || String(a.status);
+    counts[name] = (counts[name] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/**
+ * @param {{ bundles: { ours: string, anchor: string }, quick?: boolean, progress?: (message: string) => void }} options
+ */
+export async function runRegionsBench({ bundles, quick = false, progress = () => {} }) {
+  const farMs = 80;
+  const nearMs = 5;
+  const topology = await startRegions({ farMs, nearMs, token: "bench-regions" });
+  /** @type {{ dispose: () => Promise<void> }[]} */
+  const served = [];
+  const config = (/** @type {boolean} */ withRegions) =>
+    JSON.stringify({
+      rules: [],
+      timeoutMs: 2_000,
+      failMode: "open",
+      ...(withRegions ? { regions: topology.regionsConfig } : {}),
+    });
+  /** @param {"regions" | "home" | "anchor"} kind @param {string} region */
+  const serve = async (kind, region) => {
+    const bindings = topology.bindings(region);
+    const worker =
+      kind === "anchor"
+        ? await serveWorker({
+            scriptPath: bundles.anchor,
+            bindings: {
+              UPSTASH_REDIS_REST_URL: bindings.UPSTASH_REDIS_REST_URL ?? "",
+              UPSTASH_REDIS_REST_TOKEN: topology.token,
+              LIMITER_TOKEN,
+              ANCHOR_TIMEOUT_MS: "2000",
+              ANCHOR_REGION_URLS: topology.anchorUrls(region),
+            },
+          })
+        : await serveWorker({
+            scriptPath: bundles.ours,
+            bindings: {
+              ...bindings,
+              ...(kind === "home" ? { LIMITER_REGION: "" } : {}),
+              LIMITER_TOKEN,
+              LIMITER_CONFIG: config(kind === "regions"),
+            },
+          });
+    served.push(worker);
+    return worker.url;
+  };
+  const tag = `regions-${Date.now()}`;
+  const KINDS = /** @type {const} */ (["regions", "home", "anchor"]);
+  /** @param {string} kind @param {string} name @param {number} limit @param {string} window */
+  const body = (kind, name, limit, window) => ({
+    key: `${tag}:${kind}:${name}`,
+    limit,
+    window,
+    ...(kind === "regions" ? { lease: true } : {}),
+  });
+  const results = {
+    farMs,
+    nearMs,
+    /** @type {Record<string, any>} */ near: {},
+    /** @type {Record<string, any>} */ exact: {},
+    /** @type {Record<string, any>} */ burst: {},
+    /** @type {Record<string, any>} */ faults: {},
+  };
+  try {
+    // Near: one sender in us at 40/s, limit 100 000 a minute; 2 s of the same load first (the
+    // key warms and the region gets its first lease), not measured.
+    const nearSeconds = quick ? 8 : 25;
+    const usLinks = /** @type {Record<string, { counts: { requests: number }, reset(): void }>} */ (
+      /** @type {unknown} */ (topology.links.us)
+    );
+    for (const kind of KINDS) {
+      const url = await serve(kind, "us");
+      const nearBody = body(kind, "near", 100_000, "1m");
+      await steady([url], nearBody, 40, 2);
+      for (const link of Object.values(usLinks)) link.reset();
+      const answers = await steady([url], nearBody, 40, nearSeconds);
+      await sleep(500);
+      const latencies = answers.map((a) => a.received - a.sent);
+      const far = (usLinks.eu?.counts.requests ?? 0) + (usLinks.ap?.counts.requests ?? 0);
+      results.near[kind] = {
+        decisions: answers.length,
+        allowed: answers.filter((a) => a.status === 200).length,
+        p50: quantile(latencies, 0.5),
+        p99: quantile(latencies, 0.99),
+        homePerThousand: ((usLinks.eu?.counts.requests ?? 0) / answers.length) * 1000,
+        farPerThousand: (far / answers.length) * 1000,
+        sources: sources(answers),
+      };
+      progress(`regions near ${kind}: ${JSON.stringify(results.near[kind])}`);
+    }
+
+    // Exact: 4 workers in 3 regions (eu, us, us, ap), 25/s each, one key, limit 100 per 10 s.
+    const places = ["eu", "us", "us", "ap"];
+    const exactSeconds = quick ? 12 : 25;
+    /** @type {Record<string, string[]>} */
+    const fleets = {};
+    for (const kind of KINDS) {
+      fleets[kind] = await Promise.all(places.map((region) => serve(kind, region)));
+    }
+    for (const kind of KINDS) {
+      const urls = /** @type {string[]} */ (fleets[kind]);
+      const answers = await steady(urls, body(kind, "steady", 100, "10s"), 25, exactSeconds);
+      const exact = exactAdmits(answers, 100, 10_000);
+      const allowed = answers.filter((a) => a.status === 200).length;
+      results.exact[kind] = {
+        decisions: answers.length,
+        allowed,
+        exact,
+        share: allowed / exact,
+        busiest: busiestWindow(answers, 10_000),
+        p50: quantile(
+          answers.map((a) => a.received - a.sent),
+          0.5,
+        ),
+        sources: sources(answers),
+      };
+      progress(`regions exact ${kind}: ${JSON.stringify(results.exact[kind])}`);
+    }
+
+    // Burst: 800 at once over the 4 workers (200 each) at limit 100, on a key warmed at 5/s each
+    // for 2 s (the regions hold leases when it hits).
+    for (const kind of KINDS) {
+      const urls = /** @type {string[]} */ (fleets[kind]);
+      const burstBody = body(kind, "burst", 100, "1m");
+      const warm = await steady(urls, burstBody, 5, 2);
+      const burst = await Promise.all(
+        urls.flatMap((url, worker) =>
+          Array.from({ length: 200 }, () => check(url, burstBody, worker)),
+        ),
+      );
+      const admitted = [...warm, ...burst].filter((a) => a.status === 200).length;
+      results.burst[kind] = { admitted, sources: sources(burst) };
+      progress(`regions burst ${kind}: ${JSON.stringify(results.burst[kind])}`);
+    }
+
+    // Faults, ours with regions and home only, under the exact load: a region's store (us)
+    // hangs, then home hangs, each for a third of the run after a normal third.
+    const phaseSeconds = quick ? 4 : 10;
+    const usStore = /** @type {{ link: { hang: boolean }, resume(): void }} */ (
+      /** @type {unknown} */ (topology.links.us?.store)
+    );
+    const homeLinks = places.map(
+      (region) =>
+        /** @type {{ link: { hang: boolean }, resume(): void }} */ (
+          /** @type {unknown} */ (topology.links[region]?.home)
+        ),
+    );
+    for (const kind of /** @type {const} */ (["regions", "home"])) {
+      const urls = /** @type {string[]} */ (fleets[kind]);
+      /** @type {Record<string, any>} */
+      const phases = {};
+      for (const phase of ["normal", "region store hangs", "home hangs"]) {
+        const faultBody = body(kind, `fault-${phase.replaceAll(" ", "-")}`, 100, "10s");
+        if (phase === "region store hangs") usStore.link.hang = true;
+        if (phase === "home hangs") for (const link of homeLinks) link.link.hang = true;
+        let answers;
+        try {
+          answers = await steady(urls, faultBody, 25, phaseSeconds);
+        } finally {
+          usStore.resume();
+          for (const link of homeLinks) link.resume();
+        }
+        const allowed = answers.filter((a) => a.status === 200).length;
+        phases[phase] = {
+          decisions: answers.length,
+          answered: answers.filter((a) => a.status === 200 || a.status === 429).length,
+          allowed,
+          exact: exactAdmits(answers, 100, 10_000),
+          busiest: busiestWindow(answers, 10_000),
+          p50: quantile(
+            answers.map((a) => a.received - a.sent),
+            0.5,
+          ),
+          sources: sources(answers),
+        };
+        progress(`regions faults ${kind} ${phase}: ${JSON.stringify(phases[phase])}`);
+        // The breakers close again before the next phase.
+        await sleep(2_500);
+      }
+      results.faults[kind] = phases;
+    }
+  } finally {
+    for (const worker of served) await worker.dispose();
+    await topology.close();
+  }
+  return results;
+}
+
+/** @param {Awaited<ReturnType<typeof runRegionsBench>>} r */
+export function regionsMarkdown(r) {
+  const label = {
+    regions: "edge-limiter, regions",
+    home: "edge-limiter, home only",
+    anchor: "@upstash/ratelimit MultiRegionRatelimit",
+  };
+  const names = /** @type {const} */ (["regions", "home", "anchor"]);
+  const fmt = (/** @type {number} */ n, digits = 0) =>
+    Number.isFinite(n) ? n.toFixed(digits) : "–";
+  const lines = [
+    "## Regions: near and exact (docs/regions.md)",
+    "",
+    `Three databases on three private redis-servers, each behind the bridge; home in eu. Every ` +
+      `link is a delay proxy: a worker's own region's database ${r.nearMs} ms away, the others ` +
+      `${r.farMs} ms. Workers built as deployed, served by workerd alone, pinned with ` +
+      "`LIMITER_REGION`. Decisions through `/check`; the anchor is MultiRegionRatelimit " +
+      "(slidingWindow) over the same three databases, nearest first.",
+    "",
+    "**Near**: one sender in us at 40/s, one key, limit 100 000 a minute, after 2 s of the same " +
+      "load. Home round trips are the requests the us→eu link saw (decisions, lease grants, " +
+      "give-backs); far round trips add us→ap.",
+    "",
+    "| contender | decisions | p50 | p99 | home round trips / 1000 | far round trips / 1000 | sources |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
+    ...names.map((name) => {
+      const n = r.near[name];
+      return `| ${label[name]} | ${n.decisions} | ${n.p50} ms | ${n.p99} ms | ${fmt(n.homePerThousand, 1)} | ${fmt(n.farPerThousand, 1)} | ${JSON.stringify(n.sources)} |`;
+    }),
+    "",
+    "**Exact**: 4 workers (eu, us, us, ap) at 25/s each on one key, limit 100 per 10 s. " +
+      "Busiest 10 s: *certain* counts admissions whose request and answer both fall inside the " +
+      "window (over 100 is a proven over-admission); *by answer* places each at its answer. " +
+      "Exact is what an exact log admits of the same requests at their send instants.",
+    "",
+    "| contender | decisions | admitted | exact limiter | share | busiest 10 s (certain / by answer) | p50 |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
+    ...names.map((name) => {
+      const e = r.exact[name];
+      return `| ${label[name]} | ${e.decisions} | ${e.allowed} | ${e.exact} | ${fmt(100 * e.share)} % | ${e.busiest.certain} / ${e.busiest.byAnswer} | ${e.p50} ms |`;
+    }),
+    "",
+    "**Burst**: 2 s at 5/s per worker, then 800 at once over the 4 workers, limit 100 a minute.",
+    "",
+    "| contender | admitted (limit 100) | burst sources |",
+    "| --- | --- | --- |",
+    ...names.map(
+      (name) =>
+        `| ${label[name]} | ${r.burst[name].admitted} | ${JSON.stringify(r.burst[name].sources)} |`,
+    ),
+    "",
+    "**Faults** under the exact load, a fresh key per phase: the us store hangs, then home " +
+      "hangs (every link to eu), each phase alone.",
+    "",
+    "| contender | phase | answered / sent | admitted | exact limiter | busiest 10 s (certain) | p50 | sources |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+  ];
+  for (const name of /** @type {const} */ (["regions", "home"])) {
+    for (const [phase, p] of Object.entries(r.faults[name] ?? {})) {
+      lines.push(
+        `| ${label[name]} | ${phase} | ${p.answered} / ${p.decisions} | ${p.allowed} | ${p.exact} | ${p.busiest.certain} | ${p.p50} ms | ${JSON.stringify(p.sources)} |`,
+      );
+    }
+  }
+  lines.push("");
+  return lines.join("\n");
+}
