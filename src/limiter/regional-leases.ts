@@ -193,7 +193,7 @@ export function createRegionalLeases(
       ...(granted && answer
         ? { stamp: answer.stamp, units, lifeMs, memberId, resetMark }
         : release),
-      remaining: only?.remaining ?? 0,
+      remaining: only ? Math.max(0, only.remaining) : -1,
       resetAfterMs: only ? Math.max(0, only.reset - only.now - elapsed) : 0,
       denyMs: 0,
       denyCost: 0,
@@ -211,7 +211,7 @@ export function createRegionalLeases(
     // (what home last reported is under half the limit). With plenty left they are left to
     // lapse: they hold capacity until their stamp leaves the window, and a far round trip per
     // lease to give back what nobody is short of would cost more than it frees.
-    const scarce = (only?.remaining ?? 0) < policy.limit / 2;
+    const scarce = only === undefined || only.remaining < policy.limit / 2;
     for (const lease of scarce ? (taken ?? []) : []) {
       await giveBack(policy, lease.stamp, lease.units, lease.memberId, lease.resetMark);
     }
@@ -310,10 +310,14 @@ export function createRegionalLeases(
           denyCost: policy.cost,
           ttlMs: denyMs + 1,
         };
-        background(
-          inRegion(region, (client) => regionPut(client, put)),
-          waitUntil,
-        );
+        // A denial means capacity is scarce: leases the put took out give their units back.
+        const held = async () => {
+          const taken = await inRegion(region, (client) => regionPut(client, put));
+          for (const lease of taken ?? []) {
+            await giveBack(policy, lease.stamp, lease.units, lease.memberId, lease.resetMark);
+          }
+        };
+        background(held(), waitUntil);
       });
     },
 

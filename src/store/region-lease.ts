@@ -93,7 +93,7 @@ export interface RegionPut {
   lifeMs: number;
   memberId: string;
   resetMark: string;
-  /** What home reported remaining, and ms until capacity next frees. */
+  /** What home reported remaining (-1: home did not answer), and ms until capacity next frees. */
   remaining: number;
   resetAfterMs: number;
   /** A denial to hold for this many ms (0: none), for a cost of `denyCost` or more. */
@@ -121,7 +121,7 @@ export async function regionPut(client: ScriptClient, put: RegionPut): Promise<T
       put.units,
       Math.max(0, Math.floor(put.lifeMs)),
       `${put.memberId} ${put.resetMark}`,
-      Math.max(0, Math.floor(put.remaining)),
+      Math.max(-1, Math.floor(put.remaining)),
       Math.max(0, Math.floor(put.resetAfterMs)),
       Math.max(0, Math.floor(put.denyMs)),
       put.denyCost,

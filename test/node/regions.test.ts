@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRegions } from "../../bench/lib/regions-topology.mjs";
 import { bundleSource } from "../../scripts/lib/measure-env.mjs";
@@ -37,11 +38,44 @@ interface LimitRequest {
 const FAR_MS = 40;
 const NEAR_MS = 2;
 
+// Every lease a put writes into a region, read back from that region's redis-server right after:
+// how far its end (region clock) lies past its stamp (home clock). All three servers run on this
+// machine's one clock, so the two compare directly: a lease may end early, never late.
+const lateness: number[] = [];
+const direct: Record<string, Redis> = {};
+
+type ScriptCall = (first: string, keys: string[], args: unknown[]) => Promise<unknown>;
+interface ScriptClient {
+  evalsha: ScriptCall;
+  eval: ScriptCall;
+}
+
+/** A region's store client that audits every lease put through it (evalsha/eval only). */
+function audited(region: string, store: ScriptClient): ScriptClient {
+  const audit = async (keys: string[], args: unknown[], reply: unknown) => {
+    // The put script's 9 arguments: stamp, units, life, …; a lease when units > 0.
+    if (args.length !== 9 || Number(args[1]) <= 0) return reply;
+    const end = await direct[region]?.hget(keys[0] as string, `e${args[0]}`);
+    if (end != null) lateness.push(Number(end) - Number(args[0]));
+    return reply;
+  };
+  return {
+    evalsha: (sha: string, keys: string[], args: unknown[]) =>
+      store.evalsha(sha, keys, args).then((reply: unknown) => audit(keys, args, reply)),
+    eval: (script: string, keys: string[], args: unknown[]) =>
+      store.eval(script, keys, args).then((reply: unknown) => audit(keys, args, reply)),
+  };
+}
+
 beforeAll(async () => {
   lib = await bundleSource(`export * from "./src/index";`, dir);
   topology = await startRegions({ farMs: FAR_MS, nearMs: NEAR_MS, token: "regions-test" });
+  for (const region of ["us", "ap"]) {
+    direct[region] = new Redis(topology.databases[region]?.redisUrl as string);
+  }
 }, 60_000);
 afterAll(async () => {
+  for (const client of Object.values(direct)) client.disconnect();
   await topology?.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -59,7 +93,10 @@ function worker(region: string, skewMs = 0): Worker {
   const pending: Promise<unknown>[] = [];
   const stores: Record<string, unknown> = {};
   for (const name of ["us", "ap"]) {
-    stores[name] = client(env[`UPSTASH_REDIS_REST_URL_${name.toUpperCase()}`] as string);
+    stores[name] = audited(
+      name,
+      client(env[`UPSTASH_REDIS_REST_URL_${name.toUpperCase()}`] as string) as ScriptClient,
+    );
   }
   const limiter: Limiter = lib.createLimiter({
     store: client(env.UPSTASH_REDIS_REST_URL as string),
@@ -153,8 +190,12 @@ describe("regional leases over a database per region", () => {
     run++;
     const workers = [worker("eu"), worker("us"), worker("us"), worker("ap")];
     const req = request("steady", 100, 2_000);
+    lateness.length = 0;
     const { admitted, sources, longestMs } = await steady(workers, req, 25, 6);
     await settle(workers);
+    // Every lease written ended no later than its stamp.
+    expect(lateness.length).toBeGreaterThan(0);
+    expect(Math.max(...lateness)).toBeLessThanOrEqual(0);
     // An admission is logged when its answer arrives, up to one round trip after the store
     // admitted it: spans shorter by the longest round trip absorb that.
     expect(busiestSpan(admitted, 2_000 - longestMs)).toBeLessThanOrEqual(100);
@@ -193,8 +234,11 @@ describe("regional leases over a database per region", () => {
         worker("ap", -150),
       ];
       const req = request("skew", 100, 2_000);
+      lateness.length = 0;
       const { admitted, longestMs } = await steady(workers, req, 25, 5);
       await settle(workers);
+      expect(lateness.length).toBeGreaterThan(0);
+      expect(Math.max(...lateness)).toBeLessThanOrEqual(0);
       expect(busiestSpan(admitted, 2_000 - longestMs)).toBeLessThanOrEqual(100);
     } finally {
       usStore.link.delayMs = NEAR_MS;

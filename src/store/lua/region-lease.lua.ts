@@ -16,7 +16,8 @@ import { foldConstants } from "./fold-constants";
  *   d, ds demand (units asked here) since ds (region clock): sizes and warms the next lease
  *   g     a grant is in flight until g (region clock): one caller asks home at a time
  *   x, xc denied until x (region clock) for a cost of xc or more: a denial home decided
- *   r, z  home's last remaining, and when capacity next frees (region clock), for the headers
+ *   r, rt home's last remaining and when it said so (region clock): sizes the next lease
+ *   z     when capacity next frees (region clock), for the headers
  */
 const READ_HASH = `
 local function clock_now()
@@ -91,12 +92,15 @@ for i = 1, n do
   -- Ask home for a lease when the key is warm here (min units asked within a life) and what is
   -- live would not last half a life at this rate, unless a grant is already in flight.
   local claim = 0
+  -- What home last said remains, while it is younger than a life (capacity frees with time).
+  local known = limit
+  if h.r and now - (tonumber(h.rt) or 0) <= life then known = tonumber(h.r) end
   local rate = d / math.max(now - ds, math.min(math.floor(life / 4), 1000), 1)
   if status ~= -1 and d >= min_units and not (h.g and tonumber(h.g) > now) then
     local spent_after = live_units - (status == 1 and cost or 0)
     if last_end - now < life / 2 or spent_after < rate * life / 2 then
       local k = math.ceil(1.5 * rate * life)
-      local cap = math.floor((tonumber(h.r) or limit) / 4)
+      local cap = math.floor(known / 4)
       if k > cap then k = cap end
       if k > MAX_UNITS then k = MAX_UNITS end
       if k >= min_units then claim = k end
@@ -129,13 +133,14 @@ return out
 /**
  * Put: what home answered a claim, written into the region. A lease (units > 0) gets its life
  * from now on the region's clock; a denial (deny > 0) holds for that many ms for a cost of
- * `denyCost` or more; either way the claim is released. Every lease of the key that ends within
- * half a life of now (the one this renews, and any that lapsed) is taken out whole and
- * returned, for the caller to give its unspent units back to home: taken out atomically, none
- * of them can be spent after.
+ * `denyCost` or more; either way the claim is released. Every lease of the key that has ended,
+ * and with a new lease every one ending within half its life (the one it renews), is taken out
+ * whole and returned, for the caller to give its unspent units back to home: taken out
+ * atomically, none of them can be spent after.
  *
  * KEYS[1] the key's hash
- * ARGV: stamp, units, life (ms), "<memberId> <resetMark>", home remaining, home resetAfterMs,
+ * ARGV: stamp, units, life (ms), "<memberId> <resetMark>", home remaining (-1: unknown),
+ *       home resetAfterMs,
  *       deny (ms, 0 for none), denyCost, key ttl (ms)
  * Returns {stamp, units, "<memberId> <resetMark>", …} of every lease taken out.
  * Commands: TIME, HGETALL, HSET, HDEL (when any is taken out), PEXPIRE.
@@ -148,28 +153,35 @@ local stamp, units, life = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local h, leases = read_hash(key)
 local taken, gone = {}, {}
 local args = {'g', 0}
-if units > 0 then
-  for _, s in ipairs(leases) do
-    if s ~= stamp and (tonumber(h['e' .. s]) or 0) <= now + life / 2 then
-      local u = tonumber(h['u' .. s]) or 0
-      if u > 0 then
-        taken[#taken + 1] = tonumber(s)
-        taken[#taken + 1] = u
-        taken[#taken + 1] = h['m' .. s] or ''
-      end
-      gone[#gone + 1] = 'u' .. s
-      gone[#gone + 1] = 'e' .. s
-      gone[#gone + 1] = 'm' .. s
+-- Taken out: every lease that has ended, and with a new lease, any ending within half its life.
+local horizon = now
+if units > 0 then horizon = now + life / 2 end
+for _, s in ipairs(leases) do
+  if s ~= stamp and (tonumber(h['e' .. s]) or 0) <= horizon then
+    local u = tonumber(h['u' .. s]) or 0
+    if u > 0 then
+      taken[#taken + 1] = tonumber(s)
+      taken[#taken + 1] = u
+      taken[#taken + 1] = h['m' .. s] or ''
     end
+    gone[#gone + 1] = 'u' .. s
+    gone[#gone + 1] = 'e' .. s
+    gone[#gone + 1] = 'm' .. s
   end
+end
+if units > 0 then
   for _, v in ipairs({'u' .. stamp, units, 'e' .. stamp, now + life, 'm' .. stamp, ARGV[4],
-      'r', ARGV[5], 'z', now + tonumber(ARGV[6])}) do
+      'z', now + tonumber(ARGV[6])}) do
     args[#args + 1] = v
   end
 end
+-- Home's remaining as of now (-1: home did not say), for sizing the next leases.
+if tonumber(ARGV[5]) >= 0 then
+  for _, v in ipairs({'r', ARGV[5], 'rt', now}) do args[#args + 1] = v end
+end
 local deny = tonumber(ARGV[7])
 if deny > 0 then
-  for _, v in ipairs({'x', now + deny, 'xc', ARGV[8], 'r', ARGV[5]}) do args[#args + 1] = v end
+  for _, v in ipairs({'x', now + deny, 'xc', ARGV[8]}) do args[#args + 1] = v end
 end
 if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
 redis.call('HSET', key, unpack(args))
