@@ -43,6 +43,10 @@ const regionSchema = plainObject(
 );
 
 export const regionsSchema = v.pipe(
+  v.custom<Record<string, unknown>>(
+    (input) => typeof input === "object" && input !== null && !Array.isArray(input),
+    "must be an object of regions by name",
+  ),
   v.record(
     v.pipe(v.string(), v.regex(NAME, "region names must be 1-32 characters of [A-Za-z0-9_-]")),
     regionSchema,

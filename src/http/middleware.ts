@@ -87,6 +87,13 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    */
   ipOf?: (c: Context<E>) => string | undefined;
   /**
+   * The request's region, one of the limiter's `regions.stores` (docs/regions.md): a rule with
+   * `lease: true` is then decided there, near, from leases home granted that region. For
+   * example `(c) => c.req.raw.cf?.continent === "EU" ? "eu" : undefined`.
+   * @default the limiter's `regions.regionOf`, else home
+   */
+  regionOf?: (c: Context<E>) => string | undefined;
+  /**
    * Request headers naming a request id (the first present wins): a retry carrying it within
    * the window is counted once and gets the original answer. Off by default: a client repeating
    * one id would get every repeat through (docs/request-ids-and-refunds.md).
@@ -205,6 +212,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       keyOf: keyFn ? () => (key ??= Promise.resolve(keyFn(c))) : undefined,
       requestId: requestIdFrom(c.req.raw.headers, requestIdHeaders),
       waitUntil: waitUntilOf(c),
+      region: options.regionOf?.(c),
       legacyHeaders: legacy,
       onShadowDeny: options.onShadowDeny,
       onRefundFailed: options.onRefundFailed,

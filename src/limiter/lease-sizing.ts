@@ -11,6 +11,7 @@ import { STAMP_AHEAD_MAX_MS } from "../store/keys";
  * lease (regional-leases.ts) lives longer: its life runs on the region store's clock.
  */
 const ISOLATE_LEASE_MAX_MS = Math.min(1_000, STAMP_AHEAD_MAX_MS);
+
 import { DEFAULT_LEASES } from "./defaults";
 import { demand, type KeyState } from "./lease-keys";
 import type { ResolvedPolicy } from "./resolved-policy";

@@ -1,0 +1,131 @@
+/**
+ * LIMITER_CONFIG's `regions`, the region bindings and LIMITER_REGION (docs/regions.md): what the
+ * config takes and refuses, how a request's region is picked, and the worker in workerd deciding
+ * a warm key in its region (`"source": "region"`) through /check. Here the region's
+ * store is the same bridge as home's (its keys are the home keys + ":region"); the three-database
+ * topology with its delays is test/node/regions.test.ts.
+ */
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { regionPicker } from "../../../src/config/regions-config";
+import { parseWorkerConfig } from "../../../src/config/worker-config";
+import type { Env } from "../../../src/env";
+import app from "../../../src/worker";
+import { scopedPrefix } from "../../support/worker/redis";
+import { baseEnv } from "../../support/worker/worker-harness";
+
+const prefix = scopedPrefix("regions-config");
+const regions = {
+  us: { store: "US", continents: ["NA"], colos: ["iad", "EWR"] },
+  eu: { store: "EU", continents: ["EU"] },
+  lab: { store: "LAB" },
+};
+
+function envWith(overrides: Record<string, unknown>): Env {
+  return {
+    ...baseEnv,
+    LIMITER_CONFIG: JSON.stringify({
+      prefix,
+      timeoutMs: 5_000,
+      regions,
+      rules: [
+        {
+          name: "leased",
+          match: { path: "/leased/*" },
+          limit: 10_000,
+          window: "1m",
+          key: "header:x-client",
+          lease: true,
+        },
+      ],
+    }),
+    UPSTASH_REDIS_REST_URL_US: baseEnv.UPSTASH_REDIS_REST_URL,
+    UPSTASH_REDIS_REST_TOKEN_US: baseEnv.UPSTASH_REDIS_REST_TOKEN,
+    UPSTASH_REDIS_REST_URL_EU: baseEnv.UPSTASH_REDIS_REST_URL,
+    UPSTASH_REDIS_REST_TOKEN_EU: baseEnv.UPSTASH_REDIS_REST_TOKEN,
+    UPSTASH_REDIS_REST_URL_LAB: baseEnv.UPSTASH_REDIS_REST_URL,
+    UPSTASH_REDIS_REST_TOKEN_LAB: baseEnv.UPSTASH_REDIS_REST_TOKEN,
+    ...overrides,
+  } as Env;
+}
+
+async function call(env: Env, path: string, init?: RequestInit) {
+  const ctx = createExecutionContext();
+  const res = await app.fetch(new Request(new URL(path, "https://limited.test"), init), env, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
+}
+
+describe("regions in LIMITER_CONFIG", () => {
+  it("takes regions with colos (upper-cased) and continents, both optional", () => {
+    const parsed = parseWorkerConfig({ regions });
+    expect(parsed.ok && parsed.value.regions).toEqual({
+      us: { store: "US", continents: ["NA"], colos: ["IAD", "EWR"] },
+      eu: { store: "EU", continents: ["EU"], colos: [] },
+      lab: { store: "LAB", continents: [], colos: [] },
+    });
+    expect(parseWorkerConfig({}).ok && parseWorkerConfig({})).toMatchObject({
+      value: { regions: {} },
+    });
+  });
+
+  it.each([
+    [{ regions: [] }, "regions"],
+    [{ regions: { us: {} } }, "regions.us.store"],
+    [{ regions: { us: { store: "us-east" } } }, "regions.us.store"],
+    [{ regions: { us: { store: "US", continents: ["Europe"] } } }, "regions.us.continents[0]"],
+    [{ regions: { us: { store: "US", colos: ["FRANKFURT"] } } }, "regions.us.colos[0]"],
+    [{ regions: { us: { store: "US", stores: "US" } } }, "regions.us.stores"],
+    [{ regions: { "a b": { store: "US" } } }, "regions.a b"],
+  ])("refuses %j, naming %s", (config, field) => {
+    expect(parseWorkerConfig(config)).toMatchObject({ ok: false, field });
+  });
+
+  it("picks a colo's region first, then a continent's; a pinned worker always its own", () => {
+    const parsed = parseWorkerConfig({ regions });
+    if (!parsed.ok) throw new Error(parsed.detail);
+    const pick = regionPicker(parsed.value.regions, undefined);
+    expect(pick({ colo: "IAD", continent: "EU" })).toBe("us");
+    expect(pick({ colo: "FRA", continent: "EU" })).toBe("eu");
+    expect(pick({ colo: "SIN", continent: "AS" })).toBeUndefined();
+    expect(pick(undefined)).toBeUndefined();
+    expect(regionPicker(parsed.value.regions, "lab")({ colo: "IAD" })).toBe("lab");
+  });
+
+  it("answers 503 naming a region's missing binding, or a LIMITER_REGION no region has", async () => {
+    const missing = await call(envWith({ UPSTASH_REDIS_REST_URL_EU: undefined }), "/leased/a", {
+      headers: { "x-client": "a" },
+    });
+    expect(missing.status).toBe(503);
+    expect(await missing.text()).toContain("UPSTASH_REDIS_REST_URL_EU");
+    const unknown = await call(envWith({ LIMITER_REGION: "mars" }), "/leased/a", {
+      headers: { "x-client": "a" },
+    });
+    expect(unknown.status).toBe(503);
+    expect(await unknown.text()).toContain("LIMITER_REGION");
+  });
+
+  it("decides a warm key in the pinned region: /check answers source region", async () => {
+    const env = envWith({ LIMITER_REGION: "lab", LIMITER_TOKEN: "regions-token" });
+    const sources: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      const res = await call(env, "/check", {
+        method: "POST",
+        headers: { authorization: "Bearer regions-token", "content-type": "application/json" },
+        body: JSON.stringify({ key: "warm", limit: 1_000, window: "1m", lease: true }),
+      });
+      expect(res.status).toBe(200);
+      sources.push((await res.json<{ source: string }>()).source);
+    }
+    // Home decides until the key is warm and its first lease is in the region.
+    expect(sources.slice(0, 2)).toEqual(["redis", "redis"]);
+    expect(sources.at(-1)).toBe("region");
+    // A rule without lease, or a request id, is decided at home.
+    const plain = await call(env, "/check", {
+      method: "POST",
+      headers: { authorization: "Bearer regions-token", "content-type": "application/json" },
+      body: JSON.stringify({ key: "warm", limit: 1_000, window: "1m" }),
+    });
+    expect((await plain.json<{ source: string }>()).source).toBe("redis");
+  });
+});
