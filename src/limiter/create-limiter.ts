@@ -64,6 +64,18 @@ export function createLimiter(options: LimiterOptions): Limiter {
     ? createRegionalLeases(ctx, options.regions, options.breaker)
     : undefined;
   const regionOf = options.regions?.regionOf;
+  // Isolate leases on top of regional ones: in a region, an isolate leases from the region's
+  // leases (one book per region, built on first use), not from home.
+  const regionBooks = new Map<string, ReturnType<typeof createLimiterLeases>>();
+  const regionBook = (region: string) => {
+    if (!regional || options.leases === false) return undefined;
+    let book = regionBooks.get(region);
+    if (!regionBooks.has(region)) {
+      book = createLimiterLeases(ctx, options.leases, regional.leaseStore(region));
+      regionBooks.set(region, book);
+    }
+    return book;
+  };
 
   async function decide(
     policies: ResolvedPolicy[],
@@ -77,8 +89,23 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const inRegion = requestId === undefined && regional?.applies(policies, region) === true;
     if (inRegion && region !== undefined && regional) {
       withStorageKeys(policies, ctx.prefix);
+      const book = regionBook(region);
+      let local = book?.decide(policies, waitUntil);
+      if (local instanceof Promise) local = await local;
+      if (local) return withLeasedIn(local, region);
       const decidedThere = await regional.decide(policies, region, waitUntil);
-      if (decidedThere) return decidedThere;
+      if (decidedThere) {
+        // A key this isolate asks often gets an isolate lease from the region (off the path).
+        if (decidedThere.allowed) {
+          book?.book.afterStore(
+            policies,
+            decidedThere.decisions.map((decision) => decision.remaining),
+            now(),
+            waitUntil,
+          );
+        }
+        return decidedThere;
+      }
     }
     // 0. Leases: every policy paid from a live lease this isolate holds, no round trip. Not for
     // a request id (only the store can replay it).
@@ -253,19 +280,29 @@ export function createLimiter(options: LimiterOptions): Limiter {
       // without asking the store, and not a store failure.
       const refused = receiptIssue(receipt, refundOptions?.policies);
       if (refused) return Promise.resolve({ refunded: false, units: [], error: String(refused) });
+      if (receipt.leased && receipt.leasedIn !== undefined) {
+        const book = regionBooks.get(receipt.leasedIn);
+        if (book) return book.refund(receipt, refundOptions?.policies);
+      }
       if (receipt.leased && leases) return leases.refund(receipt, refundOptions?.policies);
       if (receipt.regional && regional) return regional.refund(receipt, refundOptions?.policies);
       return refundReceipt(ctx, receipt, refundOptions?.policies);
     },
-    endLeases() {
-      return leases?.endAll() ?? Promise.resolve();
+    async endLeases() {
+      await Promise.all(
+        [leases, ...regionBooks.values()].map((book) => book?.endAll() ?? Promise.resolve()),
+      );
     },
     forget(request) {
       // The reset deleted what this isolate's leases of the key had recorded: nothing more is
       // spent from them, nor given back into the log the reset started.
-      leases?.book.drop(
-        storageKey(ctx.prefix, request.policy, request.key, request.algorithm ?? DEFAULT_ALGORITHM),
+      const redisKey = storageKey(
+        ctx.prefix,
+        request.policy,
+        request.key,
+        request.algorithm ?? DEFAULT_ALGORITHM,
       );
+      for (const book of [leases, ...regionBooks.values()]) book?.book.drop(redisKey);
       const key = boundedKey(request.key);
       if (typeof key === "string") return forget(ctx, denialCacheKey(request));
       // A digested key: answers in flight are not remembered from now (the epoch), and its
@@ -275,6 +312,12 @@ export function createLimiter(options: LimiterOptions): Limiter {
       void key.then((digested) => forget(ctx, denialCacheKey({ ...request, key: digested })));
     },
   };
+}
+
+/** A decision paid from a region's isolate leases: its refund goes back through that book. */
+function withLeasedIn(decided: MultiDecision, region: string): MultiDecision {
+  if (decided.receipt) decided.receipt.leasedIn = region;
+  return decided;
 }
 
 /**

@@ -81,7 +81,8 @@ export function fromLease(
   return decision(policy, "lease", {
     allowed: true,
     remaining: Math.min(policy.limit, Math.max(0, remaining)),
-    reset: lease.reset,
+    // On the isolate clock: a lease taken from a region knows its reset only relatively.
+    reset: at + resetAfterMs,
     resetAfterMs,
     retryAfterMs: 0,
   });

@@ -151,7 +151,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
     const work = (async () => {
       let lease: Lease;
       try {
-        const grant = await store.take(policy, units, lifetime, memberId);
+        const grant = await store.take(policy, units, lifetime, memberId, waitUntil);
         state.remaining = grant.remaining;
         if (!grant.granted) return;
         lease = {
@@ -159,7 +159,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
           policy,
           granted: units,
           units,
-          deadline: sentAt + spendableMs(lifetime),
+          deadline: sentAt + spendableMs(Math.min(lifetime, grant.lifetimeMs ?? lifetime)),
           stamp: grant.stamp,
           resetMark: grant.resetMark,
           storeNow: grant.now,

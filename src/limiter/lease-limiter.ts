@@ -10,7 +10,7 @@ import { fromLease } from "./decisions";
 import type { LeaseSpend, WaitUntil } from "./lease";
 import { createLeaseBook, type LeaseBook } from "./lease-book";
 import { type LeaseOptions, resolveLeaseSizing } from "./lease-sizing";
-import { createLeaseStore } from "./lease-store";
+import { createLeaseStore, type LeaseStore } from "./lease-store";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { MultiDecision, RefundOutcome, RefundReceipt } from "./types";
 
@@ -36,15 +36,19 @@ export interface LimiterLeases {
   readonly book: LeaseBook;
 }
 
-/** Undefined when leases are off (`leases: false`). */
+/**
+ * Undefined when leases are off (`leases: false`). `store`: where leases come from — home
+ * (the default), or a region's leases (regional-leases.ts: an isolate leases from its region).
+ */
 export function createLimiterLeases(
   ctx: LimiterContext,
   options: LeaseOptions | false | undefined,
+  store: LeaseStore = createLeaseStore(ctx),
 ): LimiterLeases | undefined {
   if (options === false) return undefined;
   const book = createLeaseBook({
     sizing: resolveLeaseSizing(options),
-    store: createLeaseStore(ctx),
+    store,
     now: ctx.now,
     timers: ctx.now === Date.now,
     timeoutMs: ctx.timeoutMs,

@@ -7,7 +7,7 @@ import { evaluate } from "../store/evaluate";
 import { refund } from "../store/refund";
 import { withinDeadline } from "../store/script-runner";
 import type { LimiterContext } from "./context";
-import type { Lease } from "./lease";
+import type { Lease, WaitUntil } from "./lease";
 import type { ResolvedPolicy } from "./resolved-policy";
 
 /** What the store answered to a lease request. */
@@ -24,6 +24,11 @@ export interface LeaseGrant {
   reset: number;
   /** The key's reset mark it was granted under ('' for none): Lease.resetMark. */
   resetMark: string;
+  /**
+   * A shorter life than asked, counted from when the call was sent: a lease taken from a
+   * regional lease lives no longer than what is left of that one (regional-leases.ts).
+   */
+  lifetimeMs?: number;
 }
 
 /** What a give-back names: the lease's key, its units' member id and stamp, its reset mark. */
@@ -39,6 +44,7 @@ export interface LeaseStore {
     units: number,
     lifetimeMs: number,
     memberId: string,
+    waitUntil?: WaitUntil,
   ): Promise<LeaseGrant>;
   /**
    * Gives back `units` of the lease recorded under `memberId` at `stamp` (store clock), after

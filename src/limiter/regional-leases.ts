@@ -26,6 +26,7 @@ import { type CircuitBreaker, createCircuitBreaker } from "./circuit-breaker";
 import type { LimiterContext } from "./context";
 import { fromRegion, regionDenied } from "./decisions";
 import { LEASABLE, spendableMs, type WaitUntil } from "./lease";
+import type { LeaseStore } from "./lease-store";
 import { nextMemberId } from "./member-id";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { MultiDecision, RefundOutcome, RefundReceipt } from "./types";
@@ -82,6 +83,12 @@ export interface RegionalLeases {
     waitUntil: WaitUntil | undefined,
   ): void;
   refund(receipt: RefundReceipt, only: readonly string[] | undefined): Promise<RefundOutcome>;
+  /**
+   * Isolate leases taken from a region's leases (lease-store.ts's interface): a take spends k
+   * units of a live regional lease and lives no longer than it; a give-back returns units into
+   * it while it lives, else to home by its stamp.
+   */
+  leaseStore(region: string): LeaseStore;
   /** Each region's breaker (tests and the dashboard). */
   readonly breakers: ReadonlyMap<string, CircuitBreaker>;
 }
@@ -109,6 +116,17 @@ export function createRegionalLeases(
   function lifeOf(policy: ResolvedPolicy): number {
     const life = Math.min(maxLifetimeMs, Math.floor(policy.windowMs / 8));
     return spendableMs(life) - margin >= life / 2 ? life : 0;
+  }
+
+  function spendItem(policy: ResolvedPolicy): RegionSpendItem {
+    return {
+      redisKey: policy.redisKey,
+      cost: policy.cost,
+      lifeMs: lifeOf(policy),
+      limit: policy.limit,
+      minUnits,
+      claimMs,
+    };
   }
 
   /** A region store call within the region's deadline, through its breaker. */
@@ -228,14 +246,7 @@ export function createRegionalLeases(
     },
 
     async decide(policies, region, waitUntil) {
-      const items: RegionSpendItem[] = policies.map((policy) => ({
-        redisKey: policy.redisKey,
-        cost: policy.cost,
-        lifeMs: lifeOf(policy),
-        limit: policy.limit,
-        minUnits,
-        claimMs,
-      }));
+      const items = policies.map(spendItem);
       const answers = await inRegion(region, (client) => regionSpend(client, items));
       if (!answers) return undefined;
       const at = ctx.now();
@@ -319,6 +330,54 @@ export function createRegionalLeases(
         };
         background(held(), waitUntil);
       });
+    },
+
+    leaseStore(region) {
+      return {
+        async take(policy, units, _lifetimeMs, _memberId, waitUntil) {
+          const item = { ...spendItem(policy), cost: units };
+          const store = stores.get(region);
+          if (!store) throw new Error(`no store for region ${region}`);
+          // Through the region's breaker, like a spend; a failure rejects (the book notes it).
+          const breaker = breakers.get(region) as CircuitBreaker;
+          const permit = breaker.acquire();
+          if (permit === "skip") throw new Error(`region ${region}: breaker open`);
+          let answer: Awaited<ReturnType<typeof regionSpend>>[number] | undefined;
+          try {
+            [answer] = await withinDeadline(store, timeoutMs, (client) =>
+              regionSpend(client, [item]),
+            );
+            breaker.success(permit);
+          } catch (error) {
+            breaker.failure(permit, error);
+            throw error;
+          }
+          if (!answer) throw new Error("empty region spend reply");
+          if (answer.claim > 0) background(grant(policy, region, answer.claim), waitUntil);
+          return {
+            granted: answer.status === "spent",
+            // The book ages `reset - now` on its own clock: a relative reset, from 0.
+            now: 0,
+            stamp: answer.stamp,
+            remaining: answer.remaining,
+            reset: answer.waitMs,
+            resetMark: answer.resetMark,
+            // The regional lease's life left, counted by the region from after this call was
+            // sent: the isolate lease ends before it (and so before its stamp).
+            lifetimeMs: answer.lifeLeftMs,
+          };
+        },
+        async giveBack(lease, units) {
+          const back = await inRegion(region, (client) =>
+            regionReturn(client, lease.policy.redisKey, lease.stamp, units),
+          );
+          if (back === true) return units;
+          // The region did not answer: the return may have landed; give back nothing twice.
+          if (back === undefined) return 0;
+          await giveBack(lease.policy, lease.stamp, units, lease.memberId, lease.resetMark);
+          return units;
+        },
+      };
     },
 
     async refund(receipt, only) {

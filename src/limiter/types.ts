@@ -218,6 +218,8 @@ export interface RefundReceipt {
   leased?: readonly LeaseSpend[];
   /** Internal: for a request paid from regional leases, which region and leases paid. */
   regional?: RegionalSpend;
+  /** Internal: for a request paid from isolate leases taken from a region, that region. */
+  leasedIn?: string;
 }
 
 /** One request decided against several policies, all or nothing. */

@@ -44,6 +44,8 @@ export interface RegionSpendAnswer {
   /** The lease's member id and reset mark at home (what a refund there carries). */
   memberId: string;
   resetMark: string;
+  /** When spent: ms the lease has left on the region's clock. */
+  lifeLeftMs: number;
 }
 
 const STATUS = { 1: "spent", 0: "miss", [-1]: "denied" } as const;
@@ -66,7 +68,7 @@ export async function regionSpend(
     throw new StoreReplyError(`unexpected region spend reply: ${JSON.stringify(reply)}`);
   }
   return reply.map((row: unknown) => {
-    if (!Array.isArray(row) || row.length !== 7 || !row.slice(0, 6).every(Number.isFinite)) {
+    if (!Array.isArray(row) || row.length !== 8 || !row.slice(0, 6).every(Number.isFinite)) {
       throw new StoreReplyError(`unexpected region spend reply: ${JSON.stringify(reply)}`);
     }
     const [status, stamp, left, remaining, waitMs, claim] = row as number[];
@@ -80,6 +82,7 @@ export async function regionSpend(
       claim: claim as number,
       memberId,
       resetMark,
+      lifeLeftMs: Number(row[7]) || 0,
     };
   });
 }

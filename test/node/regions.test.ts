@@ -26,6 +26,7 @@ interface Decided {
 interface Limiter {
   limitAll(requests: LimitRequest[], options: object): Promise<Decided>;
   refund(receipt: unknown): Promise<{ refunded: boolean; units: number[] }>;
+  endLeases(): Promise<void>;
 }
 interface LimitRequest {
   policy: string;
@@ -86,7 +87,8 @@ interface Worker {
   pending: Promise<unknown>[];
 }
 
-function worker(region: string, skewMs = 0): Worker {
+/** A worker in `region`; `isolateLeases: false` leaves every region decision to the region. */
+function worker(region: string, skewMs = 0, isolateLeases = true): Worker {
   const env = topology.bindings(region);
   const client = (url: string): unknown =>
     lib.createStoreClient({ url, token: topology.token, timeoutMs: 2_000, autoPipeline: false });
@@ -103,6 +105,7 @@ function worker(region: string, skewMs = 0): Worker {
     timeoutMs: 2_000,
     now: () => Date.now() + skewMs,
     regions: { stores, ...(region === "eu" ? {} : { regionOf: () => region }) },
+    ...(isolateLeases ? {} : { leases: false }),
   });
   return { region, limiter, pending };
 }
@@ -181,7 +184,8 @@ describe("regional leases over a database per region", () => {
     home.reset();
     const { sources } = await steady([us], req, 40, 3);
     await settle([us]);
-    expect(sources.region ?? 0).toBeGreaterThanOrEqual(118);
+    // In the region: from its leases, or from the isolate leases this worker took from them.
+    expect((sources.region ?? 0) + (sources.lease ?? 0)).toBeGreaterThanOrEqual(118);
     // Home is asked for the next leases, off the request path, not per decision.
     expect(home.counts.requests).toBeLessThanOrEqual(4);
   }, 30_000);
@@ -247,7 +251,8 @@ describe("regional leases over a database per region", () => {
 
   it("keeps deciding when a region's store hangs (at home) and when home hangs", async () => {
     run++;
-    const us = worker("us");
+    // Region decisions only (no isolate leases on top), so each phase shows where it decided.
+    const us = worker("us", 0, false);
     const req = request("faults", 100_000, 60_000);
     await steady([us], req, 40, 1);
     await settle([us]);
@@ -263,29 +268,33 @@ describe("regional leases over a database per region", () => {
     expect(regionDown.sources.redis ?? 0).toBeGreaterThan(30);
 
     // Home hangs: the region's lease keeps deciding near until it ends.
-    await steady([us], req, 40, 1);
+    const fresh = worker("us", 0, false);
+    await steady([fresh], req, 40, 1);
     const home = topology.links.us?.home as { link: { hang: boolean }; resume(): void };
     home.link.hang = true;
     let homeDown: Awaited<ReturnType<typeof steady>>;
     try {
-      homeDown = await steady([us], req, 40, 1);
+      homeDown = await steady([fresh], req, 40, 1);
     } finally {
       home.resume();
     }
-    await settle([us]);
+    await settle([us, fresh]);
     expect(homeDown.admitted.length).toBe(40);
     expect(homeDown.sources.region ?? 0).toBeGreaterThan(30);
   }, 30_000);
 
-  it("gives a refunded unit back into its lease, and the region's units back to home", async () => {
+  it("gives a refunded unit back into the lease that paid it, regional or isolate", async () => {
     run++;
-    const us = worker("us");
-    const req = request("refund", 100_000, 60_000);
-    await steady([us], req, 40, 1);
-    await settle([us]);
-    const decided = await decide(us, req);
-    expect(decided.decisions[0]?.source).toBe("region");
-    const outcome = await us.limiter.refund(decided.receipt);
-    expect(outcome).toEqual({ refunded: true, units: [1] });
+    for (const isolateLeases of [false, true]) {
+      const us = worker("us", 0, isolateLeases);
+      const req = request(`refund-${isolateLeases}`, 100_000, 60_000);
+      await steady([us], req, 40, 1);
+      await settle([us]);
+      const decided = await decide(us, req);
+      expect(decided.decisions[0]?.source).toBe(isolateLeases ? "lease" : "region");
+      const outcome = await us.limiter.refund(decided.receipt);
+      expect(outcome).toEqual({ refunded: true, units: [1] });
+      await us.limiter.endLeases();
+    }
   }, 30_000);
 });

@@ -44,7 +44,7 @@ end
  *           grant claim's length (ms)
  *
  * Returns per key {status, stamp, units left in that lease, remaining, resetAfterMs or
- * retryAfterMs, claim, "<memberId> <resetMark>" of that lease}: status 1 spent, 0 no lease with room (decide at home), -1 denied here
+ * retryAfterMs, claim, "<memberId> <resetMark>" of that lease, ms that lease has left}: status 1 spent, 0 no lease with room (decide at home), -1 denied here
  * (a denial home decided, still true); claim > 0: the caller is to ask home for that many units
  * (off the request path) and put them here. Nothing is spent unless every key could pay.
  * Commands: TIME, then per key HGETALL and HSET (+ PEXPIRE for a new hash).
@@ -110,7 +110,8 @@ for i = 1, n do
   local reset_after = math.max(0, (tonumber(h.z) or now) - now)
   writes[i] = {best, cost, d, ds, claim, now + claim_ms, fresh, life}
   out[i] = {status, best and tonumber(best) or 0, best and (tonumber(h['u' .. best]) - cost) or 0,
-    remaining, status == -1 and retry or reset_after, claim, best and h['m' .. best] or ''}
+    remaining, status == -1 and retry or reset_after, claim, best and h['m' .. best] or '',
+    best and (best_end - now) or 0}
 end
 for i = 1, n do
   local w = writes[i]

@@ -119,7 +119,10 @@ describe("regions in LIMITER_CONFIG", () => {
     }
     // Home decides until the key is warm and its first lease is in the region.
     expect(sources.slice(0, 2)).toEqual(["redis", "redis"]);
-    expect(sources.at(-1)).toBe("region");
+    // Then the region decides (one near round trip), and once this isolate asks often, the
+    // isolate lease it took from the region's lease (no round trip).
+    expect(sources).toContain("region");
+    expect(sources.at(-1)).toMatch(/^(region|lease)$/);
     // A rule without lease, or a request id, is decided at home.
     const plain = await call(env, "/check", {
       method: "POST",
