@@ -232,6 +232,7 @@ function buildAnalytics(
     topKeys: settings.topKeys,
     // Counted by name: the configured rules; every ad-hoc /check window in one bucket.
     rules: config.rules.map((rule) => rule.name),
+    regions: Object.keys(config.regions),
     shadowPolicies: config.rules.filter((rule) => rule.shadow).map((rule) => rule.name),
     waitUntil,
     onFlushError: (error) =>

@@ -30,6 +30,8 @@ export interface RuleMinute {
   shadowDenied: number;
   /** Counts by source ("redis", "cache"…), only those seen. */
   sources: Partial<Record<DecisionSource, number>>;
+  /** Counts by region (requests decided for a region), only those seen. */
+  regions?: Record<string, number>;
   top: TopKeys | undefined;
 }
 
@@ -56,7 +58,14 @@ export class Aggregate {
     private readonly listed?: ReadonlySet<string>,
   ) {}
 
-  add(minute: number, policy: string, outcome: Outcome, source: DecisionSource, key: string): void {
+  add(
+    minute: number,
+    policy: string,
+    outcome: Outcome,
+    source: DecisionSource,
+    key: string,
+    region?: string,
+  ): void {
     if (this.listed && !this.listed.has(policy)) policy = ADHOC_RULE;
     let rules = this.rules;
     if (minute !== this.minute || !rules) {
@@ -82,6 +91,10 @@ export class Aggregate {
       }
     }
     counts.sources[source] = (counts.sources[source] ?? 0) + 1;
+    if (region !== undefined) {
+      counts.regions ??= {};
+      counts.regions[region] = (counts.regions[region] ?? 0) + 1;
+    }
     if (outcome === "allowed") counts.allowed++;
     else if (outcome === "denied" || outcome === "shadow-denied") {
       if (outcome === "denied") {
@@ -156,5 +169,9 @@ export function addCounts(into: RuleMinuteCounts, counts: RuleMinuteCounts): voi
   into.shadowDenied += counts.shadowDenied;
   for (const [source, count] of Object.entries(counts.sources) as [DecisionSource, number][]) {
     into.sources[source] = (into.sources[source] ?? 0) + count;
+  }
+  for (const [region, count] of Object.entries(counts.regions ?? {})) {
+    into.regions ??= {};
+    into.regions[region] = (into.regions[region] ?? 0) + count;
   }
 }

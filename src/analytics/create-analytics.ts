@@ -78,7 +78,14 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
             : decided.allowed
               ? "allowed"
               : "not-counted";
-          aggregate.add(minute, decision.policy, outcome, decision.source, request.key);
+          aggregate.add(
+            minute,
+            decision.policy,
+            outcome,
+            decision.source,
+            request.key,
+            decided.region,
+          );
           if (analyticsEngine) {
             writeDecisionPoint(
               analyticsEngine,
@@ -127,6 +134,7 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
         rules,
         shadowPolicies: shadow,
         topKeys,
+        regions: options.regions ?? [],
       });
     },
   };

@@ -13,6 +13,7 @@ import {
   COUNT_CODES,
   countsKey,
   MINUTE_MS,
+  REGION_CODE,
   TOP_KEYS_RETENTION_MINUTES,
   topKey,
 } from "./redis-layout";
@@ -46,6 +47,8 @@ export interface ReadStatsOptions {
   rules: readonly string[];
   shadowPolicies: ReadonlySet<string>;
   topKeys: number;
+  /** Region names whose counts are read (`<rule>|@<region>`). */
+  regions?: readonly string[];
 }
 
 export async function readStats(
@@ -58,7 +61,11 @@ export async function readStats(
 
   const buckets = [ADHOC_RULE, OTHER_RULE].filter((bucket) => !options.rules.includes(bucket));
   const names = [...new Set(options.rules), ...buckets];
-  const fields = names.flatMap((rule) => FIELD_CODES.map((code) => `${rule}|${code}`));
+  const codes = [
+    ...FIELD_CODES,
+    ...(options.regions ?? []).map((region) => `${REGION_CODE}${region}`),
+  ];
+  const fields = names.flatMap((rule) => codes.map((code) => `${rule}|${code}`));
   const read = store.pipeline();
   for (const minute of minuteIds) read.hmget(countsKey(options.prefix, minute), ...fields);
   const hashes = (await read.exec()) as unknown[];
@@ -168,6 +175,12 @@ function addField(counts: RuleMinuteCounts, code: string, value: number) {
     case COUNT_CODES[3]:
       counts.shadowDenied += value;
       return;
+  }
+  if (code.startsWith(REGION_CODE)) {
+    const region = code.slice(REGION_CODE.length);
+    counts.regions ??= {};
+    counts.regions[region] = (counts.regions[region] ?? 0) + value;
+    return;
   }
   // Any other code is a decision source's name.
   const source = code as DecisionSource;

@@ -20,6 +20,9 @@ export const MINUTE_MS = 60_000;
 /** Top keys serve the dashboard's hour (plus the minute being written and one of slack). */
 export const TOP_KEYS_RETENTION_MINUTES = 62;
 
+/** A region's count's field: `<rule>|@<region>` (docs/regions.md). */
+export const REGION_CODE = "@";
+
 /** Field codes of the four outcomes (a source's field is its name, never one letter). */
 export const COUNT_CODES = ["a", "d", "c", "s"] as const;
 
@@ -85,6 +88,13 @@ function addCounts(pipeline: Pipeline, key: string, policy: string, counts: Rule
     const value = counts.sources[source as keyof RuleMinute["sources"]] ?? 0;
     if (value > 0) {
       pipeline.hincrby(key, `${policy}|${source}`, value);
+      commands++;
+    }
+  }
+  // A region's field is its name after "@" (outside the sources' alphabet).
+  for (const [region, value] of Object.entries(counts.regions ?? {})) {
+    if (value > 0) {
+      pipeline.hincrby(key, `${policy}|${REGION_CODE}${region}`, value);
       commands++;
     }
   }

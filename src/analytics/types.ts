@@ -55,6 +55,11 @@ export interface AnalyticsOptions {
    */
   topKeys?: number;
   /**
+   * The region names whose counts GET /check/stats reads back (the configured `regions`).
+   * @default []
+   */
+  regions?: readonly string[];
+  /**
    * The rules counted and listed by name: the configured ones. Every other policy (in the
    * worker, the ad-hoc /check windows `check.<window>ms`, which callers pick) is counted under
    * one "(ad-hoc)" rule, so the counts and GET /check/stats stay the size of the config.
@@ -92,6 +97,11 @@ export interface RuleMinuteCounts {
   shadowDenied: number;
   /** Every decision of this rule, by where it came from (the five every limiter has, at 0 if none). */
   sources: Partial<Record<DecisionSource, number>>;
+  /**
+   * Decisions of requests in a region (docs/regions.md), by region name, whoever decided them
+   * (the region, an isolate lease, or home on a miss). Absent without regions.
+   */
+  regions?: Record<string, number>;
 }
 
 export interface Analytics {

@@ -159,6 +159,18 @@ export const DASHBOARD_HTML = `<!doctype html>
     }
     node.append(totals, chart(rule), key);
     node.append(el("h3", {}, "How decisions were made"), sourcesBar(rule));
+    // Regions (docs/regions.md): decisions of requests in each region, whoever decided them.
+    const regions = Object.entries(rule.totals.regions || {}).sort((a, b) => b[1] - a[1]);
+    if (regions.length > 0) {
+      node.append(el("h3", {}, "By region"));
+      const table = el("table", { class: "regions" });
+      for (const [region, count] of regions) {
+        const row = el("tr", { "data-region": region });
+        row.append(el("td", { class: "key" }, region), el("td", { class: "count" }, count));
+        table.append(row);
+      }
+      node.append(table);
+    }
     node.append(el("h3", {}, "Top denied client keys"));
     if (rule.topDenied.length === 0) node.append(el("div", { class: "empty" }, "none"));
     else {

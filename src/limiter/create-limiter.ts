@@ -241,6 +241,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     try {
       const region = regional ? (regionName ?? regionOf?.(requests)) : undefined;
       decided = await decide(policies, requestId, waitUntil, region);
+      if (region !== undefined && requestId === undefined && regional?.applies(policies, region)) {
+        decided.region = region;
+      }
     } catch (error) {
       // Only a bug of ours gets here (store errors are handled above); still never throw.
       ctx.onStoreError?.(error);

@@ -126,6 +126,7 @@ export function createRegionalLeases(
       limit: policy.limit,
       minUnits,
       claimMs,
+      wantLifeMs: 0,
     };
   }
 
@@ -334,8 +335,8 @@ export function createRegionalLeases(
 
     leaseStore(region) {
       return {
-        async take(policy, units, _lifetimeMs, _memberId, waitUntil) {
-          const item = { ...spendItem(policy), cost: units };
+        async take(policy, units, lifetimeMs, _memberId, waitUntil) {
+          const item = { ...spendItem(policy), cost: units, wantLifeMs: lifetimeMs };
           const store = stores.get(region);
           if (!store) throw new Error(`no store for region ${region}`);
           // Through the region's breaker, like a spend; a failure rejects (the book notes it).

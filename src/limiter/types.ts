@@ -247,6 +247,11 @@ export interface MultiDecision {
   conflict?: RequestIdConflict;
   /** Present when the store admitted and counted this request now: what `refund` takes. */
   receipt?: RefundReceipt;
+  /**
+   * The region the request was decided for (docs/regions.md), whoever decided it: the region,
+   * an isolate lease taken from it, or home on a miss. Absent for a request decided as home's.
+   */
+  region?: string;
 }
 
 /** A request id's retry that differs from the request it retries (MultiDecision.conflict). */

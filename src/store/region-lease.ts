@@ -26,6 +26,11 @@ export interface RegionSpendItem {
   minUnits: number;
   /** How long a claim to ask home holds before another caller may ask (ms). */
   claimMs: number;
+  /**
+   * Pay from a lease with this much life left if there is one (an isolate's lease taken for
+   * later), else from the one that ends last; 0: the one that ends first (a request).
+   */
+  wantLifeMs: number;
 }
 
 export interface RegionSpendAnswer {
@@ -56,7 +61,7 @@ export async function regionSpend(
 ): Promise<RegionSpendAnswer[]> {
   const args: number[] = [items.length];
   for (const item of items) {
-    args.push(item.cost, item.lifeMs, item.limit, item.minUnits, item.claimMs);
+    args.push(item.cost, item.lifeMs, item.limit, item.minUnits, item.claimMs, item.wantLifeMs);
   }
   const reply = await runScript<unknown>(
     client,

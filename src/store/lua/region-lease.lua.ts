@@ -40,8 +40,11 @@ end
  * Spend: every key's cost from one live lease of that key, all or nothing.
  *
  * KEYS[i]   a key's hash                ARGV[1] n (keys)
- * ARGV per key (from 2, 5 each): cost, life (ms) of a lease of this key, limit, min units, the
- *           grant claim's length (ms)
+ * ARGV per key (from 2, 6 each): cost, life (ms) of a lease of this key, limit, min units, the
+ *           grant claim's length (ms), and the life (ms) the units should have left: the lease
+ *           with room that ends first among those with that much left is spent, else the one
+ *           that ends last (0 for a request: its units are used now, the oldest go first; an
+ *           isolate taking units for later wants them from a lease that outlives its own)
  *
  * Returns per key {status, stamp, units left in that lease, remaining, resetAfterMs or
  * retryAfterMs, claim, "<memberId> <resetMark>" of that lease, ms that lease has left}: status 1 spent, 0 no lease with room (decide at home), -1 denied here
@@ -56,22 +59,28 @@ local now = clock_now()
 local n = tonumber(ARGV[1])
 local out, writes, all = {}, {}, true
 for i = 1, n do
-  local a = 1 + (i - 1) * 5
+  local a = 1 + (i - 1) * 6
   local cost, life = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local limit, min_units, claim_ms = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local want_life = tonumber(ARGV[a + 6])
   local h, leases = read_hash(KEYS[i])
   local fresh = next(h) == nil
-  -- The live lease with room that ends first (spent first: the later one outlives it).
-  local best, best_end, live_units, last_end = nil, 0, 0, 0
+  -- The live lease with room that ends first among those with want_life left (spent first:
+  -- the later one outlives it), else the one with room that ends last.
+  local best, best_end, latest, latest_end, live_units, last_end = nil, 0, nil, 0, 0, 0
   for _, s in ipairs(leases) do
     local e = tonumber(h['e' .. s]) or 0
     local u = tonumber(h['u' .. s]) or 0
     if e > now then
       live_units = live_units + u
       if e > last_end then last_end = e end
-      if u >= cost and (best == nil or e < best_end) then best, best_end = s, e end
+      if u >= cost then
+        if e - now >= want_life and (best == nil or e < best_end) then best, best_end = s, e end
+        if latest == nil or e > latest_end then latest, latest_end = s, e end
+      end
     end
   end
+  if best == nil then best, best_end = latest, latest_end end
   local status, retry = 0, 0
   if best then
     status = 1
