@@ -127,6 +127,7 @@ function buildRuntime(env: Env): Runtime {
     fallback: config.fallback.enabled ? config.fallback : false,
     breaker: config.breaker,
     singleFlight: config.singleFlight,
+    ...(config.isolateLeases ? {} : { leases: false as const }),
     ...(regions.stores ? { regions: { stores: regions.stores } } : {}),
     // One JSON line per breaker state change (it carries the error that opened it), not one per
     // failing request: an outage must not flood the logs.

@@ -145,15 +145,18 @@ export async function runRegionsBench({ bundles, quick = false, progress = () =>
   const topology = await startRegions({ farMs, nearMs, token: "bench-regions" });
   /** @type {{ dispose: () => Promise<void> }[]} */
   const served = [];
-  const config = (/** @type {boolean} */ withRegions, timeoutMs = 2_000) =>
+  const config = (/** @type {boolean} */ withRegions, timeoutMs = 2_000, isolateLeases = true) =>
     JSON.stringify({
       rules: [],
       timeoutMs,
       failMode: "open",
       ...(withRegions ? { regions: topology.regionsConfig } : {}),
+      ...(isolateLeases ? {} : { isolateLeases: false }),
     });
   /**
-   * @param {"regions" | "home" | "anchor"} kind @param {string} region
+   * @param {"regions" | "regionsOnly" | "home" | "anchor"} kind @param {string} region
+   *   regionsOnly: regions with `isolateLeases: false`, every decision a region round trip
+   *   (what a key spread over many isolates gets, each asking too rarely for an isolate lease)
    * @param {{ timeoutMs?: number }} [options] 2 s by default: a burst of 800 through the delay
    *   proxies on this 2-core machine must not time out (the fault phases use the default 500)
    */
@@ -177,7 +180,7 @@ export async function runRegionsBench({ bundles, quick = false, progress = () =>
               ...bindings,
               ...(kind === "home" ? { LIMITER_REGION: "" } : {}),
               LIMITER_TOKEN,
-              LIMITER_CONFIG: config(kind === "regions", timeoutMs),
+              LIMITER_CONFIG: config(kind !== "home", timeoutMs, kind !== "regionsOnly"),
             },
           });
     served.push(worker);
@@ -190,7 +193,7 @@ export async function runRegionsBench({ bundles, quick = false, progress = () =>
     key: `${tag}:${kind}:${name}`,
     limit,
     window,
-    ...(kind === "regions" ? { lease: true } : {}),
+    ...(kind === "regions" || kind === "regionsOnly" ? { lease: true } : {}),
   });
   const results = {
     farMs,
@@ -208,7 +211,7 @@ export async function runRegionsBench({ bundles, quick = false, progress = () =>
     const usLinks = /** @type {Record<string, { counts: { requests: number }, reset(): void }>} */ (
       /** @type {unknown} */ (topology.links.us)
     );
-    for (const kind of KINDS) {
+    for (const kind of /** @type {const} */ (["regions", "regionsOnly", "home", "anchor"])) {
       const url = await serve(kind, "us");
       const nearBody = body(kind, "near", 100_000, "1m");
       await steady([url], nearBody, 40, 2);
@@ -385,6 +388,7 @@ export async function runRegionsBench({ bundles, quick = false, progress = () =>
 export function regionsMarkdown(r) {
   const label = {
     regions: "edge-limiter, regions",
+    regionsOnly: "edge-limiter, regions, `isolateLeases: false`",
     home: "edge-limiter, home only",
     anchor: "@upstash/ratelimit MultiRegionRatelimit",
   };
@@ -402,11 +406,13 @@ export function regionsMarkdown(r) {
     "",
     "**Near**: one sender in us at 40/s, one key, limit 100 000 a minute, after 2 s of the same " +
       "load. Home round trips are the requests the us→eu link saw (decisions, lease grants, " +
-      "give-backs); far round trips add us→ap.",
+      "give-backs); far round trips add us→ap. One sender is one isolate, which asks often " +
+      "enough for an isolate lease (taken from the region's); `isolateLeases: false` shows the " +
+      "region round trip every decision of a key spread over many isolates pays.",
     "",
     "| contender | decisions | p50 | p99 | home round trips / 1000 | far round trips / 1000 | sources |",
     "| --- | --- | --- | --- | --- | --- | --- |",
-    ...names.map((name) => {
+    .../** @type {const} */ (["regions", "regionsOnly", "home", "anchor"]).map((name) => {
       const n = r.near[name];
       return `| ${label[name]} | ${n.decisions} | ${n.p50} ms | ${n.p99} ms | ${fmt(n.homePerThousand, 1)} | ${fmt(n.farPerThousand, 1)} | ${JSON.stringify(n.sources)} |`;
     }),

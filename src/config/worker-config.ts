@@ -76,6 +76,11 @@ const workerConfigSchema = plainObject(
     // Denial cache, fallback, breaker and single flight: see resilience-config.ts.
     ...resilienceEntries,
     /**
+     * Isolate leases (docs/leases.md) for rules with `lease: true`: `false` decides every such
+     * request at home or in its region, never from a lease this isolate holds. @default true
+     */
+    isolateLeases: v.optional(v.boolean("must be true or false"), true),
+    /**
      * Regional leases (docs/regions.md): a store per region, decisions near every region and
      * still exact. @default {} (home only)
      */

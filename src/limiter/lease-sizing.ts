@@ -5,16 +5,16 @@
 import { MAX_ZSET_COST } from "../store/caps";
 import { STAMP_AHEAD_MAX_MS } from "../store/keys";
 
+import { DEFAULT_LEASES } from "./defaults";
+import { demand, type KeyState } from "./lease-keys";
+import type { ResolvedPolicy } from "./resolved-policy";
+
 /**
  * The longest an isolate lease may live: its last tenth is the slack for an isolate clock that
  * lags (lease.ts), which workerd's clock, advancing only with I/O, can do for a while. A regional
  * lease (regional-leases.ts) lives longer: its life runs on the region store's clock.
  */
 const ISOLATE_LEASE_MAX_MS = Math.min(1_000, STAMP_AHEAD_MAX_MS);
-
-import { DEFAULT_LEASES } from "./defaults";
-import { demand, type KeyState } from "./lease-keys";
-import type { ResolvedPolicy } from "./resolved-policy";
 
 /** How leases are sized and when they are taken (LimiterOptions.leases). */
 export interface LeaseOptions {

@@ -77,8 +77,19 @@ describe("regions in LIMITER_CONFIG", () => {
     [{ regions: { us: { store: "US", colos: ["FRANKFURT"] } } }, "regions.us.colos[0]"],
     [{ regions: { us: { store: "US", stores: "US" } } }, "regions.us.stores"],
     [{ regions: { "a b": { store: "US" } } }, "regions.a b"],
+    [{ isolateLeases: "no" }, "isolateLeases"],
   ])("refuses %j, naming %s", (config, field) => {
     expect(parseWorkerConfig(config)).toMatchObject({ ok: false, field });
+  });
+
+  it("turns isolate leases off with isolateLeases: false (on by default)", () => {
+    expect(parseWorkerConfig({}).ok && parseWorkerConfig({})).toMatchObject({
+      value: { isolateLeases: true },
+    });
+    expect(parseWorkerConfig({ isolateLeases: false })).toMatchObject({
+      ok: true,
+      value: { isolateLeases: false },
+    });
   });
 
   it("picks a colo's region first, then a continent's; a pinned worker always its own", () => {
