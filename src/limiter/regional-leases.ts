@@ -94,6 +94,7 @@ export interface RegionalLeases {
 }
 
 const DEFAULTS = { maxLifetimeMs: 10_000, transitMarginMs: 50, minUnits: 2 };
+const REGION_MAX_COOLDOWN_MS = 2_000;
 
 export function createRegionalLeases(
   ctx: LimiterContext,
@@ -106,8 +107,19 @@ export function createRegionalLeases(
   const minUnits = options.minUnits ?? DEFAULTS.minUnits;
   const stores = new Map(Object.entries(options.stores));
   const breakers = new Map<string, CircuitBreaker>();
+  // A region's store down costs a far round trip (home decides), not an outage: its breaker
+  // probes again within REGION_MAX_COOLDOWN_MS, so a region that recovers is used again soon.
+  const cooldownMs = Math.min(breakerOptions?.cooldownMs ?? 1_000, REGION_MAX_COOLDOWN_MS);
   for (const name of stores.keys()) {
-    breakers.set(name, createCircuitBreaker({ ...breakerOptions, now: ctx.now }));
+    breakers.set(
+      name,
+      createCircuitBreaker({
+        ...breakerOptions,
+        cooldownMs,
+        maxCooldownMs: Math.min(breakerOptions?.maxCooldownMs ?? 30_000, REGION_MAX_COOLDOWN_MS),
+        now: ctx.now,
+      }),
+    );
   }
   // A claim to ask home outlives the grant's deadline and the put's: then another may ask.
   const claimMs = 2 * ctx.timeoutMs + 2 * timeoutMs;
