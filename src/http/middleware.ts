@@ -5,7 +5,7 @@
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
-import type { RuleConfig, RuleInput } from "../config/rule-schema";
+import type { RuleConfig } from "../config/rule-schema";
 import { invalid, type Validated } from "../config/validation";
 import { parseRules } from "../config/worker-config";
 import type { Limiter } from "../limiter/types";
@@ -21,13 +21,16 @@ import {
   MissingStoreSettingError,
   type StoreInput,
 } from "./middleware-store";
+import { type RateLimitRule, splitPerRequest, withRequestValues } from "./per-request-rules";
 import { misconfigured } from "./problem";
 import { waitUntilOf } from "./wait-until";
 
 /**
- * A rule as the middleware takes it: the one rule shape, a LIMITER_CONFIG rule as written (docs/configuration.md; config/rule-schema.ts, where every field is documented and checked).
+ * A rule as the middleware takes it: the one rule shape, a LIMITER_CONFIG rule as written
+ * (docs/configuration.md; config/rule-schema.ts, where every field is documented and checked),
+ * whose `limit` and `cost` may also be functions of the context (per-request-rules.ts).
  */
-export type RateLimitRule = RuleInput;
+export type { RateLimitRule } from "./per-request-rules";
 
 /** What `c.get("rateLimit")` holds after the middleware ran (see RulesOutcome). */
 export type RateLimitResult = RulesOutcome;
@@ -55,8 +58,12 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    * it, instead of `store`: to share one limiter between middleware and your code.
    */
   limiter?: Limiter | ((c: Context<E>) => Limiter);
-  /** One rule or several; a request passes only if every rule that applies allows it. */
-  rules: RateLimitRule | readonly RateLimitRule[];
+  /**
+   * One rule or several; a request passes only if every rule that applies allows it. A rule's
+   * `limit` and `cost` may be functions of the context, sync or async (a plan's limit from a JWT
+   * claim): docs/plans.md.
+   */
+  rules: RateLimitRule<E> | readonly RateLimitRule<E>[];
   /**
    * The client key, for every rule (a user id, an API key, a tenant). Return undefined when the
    * request has none: each rule's `missingKey` decides. Keys are used as given (not hashed).
@@ -132,7 +139,9 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
 export function rateLimit<E extends HonoEnv = HonoEnv>(
   options: RateLimitOptions<E>,
 ): MiddlewareHandler<E> {
-  const parsed = withLimiterSource(parseRules([options.rules].flat()), options);
+  const given = [options.rules].flat() as RateLimitRule<E>[];
+  const { inputs, dynamic } = splitPerRequest(given);
+  const parsed = withLimiterSource(parseRules(inputs), options);
   if (!parsed.ok) {
     console.error(
       JSON.stringify({
@@ -176,8 +185,14 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       return misconfigured(c, parsed);
     }
     if (options.skip && (await options.skip(c))) return next();
-    const applying = applyingRules(rules, c.req.method, c.req.path);
-    if (applying.length === 0) return next();
+    const matched = applyingRules(rules, c.req.method, c.req.path);
+    if (matched.length === 0) return next();
+    // This request's limits and costs, where a rule gives them as functions.
+    const applying = await withRequestValues(matched, dynamic, c);
+    if (!Array.isArray(applying)) {
+      console.error(JSON.stringify({ event: "rate-limit-misconfigured", ...applying }));
+      return misconfigured(c, applying);
+    }
     const headers = options.key
       ? c.req.raw.headers
       : ipHeaders(c, applying, options.ipOf, warnNoIp);

@@ -44,8 +44,12 @@ describe("the fields a rule and a /check body share are refused in the same word
 });
 
 describe("the middleware's rule type is the rule schema's input", () => {
-  it("RateLimitRule is RuleInput", () => {
-    expectTypeOf<RateLimitRule>().toEqualTypeOf<RuleInput>();
+  it("RateLimitRule is RuleInput, with limit and cost also functions of the context", () => {
+    expectTypeOf<Omit<RateLimitRule, "limit" | "cost">>().toEqualTypeOf<
+      Omit<RuleInput, "limit" | "cost">
+    >();
+    expectTypeOf<RuleInput["limit"]>().toMatchTypeOf<RateLimitRule["limit"]>();
+    expectTypeOf<RateLimitRule["limit"]>().not.toEqualTypeOf<RuleInput["limit"]>();
     // A rule as the README writes it type-checks and parses.
     const rule: RateLimitRule = {
       name: "login",
