@@ -61,10 +61,24 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
         UPSTASH_REDIS_REST_TOKEN: inject("bridgeToken"),
         LIMITER_TOKEN: TOKEN,
         ORIGIN_URL: origin.url,
+        // A region whose store is the same bridge (its keys are home's + ":region"), this worker
+        // pinned to it: the "regional" rule's decisions are counted under "lab".
+        UPSTASH_REDIS_REST_URL_LAB: inject("bridgeUrl"),
+        UPSTASH_REDIS_REST_TOKEN_LAB: inject("bridgeToken"),
+        LIMITER_REGION: "lab",
         LIMITER_CONFIG: JSON.stringify({
           prefix,
           analytics: { enabled: true },
+          regions: { lab: { store: "LAB" } },
           rules: [
+            {
+              name: "regional",
+              match: { path: "/regional/*" },
+              limit: 100,
+              window: "1m",
+              key: "ip",
+              lease: true,
+            },
             { name: "api", match: { path: "/api/*" }, limit: 5, window: "1m", key: "ip" },
             {
               name: "login",
@@ -118,6 +132,7 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
       await res.arrayBuffer();
       statuses.push(res.status);
     }
+    for (let i = 0; i < 6; i++) await send("/regional/items", "203.0.113.20");
     expect(statuses.filter((s) => s === 429)).toHaveLength(9);
 
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
@@ -165,6 +180,12 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
       expect(await login.locator(".denied b").textContent()).toBe("1");
       expect(await login.locator(".top-keys td.key").first().textContent()).toBe("203.0.113.9");
       expect(await page.locator("#breaker").textContent()).toBe("closed");
+      // The region's decisions, whoever made them (home first, then the region's lease).
+      const regional = page.locator('section[data-rule="regional"]');
+      expect(
+        await regional.locator('table.regions tr[data-region="lab"] td.count').textContent(),
+      ).toBe("6");
+      expect(await api.locator("table.regions").count()).toBe(0);
       // Each y-axis reads 0, a whole half-way mark and twice it at the top (a top of 1 read
       // "1, 1, 0"; login's 3 read "0, 2, 3").
       for (const rule of ["api", "login", "quota"]) {

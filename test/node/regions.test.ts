@@ -20,6 +20,8 @@ const dir = mkdtempSync(join(tmpdir(), "edge-limiter-regions-"));
 
 interface Decided {
   allowed: boolean;
+  replayed?: boolean;
+  deniedBy?: string;
   decisions: { source: string }[];
   receipt?: unknown;
 }
@@ -281,6 +283,38 @@ describe("regional leases over a database per region", () => {
     await settle([us, fresh]);
     expect(homeDown.admitted.length).toBe(40);
     expect(homeDown.sources.region ?? 0).toBeGreaterThan(30);
+  }, 30_000);
+
+  it("decides several rules all or nothing in the region; a request id at home", async () => {
+    run++;
+    const us = worker("us", 0, false);
+    const a = request("multi-a", 100_000, 60_000);
+    const b = { ...request("multi-b", 100_000, 60_000), key: "other" };
+    for (let i = 0; i < 40; i++)
+      await us.limiter.limitAll([a, b], { waitUntil: (p: Promise<unknown>) => us.pending.push(p) });
+    await settle([us]);
+    const both = await us.limiter.limitAll([a, b], {});
+    expect(both.allowed).toBe(true);
+    expect(both.decisions.map((d) => d.source)).toEqual(["region", "region"]);
+    // A request id is decided at home (only home can replay it), and replayed there.
+    const first = await us.limiter.limitAll([a], { requestId: `rid-${run}` });
+    const again = await us.limiter.limitAll([a], { requestId: `rid-${run}` });
+    expect(first.decisions[0]?.source).toBe("redis");
+    expect(again.replayed).toBe(true);
+    // A rule exhausted at home: its denial is held in the region, and denies the pair there.
+    const tight = { ...request("multi-tight", 3, 60_000), policy: `tight-${run}` };
+    const wait = (w: Worker) => ({ waitUntil: (p: Promise<unknown>) => w.pending.push(p) });
+    for (let i = 0; i < 3; i++) await us.limiter.limitAll([tight], wait(us));
+    // (This worker's own denial cache knows the key is full: another one asks home.)
+    const second = worker("us", 0, false);
+    const refused = await second.limiter.limitAll([tight], wait(second));
+    expect(refused.decisions[0]?.source).toBe("redis");
+    await settle([us, second]);
+    const third = worker("us", 0, false);
+    const pair = await third.limiter.limitAll([a, tight], {});
+    expect(pair.allowed).toBe(false);
+    expect(pair.decisions.map((d) => d.source)).toEqual(["region", "region"]);
+    expect(pair.deniedBy).toBe(tight.policy);
   }, 30_000);
 
   it("gives a refunded unit back into the lease that paid it, regional or isolate", async () => {
