@@ -71,7 +71,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (!regional || options.leases === false) return undefined;
     let book = regionBooks.get(region);
     if (!regionBooks.has(region)) {
-      book = createLimiterLeases(ctx, options.leases, regional.leaseStore(region));
+      book = createLimiterLeases(ctx, options.leases, regional.leaseStore(region), () =>
+        regional.regionDown(region),
+      );
       regionBooks.set(region, book);
     }
     return book;

@@ -44,6 +44,7 @@ export function createLimiterLeases(
   ctx: LimiterContext,
   options: LeaseOptions | false | undefined,
   store: LeaseStore = createLeaseStore(ctx),
+  storeDown: () => boolean = () => ctx.breaker.state === "open",
 ): LimiterLeases | undefined {
   if (options === false) return undefined;
   const book = createLeaseBook({
@@ -52,7 +53,7 @@ export function createLimiterLeases(
     now: ctx.now,
     timers: ctx.now === Date.now,
     timeoutMs: ctx.timeoutMs,
-    storeDown: () => ctx.breaker.state === "open",
+    storeDown,
     capacityFreed: (keys) => capacityFreed(ctx, keys),
     onStoreError: ctx.onStoreError,
   });

@@ -6,18 +6,18 @@
  * path.
  *
  * Why it stays exact: the proof of isolate leases (lease.ts), unchanged, given that no unit is
- * spent after s on home's clock. A grant is asked at `sentAt` (this isolate's clock, read before
- * the call is sent) and home decides at some t no earlier, so s = t + δ is no earlier than
- * sentAt + δ. The lease is written into the region with a *life*, counted by the region's own
- * clock from when the write arrives: spendableMs(δ) − (answeredAt − sentAt) − transitMarginMs.
- * It therefore ends, in real time, at sentAt + spendableMs(δ) + (transit − transitMarginMs),
- * which is before s whenever the write's one-way transit is within the margin (and the tenth of
- * δ that spendableMs keeps covers an isolate clock that lags). No clock offset enters: home's
- * clock is only compared with itself, the region's with itself, this isolate's with itself.
- * A put that arrives later than the margin can end a lease late by the excess: what the margin
- * assumes, stated in docs/regions.md.
+ * spent after s on home's clock. The spend that claims a lease runs at r0 on the region's clock
+ * and answers it; only then is the grant sent, so home decides at some t later than r0 (in real
+ * time) and stamps s = t + δ. The put writes the lease's end as r0 + spendableMs(δ) on the
+ * region's clock and is refused if that has passed when it runs; the spend script pays only
+ * before the end. So every unit is spent before r0 + δ < t + δ = s, in real time, whatever the
+ * grant's and the put's transit, retries or queueing. No clock offset enters (the region's
+ * clock is compared only with itself); clock rates are taken as equal (ppm drift is covered many
+ * times by the tenth of δ spendableMs keeps). An isolate lease taken from a region's lease lives
+ * no longer than what that lease had left when the take ran (after the isolate sent it).
  */
 import { evaluate } from "../store/evaluate";
+import { STAMP_AHEAD_MAX_MS } from "../store/keys";
 import { refund } from "../store/refund";
 import { type RegionSpendItem, regionPut, regionReturn, regionSpend } from "../store/region-lease";
 import type { ScriptClient } from "../store/script-runner";
@@ -44,11 +44,6 @@ export interface RegionsOptions {
    * @default 10000
    */
   maxLifetimeMs?: number;
-  /**
-   * What a lease's write into its region may take in transit, taken off its life (docs/regions.md).
-   * @default 50
-   */
-  transitMarginMs?: number;
   /** A lease below this many units is not asked for. @default 2 */
   minUnits?: number;
 }
@@ -89,11 +84,17 @@ export interface RegionalLeases {
    * it while it lives, else to home by its stamp.
    */
   leaseStore(region: string): LeaseStore;
+  /** Whether a region's store is not being asked now (its breaker is open). */
+  regionDown(region: string): boolean;
   /** Each region's breaker (tests and the dashboard). */
   readonly breakers: ReadonlyMap<string, CircuitBreaker>;
 }
 
-const DEFAULTS = { maxLifetimeMs: 10_000, transitMarginMs: 50, minUnits: 2 };
+const DEFAULTS = { maxLifetimeMs: 10_000, minUnits: 2 };
+/** The shortest regional lease worth writing (ms): a window under 8 × this is decided at home. */
+const MIN_LIFE_MS = 100;
+/** The shortest home denial worth holding in a region (ms). */
+const MIN_HELD_DENIAL_MS = 20;
 const REGION_MAX_COOLDOWN_MS = 2_000;
 
 export function createRegionalLeases(
@@ -103,8 +104,20 @@ export function createRegionalLeases(
 ): RegionalLeases {
   const timeoutMs = options.timeoutMs ?? ctx.timeoutMs;
   const maxLifetimeMs = options.maxLifetimeMs ?? DEFAULTS.maxLifetimeMs;
-  const margin = options.transitMarginMs ?? DEFAULTS.transitMarginMs;
   const minUnits = options.minUnits ?? DEFAULTS.minUnits;
+  // A lease stamped further ahead than the store takes would make every grant throw, a
+  // fractional count would never be reached: refuse them here, naming the option.
+  if (!Number.isInteger(maxLifetimeMs) || maxLifetimeMs < 1 || maxLifetimeMs > STAMP_AHEAD_MAX_MS) {
+    throw new RangeError(
+      `regions.maxLifetimeMs must be an integer from 1 to ${STAMP_AHEAD_MAX_MS} (got ${String(maxLifetimeMs)})`,
+    );
+  }
+  if (!Number.isInteger(minUnits) || minUnits < 1) {
+    throw new RangeError(`regions.minUnits must be a positive integer (got ${String(minUnits)})`);
+  }
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
+    throw new RangeError(`regions.timeoutMs must be a positive integer (got ${String(timeoutMs)})`);
+  }
   const stores = new Map(Object.entries(options.stores));
   const breakers = new Map<string, CircuitBreaker>();
   // A region's store down costs a far round trip (home decides), not an outage: its breaker
@@ -124,10 +137,10 @@ export function createRegionalLeases(
   // A claim to ask home outlives the grant's deadline and the put's: then another may ask.
   const claimMs = 2 * ctx.timeoutMs + 2 * timeoutMs;
 
-  /** δ for a policy; 0: too short a window to lease across a region (the margins eat it). */
+  /** δ for a policy; 0: too short a window to lease across a region (a grant's trip eats it). */
   function lifeOf(policy: ResolvedPolicy): number {
     const life = Math.min(maxLifetimeMs, Math.floor(policy.windowMs / 8));
-    return spendableMs(life) - margin >= life / 2 ? life : 0;
+    return life >= MIN_LIFE_MS ? life : 0;
   }
 
   function spendItem(policy: ResolvedPolicy): RegionSpendItem {
@@ -168,15 +181,19 @@ export function createRegionalLeases(
     waitUntil?.(settled);
   }
 
-  /** Units home still counts at `stamp` that nobody will spend: out of the log, exactly. */
+  /**
+   * Units home still counts at `stamp` that nobody will spend: out of the log, exactly. False
+   * when nothing was asked (home's breaker is open: they lapse, held until they leave the window).
+   */
   async function giveBack(
     policy: ResolvedPolicy,
     stamp: number,
     units: number,
     memberId: string,
     resetMark: string,
-  ) {
-    if (units <= 0 || ctx.breaker.state === "open") return;
+  ): Promise<boolean> {
+    if (units <= 0) return true;
+    if (ctx.breaker.state === "open") return false;
     await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
       ctx.clock.run(store, (client, now) =>
         refund(client, {
@@ -188,56 +205,62 @@ export function createRegionalLeases(
         }),
       ),
     );
+    return true;
   }
 
-  /** Asks home for `units` of the policy's key and writes the lease into the region. */
-  async function grant(policy: ResolvedPolicy, region: string, units: number) {
+  /**
+   * Asks home for `units` of the policy's key and writes the lease into the region, for the
+   * claim a spend made at `regionNow` (the region's clock): the lease ends at regionNow +
+   * spendableMs(δ) there, before its stamp (the header's proof).
+   */
+  async function grant(policy: ResolvedPolicy, region: string, units: number, regionNow: number) {
     const life = lifeOf(policy);
     const memberId = nextMemberId();
     const sentAt = ctx.now();
-    const release = { stamp: 0, units: 0, lifeMs: 0, memberId, resetMark: "" };
+    const claim = regionNow + claimMs;
+    // Home not answering: keep the claim until it expires (no put), so that every spend in the
+    // region does not claim, fail and release again.
+    if (ctx.breaker.state === "open") return;
+    const release = { stamp: 0, units: 0, endsAt: 0, memberId, resetMark: "" };
     let answer: Awaited<ReturnType<typeof evaluate>> | undefined;
-    if (ctx.breaker.state !== "open") {
-      try {
-        answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
-          ctx.clock.run(store, (client, now) =>
-            evaluate(client, {
-              policies: [{ ...policy, cost: units }],
-              memberId,
-              now,
-              stampOffsetMs: life,
-              resetMarks: "read",
-            }),
-          ),
-        );
-      } catch (error) {
-        ctx.onStoreError?.(error);
-      }
+    try {
+      answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
+        ctx.clock.run(store, (client, now) =>
+          evaluate(client, {
+            policies: [{ ...policy, cost: units }],
+            memberId,
+            now,
+            stampOffsetMs: life,
+            resetMarks: "read",
+          }),
+        ),
+      );
+    } catch (error) {
+      ctx.onStoreError?.(error);
     }
     const elapsed = ctx.now() - sentAt;
     const only = answer?.policies[0];
-    const lifeMs = spendableMs(life) - elapsed - margin;
-    const granted = answer?.allowed === true && lifeMs >= life / 4;
+    const endsAt = regionNow + spendableMs(life);
     const resetMark = answer?.resetMarks?.[0] ?? "";
     const put = {
       redisKey: policy.redisKey,
-      ...(granted && answer
-        ? { stamp: answer.stamp, units, lifeMs, memberId, resetMark }
-        : release),
+      ...(answer?.allowed ? { stamp: answer.stamp, units, endsAt, memberId, resetMark } : release),
+      claim,
       remaining: only ? Math.max(0, only.remaining) : -1,
       resetAfterMs: only ? Math.max(0, only.reset - only.now - elapsed) : 0,
       denyMs: 0,
       denyCost: 0,
       ttlMs: life * 2,
     };
-    const taken = await inRegion(region, (client) => regionPut(client, put));
-    if (answer?.allowed && !granted) {
-      // Home recorded the units but too little life is left to spend them: give them back.
+    const wrote = await inRegion(region, (client) => regionPut(client, put));
+    if (answer?.allowed && wrote?.refused) {
+      // The put ran after the lease's end (a slow grant or put): its units were never written
+      // anywhere, so they go back to home exactly.
       await giveBack(policy, answer.stamp, units, memberId, resetMark);
-    } else if (answer?.allowed && taken === undefined) {
-      // The put failed: the units may or may not be in the region. Leave them to lapse (held
-      // capacity until their stamp leaves the window, never an admission).
     }
+    // (A put that failed may or may not have run: its units are left to lapse, held capacity
+    // until their stamp leaves the window, never an admission.)
+    const taken = wrote?.taken;
     // Unspent units of the leases the put took out go back to home while capacity is scarce
     // (what home last reported is under half the limit). With plenty left they are left to
     // lapse: they hold capacity until their stamp leaves the window, and a far round trip per
@@ -253,9 +276,24 @@ export function createRegionalLeases(
 
     applies(policies, region): region is string {
       if (region === undefined || !stores.has(region)) return false;
-      return policies.every(
-        (policy) => policy.lease && LEASABLE.has(policy.algorithm) && lifeOf(policy) > 0,
-      );
+      if (
+        !policies.every(
+          (policy) => policy.lease && LEASABLE.has(policy.algorithm) && lifeOf(policy) > 0,
+        )
+      ) {
+        return false;
+      }
+      // One key twice in a request breaks limitAll's contract (distinct policies); the spend
+      // script would read its lease twice and take one cost off: such a request goes home.
+      if (policies.length > 1) {
+        const seen = new Set<string>();
+        for (const policy of policies) {
+          const id = `${policy.name}\u0000${policy.algorithm}\u0000${policy.clientKey}`;
+          if (seen.has(id)) return false;
+          seen.add(id);
+        }
+      }
+      return true;
     },
 
     async decide(policies, region, waitUntil) {
@@ -265,7 +303,9 @@ export function createRegionalLeases(
       const at = ctx.now();
       answers.forEach((answer, i) => {
         const policy = policies[i] as ResolvedPolicy;
-        if (answer.claim > 0) background(grant(policy, region, answer.claim), waitUntil);
+        if (answer.claim > 0) {
+          background(grant(policy, region, answer.claim, answer.regionNow), waitUntil);
+        }
       });
       if (answers.every((answer) => answer.status === "spent")) {
         return {
@@ -319,13 +359,17 @@ export function createRegionalLeases(
         // Only a denial is held: time alone frees capacity in a log, so it stays true until
         // home's Retry-After, counted here from before the call was sent (no later than home's).
         if (!answer || answer.allowed) return;
+        // (It may hold a little longer than that, by the put's transit: a late end only denies,
+        // never admits.) Too short to be worth a put: not held.
         const denyMs = answer.retryAfterMs - elapsed;
-        if (denyMs <= margin) return;
+        if (denyMs < MIN_HELD_DENIAL_MS) return;
         const put = {
           redisKey: policy.redisKey,
           stamp: 0,
           units: 0,
-          lifeMs: 0,
+          endsAt: 0,
+          // Answers no claim: releases none.
+          claim: -1,
           memberId: "",
           resetMark: "",
           remaining: Math.max(0, answer.remaining),
@@ -336,13 +380,17 @@ export function createRegionalLeases(
         };
         // A denial means capacity is scarce: leases the put took out give their units back.
         const held = async () => {
-          const taken = await inRegion(region, (client) => regionPut(client, put));
-          for (const lease of taken ?? []) {
+          const wrote = await inRegion(region, (client) => regionPut(client, put));
+          for (const lease of wrote?.taken ?? []) {
             await giveBack(policy, lease.stamp, lease.units, lease.memberId, lease.resetMark);
           }
         };
         background(held(), waitUntil);
       });
+    },
+
+    regionDown(region) {
+      return breakers.get(region)?.state === "open";
     },
 
     leaseStore(region) {
@@ -366,7 +414,9 @@ export function createRegionalLeases(
             throw error;
           }
           if (!answer) throw new Error("empty region spend reply");
-          if (answer.claim > 0) background(grant(policy, region, answer.claim), waitUntil);
+          if (answer.claim > 0) {
+            background(grant(policy, region, answer.claim, answer.regionNow), waitUntil);
+          }
           return {
             granted: answer.status === "spent",
             // The book ages `reset - now` on its own clock: a relative reset, from 0.
@@ -387,8 +437,14 @@ export function createRegionalLeases(
           if (back === true) return units;
           // The region did not answer: the return may have landed; give back nothing twice.
           if (back === undefined) return 0;
-          await giveBack(lease.policy, lease.stamp, units, lease.memberId, lease.resetMark);
-          return units;
+          const given = await giveBack(
+            lease.policy,
+            lease.stamp,
+            units,
+            lease.memberId,
+            lease.resetMark,
+          );
+          return given ? units : 0;
         },
       };
     },
@@ -413,14 +469,14 @@ export function createRegionalLeases(
         // the units go back there, by that stamp. (A put that took the lease out gave back only
         // its unspent units, never these.)
         try {
-          await giveBack(
+          const given = await giveBack(
             policy,
             stamp,
             policy.cost,
             regional.memberIds[i] ?? "",
             regional.resetMarks[i] ?? "",
           );
-          units.push(policy.cost);
+          units.push(given ? policy.cost : 0);
         } catch (error) {
           ctx.onStoreError?.(error);
           units.push(0);

@@ -51,6 +51,11 @@ export interface RegionSpendAnswer {
   resetMark: string;
   /** When spent: ms the lease has left on the region's clock. */
   lifeLeftMs: number;
+  /**
+   * The region's clock when it ran (ms): read before any grant a claim leads to is sent, so a
+   * lease ending at regionNow + its spendable life ends before its stamp.
+   */
+  regionNow: number;
 }
 
 const STATUS = { 1: "spent", 0: "miss", [-1]: "denied" } as const;
@@ -73,7 +78,7 @@ export async function regionSpend(
     throw new StoreReplyError(`unexpected region spend reply: ${JSON.stringify(reply)}`);
   }
   return reply.map((row: unknown) => {
-    if (!Array.isArray(row) || row.length !== 8 || !row.slice(0, 6).every(Number.isFinite)) {
+    if (!Array.isArray(row) || row.length !== 9 || !row.slice(0, 6).every(Number.isFinite)) {
       throw new StoreReplyError(`unexpected region spend reply: ${JSON.stringify(reply)}`);
     }
     const [status, stamp, left, remaining, waitMs, claim] = row as number[];
@@ -88,6 +93,7 @@ export async function regionSpend(
       memberId,
       resetMark,
       lifeLeftMs: Number(row[7]) || 0,
+      regionNow: Number(row[8]) || 0,
     };
   });
 }
@@ -97,8 +103,10 @@ export interface RegionPut {
   /** The lease home granted (units 0: none, only release the claim). */
   stamp: number;
   units: number;
-  /** Its life from now on the region's clock (ms). */
-  lifeMs: number;
+  /** Its end on the region's clock (exclusive); a put arriving after it is refused. */
+  endsAt: number;
+  /** The claim this put answers (the `g` its spend set), released only if still that one. */
+  claim: number;
   memberId: string;
   resetMark: string;
   /** What home reported remaining (-1: home did not answer), and ms until capacity next frees. */
@@ -119,7 +127,13 @@ export interface TakenLease {
   resetMark: string;
 }
 
-export async function regionPut(client: ScriptClient, put: RegionPut): Promise<TakenLease[]> {
+/** What a put did: its lease refused (its end had passed), and the leases it took out. */
+export interface PutAnswer {
+  refused: boolean;
+  taken: TakenLease[];
+}
+
+export async function regionPut(client: ScriptClient, put: RegionPut): Promise<PutAnswer> {
   const reply = await runScript<unknown>(
     client,
     REGION_PUT_SCRIPT,
@@ -127,24 +141,26 @@ export async function regionPut(client: ScriptClient, put: RegionPut): Promise<T
     [
       put.stamp,
       put.units,
-      Math.max(0, Math.floor(put.lifeMs)),
+      Math.max(0, Math.floor(put.endsAt)),
       `${put.memberId} ${put.resetMark}`,
       Math.max(-1, Math.floor(put.remaining)),
       Math.max(0, Math.floor(put.resetAfterMs)),
       Math.max(0, Math.floor(put.denyMs)),
       put.denyCost,
       Math.max(1, Math.ceil(put.ttlMs)),
+      put.claim,
     ],
   );
-  if (!Array.isArray(reply) || reply.length % 3 !== 0) {
+  const [refused, list] = Array.isArray(reply) ? reply : [];
+  if (!Array.isArray(list) || list.length % 3 !== 0 || (refused !== 0 && refused !== 1)) {
     throw new StoreReplyError(`unexpected region put reply: ${JSON.stringify(reply)}`);
   }
   const taken: TakenLease[] = [];
-  for (let i = 0; i < reply.length; i += 3) {
-    const [memberId = "", resetMark = ""] = String(reply[i + 2]).split(" ");
-    taken.push({ stamp: Number(reply[i]), units: Number(reply[i + 1]), memberId, resetMark });
+  for (let i = 0; i < list.length; i += 3) {
+    const [memberId = "", resetMark = ""] = String(list[i + 2]).split(" ");
+    taken.push({ stamp: Number(list[i]), units: Number(list[i + 1]), memberId, resetMark });
   }
-  return taken;
+  return { refused: refused === 1, taken };
 }
 
 /** Units back into the lease stamped `stamp` while it lives: false when it has ended. */

@@ -56,8 +56,8 @@ interface ScriptClient {
 /** A region's store client that audits every lease put through it (evalsha/eval only). */
 function audited(region: string, store: ScriptClient): ScriptClient {
   const audit = async (keys: string[], args: unknown[], reply: unknown) => {
-    // The put script's 9 arguments: stamp, units, life, …; a lease when units > 0.
-    if (args.length !== 9 || Number(args[1]) <= 0) return reply;
+    // The put script's 10 arguments: stamp, units, end, …; a lease when units > 0.
+    if (args.length !== 10 || Number(args[1]) <= 0) return reply;
     const end = await direct[region]?.hget(keys[0] as string, `e${args[0]}`);
     if (end != null) lateness.push(Number(end) - Number(args[0]));
     return reply;
@@ -228,7 +228,7 @@ describe("regional leases over a database per region", () => {
     expect(burst.some((d) => d.decisions[0]?.source === "region")).toBe(true);
   }, 30_000);
 
-  it("stays exact with skewed worker clocks and a region's link as slow as the margin", async () => {
+  it("stays exact with skewed worker clocks and a slow link to a region", async () => {
     run++;
     const usStore = topology.links.us?.store as { link: { delayMs: number } };
     usStore.link.delayMs = 45; // the write's transit within the 50 ms margin
@@ -315,6 +315,50 @@ describe("regional leases over a database per region", () => {
     expect(pair.allowed).toBe(false);
     expect(pair.decisions.map((d) => d.source)).toEqual(["region", "region"]);
     expect(pair.deniedBy).toBe(tight.policy);
+  }, 30_000);
+
+  it("writes a lease once however often its put runs, and refuses one past its end", async () => {
+    run++;
+    const store = await bundleSource(
+      `export * from "./src/store/region-lease"; export { createStoreClient } from "./src/store/upstash-client";`,
+      dir,
+    );
+    const client = store.createStoreClient({
+      url: topology.databases.us?.bridgeUrl,
+      token: topology.token,
+      timeoutMs: 2_000,
+    });
+    const redisKey = `regions-put-${run}`;
+    const spend = async (cost: number) =>
+      (
+        await store.regionSpend(client, [
+          { redisKey, cost, lifeMs: 5_000, limit: 100, minUnits: 1_000, claimMs: 1, wantLifeMs: 0 },
+        ])
+      )[0] as { status: string; left: number; regionNow: number };
+    const { regionNow } = await spend(1);
+    const put = (stamp: number, endsAt: number) =>
+      store.regionPut(client, {
+        redisKey,
+        stamp,
+        units: 5,
+        endsAt,
+        claim: -1,
+        memberId: "m",
+        resetMark: "",
+        remaining: 50,
+        resetAfterMs: 0,
+        denyMs: 0,
+        denyCost: 0,
+        ttlMs: 10_000,
+      });
+    expect(await put(1_000, regionNow + 5_000)).toEqual({ refused: false, taken: [] });
+    expect(await spend(3)).toMatchObject({ status: "spent", left: 2 });
+    // The same put again (a retry that landed twice): the spent units stay spent.
+    expect(await put(1_000, regionNow + 5_000)).toEqual({ refused: false, taken: [] });
+    expect(await spend(3)).toMatchObject({ status: "miss" });
+    // A put arriving after its lease's end writes nothing: its units are the caller's to give back.
+    expect(await put(2_000, regionNow - 1)).toMatchObject({ refused: true });
+    expect(await spend(3)).toMatchObject({ status: "miss" });
   }, 30_000);
 
   it("gives a refunded unit back into the lease that paid it, regional or isolate", async () => {

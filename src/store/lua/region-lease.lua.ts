@@ -47,7 +47,9 @@ end
  *           isolate taking units for later wants them from a lease that outlives its own)
  *
  * Returns per key {status, stamp, units left in that lease, remaining, resetAfterMs or
- * retryAfterMs, claim, "<memberId> <resetMark>" of that lease, ms that lease has left}: status 1 spent, 0 no lease with room (decide at home), -1 denied here
+ * retryAfterMs, claim, "<memberId> <resetMark>" of that lease, ms that lease has left, now}:
+ * `now` (this region's clock) is read before any grant the claim leads to is sent to home: the
+ * put ends that lease at now + its spendable life, before its stamp (regional-leases.ts). status 1 spent, 0 no lease with room (decide at home), -1 denied here
  * (a denial home decided, still true); claim > 0: the caller is to ask home for that many units
  * (off the request path) and put them here. Nothing is spent unless every key could pay.
  * Commands: TIME, then per key HGETALL and HSET (+ PEXPIRE for a new hash).
@@ -80,7 +82,10 @@ for i = 1, n do
       end
     end
   end
-  if best == nil then best, best_end = latest, latest_end end
+  -- (Units taken for later from a lease about to end would end at once: none then.)
+  if best == nil and (want_life == 0 or latest_end - now >= want_life / 2) then
+    best, best_end = latest, latest_end
+  end
   local status, retry = 0, 0
   if best then
     status = 1
@@ -120,7 +125,7 @@ for i = 1, n do
   writes[i] = {best, cost, d, ds, claim, now + claim_ms, fresh, life}
   out[i] = {status, best and tonumber(best) or 0, best and (tonumber(h['u' .. best]) - cost) or 0,
     remaining, status == -1 and retry or reset_after, claim, best and h['m' .. best] or '',
-    best and (best_end - now) or 0}
+    best and (best_end - now) or 0, now}
 end
 for i = 1, n do
   local w = writes[i]
@@ -149,20 +154,34 @@ return out
  * atomically, none of them can be spent after.
  *
  * KEYS[1] the key's hash
- * ARGV: stamp, units, life (ms), "<memberId> <resetMark>", home remaining (-1: unknown),
- *       home resetAfterMs,
- *       deny (ms, 0 for none), denyCost, key ttl (ms)
- * Returns {stamp, units, "<memberId> <resetMark>", …} of every lease taken out.
- * Commands: TIME, HGETALL, HSET, HDEL (when any is taken out), PEXPIRE.
+ * ARGV: stamp, units, end (this region's clock, exclusive), "<memberId> <resetMark>", home
+ *       remaining (-1: unknown), home resetAfterMs,
+ *       deny (ms, 0 for none), denyCost, key ttl (ms), the claim it answers (the `g` its
+ *       spend set; it is released only if still that one)
+ * A lease whose end has passed is refused, and one already written is not written again (a put
+ * that ran twice must not bring spent units back).
+ * Returns {refused (1: the lease was not written, its units go back to home), {stamp, units,
+ * "<memberId> <resetMark>", …} of every lease taken out}.
+ * Commands: TIME, HGETALL, HSET, HDEL (when any is taken out), PTTL, PEXPIRE (when it grows).
  */
 export const REGION_PUT_SCRIPT = foldConstants(`#!lua flags=allow-key-locking
 ${READ_HASH}
 local key = KEYS[1]
 local now = clock_now()
-local stamp, units, life = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local stamp, units, ends = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local h, leases = read_hash(key)
 local taken, gone = {}, {}
-local args = {'g', 0}
+local args = {}
+-- Release the claim this put answers, not a newer one (a late put must not clear it).
+if h.g == ARGV[10] then args = {'g', 0} end
+-- A lease already written (a put that ran twice) is not written again; one whose end has
+-- passed is refused: the caller gives its units back to home.
+local refused = 0
+if units > 0 and (h['e' .. stamp] ~= nil or ends <= now) then
+  if h['e' .. stamp] == nil then refused = 1 end
+  units = 0
+end
+local life = math.max(0, ends - now)
 -- Taken out: every lease that has ended, and with a new lease, any ending within half its life.
 local horizon = now
 if units > 0 then horizon = now + life / 2 end
@@ -180,7 +199,7 @@ for _, s in ipairs(leases) do
   end
 end
 if units > 0 then
-  for _, v in ipairs({'u' .. stamp, units, 'e' .. stamp, now + life, 'm' .. stamp, ARGV[4],
+  for _, v in ipairs({'u' .. stamp, units, 'e' .. stamp, ends, 'm' .. stamp, ARGV[4],
       'z', now + tonumber(ARGV[6])}) do
     args[#args + 1] = v
   end
@@ -194,10 +213,10 @@ if deny > 0 then
   for _, v in ipairs({'x', now + deny, 'xc', ARGV[8]}) do args[#args + 1] = v end
 end
 if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
-redis.call('HSET', key, unpack(args))
+if #args > 0 then redis.call('HSET', key, unpack(args)) end
 local ttl = tonumber(ARGV[9])
 if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
-return taken
+return {refused, taken}
 `);
 
 /**
