@@ -33,6 +33,8 @@ export type Runtime =
       analytics: Analytics | undefined;
       /** A request's region (docs/regions.md), or undefined: home. */
       regionOf: (request: Request) => string | undefined;
+      /** Each region's store (the admin reset reaches them too); empty without regions. */
+      regionStores: readonly ReturnType<typeof createStoreClient>[];
     }
   | { ok: false; field: string; detail: string };
 
@@ -146,6 +148,7 @@ function buildRuntime(env: Env): Runtime {
     store,
     analytics,
     regionOf: regions.regionOf,
+    regionStores: Object.values(regions.stores ?? {}),
   };
 }
 

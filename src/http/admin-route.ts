@@ -11,7 +11,10 @@ import { DEFAULT_COST } from "../limiter/defaults";
 import type { LimitRequest } from "../limiter/types";
 import type { ReadyRuntime } from "../runtime";
 import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
+import { storageKey } from "../store/keys";
 import { peekQuota, resetQuota } from "../store/peek-reset";
+import { regionForget } from "../store/region-lease";
+import { withinDeadline } from "../store/script-runner";
 import { authorizeCheck } from "./authorized-check";
 import { problemResponse } from "./problem";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
@@ -84,6 +87,30 @@ export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     // cached denial until it would have expired anyway (at most the Retry-After they
     // announced): documented in docs/check-api.md.
     runtime.limiter.forget(limitRequest);
+    // The regions' leases of the key and their held denials go too (docs/regions.md). A region
+    // that does not answer keeps them until they end (at most 0.9 of a lease's life).
+    if (runtime.regionStores.length > 0) {
+      const redisKey = storageKey(
+        runtime.config.prefix,
+        limitRequest.policy,
+        await boundedKey(limitRequest.key),
+        limitRequest.algorithm ?? DEFAULT_ALGORITHM,
+      );
+      const forgotten = await Promise.allSettled(
+        runtime.regionStores.map((store) =>
+          withinDeadline(store, runtime.config.timeoutMs, (client) =>
+            regionForget(client, redisKey),
+          ),
+        ),
+      );
+      for (const outcome of forgotten) {
+        if (outcome.status === "rejected") {
+          console.error(
+            JSON.stringify({ event: "region-reset-failed", error: String(outcome.reason) }),
+          );
+        }
+      }
+    }
     return c.json({ reset: true, existed, policy: limitRequest.policy }, 200);
   } catch (error) {
     return storeUnavailable(error);

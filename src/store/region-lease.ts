@@ -4,6 +4,7 @@
  * replies. Keys: the client's home key with `:region` appended, in the region's own database.
  */
 import {
+  REGION_FORGET_SCRIPT,
   REGION_PUT_SCRIPT,
   REGION_RETURN_SCRIPT,
   REGION_SPEND_SCRIPT,
@@ -161,6 +162,11 @@ export async function regionPut(client: ScriptClient, put: RegionPut): Promise<P
     taken.push({ stamp: Number(list[i]), units: Number(list[i + 1]), memberId, resetMark });
   }
   return { refused: refused === 1, taken };
+}
+
+/** A reset of the key at home, in a region: its leases and held denial go. */
+export async function regionForget(client: ScriptClient, redisKey: string): Promise<void> {
+  await runScript<unknown>(client, REGION_FORGET_SCRIPT, [regionKey(redisKey)], []);
 }
 
 /** Units back into the lease stamped `stamp` while it lives: false when it has ended. */

@@ -220,6 +220,14 @@ return {refused, taken}
 `);
 
 /**
+ * Forget: a reset of the key at home reaches the region too: its leases (their units were in the
+ * log the reset deleted) and a held denial go. KEYS[1] the key's hash. Commands: UNLINK.
+ */
+export const REGION_FORGET_SCRIPT = `#!lua flags=allow-key-locking
+return redis.call('UNLINK', KEYS[1])
+`;
+
+/**
  * Return: units of a request a regional lease paid for, back into that lease while it lives.
  *
  * KEYS[1] the key's hash      ARGV[1] the lease's stamp, ARGV[2] units

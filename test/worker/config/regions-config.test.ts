@@ -142,4 +142,23 @@ describe("regions in LIMITER_CONFIG", () => {
     });
     expect((await plain.json<{ source: string }>()).source).toBe("redis");
   });
+
+  it("reaches the region on POST /check/reset: the key's leases there go", async () => {
+    const env = envWith({ LIMITER_REGION: "lab", LIMITER_TOKEN: "regions-token" });
+    const headers = { authorization: "Bearer regions-token", "content-type": "application/json" };
+    const body = JSON.stringify({ key: "reset-me", limit: 1_000, window: "1m", lease: true });
+    const check = async () =>
+      (
+        await (
+          await call(env, "/check", { method: "POST", headers, body })
+        ).json<{ source: string }>()
+      ).source;
+    const sources: string[] = [];
+    for (let i = 0; i < 8; i++) sources.push(await check());
+    expect(sources.at(-1)).toMatch(/^(region|lease)$/);
+    const reset = await call(env, "/check/reset", { method: "POST", headers, body });
+    expect(reset.status).toBe(200);
+    // No lease left anywhere for the key: home decides it again.
+    expect(await check()).toBe("redis");
+  });
 });
