@@ -147,6 +147,7 @@ const SOURCES: Record<DecisionSource, true> = {
   "fail-closed": true,
   lease: true,
   region: true,
+  block: true,
 };
 /** Every field a rule may have in a minute's hash (redis-layout.ts): its outcomes and sources. */
 const FIELD_CODES: readonly string[] = [...COUNT_CODES, ...Object.keys(SOURCES)];

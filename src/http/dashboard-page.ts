@@ -61,7 +61,7 @@ export const DASHBOARD_HTML = `<!doctype html>
 <main id="rules"></main>
 <script>
 (() => {
-  const SOURCES = [["redis", "#1565c0"], ["cache", "#ef6c00"], ["fallback", "#8d6e63"], ["fail-open", "#9e9d24"], ["fail-closed", "#c62828"], ["lease", "#00838f"], ["region", "#6a1b9a"]];
+  const SOURCES = [["redis", "#1565c0"], ["cache", "#ef6c00"], ["fallback", "#8d6e63"], ["fail-open", "#9e9d24"], ["fail-closed", "#c62828"], ["lease", "#00838f"], ["region", "#6a1b9a"], ["block", "#000000"]];
   const SVG = "http://www.w3.org/2000/svg";
   const el = (tag, attrs = {}, text) => {
     const node = document.createElement(tag);

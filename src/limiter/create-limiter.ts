@@ -17,6 +17,7 @@ import { boundedKey, needsDigest } from "../bounded-key";
 import { DEFAULT_ALGORITHM } from "../store/algorithm";
 import { type EvaluateAnswer, evaluate, type PolicyAnswer } from "../store/evaluate";
 import { storageKey } from "../store/keys";
+import { plansKey } from "../store/plans";
 import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
 import type { Permit } from "./circuit-breaker";
@@ -24,6 +25,7 @@ import { capacityFreed, createLimiterContext, type LimiterContext } from "./cont
 import { conflicted, denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
 import { rememberAnswer } from "./denial-cache";
+import { createKeyBlocks, OVERRIDE_CLAIM_MAX_MS } from "./key-blocks";
 import type { WaitUntil } from "./lease";
 import { createLimiterLeases } from "./lease-limiter";
 import { nextMemberId } from "./member-id";
@@ -57,6 +59,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const ctx = createLimiterContext(options);
   const { cache, flights, breaker, now } = ctx;
   const degraded = createDegradedPath(ctx);
+  // Plans (docs/plans.md): the hash the policies with `overrides` read, and the blocks seen.
+  const plans = plansKey(ctx.prefix);
+  const keyBlocks = createKeyBlocks();
   // Leases (lease-limiter.ts): steps 0 and 6 below, the refund and endLeases.
   const leases = createLimiterLeases(ctx, options.leases);
   // Regional leases (regional-leases.ts): step 0 for a request in a region.
@@ -123,6 +128,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // Not for a request id: its retry must get the original answer, which only the store holds
     // (an admitted original followed by exhaustion would otherwise be denied from the cache).
     let at = now();
+    const block = keyBlocks.lookup(policies, at);
+    if (block) return block;
     const cached = policies.map((policy) =>
       requestId === undefined ? cache?.lookup(policy.cacheKey, policy.cost, at) : undefined,
     );
@@ -166,7 +173,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const epochAtSend = ctx.capacityEpoch;
     const call = withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
       ctx.clock.run(store, (client, clock) =>
-        evaluate(client, { policies, memberId, now: clock, requestId }),
+        evaluate(client, { policies, memberId, now: clock, requestId, plansKey: plans }),
       ),
     );
     // Followers join only a key exhausted at its last answer (step 2): lead only there, so an
@@ -199,6 +206,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     breaker.success(permit);
     // A request id decided with other parameters: nothing was decided, so nothing is learnt.
     if (answer.conflict) return conflicted(policies, answer.conflict, receivedAt);
+    // A blocked key: nothing was read or counted.
+    if (answer.blocked) return keyBlocks.remember(policies, answer.blocked, answer.now, receivedAt);
 
     // 5. Remember what the answer proves. A replayed answer is the original's, at the
     // original's time: it proves nothing now. Nor does one a refund or reset may have
@@ -309,12 +318,18 @@ export function createLimiter(options: LimiterOptions): Limiter {
       );
       for (const book of [leases, ...regionBooks.values()]) book?.book.drop(redisKey);
       const key = boundedKey(request.key);
-      if (typeof key === "string") return forget(ctx, denialCacheKey(request));
+      if (typeof key === "string") {
+        keyBlocks.forget(denialCacheKey(request));
+        return forget(ctx, denialCacheKey(request));
+      }
       // A digested key: answers in flight are not remembered from now (the epoch), and its
       // entries go once the digest is known (a decision in between may still deny from them, as
       // another isolate's cache does until its claim expires).
       ctx.capacityEpoch++;
-      void key.then((digested) => forget(ctx, denialCacheKey({ ...request, key: digested })));
+      void key.then((digested) => {
+        keyBlocks.forget(denialCacheKey({ ...request, key: digested }));
+        forget(ctx, denialCacheKey({ ...request, key: digested }));
+      });
     },
   };
 }
@@ -342,7 +357,17 @@ function remember(
     const policy = policies[i] as ResolvedPolicy;
     const policyAnswer = answer.policies[i] as PolicyAnswer;
     if (cache) {
-      rememberAnswer(cache, policy.cacheKey, policy.cost, policyAnswer, sentAt, receivedAt);
+      // A limit that may change at run time: claims short enough for the change to apply.
+      const maxClaimMs = policy.overrides ? OVERRIDE_CLAIM_MAX_MS : Number.POSITIVE_INFINITY;
+      rememberAnswer(
+        cache,
+        policy.cacheKey,
+        policy.cost,
+        policyAnswer,
+        sentAt,
+        receivedAt,
+        maxClaimMs,
+      );
     }
     fallback?.note(
       policy.cacheKey,

@@ -17,10 +17,11 @@ function decision(
   policy: ResolvedPolicy,
   source: Decision["source"],
   outcome: Pick<Decision, "allowed" | "remaining" | "reset" | "resetAfterMs" | "retryAfterMs">,
+  limit = policy.limit,
 ): Decision {
   return {
     allowed: outcome.allowed,
-    limit: policy.limit,
+    limit,
     remaining: outcome.remaining,
     reset: outcome.reset,
     resetAfterMs: outcome.resetAfterMs,
@@ -57,13 +58,52 @@ export function notAsked(policy: ResolvedPolicy, at: number): Decision {
 
 /** What the store answered for this policy. */
 export function fromStore(policy: ResolvedPolicy, answer: PolicyAnswer): Decision {
-  return decision(policy, "redis", {
-    allowed: answer.allowed,
-    remaining: Math.max(0, answer.remaining),
-    reset: answer.reset,
-    resetAfterMs: Math.max(0, answer.reset - answer.now),
-    retryAfterMs: answer.retryAfterMs,
-  });
+  return decision(
+    policy,
+    "redis",
+    {
+      allowed: answer.allowed,
+      remaining: Math.max(0, answer.remaining),
+      reset: answer.reset,
+      resetAfterMs: Math.max(0, answer.reset - answer.now),
+      retryAfterMs: answer.retryAfterMs,
+    },
+    // A limit override's, when the store read one.
+    answer.limit ?? policy.limit,
+  );
+}
+
+/**
+ * A request refused because one policy's client key is blocked (docs/plans.md): nothing counted.
+ * `waitMs`: until the block ends, 0 when it has no end (then no Retry-After is announced).
+ */
+export function blockedRequest(
+  policies: readonly ResolvedPolicy[],
+  index: number,
+  at: number,
+  waitMs: number,
+): MultiDecision {
+  const blocked = policies[index] as ResolvedPolicy;
+  const decisions = policies.map((policy, i) =>
+    i === index
+      ? decision(policy, "block", {
+          allowed: false,
+          remaining: 0,
+          reset: at + waitMs,
+          resetAfterMs: waitMs,
+          retryAfterMs: waitMs,
+        })
+      : notAsked(policy, at),
+  );
+  const decided: MultiDecision = {
+    allowed: false,
+    decisions,
+    deniedBy: blocked.name,
+    replayed: false,
+    blocked: { policy: blocked.name, key: blocked.clientKey },
+  };
+  if (waitMs > 0 && decided.blocked) decided.blocked.until = at + waitMs;
+  return decided;
 }
 
 /**

@@ -161,6 +161,8 @@ export function rememberAnswer(
   answer: PolicyAnswer,
   sentAt: number,
   receivedAt: number,
+  /** Longest claim (ms from sentAt): a policy whose limit may change at run time. */
+  maxClaimMs = Number.POSITIVE_INFINITY,
 ): void {
   // (In a request another policy denied, a policy that alone admitted reports its remaining
   // without this request's cost, so remaining ≥ cost: it is forgotten, never cached.)
@@ -175,7 +177,7 @@ export function rememberAnswer(
     {
       minCost: answer.allowed ? answer.remaining + 1 : cost,
       remaining: Math.max(0, answer.remaining),
-      until: sentAt + wait,
+      until: sentAt + Math.min(wait, maxClaimMs),
       retryAt: receivedAt + wait,
     },
     receivedAt,

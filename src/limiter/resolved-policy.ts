@@ -29,6 +29,8 @@ export interface ResolvedPolicy extends StorePolicy {
   readonly cacheKey: string;
   /** The request asked for leases and its algorithm can be leased exactly (lease.ts). */
   readonly lease: boolean;
+  /** Read its limit override and key block from the plans hash (LimitRequest.overrides). */
+  readonly overrides: boolean;
   /**
    * Its Redis key (StorePolicy): "" until the store is to be asked (withStorageKeys), so a
    * denial from the cache never builds it. The client key is `clientKey`.
@@ -117,7 +119,9 @@ export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode):
     cost: request.cost ?? DEFAULT_COST,
     failMode: request.failMode ?? defaultFailMode,
     cacheKey: cacheKeyOf(request, algorithm, clientKey),
-    lease: request.lease === true && LEASABLE.has(algorithm),
+    // A lease would spend past a change of the override for its whole life: never leased.
+    lease: request.lease === true && LEASABLE.has(algorithm) && request.overrides !== true,
+    overrides: request.overrides === true,
     redisKey: "",
   };
 }
@@ -131,7 +135,7 @@ export function policyBytes(policy: ResolvedPolicy): number {
   return POLICY_OBJECT_BYTES + stringBytes(policy.cacheKey) + stringBytes(policy.redisKey);
 }
 
-/** The object (11 fields), its cache key's concatenation nodes and number strings, rounded up. */
+/** The object (12 fields), its cache key's concatenation nodes and number strings, rounded up. */
 const POLICY_OBJECT_BYTES = 320;
 
 /**

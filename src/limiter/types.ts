@@ -16,7 +16,7 @@ import type { ResolvedPolicy } from "./resolved-policy";
 /**
  * Where a decision came from. "lease": spent from a lease this isolate holds (docs/leases.md);
  * "region": decided in the request's region, from a regional lease or a denial home decided
- * (docs/regions.md).
+ * (docs/regions.md). "block": the client key is blocked (docs/plans.md): nothing counted.
  */
 export type DecisionSource =
   | "redis"
@@ -25,7 +25,8 @@ export type DecisionSource =
   | "fail-closed"
   | "fallback"
   | "lease"
-  | "region";
+  | "region"
+  | "block";
 
 /** One decision, shared by every surface (proxy, /check, middleware). */
 export interface Decision {
@@ -175,6 +176,13 @@ export interface LimitRequest {
    * by the store; the config refuses the combination). @default false
    */
   lease?: boolean;
+  /**
+   * Read this key's limit override and block from the store's plans (docs/plans.md) in the same
+   * script call: one command more per store decision. A denial of such a policy is cached at most
+   * OVERRIDE_CLAIM_MAX_MS, and it is never leased, so a change applies everywhere within that.
+   * @default false
+   */
+  overrides?: boolean;
 }
 
 export interface LimitAllOptions {
@@ -252,6 +260,11 @@ export interface MultiDecision {
    * an isolate lease taken from it, or home on a miss. Absent for a request decided as home's.
    */
   region?: string;
+  /**
+   * Set when a policy's client key is blocked (docs/plans.md): nothing was counted, `allowed` is
+   * false and that policy's decision has source "block".
+   */
+  blocked?: { policy: string; key: string; until?: number };
 }
 
 /** A request id's retry that differs from the request it retries (MultiDecision.conflict). */

@@ -29,6 +29,8 @@ export interface PolicyAnswer {
   retryAfterMs: number;
   /** The store's clock when it decided (ms). */
   now: number;
+  /** The limit it decided by: a limit override's when the call read plans, else absent. */
+  limit?: number;
 }
 
 /** The evaluate script's whole answer for one request. */
@@ -66,6 +68,19 @@ export interface EvaluateAnswer {
    * refund of it to carry (ScriptCall.resetMarks).
    */
   resetMarks?: string[];
+  /**
+   * Set when a policy's key is blocked (plans.ts): nothing was read, decided or counted
+   * (`allowed` false, `policies` empty).
+   */
+  blocked?: KeyBlock;
+}
+
+/** A live key block the evaluate script met. */
+export interface KeyBlock {
+  /** Index in the call's policies. */
+  index: number;
+  /** Store-clock ms when the block ends; 0: until it is removed. */
+  until: number;
 }
 
 /** The fields of a policy a request id's record remembers, in the record's order. */
@@ -111,7 +126,8 @@ export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<
   const { keys, args } = scriptInputs("evaluate", call, [ahead]);
   const reply = await runScript<unknown>(client, scriptFor(policies), keys, args);
   const marks = call.resetMarks === "read" && call.requestId === undefined;
-  return parseReply(reply, policies.length, ahead, marks);
+  const plans = keys.length > 0 && keys[keys.length - 1] === call.plansKey;
+  return parseReply(reply, policies.length, ahead, marks, plans);
 }
 
 /** The single-algorithm script when the policies share one (shorter EVAL text), else the mixed one. */
@@ -122,14 +138,26 @@ function scriptFor(policies: readonly StorePolicy[]): string {
     : EVALUATE_SCRIPTS.mixed;
 }
 
-function parseReply(reply: unknown, n: number, ahead: number, marks: boolean): EvaluateAnswer {
+function parseReply(
+  reply: unknown,
+  n: number,
+  ahead: number,
+  marks: boolean,
+  plans: boolean,
+): EvaluateAnswer {
   if (Array.isArray(reply) && reply.length === 5 && reply[0] === -1) return conflictAnswer(reply);
+  if (plans && Array.isArray(reply) && reply.length === 4 && reply[0] === -2) {
+    return blockedAnswer(reply, n);
+  }
   const numbers = 4 + 4 * n;
+  const strings = marks ? n : 0;
   if (
     !Array.isArray(reply) ||
-    reply.length !== (marks ? numbers + n : numbers) ||
+    reply.length !== numbers + strings + (plans ? n : 0) ||
     !reply.every((value, i) =>
-      i < numbers ? typeof value === "number" && Number.isFinite(value) : typeof value === "string",
+      i < numbers || i >= numbers + strings
+        ? typeof value === "number" && Number.isFinite(value)
+        : typeof value === "string",
     )
   ) {
     throw new StoreReplyError(`unexpected evaluate reply: ${JSON.stringify(reply)}`);
@@ -158,8 +186,37 @@ function parseReply(reply: unknown, n: number, ahead: number, marks: boolean): E
     retryAfterMs: deniedBy === undefined ? 0 : (policies[deniedBy]?.retryAfterMs ?? 0),
     policies,
   };
-  if (marks) answer.resetMarks = (reply as unknown[]).slice(numbers) as string[];
+  if (marks) answer.resetMarks = (reply as unknown[]).slice(numbers, numbers + n) as string[];
+  if (plans) {
+    for (let i = 0; i < n; i++) {
+      (policies[i] as PolicyAnswer).limit = at(numbers + strings + i);
+    }
+  }
   return answer;
+}
+
+/** The script's block reply: {-2, policy (1-based), until, now}. */
+function blockedAnswer(reply: unknown[], n: number): EvaluateAnswer {
+  const [, policy, until, now] = reply;
+  if (
+    typeof policy !== "number" ||
+    policy < 1 ||
+    policy > n ||
+    typeof until !== "number" ||
+    typeof now !== "number"
+  ) {
+    throw new StoreReplyError(`unexpected evaluate reply: ${JSON.stringify(reply)}`);
+  }
+  return {
+    allowed: false,
+    deniedBy: policy - 1,
+    replayed: false,
+    now,
+    stamp: now,
+    retryAfterMs: until === 0 ? 0 : Math.max(0, until - now),
+    policies: [],
+    blocked: { index: policy - 1, until },
+  };
 }
 
 /** The script's conflict reply: {-1, policy (1-based), field (1-based), recorded, asked}. */

@@ -5,7 +5,7 @@
 
 import type { Algorithm } from "./algorithm";
 import { storePolicyIssue } from "./caps";
-import { requestRecordKey, resetMarkKey } from "./keys";
+import { encodeKeyPart, requestRecordKey, resetMarkKey } from "./keys";
 import type { ScriptArg } from "./script-runner";
 
 /**
@@ -24,6 +24,15 @@ export interface StorePolicy {
    * together at most MAX_ZSET_COST (caps.ts).
    */
   cost: number;
+  /**
+   * Read this policy's limit override and key block from the plans hash (plans.ts) in the same
+   * script call; needs `name` and `clientKey`, and the call's `plansKey`. @default false
+   */
+  overrides?: boolean;
+  /** The policy (rule) name: the plans hash's fields name it. */
+  name?: string;
+  /** The client key as given (the plans hash's fields encode it as the Redis key does). */
+  clientKey?: string;
 }
 
 /** One call of a composed script: its policies and what they share. */
@@ -56,6 +65,11 @@ export interface ScriptCall {
    * was reset since, for the log the reset started holds other requests' units, not this one's.
    */
   resetMarks?: "read" | readonly string[] | undefined;
+  /**
+   * The plans hash (plans.ts plansKey) the policies with `overrides` read, in the evaluate call
+   * only. Without it (or without such a policy) no plan is read: no extra command.
+   */
+  plansKey?: string | undefined;
 }
 
 /** The field of a policy a PolicyBoundsError names. */
@@ -129,5 +143,14 @@ export function scriptInputs(
   }
   // A refund's marks follow the policies (the evaluate script reads them itself).
   if (Array.isArray(marks)) args.push(...marks);
+  if (caller === "evaluate" && call.plansKey !== undefined && policies.some((p) => p.overrides)) {
+    // The plans section: its hash last in KEYS; names ('' not opted), then encoded client keys.
+    keys.push(call.plansKey);
+    args.push("o");
+    for (const policy of policies) args.push(policy.overrides ? (policy.name ?? "") : "");
+    for (const policy of policies) {
+      args.push(policy.overrides ? encodeKeyPart(policy.clientKey ?? "") : "");
+    }
+  }
   return { keys, args };
 }

@@ -55,7 +55,7 @@ local function policies(n, from, member, at, stamp)
     -- fragments add (a table's hash grows by reallocating: measured, that costs more than this).
     ps[i] = { key = KEYS[i], alg = alg, limit = tonumber(ARGV[b + 2]),
       window = tonumber(ARGV[b + 3]), cost = tonumber(ARGV[b + 4]), member = member, at = at,
-      stamp = stamp, allowed = false, ring = false }
+      stamp = stamp, allowed = false, ring = false, over = false }
   end
   return ps
 end
@@ -76,6 +76,11 @@ ${REQUEST_RECORDS_LUA}`;
  * ARGV[5]     ms ahead of now to stamp the logs' admissions (0; a lease: its lifetime, at most
  *             STAMP_AHEAD_MAX_MS): the O(1) algorithms ignore it
  * ARGV[6..]   per policy: algorithm, limit, window ms, cost
+ * ARGV[6 + 4n] "o" when the call reads plans (plans.ts): KEYS' last is the plans hash, then per
+ *             policy its name ('' for one that does not opt in) and per policy its encoded
+ *             client key. Limit overrides replace the policies' limits; a live key block answers
+ *             {-2, policy (1-based), until (0 = none), now}, nothing read or counted; the reply
+ *             ends with the n effective limits.
  *
  * Phase 1 checks every policy; phase 2 commits every policy only if all admit: a request denied
  * by one policy consumes nothing in any. Returns
@@ -97,6 +102,45 @@ ${REQUEST_RECORDS_LUA}`;
 const EVALUATE_DRIVER = `
 local now = clock(ARGV[1])
 local n = tonumber(ARGV[3])
+
+-- Plans (ARGV[6 + 4n] == 'o'): the plans hash is the last KEY; per policy its name
+-- (ARGV[6 + 4n + i], '' for a policy that does not opt in) and its encoded client key
+-- (ARGV[6 + 5n + i]). One HMGET reads every opted policy's limit override and key block. A live
+-- block refuses the request before anything is read or counted: {-2, policy, until, now}.
+local limits = nil
+local ob = 6 + 4 * n
+if ARGV[ob] == 'o' then
+  local fields, at = {}, {}
+  for i = 1, n do
+    local name = ARGV[ob + i]
+    if name ~= '' then
+      local suffix = name .. '|' .. ARGV[ob + n + i]
+      fields[#fields + 1] = 'o|' .. suffix
+      fields[#fields + 1] = 'b|' .. suffix
+      at[i] = #fields - 1
+    end
+  end
+  local got = redis.call('HMGET', KEYS[#KEYS], unpack(fields))
+  limits = {}
+  for i = 1, n do
+    local j = at[i]
+    limits[i] = tonumber(ARGV[5 + (i - 1) * 4 + 2])
+    if j then
+      local block = tonumber(got[j + 1])
+      if block and (block == 0 or block > now) then return {-2, i, block, now} end
+      local limit = tonumber(got[j])
+      if limit then limits[i] = limit end
+    end
+  end
+end
+-- The effective limits end the reply of a call that reads plans.
+local function withLimits(out)
+  if limits then
+    for i = 1, n do out[#out + 1] = limits[i] end
+  end
+  return out
+end
+
 local record, marks = nil, nil
 if ARGV[4] == '1' then
   record = KEYS[n + 1]
@@ -108,7 +152,7 @@ if ARGV[4] == '1' then
     local out = {}
     for v in string.gmatch(stored, '[^,]+') do out[#out + 1] = tonumber(v) end
     out[3] = 1
-    return out
+    return withLimits(out)
   end
 end
 
@@ -118,8 +162,11 @@ local ps, err = policies(n, 5, ARGV[2], now, now + ahead)
 if not ps then return redis.error_reply(err) end
 local all = true
 for i = 1, n do
-  ps[i].alg.check(ps[i], now)
-  if not ps[i].allowed then all = false end
+  local p = ps[i]
+  if limits then p.limit = limits[i] end
+  -- An override below the cost (0: nothing at all) denies without reading the log.
+  if p.cost > p.limit then p.over = true else p.alg.check(p, now) end
+  if not p.allowed then all = false end
 end
 local longestWindow = 0
 for i = 1, n do
@@ -131,7 +178,8 @@ local out = {all and 1 or 0, 0, 0, now}
 local longestWait = -1
 for i = 1, n do
   local p = ps[i]
-  local remaining, reset, wait = p.alg.report(p, now, all)
+  local remaining, reset, wait = 0, now + p.window, p.window
+  if not p.over then remaining, reset, wait = p.alg.report(p, now, all) end
   out[#out + 1] = p.allowed and 1 or 0
   out[#out + 1] = remaining
   out[#out + 1] = reset
@@ -153,7 +201,7 @@ elseif ARGV[4] == '2' then
   local got = redis.call('MGET', unpack(KEYS, n + 1, 2 * n))
   for i = 1, n do out[#out + 1] = got[i] or '' end
 end
-return out
+return withLimits(out)
 `;
 
 /**

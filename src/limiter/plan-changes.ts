@@ -1,0 +1,252 @@
+/**
+ * Plans changed at run time (docs/plans.md): a policy's limit for one client key, a key's block,
+ * a network block. The store reads overrides and key blocks in the decision script of a policy
+ * with `overrides: true`; network blocks are matched by the HTTP surfaces from each isolate's copy
+ * (rules/network-blocks.ts). Results are returned, never thrown, except a store failure.
+ */
+import { boundedKey } from "../bounded-key";
+import { type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
+import { maxLimitOf } from "../store/caps";
+import { POLICY_NAME } from "../store/keys";
+import {
+  keyBlockField,
+  listPlans,
+  MAX_NETWORK_BLOCKS,
+  MAX_PLAN_ENTRIES,
+  type NetworkBlockKind,
+  networkBlockField,
+  networkBlocksKey,
+  overrideField,
+  plansKey,
+  writePlan,
+} from "../store/plans";
+import type { ScriptClient } from "../store/script-runner";
+import { DEFAULT_PREFIX } from "./defaults";
+
+/** Longest block with an end (s): a year. Without `seconds` a block lasts until removed. */
+export const MAX_BLOCK_SECONDS = 365 * 86_400;
+
+export interface PlanTarget {
+  /** The limiter's prefix. @default "edge-limiter" */
+  prefix?: string | undefined;
+  /** The policy (rule) name. */
+  policy: string;
+  /** The client key as the limiter counts it (a rule's key: hashed header, grouped address). */
+  key: string;
+}
+
+/** A change refused (bad input, a full hash), or made: what was there before. */
+export type PlanChange =
+  | { ok: true; existed: boolean }
+  | { ok: false; field: string; detail: string };
+
+/**
+ * Sets a policy's limit for one client key (`limit` null removes it). The limit is checked
+ * against the policy's algorithm's bounds; 0 (or any limit below the cost) denies every request.
+ */
+export async function setOverride(
+  store: ScriptClient,
+  target: PlanTarget & { limit: number | null; algorithm?: Algorithm | undefined },
+): Promise<PlanChange> {
+  const issue = targetIssue(target);
+  if (issue) return issue;
+  const max = maxLimitOf(target.algorithm ?? DEFAULT_ALGORITHM);
+  const { limit } = target;
+  if (limit !== null && !(Number.isSafeInteger(limit) && limit >= 0 && limit <= max)) {
+    return { ok: false, field: "limit", detail: `must be null or an integer from 0 to ${max}` };
+  }
+  const written = await writePlan(store, {
+    hash: plansKey(target.prefix ?? DEFAULT_PREFIX),
+    field: overrideField(target.policy, await boundedKey(target.key)),
+    value: limit === null ? null : String(limit),
+    max: MAX_PLAN_ENTRIES,
+  });
+  return written.full ? full(MAX_PLAN_ENTRIES) : { ok: true, existed: written.existed };
+}
+
+/** Blocks one client key in one policy, for `seconds` or until unblocked. */
+export async function blockKey(
+  store: ScriptClient,
+  target: PlanTarget & { seconds?: number | undefined },
+): Promise<PlanChange> {
+  const issue = targetIssue(target) ?? secondsIssue(target.seconds);
+  if (issue) return issue;
+  const written = await writePlan(store, {
+    hash: plansKey(target.prefix ?? DEFAULT_PREFIX),
+    field: keyBlockField(target.policy, await boundedKey(target.key)),
+    value: "0",
+    ttlMs: target.seconds === undefined ? 0 : target.seconds * 1000,
+    max: MAX_PLAN_ENTRIES,
+  });
+  return written.full ? full(MAX_PLAN_ENTRIES) : { ok: true, existed: written.existed };
+}
+
+export async function unblockKey(store: ScriptClient, target: PlanTarget): Promise<PlanChange> {
+  const issue = targetIssue(target);
+  if (issue) return issue;
+  const written = await writePlan(store, {
+    hash: plansKey(target.prefix ?? DEFAULT_PREFIX),
+    field: keyBlockField(target.policy, await boundedKey(target.key)),
+    value: null,
+    max: MAX_PLAN_ENTRIES,
+  });
+  return { ok: true, existed: written.existed };
+}
+
+export interface NetworkTarget {
+  prefix?: string | undefined;
+  kind: NetworkBlockKind;
+  /** An address or CIDR ("ip"), a country code ("country"), an AS number ("asn"), normalized. */
+  value: string;
+  /** One policy; undefined: every rule. */
+  policy?: string | undefined;
+}
+
+/** Blocks a network (IP/CIDR, country, ASN), for `seconds` or until unblocked. */
+export async function blockNetwork(
+  store: ScriptClient,
+  target: NetworkTarget & { seconds?: number | undefined },
+): Promise<PlanChange> {
+  const issue = policyIssue(target.policy) ?? secondsIssue(target.seconds);
+  if (issue) return issue;
+  const written = await writePlan(store, {
+    hash: networkBlocksKey(target.prefix ?? DEFAULT_PREFIX),
+    field: networkBlockField(target.kind, target.value, target.policy),
+    value: "0",
+    ttlMs: target.seconds === undefined ? 0 : target.seconds * 1000,
+    max: MAX_NETWORK_BLOCKS,
+  });
+  return written.full ? full(MAX_NETWORK_BLOCKS) : { ok: true, existed: written.existed };
+}
+
+export async function unblockNetwork(
+  store: ScriptClient,
+  target: NetworkTarget,
+): Promise<PlanChange> {
+  const issue = policyIssue(target.policy);
+  if (issue) return issue;
+  const written = await writePlan(store, {
+    hash: networkBlocksKey(target.prefix ?? DEFAULT_PREFIX),
+    field: networkBlockField(target.kind, target.value, target.policy),
+    value: null,
+    max: MAX_NETWORK_BLOCKS,
+  });
+  return { ok: true, existed: written.existed };
+}
+
+/** One listed plan: an override, a key block or a network block. */
+export interface PlanEntry {
+  type: "override" | "block";
+  /** "key" for overrides and key blocks. */
+  by: "key" | NetworkBlockKind;
+  /** The policy; undefined: every rule (network blocks only). */
+  policy?: string;
+  /** The client key as counted (hashed, grouped), or the network value. */
+  value: string;
+  /** An override's limit. */
+  limit?: number;
+  /** A block's end (unix ms, the store's clock); absent: until removed. */
+  until?: number;
+}
+
+/** Most entries one listing page asks the store for (HSCAN COUNT). */
+export const MAX_LIST_COUNT = 1_000;
+
+/**
+ * One page of the plans (`what` "overrides", "blocks" for key blocks, "network"), ended blocks
+ * left out. `cursor` "0" starts; the answer's "0" ends.
+ */
+export async function listPlanEntries(
+  store: ScriptClient,
+  options: {
+    prefix?: string | undefined;
+    what: "overrides" | "blocks" | "network";
+    cursor: string;
+    count: number;
+    policy?: string | undefined;
+  },
+): Promise<{ cursor: string; entries: PlanEntry[] }> {
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  const network = options.what === "network";
+  const hash = network ? networkBlocksKey(prefix) : plansKey(prefix);
+  // Policy names hold no glob characters (POLICY_NAME): a pattern of them matches literally.
+  const policy = options.policy ?? "*";
+  const pattern = network
+    ? `*|${policy}|*`
+    : `${options.what === "overrides" ? "o" : "b"}|${policy}|*`;
+  const page = await listPlans(store, hash, options.cursor, pattern, options.count);
+  const entries: PlanEntry[] = [];
+  for (const { field, value } of page.entries) {
+    const first = field.indexOf("|");
+    const second = field.indexOf("|", first + 1);
+    const kind = field.slice(0, first);
+    const name = field.slice(first + 1, second);
+    const rest = field.slice(second + 1);
+    const number = Number(value);
+    if (kind === "o") {
+      entries.push({
+        type: "override",
+        by: "key",
+        policy: name,
+        value: decode(rest),
+        limit: number,
+      });
+      continue;
+    }
+    const entry: PlanEntry = {
+      type: "block",
+      by: kind === "b" ? "key" : (kind as NetworkBlockKind),
+      value: kind === "b" ? decode(rest) : rest,
+    };
+    if (name !== "*") entry.policy = name;
+    if (number > 0) entry.until = number;
+    entries.push(entry);
+  }
+  return { cursor: page.cursor, entries };
+}
+
+function decode(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
+}
+
+function targetIssue(target: PlanTarget): PlanChange | undefined {
+  const issue = policyIssue(target.policy);
+  if (issue) return issue;
+  if (typeof target.key !== "string" || target.key.length === 0) {
+    return { ok: false, field: "key", detail: "must be a non-empty string" };
+  }
+  return undefined;
+}
+
+function policyIssue(policy: string | undefined): PlanChange | undefined {
+  if (policy !== undefined && (typeof policy !== "string" || !POLICY_NAME.test(policy))) {
+    return { ok: false, field: "rule", detail: "must be 1 to 64 of A-Z a-z 0-9 _ . -" };
+  }
+  return undefined;
+}
+
+function secondsIssue(seconds: number | undefined): PlanChange | undefined {
+  if (
+    seconds !== undefined &&
+    !(Number.isSafeInteger(seconds) && seconds >= 1 && seconds <= MAX_BLOCK_SECONDS)
+  ) {
+    return {
+      ok: false,
+      field: "seconds",
+      detail: `must be an integer from 1 to ${MAX_BLOCK_SECONDS}`,
+    };
+  }
+  return undefined;
+}
+
+function full(max: number): PlanChange {
+  return {
+    ok: false,
+    field: "body",
+    detail: `the store holds ${max} of these already: remove some first`,
+  };
+}

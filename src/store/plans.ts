@@ -1,0 +1,188 @@
+/**
+ * Plans: what an operator changes at run time without a deploy (docs/plans.md).
+ *
+ * Two hashes per prefix:
+ * - `<prefix>:plans`: a policy's limit override for one client key (`o|<policy>|<key>` → limit)
+ *   and a key block (`b|<policy>|<key>` → until). The evaluate script of a policy with
+ *   `overrides` reads both with one HMGET (lua/scripts.ts): no extra round trip.
+ * - `<prefix>:blocks`: network blocks (`ip|<policy or *>|<cidr>`, `country|…|<CC>`,
+ *   `asn|…|<number>` → until), which every isolate copies and refreshes (rules/network-blocks.ts):
+ *   they are matched before any key is known.
+ * `until` is the store's clock in ms when the block ends; 0: until it is removed. Client keys are
+ * encoded as in Redis keys (encodeKeyPart): no `|` in them, so a field splits at its first two.
+ */
+import { encodeKeyPart } from "./keys";
+import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
+
+export function plansKey(prefix: string): string {
+  return `${prefix}:plans`;
+}
+
+export function networkBlocksKey(prefix: string): string {
+  return `${prefix}:blocks`;
+}
+
+/** Most fields in `<prefix>:plans` (overrides and key blocks): ~100 B each, 10 MB in all. */
+export const MAX_PLAN_ENTRIES = 100_000;
+/** Most network blocks: every isolate holds them all (≈ 100 B each, ≈ 1 MB in all). */
+export const MAX_NETWORK_BLOCKS = 10_000;
+
+export type NetworkBlockKind = "ip" | "country" | "asn";
+
+export function overrideField(policy: string, clientKey: string): string {
+  return `o|${policy}|${encodeKeyPart(clientKey)}`;
+}
+
+export function keyBlockField(policy: string, clientKey: string): string {
+  return `b|${policy}|${encodeKeyPart(clientKey)}`;
+}
+
+/** A network block's field; `policy` undefined: every rule. */
+export function networkBlockField(
+  kind: NetworkBlockKind,
+  value: string,
+  policy: string | undefined,
+): string {
+  return `${kind}|${policy ?? "*"}|${value}`;
+}
+
+/**
+ * Sets (or, with value "", removes) one field. `ttlMs` > 0 stores the store's now + ttlMs (a
+ * block's end) instead of `value`. A new field past `max` is refused ({-1}). Returns
+ * {existed (0|1), size}.
+ */
+const PLAN_SET_SCRIPT = `
+local field, value, max, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local existed = redis.call('HEXISTS', KEYS[1], field)
+if value == '' then
+  redis.call('HDEL', KEYS[1], field)
+  return {existed, redis.call('HLEN', KEYS[1])}
+end
+local size = redis.call('HLEN', KEYS[1])
+if existed == 0 and size >= max then return {-1, size} end
+if ttl > 0 then
+  local t = redis.call('TIME')
+  value = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl)
+end
+redis.call('HSET', KEYS[1], field, value)
+return {existed, size + 1 - existed}
+`;
+
+/**
+ * One page of a hash (HSCAN cursor MATCH pattern COUNT n) and the store's now; blocks seen that
+ * have ended are deleted (nothing else reclaims them: a hash field has no TTL in Redis 7.0).
+ * Returns {next cursor, now, field, value, …} without the ended ones.
+ */
+const PLAN_LIST_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local page = redis.call('HSCAN', KEYS[1], ARGV[1], 'MATCH', ARGV[2], 'COUNT', tonumber(ARGV[3]))
+local out = {page[1], now}
+local items = page[2]
+for i = 1, #items, 2 do
+  local field, value = items[i], items[i + 1]
+  local ends = tonumber(value)
+  if string.sub(field, 1, 2) ~= 'o|' and ends and ends > 0 and ends <= now then
+    redis.call('HDEL', KEYS[1], field)
+  else
+    out[#out + 1] = field
+    out[#out + 1] = value
+  end
+end
+return out
+`;
+
+/** Every network block and the store's now: {now, field, value, …}. */
+const NETWORK_READ_SCRIPT = `
+local t = redis.call('TIME')
+local out = redis.call('HGETALL', KEYS[1])
+table.insert(out, 1, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+return out
+`;
+
+export interface PlanWrite {
+  /** The hash: plansKey or networkBlocksKey. */
+  hash: string;
+  field: string;
+  /** The value, or null to remove the field. */
+  value: string | null;
+  /** A block's life (ms): stored as the store's now + this. */
+  ttlMs?: number | undefined;
+  /** Most fields the hash may hold. */
+  max: number;
+}
+
+export interface PlanWriteAnswer {
+  /** The field existed before. */
+  existed: boolean;
+  /** A new field was refused: the hash holds `max` already. */
+  full: boolean;
+  size: number;
+}
+
+export async function writePlan(client: ScriptClient, write: PlanWrite): Promise<PlanWriteAnswer> {
+  const reply = await runScript<unknown>(
+    client,
+    PLAN_SET_SCRIPT,
+    [write.hash],
+    [write.field, write.value ?? "", write.max, write.ttlMs ?? 0],
+  );
+  if (!Array.isArray(reply) || reply.length !== 2 || !reply.every((v) => typeof v === "number")) {
+    throw new StoreReplyError(`unexpected plan reply: ${JSON.stringify(reply)}`);
+  }
+  const [existed, size] = reply as [number, number];
+  return { existed: existed === 1, full: existed === -1, size };
+}
+
+export interface PlanPage {
+  /** "0" when the scan is complete. */
+  cursor: string;
+  /** The store's clock (ms). */
+  now: number;
+  entries: { field: string; value: string }[];
+}
+
+/** One page of a hash's fields matching `pattern` (a Redis glob), ended blocks left out. */
+export async function listPlans(
+  client: ScriptClient,
+  hash: string,
+  cursor: string,
+  pattern: string,
+  count: number,
+): Promise<PlanPage> {
+  const reply = await runScript<unknown>(
+    client,
+    PLAN_LIST_SCRIPT,
+    [hash],
+    [cursor, pattern, count],
+  );
+  if (!Array.isArray(reply) || reply.length < 2 || reply.length % 2 !== 0) {
+    throw new StoreReplyError(`unexpected plan list reply: ${JSON.stringify(reply)}`);
+  }
+  const entries: PlanPage["entries"] = [];
+  for (let i = 2; i < reply.length; i += 2) {
+    entries.push({ field: String(reply[i]), value: String(reply[i + 1]) });
+  }
+  return { cursor: String(reply[0]), now: Number(reply[1]), entries };
+}
+
+/** Every network block as stored, and the store's clock when read. */
+export async function readNetworkBlocks(
+  client: ScriptClient,
+  prefix: string,
+): Promise<{ now: number; entries: { field: string; value: string }[] }> {
+  const reply = await runScript<unknown>(
+    client,
+    NETWORK_READ_SCRIPT,
+    [networkBlocksKey(prefix)],
+    [],
+  );
+  if (!Array.isArray(reply) || reply.length % 2 !== 1 || typeof reply[0] !== "number") {
+    throw new StoreReplyError(`unexpected network blocks reply: ${JSON.stringify(reply)}`);
+  }
+  const entries: { field: string; value: string }[] = [];
+  for (let i = 1; i < reply.length; i += 2) {
+    entries.push({ field: String(reply[i]), value: String(reply[i + 1]) });
+  }
+  return { now: reply[0], entries };
+}

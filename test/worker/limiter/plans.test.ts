@@ -1,0 +1,232 @@
+import { describe, expect, it } from "vitest";
+import { createLimiter } from "../../../src/limiter/create-limiter";
+import { OVERRIDE_CLAIM_MAX_MS } from "../../../src/limiter/key-blocks";
+import {
+  blockKey,
+  listPlanEntries,
+  setOverride,
+  unblockKey,
+} from "../../../src/limiter/plan-changes";
+import type { LimitRequest } from "../../../src/limiter/types";
+import type { Algorithm } from "../../../src/store/algorithm";
+import { storageKey } from "../../../src/store/keys";
+import { logCount } from "../../support/worker/log-state";
+import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
+
+const redis = testRedis();
+const prefix = scopedPrefix("plans");
+const admin = testStore();
+
+/** One "isolate": its own limiter (own caches) on its own store client, on a clock we move. */
+function isolate() {
+  let clock = Date.now();
+  const limiter = createLimiter({
+    store: testStore(),
+    prefix,
+    clock: "caller",
+    now: () => clock,
+  });
+  return { limiter, tick: (ms: number) => (clock += ms) };
+}
+
+const request = (
+  key: string,
+  limit: number,
+  algorithm: Algorithm = "sliding-log",
+  extra: Partial<LimitRequest> = {},
+): LimitRequest => ({
+  policy: "plan",
+  key,
+  limit,
+  windowMs: 60_000,
+  algorithm,
+  overrides: true,
+  ...extra,
+});
+
+describe("limit overrides read inside the decision script", () => {
+  // (The token bucket keeps tokens, not a count: a raised limit refills faster, tested below.)
+  for (const algorithm of ["sliding-log", "sliding-log-zset", "fixed-window"] as const) {
+    it(`${algorithm}: set through one isolate, decided by it in another; removed, the rule's limit again`, async () => {
+      const a = isolate();
+      const b = isolate();
+      const key = `k-${crypto.randomUUID()}`;
+      expect(await b.limiter.limit(request(key, 2, algorithm))).toMatchObject({
+        allowed: true,
+        limit: 2,
+        remaining: 1,
+      });
+      expect(
+        await setOverride(admin, { prefix, policy: "plan", key, limit: 5, algorithm }),
+      ).toEqual({ ok: true, existed: false });
+      // A's change applies at B's next store decision: the headers' limit is the override's.
+      const raised = await b.limiter.limit(request(key, 2, algorithm));
+      expect(raised).toMatchObject({ allowed: true, limit: 5, remaining: 3, source: "redis" });
+      for (let i = 0; i < 3; i++)
+        expect((await a.limiter.limit(request(key, 2, algorithm))).allowed).toBe(true);
+      const denied = await b.limiter.limit(request(key, 2, algorithm));
+      expect(denied).toMatchObject({ allowed: false, limit: 5, source: "redis" });
+      expect(await setOverride(admin, { prefix, policy: "plan", key, limit: null })).toEqual({
+        ok: true,
+        existed: true,
+      });
+      // B's cached denial holds at most OVERRIDE_CLAIM_MAX_MS; then the store says limit 2.
+      b.tick(OVERRIDE_CLAIM_MAX_MS);
+      expect(await b.limiter.limit(request(key, 2, algorithm))).toMatchObject({
+        allowed: false,
+        limit: 2,
+        source: "redis",
+      });
+    });
+  }
+
+  it("an override of 0 denies without counting; a rule without `overrides` ignores overrides", async () => {
+    const a = isolate();
+    const key = `k-${crypto.randomUUID()}`;
+    await setOverride(admin, { prefix, policy: "plan", key, limit: 0 });
+    const denied = await a.limiter.limit(request(key, 10));
+    expect(denied).toMatchObject({ allowed: false, limit: 0, remaining: 0 });
+    expect(denied.retryAfterMs).toBeGreaterThan(0);
+    expect(await logCount(redis, storageKey(prefix, "plan", key))).toBe(0);
+    const plain = await isolate().limiter.limit(
+      request(key, 10, "sliding-log", { overrides: false }),
+    );
+    expect(plain).toMatchObject({ allowed: true, limit: 10 });
+  });
+
+  it("token-bucket: the override is its capacity; 0 refuses everything", async () => {
+    const a = isolate();
+    const key = `k-${crypto.randomUUID()}`;
+    await setOverride(admin, { prefix, policy: "plan", key, limit: 7, algorithm: "token-bucket" });
+    expect(await a.limiter.limit(request(key, 2, "token-bucket"))).toMatchObject({
+      allowed: true,
+      limit: 7,
+      remaining: 6,
+    });
+    await setOverride(admin, { prefix, policy: "plan", key, limit: 0 });
+    expect(await a.limiter.limit(request(key, 2, "token-bucket"))).toMatchObject({
+      allowed: false,
+      limit: 0,
+    });
+  });
+
+  it("an override below the cost denies; a cost within it is admitted", async () => {
+    const a = isolate();
+    const key = `k-${crypto.randomUUID()}`;
+    await setOverride(admin, { prefix, policy: "plan", key, limit: 3 });
+    expect((await a.limiter.limit(request(key, 10, "sliding-log", { cost: 4 }))).allowed).toBe(
+      false,
+    );
+    expect(await a.limiter.limit(request(key, 10, "sliding-log", { cost: 3 }))).toMatchObject({
+      allowed: true,
+      remaining: 0,
+    });
+  });
+
+  it("refuses an override past the algorithm's bounds, naming the field", async () => {
+    const key = `k-${crypto.randomUUID()}`;
+    expect(
+      await setOverride(admin, {
+        prefix,
+        policy: "plan",
+        key,
+        limit: 9_000,
+        algorithm: "sliding-log-zset",
+      }),
+    ).toMatchObject({ ok: false, field: "limit" });
+    expect(await setOverride(admin, { prefix, policy: "plan", key, limit: -1 })).toMatchObject({
+      ok: false,
+      field: "limit",
+    });
+    expect(await setOverride(admin, { prefix, policy: "bad name", key, limit: 1 })).toMatchObject({
+      ok: false,
+      field: "rule",
+    });
+  });
+
+  it("an override rule is never leased (a lease would spend past a change)", async () => {
+    const a = isolate();
+    const key = `k-${crypto.randomUUID()}`;
+    for (let i = 0; i < 20; i++) {
+      const d = await a.limiter.limit(request(key, 1000, "sliding-log", { lease: true }));
+      expect(d.source).toBe("redis");
+    }
+  });
+});
+
+describe("key blocks", () => {
+  it("a block set through one isolate refuses at the other's next store decision, counting nothing", async () => {
+    const a = isolate();
+    const b = isolate();
+    const key = `k-${crypto.randomUUID()}`;
+    expect((await b.limiter.limit(request(key, 5))).allowed).toBe(true);
+    expect(await blockKey(admin, { prefix, policy: "plan", key })).toEqual({
+      ok: true,
+      existed: false,
+    });
+    const refused = await b.limiter.limitAll([request(key, 5)]);
+    expect(refused).toMatchObject({
+      allowed: false,
+      deniedBy: "plan",
+      blocked: { policy: "plan", key },
+    });
+    expect(refused.blocked?.until).toBeUndefined();
+    expect(refused.decisions[0]).toMatchObject({ allowed: false, source: "block" });
+    expect(await logCount(redis, storageKey(prefix, "plan", key))).toBe(1);
+    // Unblocked through A: B answers the block from memory at most OVERRIDE_CLAIM_MAX_MS.
+    await unblockKey(admin, { prefix, policy: "plan", key });
+    expect((await b.limiter.limitAll([request(key, 5)])).blocked).toBeDefined();
+    b.tick(OVERRIDE_CLAIM_MAX_MS);
+    expect(await b.limiter.limit(request(key, 5))).toMatchObject({ allowed: true, remaining: 3 });
+    expect((await a.limiter.limit(request(key, 5))).allowed).toBe(true);
+  });
+
+  it("a block with an end says when; a reset (forget) in this isolate drops its memory of it", async () => {
+    const a = isolate();
+    const key = `k-${crypto.randomUUID()}`;
+    await blockKey(admin, { prefix, policy: "plan", key, seconds: 30 });
+    const refused = await a.limiter.limitAll([request(key, 5)]);
+    expect(refused.blocked?.until).toBeGreaterThan(Date.now() + 20_000);
+    expect(refused.decisions[0]?.retryAfterMs).toBeGreaterThan(20_000);
+    await unblockKey(admin, { prefix, policy: "plan", key });
+    a.limiter.forget(request(key, 5));
+    expect((await a.limiter.limit(request(key, 5))).allowed).toBe(true);
+  });
+
+  it("lists overrides and blocks page by page, decoded, with the store's end of a block", async () => {
+    const own = scopedPrefix("plans-list");
+    for (let i = 0; i < 5; i++) {
+      await setOverride(admin, { prefix: own, policy: "list", key: `user ${i}`, limit: 100 + i });
+    }
+    await blockKey(admin, { prefix: own, policy: "list", key: "abuser", seconds: 60 });
+    const seen: unknown[] = [];
+    let cursor = "0";
+    do {
+      const page = await listPlanEntries(admin, {
+        prefix: own,
+        what: "overrides",
+        cursor,
+        count: 2,
+      });
+      seen.push(...page.entries);
+      cursor = page.cursor;
+    } while (cursor !== "0");
+    expect(seen).toHaveLength(5);
+    expect(seen).toContainEqual({
+      type: "override",
+      by: "key",
+      policy: "list",
+      value: "user 3",
+      limit: 103,
+    });
+    const blocks = await listPlanEntries(admin, {
+      prefix: own,
+      what: "blocks",
+      cursor: "0",
+      count: 100,
+    });
+    expect(blocks.entries).toEqual([
+      { type: "block", by: "key", policy: "list", value: "abuser", until: expect.any(Number) },
+    ]);
+  });
+});
