@@ -14,7 +14,10 @@ import type { Env } from "./env";
 import { createLimiter } from "./limiter/create-limiter";
 import type { Limiter } from "./limiter/types";
 import { type CompiledRule, compileRules } from "./rules/match";
+import { createNetworkBlocks, type NetworkBlocks } from "./rules/network-blocks";
 import type { QuotaClient } from "./store/peek-reset";
+import { readNetworkBlocks } from "./store/plans";
+import { withinDeadline } from "./store/script-runner";
 import { createStoreClient } from "./store/upstash-client";
 
 /** What one isolate builds once from its bindings: the parsed config, rules and the limiter. */
@@ -35,6 +38,8 @@ export type Runtime =
       regionOf: (request: Request) => string | undefined;
       /** Each region's store (the admin reset reaches them too); empty without regions. */
       regionStores: readonly ReturnType<typeof createStoreClient>[];
+      /** This isolate's copy of the network blocks, when `networkBlocks` is on (docs/plans.md). */
+      networkBlocks: NetworkBlocks | undefined;
     }
   | { ok: false; field: string; detail: string };
 
@@ -149,6 +154,15 @@ function buildRuntime(env: Env): Runtime {
     analytics,
     regionOf: regions.regionOf,
     regionStores: Object.values(regions.stores ?? {}),
+    networkBlocks: config.networkBlocks
+      ? createNetworkBlocks({
+          load: () =>
+            withinDeadline(store, config.timeoutMs, (client) =>
+              readNetworkBlocks(client, config.prefix),
+            ),
+          refreshMs: config.networkBlocks.refreshMs,
+        })
+      : undefined,
   };
 }
 

@@ -7,6 +7,12 @@ import type { Env } from "./env";
 import { peekHandler, resetHandler } from "./http/admin-route";
 import { checkResponse } from "./http/check-route";
 import { dashboardHandler } from "./http/dashboard-route";
+import {
+  blockHandler,
+  overrideHandler,
+  plansListHandler,
+  unblockHandler,
+} from "./http/plans-route";
 import { problemResponse } from "./http/problem";
 import { proxyResponse } from "./http/proxy";
 import { statsHandler } from "./http/stats-route";
@@ -25,6 +31,10 @@ const ROUTES: Record<string, { allow: "POST" | "GET, HEAD"; handler?: Handler }>
   "/check/reset": { allow: "POST", handler: resetHandler },
   "/check/stats": { allow: "GET, HEAD", handler: statsHandler },
   "/check/dashboard": { allow: "GET, HEAD", handler: dashboardHandler },
+  "/check/override": { allow: "POST", handler: overrideHandler },
+  "/check/block": { allow: "POST", handler: blockHandler },
+  "/check/unblock": { allow: "POST", handler: unblockHandler },
+  "/check/plans": { allow: "GET, HEAD", handler: plansListHandler },
 };
 
 const admin = new Hono<{ Bindings: Env }>();
@@ -37,7 +47,7 @@ for (const [path, { allow, handler }] of Object.entries(ROUTES)) {
 // Anything else under /check: a route we have, asked with another method, is a 405 saying which
 // method it takes; a path we do not have is a 404 (with Allow: POST it would read as "POST it").
 admin.all("*", (c) => {
-  const detail = `${c.req.method} ${c.req.path}: the limiter answers POST /check, /check/peek, /check/reset and GET /check/stats, /check/dashboard`;
+  const detail = `${c.req.method} ${c.req.path}: the limiter answers POST /check, /check/peek, /check/reset, /check/override, /check/block, /check/unblock and GET /check/stats, /check/dashboard, /check/plans`;
   const route = Object.hasOwn(ROUTES, c.req.path) ? ROUTES[c.req.path] : undefined;
   return route
     ? problemResponse(405, { title: "Method Not Allowed", detail }, { Allow: route.allow })

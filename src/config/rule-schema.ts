@@ -162,6 +162,11 @@ export const ruleSchema = v.pipe(
        * still exactly (docs/leases.md). The sliding logs only. @default false
        */
       lease: v.optional(v.boolean("must be true or false"), false),
+      /**
+       * Read a per-key limit override and key block from the store at run time (docs/plans.md),
+       * in the same script call: one billed command more per store decision. @default false
+       */
+      overrides: v.optional(v.boolean("must be true or false"), false),
     },
     "must be an object",
   ),
@@ -204,6 +209,10 @@ export type RuleConfig = v.InferOutput<typeof ruleSchema>;
 export const LEASE_NEEDS_LOG =
   'applies to the sliding logs only ("sliding-log", "sliding-log-zset"): the O(1) algorithms keep counts, which a lease cannot stamp ahead';
 
+/** Why `lease: true` is refused with `overrides: true`. */
+export const OVERRIDES_NOT_LEASED =
+  "cannot be combined with overrides: a lease would spend past a change of the override for its whole life";
+
 /**
  * The checks across fields and rules the schema cannot express per field: each rule's limit and
  * cost within its algorithm's caps, every sliding-log rule's cost together within MAX_ZSET_COST
@@ -222,6 +231,9 @@ export function ruleListIssue(
     }
     if (rule.lease && !isLogAlgorithm(rule.algorithm)) {
       return invalid(`rules[${index}].lease`, LEASE_NEEDS_LOG);
+    }
+    if (rule.lease && rule.overrides) {
+      return invalid(`rules[${index}].lease`, OVERRIDES_NOT_LEASED);
     }
     if (names.has(rule.name)) {
       return invalid(`rules[${index}].name`, `duplicate rule name "${rule.name}"`);

@@ -40,6 +40,27 @@ const requestIdHeadersSchema = v.pipe(
 );
 
 // Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
+/** How often an isolate refreshes its copy of the network blocks, by default (ms). */
+export const DEFAULT_BLOCKS_REFRESH_MS = 1_000;
+
+const networkBlocksSchema = v.pipe(
+  v.union(
+    [
+      v.boolean(),
+      plainObject(
+        { refreshMs: v.optional(integerIn(100, 60_000), DEFAULT_BLOCKS_REFRESH_MS) },
+        "must be true, false or an object",
+      ),
+    ],
+    'must be true, false or { "refreshMs": 100..60000 }',
+  ),
+  v.transform((value) =>
+    value === false
+      ? false
+      : { refreshMs: value === true ? DEFAULT_BLOCKS_REFRESH_MS : value.refreshMs },
+  ),
+);
+
 const workerConfigSchema = plainObject(
   {
     /** The rules every proxied request is decided against (docs/configuration.md). */
@@ -85,6 +106,12 @@ const workerConfigSchema = plainObject(
      * still exact. @default {} (home only)
      */
     regions: v.optional(regionsSchema, {}),
+    /**
+     * Network blocks (docs/plans.md): IP/CIDR, country and ASN blocks set at run time, which every
+     * isolate copies and refreshes at most every `refreshMs` (one store call) while requests
+     * arrive. `true` for the default refresh. @default false
+     */
+    networkBlocks: v.optional(networkBlocksSchema, false),
     /** Per-rule counts for /check/stats and the dashboard (analytics-config.ts). @default off */
     analytics: v.optional(analyticsSchema, {}),
   },

@@ -25,6 +25,39 @@ export type AuthorizedCheck =
  * peek and reset alike, from the request and bindings workerd hands the worker.
  */
 export async function authorizeCheck(request: Request, env: Env): Promise<AuthorizedCheck> {
+  const read = await authorizedJson(request, env);
+  if (!read.ok) return read;
+  const { runtime, json, body } = read;
+  const check = parseCheckBody(
+    json,
+    runtime.rulesByName,
+    runtime.config.clientIp,
+    !mayHoldLoneSurrogate(body),
+  );
+  if (!check.ok) {
+    return {
+      ok: false,
+      response: problemResponse(400, {
+        title: "Bad Request",
+        detail: `${check.field} ${check.detail}`,
+        field: check.field,
+      }),
+    };
+  }
+  return { ok: true, runtime, check: await keyHeaderRules(check.value) };
+}
+
+/**
+ * The token checked, the runtime built and the JSON body read (at most MAX_CHECK_BODY_BYTES), or
+ * the answer refusing the call (401, 415, 413, 400, 503): what every POST under /check shares.
+ */
+export async function authorizedJson(
+  request: Request,
+  env: Env,
+): Promise<
+  | { ok: true; runtime: ReadyRuntime; json: unknown; body: string }
+  | { ok: false; response: Response }
+> {
   const refuse = (response: Response) => ({ ok: false as const, response });
   const expected = env.LIMITER_TOKEN;
   if (!expected) {
@@ -94,22 +127,7 @@ export async function authorizeCheck(request: Request, env: Env): Promise<Author
       }),
     );
   }
-  const check = parseCheckBody(
-    json,
-    runtime.rulesByName,
-    runtime.config.clientIp,
-    !mayHoldLoneSurrogate(body),
-  );
-  if (!check.ok) {
-    return refuse(
-      problemResponse(400, {
-        title: "Bad Request",
-        detail: `${check.field} ${check.detail}`,
-        field: check.field,
-      }),
-    );
-  }
-  return { ok: true, runtime, check: await keyHeaderRules(check.value) };
+  return { ok: true, runtime, json, body };
 }
 
 /**

@@ -37,7 +37,8 @@ export async function checkResponse(
   const headers = rateLimitHeaderRecord(shown, runtime.config.legacyHeaders);
   headers["Content-Type"] = "application/json";
   return new Response(JSON.stringify(checkAnswer(decided, check.multi)), {
-    status: decided.allowed ? 200 : 429,
+    // A blocked key: 403, not 429 (waiting does not help unless the block ends).
+    status: decided.allowed ? 200 : decided.blocked ? 403 : 429,
     headers,
   });
 }
@@ -67,6 +68,7 @@ async function withShadowRules(
     replayed: enforcedDecided?.replayed ?? shadowDecided?.replayed ?? false,
     ...(enforcedDecided?.deniedBy !== undefined ? { deniedBy: enforcedDecided.deniedBy } : {}),
     ...(enforcedDecided?.conflict ? { conflict: enforcedDecided.conflict } : {}),
+    ...(enforcedDecided?.blocked ? { blocked: enforcedDecided.blocked } : {}),
     ...(shadowDenied.length > 0 ? { shadowDenied } : {}),
   };
 }
@@ -115,6 +117,10 @@ function checkAnswer(decided: ShadowedDecision, multi: boolean) {
   // Assigned, not spread from `cond ? {…} : {}`: no empty object per field per request.
   if (decided.deniedBy !== undefined) answer.deniedBy = decided.deniedBy;
   if (decided.replayed) answer.replayed = true;
+  if (decided.blocked) {
+    answer.blocked = true;
+    if (decided.blocked.until !== undefined) answer.blockedUntil = decided.blocked.until;
+  }
   // Shadow rules that would have denied: reported, not enforced (the request is allowed).
   if (decided.shadowDenied) answer.shadowDenied = decided.shadowDenied;
   if (multi) answer.decisions = decided.decisions.map(decisionAnswer);

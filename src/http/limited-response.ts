@@ -4,7 +4,7 @@
  */
 import type { Context } from "hono";
 import type { RequestIdConflict } from "../limiter/types";
-import { enforcedDecisions, type RulesOutcome } from "../rules/decide";
+import { enforcedDecisions, type RequestBlock, type RulesOutcome } from "../rules/decide";
 import { problemResponse } from "./problem";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
 
@@ -63,6 +63,7 @@ export function requestIdConflict(conflict: RequestIdConflict): Response {
  */
 export function refusal(_c: Context | undefined, outcome: RulesOutcome, legacy: boolean): Response {
   if (outcome.conflict) return requestIdConflict(outcome.conflict);
+  if (outcome.blocked) return blockedResponse(outcome.blocked);
   if (outcome.missingKey) {
     const { rule, reason } = outcome.missingKey;
     return problemResponse(400, {
@@ -82,6 +83,41 @@ export function refusal(_c: Context | undefined, outcome: RulesOutcome, legacy: 
       violated: outcome.violated,
       ...(outcome.deniedBy !== undefined ? { deniedBy: outcome.deniedBy } : {}),
       retryAfterMs,
+    },
+    headers,
+  );
+}
+
+/**
+ * 403 for a blocked request (docs/plans.md), naming the block and the rule. No rate-limit
+ * headers: nothing was counted, and waiting does not lift a block (unless it ends: then
+ * Retry-After says when).
+ */
+export function blockedResponse(block: RequestBlock): Response {
+  const what =
+    block.by === "key"
+      ? "this client's key"
+      : block.by === "ip"
+        ? `address ${block.value}`
+        : block.by === "country"
+          ? `country ${block.value}`
+          : `AS ${block.value}`;
+  const until = block.until === undefined ? "" : ` until ${new Date(block.until).toISOString()}`;
+  const headers: Record<string, string> = {};
+  if (block.until !== undefined) {
+    headers["Retry-After"] = String(Math.max(1, Math.ceil((block.until - Date.now()) / 1000)));
+  }
+  return problemResponse(
+    403,
+    {
+      title: "Forbidden",
+      detail: `${what} is blocked for rule "${block.rule}"${until}`,
+      policy: block.rule,
+      blocked: {
+        by: block.by,
+        ...(block.value !== undefined ? { value: block.value } : {}),
+        ...(block.until !== undefined ? { until: block.until } : {}),
+      },
     },
     headers,
   );

@@ -10,6 +10,7 @@ import { getRuntime } from "../runtime";
 import { runLimited } from "./limit-pipeline";
 import { refusal } from "./limited-response";
 import { misconfigured, problemResponse } from "./problem";
+import { requestNetwork } from "./request-network";
 
 /**
  * The worker in front of an origin: decide every rule that matches, then either answer 429
@@ -48,6 +49,8 @@ export async function proxyResponse(
     requestId: requestIdFrom(incoming.headers, config.requestIdHeaders),
     waitUntil,
     region: runtime.regionOf(incoming),
+    networkBlocks: runtime.networkBlocks,
+    network: runtime.networkBlocks ? requestNetwork(incoming) : undefined,
     legacyHeaders: config.legacyHeaders,
     onShadowDeny: logShadowDeny,
     onRefundFailed: logRefundFailed,

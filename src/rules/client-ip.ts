@@ -12,7 +12,8 @@ export function clientIp(headers: Headers, config: ClientIpConfig): string | und
   return groupAddress(raw, config);
 }
 
-function trustedAddress(headers: Headers, config: ClientIpConfig): string | undefined {
+/** The client's address as the trusted header gives it, ungrouped (what network blocks match). */
+export function trustedAddress(headers: Headers, config: ClientIpConfig): string | undefined {
   const header = config.trustedProxyHeader;
   if (header) {
     const value = headers.get(header);

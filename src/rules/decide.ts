@@ -2,7 +2,8 @@
  * src/rules/: what a request's rules decide, with no HTTP in it. This folder owns matching a
  * request to its rules (match.ts, path-readings.ts), the client key each rule counts under
  * (client-key.ts, client-ip.ts), deciding every applying rule in one limiter call (this file)
- * and giving a request back when the origin failed (refund-on-error.ts). It takes the parts of
+ * and giving a request back when the origin failed (refund-on-error.ts), and the network blocks
+ * every isolate copies (network-blocks.ts). It takes the parts of
  * an incoming request it needs (method, path, headers) as plain values, so the proxy, the
  * middleware and tests drive it alike. It may import config/ (rule types, parsing), the
  * limiter's public types (limiter/types.ts) and digest.ts; nothing from http/, and no
@@ -23,7 +24,9 @@ import type {
   RefundReceipt,
   RequestIdConflict,
 } from "../limiter/types";
+import { trustedAddress } from "./client-ip";
 import { clientKey, missingKeyReason } from "./client-key";
+import type { NetworkBlocks, NetworkIdentity } from "./network-blocks";
 
 /** The client key of every request that lacks key material, under `missingKey: "shared"`. */
 export const MISSING_KEY = "(missing)";
@@ -61,6 +64,22 @@ export interface RulesOutcome {
    * the store counted the request now; see `refundOnServerError`.
    */
   receipts?: RefundReceipt[];
+  /**
+   * Set when the request is blocked (docs/plans.md): by its client key in `rule` (the store
+   * said so), or by its address, country or AS number. Nothing was counted (answered 403).
+   */
+  blocked?: RequestBlock;
+}
+
+/** The block a request met (RulesOutcome.blocked). */
+export interface RequestBlock {
+  /** The enforced rule blocked (for a block of every rule: the first applying). */
+  rule: string;
+  by: "key" | "ip" | "country" | "asn";
+  /** The network blocked (a CIDR or address, a country, an AS number); absent for a key. */
+  value?: string;
+  /** When the block ends (unix ms); absent: until it is removed. */
+  until?: number;
 }
 
 /**
@@ -78,6 +97,10 @@ export interface DecideOptions {
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
   /** The request's region (docs/regions.md); undefined: the limiter's `regionOf`, else home. */
   region?: string | undefined;
+  /** The isolate's copy of the network blocks (docs/plans.md). @default none checked */
+  networkBlocks?: NetworkBlocks | undefined;
+  /** The request's country and AS number (`request.cf`), for network blocks. */
+  network?: Omit<NetworkIdentity, "ip"> | undefined;
   /** Called once per shadow rule that would have denied (the worker logs it). @default none */
   onShadowDeny?: ((event: ShadowDenyEvent) => void) | undefined;
 }
@@ -103,6 +126,10 @@ export async function decideRules(
   headers: Headers,
   options: DecideOptions,
 ): Promise<RulesOutcome> {
+  if (options.networkBlocks) {
+    const blocked = await networkBlock(rules, headers, options, options.networkBlocks);
+    if (blocked) return blockedOutcome(blocked);
+  }
   const keyed: { rule: RuleConfig; key: string }[] = [];
   // One derivation per key spec: rules sharing "header:x-api-key" hash the header once.
   const bySpec = new Map<string, Promise<string | undefined>>();
@@ -166,6 +193,15 @@ export async function decideRules(
   const receipts = [enforcedDecided?.receipt, shadowDecided?.receipt].filter(
     (receipt): receipt is RefundReceipt => receipt !== undefined,
   );
+  const keyBlock = enforcedDecided?.blocked;
+  if (keyBlock) {
+    // Nothing counts for a blocked request: the shadow rules, decided beside it, give theirs back.
+    const shadowReceipt = shadowDecided?.receipt;
+    if (shadowReceipt) options.waitUntil?.(options.limiter.refund(shadowReceipt));
+    const block: RequestBlock = { rule: keyBlock.policy, by: "key" };
+    if (keyBlock.until !== undefined) block.until = keyBlock.until;
+    return { ...blockedOutcome(block), decisions };
+  }
   return {
     allowed: enforcedDecided?.allowed ?? true,
     decisions,
@@ -185,6 +221,39 @@ export async function decideRules(
  * counting (nor the reverse). Each group's MultiDecision (undefined for an empty group), every
  * decision back in the requests' order, and the shadow policies that would have denied.
  */
+/** The network block that refuses this request, if any: enforced rules only (shadow never denies). */
+async function networkBlock(
+  rules: readonly RuleConfig[],
+  headers: Headers,
+  options: DecideOptions,
+  blocks: NetworkBlocks,
+): Promise<RequestBlock | undefined> {
+  const enforced = rules.filter((rule) => !rule.shadow).map((rule) => rule.name);
+  const [first] = enforced;
+  if (first === undefined) return undefined;
+  // The address itself, not its group: a block may be narrower than the grouping.
+  const identity: NetworkIdentity = {
+    ...options.network,
+    ip: trustedAddress(headers, options.clientIp),
+  };
+  const hit = await blocks.match(identity, enforced, options.waitUntil);
+  if (!hit) return undefined;
+  const block: RequestBlock = { rule: hit.rule ?? first, by: hit.by, value: hit.value };
+  if (hit.until !== undefined) block.until = hit.until;
+  return block;
+}
+
+function blockedOutcome(blocked: RequestBlock): RulesOutcome {
+  return {
+    allowed: false,
+    decisions: [],
+    violated: [blocked.rule],
+    deniedBy: blocked.rule,
+    shadowDenied: [],
+    blocked,
+  };
+}
+
 export async function limitWithShadow(
   limiter: Limiter,
   requests: readonly LimitRequest[],
@@ -229,6 +298,7 @@ export function ruleRequest(rule: RuleConfig, key: string, cost = rule.cost): Li
     algorithm: rule.algorithm,
     ...(rule.failMode ? { failMode: rule.failMode } : {}),
     ...(rule.lease ? { lease: true } : {}),
+    ...(rule.overrides ? { overrides: true } : {}),
   };
 }
 

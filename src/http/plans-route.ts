@@ -1,0 +1,295 @@
+/**
+ * The plans admin routes (docs/plans.md), for a caller holding the token: a rule's limit for one
+ * client key, key blocks, network blocks, and the listing of all three. A key is given raw and
+ * keyed as the proxy keys it (a header rule's value hashed, an "ip" rule's address grouped), so
+ * the change reaches the log the proxy counts in.
+ */
+import type { Context } from "hono";
+import type { RuleConfig } from "../config/rule-schema";
+import { isPlainObject, unknownField } from "../config/validation";
+import type { Env } from "../env";
+import {
+  blockKey,
+  blockNetwork,
+  listPlanEntries,
+  MAX_LIST_COUNT,
+  type PlanChange,
+  setOverride,
+  unblockKey,
+  unblockNetwork,
+} from "../limiter/plan-changes";
+import { groupAddress } from "../rules/client-ip";
+import { headerRuleKey } from "../rules/client-key";
+import { normalizeAsn, normalizeCountry, normalizeNetwork } from "../rules/network-blocks";
+import type { ReadyRuntime } from "../runtime";
+import { authorizedJson } from "./authorized-check";
+import { authorizedReader } from "./dashboard-auth";
+import { problemResponse } from "./problem";
+
+type Body = Record<string, unknown>;
+
+/** POST /check/override `{"rule", "key", "limit"}`: `"limit": null` removes the override. */
+export async function overrideHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
+  const read = await adminBody(c, ["rule", "key", "limit"]);
+  if (!read.ok) return read.response;
+  const { runtime, body } = read;
+  const rule = optedRule(runtime, body.rule);
+  if (!rule.ok) return rule.response;
+  if (typeof body.key !== "string" || body.key.length === 0)
+    return bad("key", "must be a non-empty string");
+  if (body.limit === undefined) return bad("limit", "is required (null removes the override)");
+  if (body.limit !== null && typeof body.limit !== "number")
+    return bad("limit", "must be an integer or null");
+  const key = await ruleKey(rule.rule, body.key, runtime);
+  return answer(runtime, [rule.rule], key, () =>
+    setOverride(runtime.store, {
+      prefix: runtime.config.prefix,
+      policy: rule.rule.name,
+      key,
+      limit: body.limit as number | null,
+      algorithm: rule.rule.algorithm,
+    }),
+  );
+}
+
+/** POST /check/block `{"rule"?, "key" | "ip" | "country" | "asn", "seconds"?}`. */
+export function blockHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
+  return blockChange(c, true);
+}
+
+/** POST /check/unblock `{"rule"?, "key" | "ip" | "country" | "asn"}`. */
+export function unblockHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
+  return blockChange(c, false);
+}
+
+async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promise<Response> {
+  const fields = ["rule", "key", "ip", "country", "asn", ...(block ? ["seconds"] : [])];
+  const read = await adminBody(c, fields);
+  if (!read.ok) return read.response;
+  const { runtime, body } = read;
+  const targets = ["key", "ip", "country", "asn"].filter((name) => body[name] !== undefined);
+  if (targets.length !== 1) {
+    return bad("key", 'give exactly one of "key", "ip", "country", "asn"');
+  }
+  const seconds = body.seconds;
+  if (seconds !== undefined && typeof seconds !== "number")
+    return bad("seconds", "must be an integer");
+
+  if (body.key !== undefined) {
+    if (typeof body.key !== "string" || body.key.length === 0)
+      return bad("key", "must be a non-empty string");
+    // A key block lives beside the overrides: read by the rules with `overrides: true`.
+    let rules: RuleConfig[];
+    if (body.rule === undefined) {
+      rules = runtime.config.rules.filter((rule) => rule.overrides);
+      if (rules.length === 0) {
+        return bad(
+          "rule",
+          'no rule has "overrides": true, and key blocks are read by those rules only',
+        );
+      }
+    } else {
+      const rule = optedRule(runtime, body.rule);
+      if (!rule.ok) return rule.response;
+      rules = [rule.rule];
+    }
+    const raw = body.key;
+    let last: PlanChange = { ok: true, existed: false };
+    let existed = false;
+    for (const rule of rules) {
+      const key = await ruleKey(rule, raw, runtime);
+      const target = { prefix: runtime.config.prefix, policy: rule.name, key };
+      last = await storeCall(() =>
+        block
+          ? blockKey(runtime.store, { ...target, seconds: seconds as number | undefined })
+          : unblockKey(runtime.store, target),
+      );
+      if (!last.ok) return changeAnswer(last, rules);
+      existed ||= last.existed;
+      runtime.limiter.forget({
+        policy: rule.name,
+        key,
+        limit: rule.limit,
+        windowMs: rule.windowMs,
+        algorithm: rule.algorithm,
+      });
+    }
+    return changeAnswer(last.ok ? { ok: true, existed } : last, rules);
+  }
+
+  if (!runtime.networkBlocks) {
+    return bad("body", 'network blocks are off: set "networkBlocks": true in LIMITER_CONFIG');
+  }
+  let rule: RuleConfig | undefined;
+  if (body.rule !== undefined) {
+    rule = typeof body.rule === "string" ? runtime.rulesByName.get(body.rule) : undefined;
+    if (!rule) return bad("rule", "must name a configured rule (or be left out: every rule)");
+  }
+  const [kind] = targets as ["ip" | "country" | "asn"];
+  const value =
+    kind === "ip"
+      ? typeof body.ip === "string"
+        ? normalizeNetwork(body.ip)
+        : undefined
+      : kind === "country"
+        ? typeof body.country === "string"
+          ? normalizeCountry(body.country)
+          : undefined
+        : normalizeAsn(body.asn);
+  if (value === undefined) {
+    return bad(
+      kind,
+      kind === "ip"
+        ? "must be an IPv4 or IPv6 address or CIDR"
+        : kind === "country"
+          ? "must be a two-letter country code"
+          : "must be an AS number",
+    );
+  }
+  const target = { prefix: runtime.config.prefix, kind, value, policy: rule?.name };
+  const changed = await storeCall(() =>
+    block
+      ? blockNetwork(runtime.store, { ...target, seconds: seconds as number | undefined })
+      : unblockNetwork(runtime.store, target),
+  );
+  // This isolate's copy reloads on its next request; the others' within their refresh.
+  runtime.networkBlocks.invalidate();
+  if (!changed.ok) return changeAnswer(changed, rule ? [rule] : runtime.config.rules);
+  return Response.json({
+    ok: true,
+    existed: changed.existed,
+    [kind]: value,
+    rule: rule?.name ?? null,
+  });
+}
+
+/**
+ * GET /check/plans?what=overrides|blocks|network&cursor=0&count=100&rule=<name>: one page; the
+ * answer's `cursor` "0" ends the listing.
+ */
+export async function plansListHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
+  const authorized = await authorizedReader(c);
+  if (!authorized.ok) return authorized.response;
+  const { runtime } = authorized;
+  const what = c.req.query("what") ?? "overrides";
+  if (what !== "overrides" && what !== "blocks" && what !== "network") {
+    return bad("what", 'must be "overrides", "blocks" or "network"');
+  }
+  const cursor = c.req.query("cursor") ?? "0";
+  if (!/^\d{1,20}$/.test(cursor)) return bad("cursor", "must be the cursor a page answered");
+  const countText = c.req.query("count") ?? "100";
+  const count = Number(countText);
+  if (!/^\d+$/.test(countText) || count < 1 || count > MAX_LIST_COUNT) {
+    return bad("count", `must be an integer from 1 to ${MAX_LIST_COUNT}`);
+  }
+  const rule = c.req.query("rule");
+  if (rule !== undefined && !runtime.rulesByName.has(rule))
+    return bad("rule", "must name a configured rule");
+  try {
+    const page = await listPlanEntries(runtime.store, {
+      prefix: runtime.config.prefix,
+      what,
+      cursor,
+      count,
+      policy: rule,
+    });
+    return Response.json(page);
+  } catch (error) {
+    return storeUnavailable(error);
+  }
+}
+
+/** The token, the JSON body, and no field but these. */
+async function adminBody(
+  c: Context<{ Bindings: Env }>,
+  fields: readonly string[],
+): Promise<{ ok: true; runtime: ReadyRuntime; body: Body } | { ok: false; response: Response }> {
+  const read = await authorizedJson(c.req.raw, c.env);
+  if (!read.ok) return read;
+  if (!isPlainObject(read.json))
+    return { ok: false, response: bad("body", "must be a JSON object") };
+  const extra = unknownField(read.json, fields);
+  if (extra) return { ok: false, response: bad(extra, "unknown field") };
+  return { ok: true, runtime: read.runtime, body: read.json };
+}
+
+/** A configured rule that reads overrides (key blocks live beside them). */
+function optedRule(
+  runtime: ReadyRuntime,
+  name: unknown,
+): { ok: true; rule: RuleConfig } | { ok: false; response: Response } {
+  const rule = typeof name === "string" ? runtime.rulesByName.get(name) : undefined;
+  if (!rule) return { ok: false, response: bad("rule", "must name a configured rule") };
+  if (!rule.overrides) {
+    return {
+      ok: false,
+      response: bad("rule", `"${rule.name}" does not read overrides: set "overrides": true on it`),
+    };
+  }
+  return { ok: true, rule };
+}
+
+/** A raw key as the proxy keys it for this rule. */
+async function ruleKey(rule: RuleConfig, raw: string, runtime: ReadyRuntime): Promise<string> {
+  if (rule.key === "ip") return groupAddress(raw, runtime.config.clientIp) ?? raw;
+  if (rule.key.startsWith("header:")) return headerRuleKey(raw);
+  return raw;
+}
+
+async function answer(
+  runtime: ReadyRuntime,
+  rules: RuleConfig[],
+  key: string,
+  change: () => Promise<PlanChange>,
+): Promise<Response> {
+  const changed = await storeCall(change);
+  if (changed.ok) {
+    for (const rule of rules) {
+      runtime.limiter.forget({
+        policy: rule.name,
+        key,
+        limit: rule.limit,
+        windowMs: rule.windowMs,
+        algorithm: rule.algorithm,
+      });
+    }
+  }
+  return changeAnswer(changed, rules);
+}
+
+/** A store failure as a change that was not made (503). */
+async function storeCall(change: () => Promise<PlanChange>): Promise<PlanChange | StoreDown> {
+  try {
+    return await change();
+  } catch (error) {
+    console.error(JSON.stringify({ event: "admin-store-error", error: String(error) }));
+    return { ok: false, field: "", detail: "", down: true };
+  }
+}
+
+type StoreDown = { ok: false; field: ""; detail: ""; down: true };
+
+function changeAnswer(changed: PlanChange | StoreDown, rules: readonly RuleConfig[]): Response {
+  if ("down" in changed) return storeUnavailable(undefined);
+  if (!changed.ok) {
+    return changed.field === "body"
+      ? problemResponse(409, { title: "Conflict", detail: changed.detail })
+      : bad(changed.field, changed.detail);
+  }
+  return Response.json({
+    ok: true,
+    existed: changed.existed,
+    rules: rules.map((rule) => rule.name),
+  });
+}
+
+function bad(field: string, detail: string): Response {
+  return problemResponse(400, { title: "Bad Request", detail: `${field} ${detail}`, field });
+}
+
+function storeUnavailable(error: unknown): Response {
+  if (error !== undefined) {
+    console.error(JSON.stringify({ event: "admin-store-error", error: String(error) }));
+  }
+  return problemResponse(503, { title: "Store unavailable", detail: "the store did not answer" });
+}

@@ -1,0 +1,228 @@
+/**
+ * Network blocks (docs/plans.md): IP addresses and CIDRs (IPv4 and IPv6), countries and ASNs set
+ * at run time in the store (store/plans.ts `<prefix>:blocks`). Matched before any key is derived,
+ * so each isolate holds a copy: loaded once (the first request that needs it waits, bounded by the
+ * store timeout), then refreshed off the request path at most every `refreshMs` while requests
+ * arrive. A copy that cannot be loaded blocks nothing (a store outage must not refuse everyone).
+ */
+import { groupAddress } from "./client-ip";
+
+/** What a network block names (the store's fields spell these). */
+export type NetworkBlockKind = "ip" | "country" | "asn";
+
+/** Who is asking, as far as a network block can tell. */
+export interface NetworkIdentity {
+  /** The client's address (the trusted one: client-ip.ts). */
+  ip?: string | undefined;
+  /** `request.cf.country`: ISO 3166-1 alpha-2. */
+  country?: string | undefined;
+  /** `request.cf.asn`. */
+  asn?: number | undefined;
+}
+
+/** The block a request met. */
+export interface NetworkBlockHit {
+  by: NetworkBlockKind;
+  /** The blocked value as stored: a CIDR or address, a country code, an AS number. */
+  value: string;
+  /** The rule the block names; undefined: every rule. */
+  rule?: string;
+  /** When the block ends (unix ms, this isolate's clock); absent: until removed. */
+  until?: number;
+}
+
+/** The store's blocks as read: its clock, and `<kind>|<rule or *>|<value>` → end (0: none). */
+export type BlocksLoader = () => Promise<{
+  now: number;
+  entries: { field: string; value: string }[];
+}>;
+
+export interface NetworkBlocks {
+  /**
+   * The first live block that applies to a request these rules apply to, or undefined. Waits for
+   * the first load; afterwards answers from the copy and refreshes it in the background.
+   */
+  match(
+    identity: NetworkIdentity,
+    rules: readonly string[],
+    waitUntil?: (promise: Promise<unknown>) => void,
+  ): Promise<NetworkBlockHit | undefined>;
+  /** Forget the copy: the next request loads it again (after a change made through this isolate). */
+  invalidate(): void;
+  /** Entries in the copy. */
+  readonly size: number;
+}
+
+interface Entry {
+  rule: string | undefined;
+  value: string;
+  /** Isolate-clock ms; Infinity: no end. */
+  until: number;
+}
+
+interface Copy {
+  loadedAt: number;
+  byKey: Map<string, Entry[]>;
+  /** Distinct prefix lengths of the IPv4 and IPv6 blocks (a lookup per length). */
+  v4Lengths: number[];
+  v6Lengths: number[];
+  size: number;
+}
+
+export function createNetworkBlocks(options: {
+  load: BlocksLoader;
+  refreshMs: number;
+  now?: () => number;
+}): NetworkBlocks {
+  const now = options.now ?? Date.now;
+  let copy: Copy | undefined;
+  let loading: Promise<void> | undefined;
+
+  function refresh(): Promise<void> {
+    if (loading) return loading;
+    const startedAt = now();
+    loading = options
+      .load()
+      .then(
+        (read) => {
+          copy = compile(read.entries, read.now, now(), startedAt);
+        },
+        () => {
+          // Blocks nothing until the next attempt; keep a copy we had.
+          copy ??= compile([], 0, 0, startedAt);
+          copy.loadedAt = startedAt;
+        },
+      )
+      .finally(() => {
+        loading = undefined;
+      });
+    return loading;
+  }
+
+  return {
+    async match(identity, rules, waitUntil) {
+      if (!copy) await refresh();
+      else if (now() - copy.loadedAt >= options.refreshMs) {
+        const pending = refresh();
+        waitUntil?.(pending);
+      }
+      return copy ? find(copy, identity, rules, now()) : undefined;
+    },
+    invalidate() {
+      copy = undefined;
+    },
+    get size() {
+      return copy?.size ?? 0;
+    },
+  };
+}
+
+function compile(
+  entries: readonly { field: string; value: string }[],
+  storeNow: number,
+  localNow: number,
+  loadedAt: number,
+): Copy {
+  const byKey = new Map<string, Entry[]>();
+  const v4 = new Set<number>();
+  const v6 = new Set<number>();
+  let size = 0;
+  for (const { field, value } of entries) {
+    const first = field.indexOf("|");
+    const second = field.indexOf("|", first + 1);
+    if (first < 0 || second < 0) continue;
+    const kind = field.slice(0, first);
+    const rule = field.slice(first + 1, second);
+    const blocked = field.slice(second + 1);
+    const end = Number(value);
+    // The store's end on this isolate's clock (the offset as read).
+    const until = end > 0 ? end - storeNow + localNow : Number.POSITIVE_INFINITY;
+    if (until <= localNow) continue;
+    if (kind === "ip") {
+      const slash = blocked.indexOf("/");
+      const length = slash < 0 ? undefined : Number(blocked.slice(slash + 1));
+      if (blocked.includes(":")) v6.add(length ?? 128);
+      else v4.add(length ?? 32);
+    } else if (kind !== "country" && kind !== "asn") continue;
+    const key = `${kind}|${blocked}`;
+    const list = byKey.get(key) ?? [];
+    list.push({ rule: rule === "*" ? undefined : rule, value: blocked, until });
+    byKey.set(key, list);
+    size++;
+  }
+  return { loadedAt, byKey, v4Lengths: [...v4], v6Lengths: [...v6], size };
+}
+
+function find(
+  copy: Copy,
+  identity: NetworkIdentity,
+  rules: readonly string[],
+  at: number,
+): NetworkBlockHit | undefined {
+  if (copy.size === 0) return undefined;
+  const keys: [NetworkBlockKind, string][] = [];
+  if (identity.ip) {
+    const full = groupAddress(identity.ip, { ipv4PrefixLength: 32, ipv6PrefixLength: 128 });
+    if (full !== undefined) {
+      const isV6 = full.includes(":");
+      for (const length of isV6 ? copy.v6Lengths : copy.v4Lengths) {
+        const network = groupAddress(
+          identity.ip,
+          isV6
+            ? { ipv4PrefixLength: 32, ipv6PrefixLength: length }
+            : { ipv4PrefixLength: length, ipv6PrefixLength: 128 },
+        );
+        if (network !== undefined) keys.push(["ip", network]);
+      }
+    }
+  }
+  if (identity.country) keys.push(["country", identity.country.toUpperCase()]);
+  if (identity.asn !== undefined) keys.push(["asn", String(identity.asn)]);
+  for (const [kind, value] of keys) {
+    for (const entry of copy.byKey.get(`${kind}|${value}`) ?? []) {
+      if (entry.until <= at) continue;
+      if (entry.rule !== undefined && !rules.includes(entry.rule)) continue;
+      const hit: NetworkBlockHit = { by: kind, value: entry.value };
+      if (entry.rule !== undefined) hit.rule = entry.rule;
+      if (Number.isFinite(entry.until)) hit.until = Math.round(entry.until);
+      return hit;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * An address or CIDR as blocks store it (the form `find` looks up), or undefined: "192.0.2.7",
+ * "192.0.2.0/24" (host bits cleared), "2001:db8::/32", RFC 5952 text.
+ */
+export function normalizeNetwork(text: string): string | undefined {
+  const slash = text.indexOf("/");
+  const address = slash < 0 ? text : text.slice(0, slash);
+  const full = groupAddress(address, { ipv4PrefixLength: 32, ipv6PrefixLength: 128 });
+  if (full === undefined) return undefined;
+  const isV6 = full.includes(":");
+  if (slash < 0) return full;
+  const lengthText = text.slice(slash + 1);
+  if (!/^(0|[1-9]\d{0,2})$/.test(lengthText)) return undefined;
+  const length = Number(lengthText);
+  if (length > (isV6 ? 128 : 32)) return undefined;
+  return groupAddress(
+    address,
+    isV6
+      ? { ipv4PrefixLength: 32, ipv6PrefixLength: length }
+      : { ipv4PrefixLength: length, ipv6PrefixLength: 128 },
+  );
+}
+
+/** A country code as blocks store it ("de" → "DE"), or undefined. */
+export function normalizeCountry(text: string): string | undefined {
+  return /^[A-Za-z]{2}$/.test(text) ? text.toUpperCase() : undefined;
+}
+
+/** An AS number as blocks store it, or undefined. */
+export function normalizeAsn(value: unknown): string | undefined {
+  const asn = typeof value === "string" && /^\d{1,10}$/.test(value) ? Number(value) : value;
+  return typeof asn === "number" && Number.isSafeInteger(asn) && asn >= 0 && asn <= 4_294_967_295
+    ? String(asn)
+    : undefined;
+}

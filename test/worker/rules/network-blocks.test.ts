@@ -1,0 +1,149 @@
+import { describe, expect, it } from "vitest";
+import { blockNetwork, unblockNetwork } from "../../../src/limiter/plan-changes";
+import {
+  createNetworkBlocks,
+  normalizeAsn,
+  normalizeCountry,
+  normalizeNetwork,
+} from "../../../src/rules/network-blocks";
+import { readNetworkBlocks } from "../../../src/store/plans";
+import { scopedPrefix, testStore } from "../../support/worker/redis";
+
+const prefix = scopedPrefix("network-blocks");
+const store = testStore();
+
+/** One isolate's copy on the real store, on a clock the test moves. */
+function isolateCopy(own = prefix, refreshMs = 1_000) {
+  let clock = Date.now();
+  let loads = 0;
+  const pending: Promise<unknown>[] = [];
+  const blocks = createNetworkBlocks({
+    load: () => {
+      loads++;
+      return readNetworkBlocks(store, own);
+    },
+    refreshMs,
+    now: () => clock,
+  });
+  return {
+    blocks,
+    tick: (ms: number) => (clock += ms),
+    loads: () => loads,
+    settle: () => Promise.all(pending.splice(0)),
+    waitUntil: (p: Promise<unknown>) => pending.push(p),
+  };
+}
+
+describe("network block values", () => {
+  it("normalizes addresses and CIDRs as the lookup spells them, and refuses the rest", () => {
+    expect(normalizeNetwork("192.0.2.77/24")).toBe("192.0.2.0/24");
+    expect(normalizeNetwork("192.0.2.77")).toBe("192.0.2.77");
+    expect(normalizeNetwork("192.0.2.77/32")).toBe("192.0.2.77");
+    expect(normalizeNetwork("2001:DB8:0:0::1/64")).toBe("2001:db8::/64");
+    expect(normalizeNetwork("::ffff:192.0.2.1")).toBe("192.0.2.1");
+    for (const bad of [
+      "192.0.2.1/33",
+      "2001:db8::/129",
+      "192.0.2.1/",
+      "192.0.2.1/08",
+      "x",
+      "1.2.3",
+    ]) {
+      expect(normalizeNetwork(bad), bad).toBeUndefined();
+    }
+    expect(normalizeCountry("de")).toBe("DE");
+    expect(normalizeCountry("DEU")).toBeUndefined();
+    expect(normalizeAsn(13_335)).toBe("13335");
+    expect(normalizeAsn("13335")).toBe("13335");
+    expect(normalizeAsn(2 ** 32)).toBeUndefined();
+    expect(normalizeAsn(1.5)).toBeUndefined();
+  });
+});
+
+describe("an isolate's copy of the network blocks", () => {
+  it("matches IPv4 and IPv6 prefixes of every length, countries and ASNs, per rule or for all", async () => {
+    const own = scopedPrefix("network-blocks-match");
+    await blockNetwork(store, { prefix: own, kind: "ip", value: "10.0.0.0/8" });
+    await blockNetwork(store, { prefix: own, kind: "ip", value: "192.0.2.7" });
+    await blockNetwork(store, {
+      prefix: own,
+      kind: "ip",
+      value: "2001:db8:ffff::/48",
+      policy: "web",
+    });
+    await blockNetwork(store, { prefix: own, kind: "country", value: "KP" });
+    await blockNetwork(store, { prefix: own, kind: "asn", value: "64496", policy: "api" });
+    const { blocks } = isolateCopy(own);
+    expect(await blocks.match({ ip: "10.200.3.4" }, ["api"])).toEqual({
+      by: "ip",
+      value: "10.0.0.0/8",
+    });
+    expect(await blocks.match({ ip: "192.0.2.7" }, ["api"])).toMatchObject({ value: "192.0.2.7" });
+    expect(await blocks.match({ ip: "192.0.2.8" }, ["api"])).toBeUndefined();
+    expect(await blocks.match({ ip: "::ffff:10.1.1.1" }, ["api"])).toMatchObject({ by: "ip" });
+    expect(await blocks.match({ ip: "2001:db8:ffff:1::1" }, ["web"])).toEqual({
+      by: "ip",
+      value: "2001:db8:ffff::/48",
+      rule: "web",
+    });
+    expect(await blocks.match({ ip: "2001:db8:ffff:1::1" }, ["api"])).toBeUndefined();
+    expect(await blocks.match({ ip: "2001:db8:fffe::1" }, ["web"])).toBeUndefined();
+    expect(await blocks.match({ country: "kp" }, ["api"])).toMatchObject({ by: "country" });
+    expect(await blocks.match({ asn: 64_496 }, ["web"])).toBeUndefined();
+    expect(await blocks.match({ asn: 64_496 }, ["web", "api"])).toMatchObject({
+      by: "asn",
+      rule: "api",
+    });
+    expect(blocks.size).toBe(5);
+  });
+
+  it("loads once, then refreshes off the path at most every refreshMs; a change shows after it", async () => {
+    const own = scopedPrefix("network-blocks-refresh");
+    const copy = isolateCopy(own, 1_000);
+    const client = { ip: "198.51.100.1" };
+    expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
+    expect(copy.loads()).toBe(1);
+    await blockNetwork(store, { prefix: own, kind: "ip", value: "198.51.100.0/24" });
+    copy.tick(999);
+    expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
+    expect(copy.loads()).toBe(1);
+    copy.tick(1);
+    // The refresh starts; this request is answered from the copy it had.
+    expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
+    await copy.settle();
+    expect(copy.loads()).toBe(2);
+    expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toMatchObject({ by: "ip" });
+    await unblockNetwork(store, { prefix: own, kind: "ip", value: "198.51.100.0/24" });
+    copy.blocks.invalidate();
+    expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
+  });
+
+  it("a block with an end stops matching at its end, on the isolate's clock", async () => {
+    const own = scopedPrefix("network-blocks-end");
+    await blockNetwork(store, { prefix: own, kind: "country", value: "XX", seconds: 60 });
+    const copy = isolateCopy(own, 3_600_000);
+    const hit = await copy.blocks.match({ country: "XX" }, ["api"]);
+    expect(hit?.until).toBeGreaterThan(Date.now() + 50_000);
+    copy.tick(61_000);
+    expect(await copy.blocks.match({ country: "XX" }, ["api"])).toBeUndefined();
+  });
+
+  it("a store that fails to load blocks nothing, and is asked again after refreshMs", async () => {
+    let clock = 0;
+    let loads = 0;
+    const blocks = createNetworkBlocks({
+      load: () => {
+        loads++;
+        return Promise.reject(new Error("store down"));
+      },
+      refreshMs: 1_000,
+      now: () => clock,
+    });
+    expect(await blocks.match({ ip: "192.0.2.1" }, ["api"])).toBeUndefined();
+    expect(await blocks.match({ ip: "192.0.2.1" }, ["api"])).toBeUndefined();
+    expect(loads).toBe(1);
+    clock += 1_000;
+    await blocks.match({ ip: "192.0.2.1" }, ["api"]);
+    expect(loads).toBe(2);
+  });
+});
