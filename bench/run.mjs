@@ -9,7 +9,11 @@
 // bench/lib/billed-commands.mjs), into bench/.quick/billed.json: ≈ 3 min, ≈ 2 min with --quick;
 // --only=regions runs the regions section alone (three databases, delay proxies, ours with and
 // without regions beside MultiRegionRatelimit; bench/lib/regions-bench.mjs), into
-// bench/regions.md and bench/regions.json (bench/.quick/ with --quick): ≈ 5 min, ≈ 2 min quick.
+// bench/regions.md and bench/regions.json (bench/.quick/ with --quick): ≈ 5 min, ≈ 2 min quick;
+// --only=plans runs the plans section alone (billed commands per decision with overrides and
+// blocks beside the anchor's dynamic limits and deny list, library level in Node, no workers
+// built; bench/lib/plans-bench.mjs), into bench/plans.md and bench/plans.json (bench/.quick/
+// with --quick: the caches-on rows only).
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { startOrigin } from "../test/support/origin-server.mjs";
@@ -47,6 +51,7 @@ import {
   runProxyLoad,
 } from "./lib/load.mjs";
 import { logLayoutsMarkdown, runLogLayouts } from "./lib/log-layouts.mjs";
+import { plansMarkdown, plansTable, runPlansBench } from "./lib/plans-bench.mjs";
 import { connectStats } from "./lib/redis-stats.mjs";
 import { regionsMarkdown, runRegionsBench } from "./lib/regions-bench.mjs";
 import { writeReport } from "./lib/report.mjs";
@@ -56,6 +61,7 @@ const quick = process.argv.includes("--quick");
 const cpuOnly = process.argv.includes("--only=cpu");
 const billedOnly = process.argv.includes("--only=billed");
 const regionsOnly = process.argv.includes("--only=regions");
+const plansOnly = process.argv.includes("--only=plans");
 /**
  * Knobs of the two modes: full ≈ 24 min, quick ≈ 7 min on a 2-core machine (the billed-commands
  * section ≈ 3 and 2 min of that).
@@ -97,7 +103,8 @@ const baselineRef = process.argv.find((a) => a.startsWith("--baseline="))?.slice
 if (cpuRotationsArg) PLAN.cpuRotations = Number(cpuRotationsArg.slice(16));
 // A quick run never overwrites the committed full run's figures.
 const OUTPUT = path.join(ROOT, "bench", quick || cpuOnly || billedOnly ? ".quick" : "");
-const REGIONS_OUTPUT = path.join(ROOT, "bench", quick ? ".quick" : "");
+// Where `--only=regions` and `--only=plans` write their <section>.md and .json.
+const SECTION_OUTPUT = path.join(ROOT, "bench", quick ? ".quick" : "");
 
 /** @param {string} message */
 function progress(message) {
@@ -167,6 +174,41 @@ for (const signal of /** @type {const} */ (["SIGINT", "SIGTERM"])) {
   process.on(signal, () => cleanup().finally(() => process.exit(130)));
 }
 
+/**
+ * A private redis-server (never the shared one: INFO commandstats must see only our traffic), the
+ * REST bridge in front of it and a stats connection, all stopped by cleanup().
+ */
+async function startStore() {
+  progress("starting a private redis-server and the REST bridge");
+  const redis = await startPrivateRedis();
+  cleanups.push(redis.stop);
+  const bridge = await startBridgeProcess(redis.url);
+  cleanups.push(bridge.stop);
+  const stats = connectStats(redis.url);
+  cleanups.push(stats.close);
+  return { bridge, stats };
+}
+
+/**
+ * `--only=<name>`: the section's results into SECTION_OUTPUT/<name>.json and <name>.md, then exit.
+ * @param {string} name
+ * @param {string} markdown
+ */
+async function finishOnly(name, markdown) {
+  results.seconds = (Date.now() - started) / 1000;
+  mkdirSync(SECTION_OUTPUT, { recursive: true });
+  writeFileSync(path.join(SECTION_OUTPUT, `${name}.json`), `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(
+    path.join(SECTION_OUTPUT, `${name}.md`),
+    `# edge-limiter ${name} benchmark\n\n\`npm run bench -- --only=${name}${quick ? " --quick" : ""}\`, ${results.date}, ` +
+      `Node ${results.machine.node}, ${results.machine.cpus} cores, ${results.seconds.toFixed(0)} s.\n\n${markdown}`,
+  );
+  progress(`done: ${path.relative(ROOT, path.join(SECTION_OUTPUT, `${name}.md`))}`);
+  await cleanup();
+  await delay(10);
+  process.exit(0);
+}
+
 /** @type {any} */
 const results = {
   mode: quick ? "quick" : "full",
@@ -179,35 +221,23 @@ try {
   const tmp = tempDir();
   cleanups.push(async () => rmSync(tmp, { recursive: true, force: true }));
 
+  if (plansOnly) {
+    // Library level: no workers to build.
+    const { bridge, stats } = await startStore();
+    results.plans = await runPlansBench({ tmp, stats, bridge, quick, progress });
+    console.table(plansTable(results.plans));
+    await finishOnly("plans", plansMarkdown(results.plans));
+  }
   progress("building both workers with wrangler deploy --dry-run, and src/ for Node with esbuild");
   const bundles = await buildWorkers(tmp);
   if (regionsOnly) {
     results.regions = await runRegionsBench({ bundles, quick, progress });
-    mkdirSync(REGIONS_OUTPUT, { recursive: true });
-    writeFileSync(
-      path.join(REGIONS_OUTPUT, "regions.json"),
-      `${JSON.stringify(results, null, 2)}\n`,
-    );
-    writeFileSync(
-      path.join(REGIONS_OUTPUT, "regions.md"),
-      `# edge-limiter regions benchmark\n\n\`npm run bench -- --only=regions${quick ? " --quick" : ""}\`, ${results.date}, ` +
-        `Node ${results.machine.node}, ${results.machine.cpus} cores.\n\n${regionsMarkdown(results.regions)}`,
-    );
-    progress(`done: ${path.relative(ROOT, path.join(REGIONS_OUTPUT, "regions.md"))}`);
-    await cleanup();
-    await delay(10);
-    process.exit(0);
+    await finishOnly("regions", regionsMarkdown(results.regions));
   }
   const lib = await loadLibraries(tmp);
   const CONTENDERS = contendersFor(lib.ALGORITHMS ?? ["sliding-log"]);
   results.contenders = CONTENDERS.map(({ id, name }) => ({ id, name }));
-  progress("starting a private redis-server and the REST bridge");
-  const redis = await startPrivateRedis();
-  cleanups.push(redis.stop);
-  const bridge = await startBridgeProcess(redis.url);
-  cleanups.push(bridge.stop);
-  const stats = connectStats(redis.url);
-  cleanups.push(stats.close);
+  const { bridge, stats } = await startStore();
 
   /**
    * Billed commands per decision by traffic shape (bench/lib/billed-commands.mjs): ours on the
@@ -419,6 +449,10 @@ try {
   }
 
   results.billed = await billedSection();
+
+  // Plans: overrides and blocks beside the anchor's dynamic limits and deny list, library level
+  // (bench/lib/plans-bench.mjs), on the same redis-server, before anything patches fetch.
+  results.plans = await runPlansBench({ tmp, stats, bridge, quick, progress });
 
   progress("serving the workers from workerd");
   /** @type {Record<string, { url: string, dispose: () => Promise<void> }>} */
@@ -717,8 +751,10 @@ try {
   appendFileSync(path.join(OUTPUT, "results.md"), `\n${leaseMarkdown(results.leases)}`);
   appendFileSync(path.join(OUTPUT, "results.md"), `\n${logLayoutsMarkdown(results.logLayouts)}`);
   appendFileSync(path.join(OUTPUT, "results.md"), `\n${billedMarkdown(results.billed)}`);
+  appendFileSync(path.join(OUTPUT, "results.md"), `\n${plansMarkdown(results.plans)}`);
   appendFileSync(path.join(OUTPUT, "results.md"), `\n${regionsMarkdown(results.regions)}`);
   console.table(billedTable(results.billed));
+  console.table(plansTable(results.plans));
   progress(
     `done: ${path.relative(ROOT, OUTPUT)}/results.md, results.json (${results.seconds.toFixed(0)} s)`,
   );

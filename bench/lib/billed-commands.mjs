@@ -10,7 +10,7 @@ import { LIMITER_TOKEN } from "./load.mjs";
 /** Requests in flight per run: enough to keep workerd busy, few enough to stay exact and cheap. */
 const CONCURRENCY = 8;
 /** Upstash pay-as-you-go: $0.20 per 100 000 commands, so $ per million decisions = 2 × commands. */
-const USD_PER_COMMAND = 0.2 / 100_000;
+export const USD_PER_COMMAND = 0.2 / 100_000;
 /** Background work (lease calls and give-backs, analytics flushes in ctx.waitUntil) is done when
  * two snapshots this far apart are equal… */
 const QUIET_MS = 300;

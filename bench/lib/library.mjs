@@ -38,19 +38,32 @@ export const cloudflareWorkersStub = {
  * Bundles src/runtime.ts plus the anchor's modules into one Node ESM file and imports it.
  * @param {string} tmp
  */
-export async function loadLibraries(tmp) {
-  const outfile = path.join(tmp, "library.mjs");
+export function loadLibraries(tmp) {
+  return bundleForNode(tmp, "library", [
+    `export { getRuntime } from "./src/runtime.ts";`,
+    `export { ALGORITHMS } from "./src/store/algorithm.ts";`,
+    `export { Ratelimit } from "@upstash/ratelimit";`,
+    `export { Redis } from "@upstash/redis/cloudflare";`,
+  ]);
+}
+
+/**
+ * Bundles an entry of `exports` lines (paths from the project's root) into `<tmp>/<name>.mjs`,
+ * one Node ESM file with its own copy of every module (module-level state included), and
+ * imports it.
+ * @param {string} tmp
+ * @param {string} name
+ * @param {string[]} exports
+ * @returns {Promise<any>}
+ */
+export async function bundleForNode(tmp, name, exports) {
+  const outfile = path.join(tmp, `${name}.mjs`);
   await build({
     stdin: {
-      contents: [
-        `export { getRuntime } from "./src/runtime.ts";`,
-        `export { ALGORITHMS } from "./src/store/algorithm.ts";`,
-        `export { Ratelimit } from "@upstash/ratelimit";`,
-        `export { Redis } from "@upstash/redis/cloudflare";`,
-      ].join("\n"),
+      contents: exports.join("\n"),
       resolveDir: ROOT,
       loader: "ts",
-      sourcefile: "bench-library-entry.ts",
+      sourcefile: `bench-${name}-entry.ts`,
     },
     bundle: true,
     platform: "node",

@@ -222,11 +222,11 @@ describe("POST /check/block and /check/unblock", () => {
     await admin(isolateA, "/check/unblock", { ip: "2001:db8:ffff::/48", rule: "web" });
     await admin(isolateA, "/check/unblock", { country: "KP" });
     await admin(isolateA, "/check/unblock", { asn: "64496" });
-    const after = fresh(2);
-    expect((await after(`/web/net-${run}`, v6)).status).toBe(200);
+    const cleared = fresh(2);
+    expect((await cleared(`/web/net-${run}`, v6)).status).toBe(200);
     expect(
       (
-        await after(`/open/net-${run}`, {
+        await cleared(`/open/net-${run}`, {
           headers: { "CF-Connecting-IP": "203.0.113.9" },
           cf: { country: "KP", asn: 64_496 },
         } as RequestInit)
