@@ -1,0 +1,456 @@
+// @ts-check
+// Plans: what limit overrides and key blocks add to a decision's bill (our `overrides: true`,
+// src/limiter/plan-changes.ts), side by side with @upstash/ratelimit 2.2.0's dynamic limits and
+// deny list, same traffic, one run. Library level, in Node: billed commands do not depend on
+// the runtime. Our createLimiter and plan changes are bundled from src/ by esbuild; the anchor
+// is its Ratelimit; each talks to the project's REST bridge through its real @upstash/redis
+// client, and INFO commandstats on the private redis-server counts what Upstash would bill
+// (redis-stats.mjs; billed-commands.mjs says what is billed).
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { breakdown, USD_PER_COMMAND } from "./billed-commands.mjs";
+import { delay, ROOT } from "./infra.mjs";
+import { bundleForNode } from "./library.mjs";
+
+/** The traffic: KEYS keys, each sent PER_KEY requests (1.5 × LIMIT), interleaved. */
+const KEYS = 20;
+const LIMIT = 100;
+const WINDOW_MS = 60_000;
+const PER_KEY = 150;
+const REQUESTS = KEYS * PER_KEY;
+/** Decisions in flight at once: one isolate with a few concurrent requests. */
+const CONCURRENCY = 8;
+/** The stored limit: our override of every key, the anchor's (global) dynamic limit. */
+const OVERRIDE = 50;
+/** Keys 0 … BLOCKED - 1 are blocked: our key blocks, the anchor's deny list (their IPs). */
+const BLOCKED = 2;
+const POLICY = "plans";
+const TIMEOUT_MS = 500;
+/** The anchor's deny list keys (node_modules/@upstash/ratelimit/dist/index.js, checkDenyList). */
+const denyListKey = (/** @type {string} */ prefix) => `${prefix}:denyList:all`;
+const denyListStatusKey = (/** @type {string} */ prefix) => `${prefix}:ipDenyListStatus`;
+/** How our isolates refresh network blocks (src/rules/network-blocks.ts, in progress). */
+const NETWORK_BLOCKS_FILE = path.join(ROOT, "src", "rules", "network-blocks.ts");
+
+/**
+ * One contender configuration. Ours: `overrides` (the policy reads plans), `override` (every
+ * key's limit overridden to OVERRIDE), `block` (keys 0 … BLOCKED - 1 blocked). The anchor:
+ * `dynamic` (dynamicLimits on, setDynamicLimit OVERRIDE), `protection` (enableProtection on,
+ * the IPs of keys 0 … BLOCKED - 1 on its deny list).
+ * @typedef {{ id: string, side: "ours" | "anchor", name: string, overrides?: boolean,
+ *   override?: boolean, block?: boolean, dynamic?: boolean, protection?: boolean }} PlanContender
+ */
+
+/** @type {PlanContender[]} */
+export const PLAN_CONTENDERS = [
+  { id: "ours", side: "ours", name: "ours, no `overrides` (baseline)" },
+  {
+    id: "oursOverrides",
+    side: "ours",
+    name: "ours, `overrides: true`, nothing stored",
+    overrides: true,
+  },
+  {
+    id: "oursOverride",
+    side: "ours",
+    name: `ours, \`overrides: true\`, every key overridden to ${OVERRIDE}`,
+    overrides: true,
+    override: true,
+  },
+  {
+    id: "oursBlocked",
+    side: "ours",
+    name: `ours, \`overrides: true\`, ${BLOCKED} of ${KEYS} keys blocked`,
+    overrides: true,
+    block: true,
+  },
+  {
+    id: "oursBoth",
+    side: "ours",
+    name: `ours, \`overrides: true\`, every key overridden to ${OVERRIDE}, ${BLOCKED} blocked`,
+    overrides: true,
+    override: true,
+    block: true,
+  },
+  { id: "anchor", side: "anchor", name: `anchor, slidingWindow(${LIMIT}, "60 s")` },
+  {
+    id: "anchorDynamic",
+    side: "anchor",
+    name: `anchor, \`dynamicLimits: true\`, setDynamicLimit({ limit: ${OVERRIDE} }) (global)`,
+    dynamic: true,
+  },
+  {
+    id: "anchorProtection",
+    side: "anchor",
+    name: `anchor, \`enableProtection: true\`, ${BLOCKED} of ${KEYS} keys' IPs on the deny list`,
+    protection: true,
+  },
+  {
+    id: "anchorBoth",
+    side: "anchor",
+    name: `anchor, dynamic limit ${OVERRIDE} and deny list (${BLOCKED} IPs)`,
+    dynamic: true,
+    protection: true,
+  },
+];
+
+/**
+ * @typedef {object} PlanRow
+ * @property {string} contender a PLAN_CONTENDERS id
+ * @property {boolean} cache our denial cache / the anchor's ephemeralCache on
+ * @property {number} requests
+ * @property {number} allowed
+ * @property {number} denied every refusal, the blocked included
+ * @property {number} blocked refused by a block (ours: source "block"; anchor: reason "denyList")
+ * @property {number} degraded ours: not decided by the store nor a cache (timeout, fallback);
+ *   anchor: reason "timeout" (its script may still have run after the snapshot)
+ * @property {Record<string, number>} sources decisions by source (the anchor's `reason`)
+ * @property {number[]} limits the effective limits the store answered with
+ * @property {number} commands billed commands per decision
+ * @property {number} storeCalls script calls per decision
+ * @property {number} commandsPerCall billed commands per script call
+ * @property {number} scriptUsec Redis's time in the script calls per decision
+ * @property {number} usdPerMillion
+ * @property {Record<string, number>} byCommand
+ * @property {number} seconds
+ */
+
+/**
+ * @typedef {{ traffic: { keys: number, limit: number, windowMs: number, perKey: number,
+ *   requests: number, concurrency: number, override: number, blocked: number },
+ *   quick: boolean, caches: boolean[], contenders: { id: string, name: string }[],
+ *   rows: PlanRow[], networkBlocks: { measured: boolean, note: string } }} PlansResult
+ */
+
+/**
+ * The plans section: every contender with the caches on, then (full run only) off.
+ * @param {{ tmp: string, stats: ReturnType<typeof import("./redis-stats.mjs").connectStats>,
+ *   bridge: { url: string, token: string }, quick: boolean,
+ *   progress?: (message: string) => void }} options
+ * @returns {Promise<PlansResult>}
+ */
+export async function runPlansBench({ tmp, stats, bridge, quick, progress = () => {} }) {
+  // Its own bundle: the anchor's deny-list cache is module state, not shared with other sections.
+  const lib = await bundleForNode(tmp, "plans", [
+    `export { createLimiter } from "./src/limiter/create-limiter.ts";`,
+    `export { blockKey, setOverride } from "./src/limiter/plan-changes.ts";`,
+    `export { createStoreClient } from "./src/store/upstash-client.ts";`,
+    `export { Ratelimit } from "@upstash/ratelimit";`,
+    `export { Redis } from "@upstash/redis/cloudflare";`,
+  ]);
+  const store = lib.createStoreClient({
+    url: bridge.url,
+    token: bridge.token,
+    timeoutMs: TIMEOUT_MS,
+  });
+  const redis = new lib.Redis({ url: bridge.url, token: bridge.token, enableTelemetry: false });
+  const run = Date.now().toString(36);
+  // Quick: the caches on (the default of both) only; the full run adds both off.
+  const caches = quick ? [true] : [true, false];
+  /** @type {PlanRow[]} */
+  const rows = [];
+  let longestMs = 0;
+  let index = 0;
+  for (const cache of caches) {
+    for (const contender of PLAN_CONTENDERS) {
+      index++;
+      const prefix = `plans-${run}-${index}`;
+      const decide = await prepare(lib, { store, redis, prefix, contender, cache, index });
+      // Warm-up on a key of its own (KEYS: neither overridden nor blocked): scripts loaded, so a
+      // NOSCRIPT → EVAL is not counted as the figure of a decision.
+      for (let i = 0; i < 3; i++) await decide(KEYS);
+      // The anchor counts in fixed clock minutes: a run crossing one starts fresh counters (its
+      // denials change). Wait for the next minute when too little of this one is left.
+      if (contender.side === "anchor") {
+        const left = WINDOW_MS - (Date.now() % WINDOW_MS);
+        if (left < Math.max(3_000, 2 * longestMs)) await delay(left + 50);
+      }
+      const before = await stats.snapshot();
+      const started = performance.now();
+      const counts = await drive(decide);
+      const ms = performance.now() - started;
+      const after = await stats.snapshot();
+      longestMs = Math.max(longestMs, ms);
+      const work = stats.perDecision(before, after, REQUESTS);
+      /** @type {PlanRow} */
+      const row = {
+        contender: contender.id,
+        cache,
+        requests: REQUESTS,
+        ...counts,
+        commands: work.commands,
+        storeCalls: work.storeCalls,
+        commandsPerCall: work.storeCalls > 0 ? work.commands / work.storeCalls : 0,
+        scriptUsec: work.scriptUsec,
+        usdPerMillion: work.commands * USD_PER_COMMAND * 1e6,
+        byCommand: work.byCommand,
+        seconds: ms / 1000,
+      };
+      rows.push(row);
+      progress(
+        `plans ${contender.id} (cache ${cache ? "on" : "off"}): ${row.commands.toFixed(3)} ` +
+          `commands/decision, ${row.storeCalls.toFixed(3)} script calls, ${row.allowed} allowed, ` +
+          `${row.denied} denied (${row.blocked} blocked), limit ${row.limits.join("/") || "–"}, ` +
+          `${(REQUESTS / (ms / 1000)).toFixed(0)}/s` +
+          (row.degraded ? `, ${row.degraded} NOT decided by the store (timeouts)` : ""),
+      );
+    }
+  }
+  return {
+    traffic: {
+      keys: KEYS,
+      limit: LIMIT,
+      windowMs: WINDOW_MS,
+      perKey: PER_KEY,
+      requests: REQUESTS,
+      concurrency: CONCURRENCY,
+      override: OVERRIDE,
+      blocked: BLOCKED,
+    },
+    quick,
+    caches,
+    contenders: PLAN_CONTENDERS.map(({ id, name }) => ({ id, name })),
+    rows,
+    networkBlocks: {
+      measured: false,
+      note: existsSync(NETWORK_BLOCKS_FILE)
+        ? "src/rules/network-blocks.ts exists but this section does not measure it yet"
+        : "src/rules/network-blocks.ts did not exist when this section was written",
+    },
+  };
+}
+
+/**
+ * @typedef {{ allowed: boolean, source: string, limit: number }} PlanDecision
+ * @typedef {(k: number) => Promise<PlanDecision>} Decide decides one request of key k
+ */
+
+/**
+ * A contender with its plans stored (before any snapshot: setting them is not counted).
+ * @param {any} lib
+ * @param {{ store: unknown, redis: any, prefix: string, contender: PlanContender,
+ *   cache: boolean, index: number }} options
+ * @returns {Promise<Decide>}
+ */
+async function prepare(lib, { store, redis, prefix, contender, cache, index }) {
+  const keyOf = (/** @type {number} */ k) => `k${k}`;
+  const blocked = Array.from({ length: BLOCKED }, (_, k) => k);
+  if (contender.side === "ours") {
+    const limiter = lib.createLimiter({
+      store,
+      prefix,
+      timeoutMs: TIMEOUT_MS,
+      ...(cache ? {} : { denialCache: false }),
+    });
+    /** @param {{ ok: boolean, detail?: string }} change */
+    const made = (change) => {
+      if (!change.ok) throw new Error(`plans bench: a plan change was refused: ${change.detail}`);
+    };
+    if (contender.override) {
+      for (let k = 0; k < KEYS; k++) {
+        made(
+          await lib.setOverride(store, { prefix, policy: POLICY, key: keyOf(k), limit: OVERRIDE }),
+        );
+      }
+    }
+    if (contender.block) {
+      for (const k of blocked)
+        made(await lib.blockKey(store, { prefix, policy: POLICY, key: keyOf(k) }));
+    }
+    const overrides = contender.overrides === true;
+    return async (k) => {
+      const d = await limiter.limit({
+        policy: POLICY,
+        key: keyOf(k),
+        limit: LIMIT,
+        windowMs: WINDOW_MS,
+        overrides,
+      });
+      return { allowed: d.allowed, source: d.source, limit: d.limit };
+    };
+  }
+  const ratelimit = new lib.Ratelimit({
+    redis,
+    limiter: lib.Ratelimit.slidingWindow(LIMIT, `${WINDOW_MS / 1000} s`),
+    prefix,
+    ephemeralCache: cache ? new Map() : false,
+    timeout: TIMEOUT_MS,
+    analytics: false,
+    dynamicLimits: contender.dynamic === true,
+    enableProtection: contender.protection === true,
+  });
+  // Each row's IPs its own: the anchor's deny-list cache is one per module, not per Ratelimit.
+  const ipOf = (/** @type {number} */ k) => `10.${index}.0.${k}`;
+  if (contender.dynamic) await ratelimit.setDynamicLimit({ limit: OVERRIDE });
+  if (contender.protection) {
+    // A status with no TTL: its IP list is "disabled". Without a status the first check sets it
+    // "pending" and downloads a public IP list from GitHub (once a day in production).
+    await redis.set(denyListStatusKey(prefix), "disabled");
+    await redis.sadd(denyListKey(prefix), ...blocked.map(ipOf));
+  }
+  return async (k) => {
+    const r = await ratelimit.limit(keyOf(k), { ip: ipOf(k), country: "DE" });
+    return { allowed: r.success, source: r.reason ?? "redis", limit: r.limit };
+  };
+}
+
+/**
+ * REQUESTS decisions, request i of key i % KEYS, CONCURRENCY in flight.
+ * @param {Decide} decide
+ */
+async function drive(decide) {
+  let next = 0;
+  let allowed = 0;
+  let denied = 0;
+  /** @type {Record<string, number>} */
+  const sources = {};
+  /** @type {Set<number>} */
+  const limits = new Set();
+  const caller = async () => {
+    while (next < REQUESTS) {
+      const d = await decide(next++ % KEYS);
+      if (d.allowed) allowed++;
+      else denied++;
+      sources[d.source] = (sources[d.source] ?? 0) + 1;
+      if (d.source === "redis") limits.add(d.limit);
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, caller));
+  const blocked = (sources.block ?? 0) + (sources.denyList ?? 0);
+  const degraded = Object.entries(sources)
+    .filter(([source]) => !["redis", "cache", "block", "cacheBlock", "denyList"].includes(source))
+    .reduce((sum, [, n]) => sum + n, 0);
+  return { allowed, denied, blocked, degraded, sources, limits: [...limits].sort((a, b) => a - b) };
+}
+
+/** @param {PlansResult} result */
+function contenderName(result, /** @type {string} */ id) {
+  return result.contenders.find((c) => c.id === id)?.name ?? id;
+}
+
+/**
+ * The plain row of the same side and cache: what a plan feature adds is measured from it.
+ * @param {PlansResult} result @param {PlanRow} row
+ */
+function plainOf(result, row) {
+  const plain = row.contender.startsWith("ours") ? "ours" : "anchor";
+  return result.rows.find((r) => r.contender === plain && r.cache === row.cache);
+}
+
+/**
+ * A console.table of the result.
+ * @param {PlansResult} result
+ */
+export function plansTable(result) {
+  return result.rows.map((row) => {
+    const plain = plainOf(result, row);
+    return {
+      contender: row.contender,
+      cache: row.cache ? "on" : "off",
+      "cmds/decision": Number(row.commands.toFixed(3)),
+      "vs plain": plain ? Number((row.commands - plain.commands).toFixed(3)) : "",
+      "calls/decision": Number(row.storeCalls.toFixed(3)),
+      "cmds/call": Number(row.commandsPerCall.toFixed(2)),
+      allowed: row.allowed,
+      denied: row.denied,
+      blocked: row.blocked,
+      limit: row.limits.join("/"),
+    };
+  });
+}
+
+/** @param {number} v */
+const signed = (v) => `${v >= 0 ? "+" : "−"}${Math.abs(v).toFixed(2)}`;
+
+/**
+ * The section (bench/plans.md, and bench/results.md in a full or quick run).
+ * @param {PlansResult} result
+ */
+export function plansMarkdown(result) {
+  const t = result.traffic;
+  const row = (/** @type {string} */ id, cache = true) =>
+    result.rows.find((r) => r.contender === id && r.cache === cache);
+  const lines = [
+    "## Plans: overrides and blocks, billed commands per decision",
+    "",
+    `Traffic, the same for every row: ${t.keys} keys × ${t.perKey} requests = ${t.requests} ` +
+      `decisions, interleaved (request i on key i mod ${t.keys}), ${t.concurrency} in flight, ` +
+      `limit ${t.limit} per ${t.windowMs / 1000} s: a third of each key's requests are over its ` +
+      `limit. Stored plans: a limit of ${t.override} (ours: an override of every key; the ` +
+      `anchor: its dynamic limit, one for all keys), ${t.blocked} of the ${t.keys} keys blocked ` +
+      "(ours: `blockKey`, no end; the anchor: their IPs on its deny list, every request passing " +
+      "`ip` and `country`). Library level in Node, each row a fresh limiter (an isolate) with " +
+      "its own prefix, after a warm-up on another key (scripts loaded); counted with " +
+      "`INFO commandstats` on a private redis-server (what Upstash bills: the script calls and " +
+      "every command inside). Ours: the exact sliding log on the Redis clock; the anchor: " +
+      "@upstash/ratelimit 2.2.0 `slidingWindow` (two fixed-minute counters; each anchor row " +
+      "runs within one clock minute). *Cache*: ours' denial cache and the anchor's " +
+      "`ephemeralCache`, both on by default" +
+      (result.caches.includes(false) ? ", then both off." : " (this run: on only)."),
+    "",
+    "| cache | contender | allowed | denied (blocked) | limit answered | billed commands / decision | vs plain | script calls / decision | commands / script call | $ / M decisions | by command, per decision |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+  ];
+  for (const r of result.rows) {
+    const plain = plainOf(result, r);
+    lines.push(
+      `| ${r.cache ? "on" : "off"} | ${contenderName(result, r.contender)} | ${r.allowed} | ` +
+        `${r.denied} (${r.blocked}) | ${r.limits.join(", ") || "–"} | ${r.commands.toFixed(2)} | ` +
+        `${plain && plain !== r ? signed(r.commands - plain.commands) : "–"} | ` +
+        `${r.storeCalls.toFixed(3)} | ${r.commandsPerCall.toFixed(2)} | ` +
+        `$${r.usdPerMillion.toFixed(2)} | ${breakdown(r.byCommand)} |`,
+    );
+  }
+  const degraded = result.rows.filter((r) => r.degraded > 0);
+  if (degraded.length) {
+    lines.push(
+      "",
+      "Not decided by the store (timeouts; their scripts may have run after the snapshot): " +
+        degraded
+          .map((r) => `${r.contender} (cache ${r.cache ? "on" : "off"}) ${r.degraded}`)
+          .join(", "),
+    );
+  }
+  // What one stored read adds to a script call: the plain rows' commands per call against the
+  // same side's with plans read and nothing stored.
+  const perCall = (/** @type {string} */ a, /** @type {string} */ b) => {
+    const x = row(a);
+    const y = row(b);
+    return x && y ? signed(y.commandsPerCall - x.commandsPerCall) : "–";
+  };
+  lines.push(
+    "",
+    `- **Ours, \`overrides: true\`**: one \`HMGET\` of \`<prefix>:plans\` inside the decision ` +
+      `script reads the key's override and block together (${perCall("ours", "oursOverrides")} ` +
+      "command per script call here), nothing when the denial cache answers. A cached denial of " +
+      "such a policy, or a cached block, holds **at most 1 s** (so a stored change applies " +
+      "everywhere within a second): a key kept over its limit costs about one script call per " +
+      "second per isolate, where without `overrides` its cached denial holds until the log frees " +
+      "capacity. A blocked key is refused by the store without reading or counting its log, " +
+      "then from memory for up to 1 s. Overrides are per key and per policy.",
+    `- **Anchor, \`dynamicLimits: true\`**: one \`GET\` of \`<prefix>:dynamic:global\` in every ` +
+      `limit script (${perCall("anchor", "anchorDynamic")} command per script call here). ` +
+      "That limit is **global**: one value for every identifier of the Ratelimit, not per key " +
+      "(a per-key limit there means one Ratelimit, and one prefix, per plan). Its ephemeral " +
+      "cache still holds a denial to the end of the fixed minute (answers from it report the " +
+      "constructor's limit, not the dynamic one).",
+    "- **Anchor, `enableProtection: true`**: a second script beside the limit script, sent with " +
+      "`EVAL` (its whole text, never `EVALSHA`) on every decision its deny-list cache does not " +
+      "answer, the ones its ephemeral cache denies included: `SMISMEMBER <prefix>:denyList:all` " +
+      "of the identifier, `ip`, `userAgent` and `country` given, and `TTL` of " +
+      "`<prefix>:ipDenyListStatus` (a `SETEX` when that status has expired, and then a download " +
+      "of a public IP list from GitHub into a 6-command `MULTI`, once a day; this bench sets the " +
+      "status to `disabled`, so neither happens). A value found on the list: its first decision " +
+      "still runs the limit script too (and counts the request), then that value is refused " +
+      "from a module-level cache for 60 s per isolate with no call (this cache has no off " +
+      "switch: `ephemeralCache: false` leaves it on).",
+    `- **Network blocks** (ours, IP / CIDR / country / ASN): not measured (${result.networkBlocks.note}). ` +
+      "By design each isolate refreshes its copy with one script call (`TIME` + `HGETALL " +
+      "<prefix>:blocks`) at most once per `refreshMs` (1 s by default) while requests arrive: " +
+      "**1 `EVALSHA` + 2 commands = 3 billed commands per isolate per second while busy**, " +
+      "whatever the request rate (at 100 decisions/s per isolate, 0.03 per decision), and none " +
+      "per decision.",
+    "",
+  );
+  return `${lines.join("\n")}\n`;
+}
