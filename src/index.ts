@@ -5,7 +5,9 @@
  * - `createLimiter()`: the limiter behind it, to decide in your own code;
  * - `createStoreClient()`: the @upstash/redis client configured for a decision on the request path;
  * - `createAnalytics()`: per-rule counts for a limiter's decisions (`onDecision`);
- * and `fromEnv`, the store from UPSTASH_REDIS_REST_URL / _TOKEN, for `rateLimit({ store })`.
+ * and `fromEnv`, the store from UPSTASH_REDIS_REST_URL / _TOKEN, for `rateLimit({ store })`;
+ * plans changed at run time (docs/plans.md): `setOverride`, `blockKey`, `blockNetwork` and
+ * their removals, `listPlanEntries`, and `networkBlocksFrom` for the middleware.
  * Everything else in src/ is internal and may change in any release.
  */
 export { createAnalytics } from "./analytics/create-analytics";
@@ -44,6 +46,16 @@ export {
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
 export type { LeaseOptions } from "./limiter/lease-sizing";
+export {
+  blockKey,
+  blockNetwork,
+  listPlanEntries,
+  type PlanChange,
+  type PlanEntry,
+  setOverride,
+  unblockKey,
+  unblockNetwork,
+} from "./limiter/plan-changes";
 export type { RegionsOptions } from "./limiter/regional-leases";
 export type {
   ClockChangeEvent,
@@ -61,7 +73,9 @@ export type {
   RefundReceipt,
   RequestIdConflict,
 } from "./limiter/types";
-export type { ShadowDenyEvent } from "./rules/decide";
+export { type NetworkBlocksOptions, networkBlocksFrom } from "./network-blocks-from";
+export type { RequestBlock, ShadowDenyEvent } from "./rules/decide";
+export type { NetworkBlockHit, NetworkBlocks, NetworkIdentity } from "./rules/network-blocks";
 export type { RefundFailedEvent } from "./rules/refund-on-error";
 export { ALGORITHMS, type Algorithm } from "./store/algorithm";
 export { PolicyBoundsError } from "./store/script-inputs";

@@ -13,11 +13,10 @@ import { parseWorkerConfig, type WorkerConfig } from "./config/worker-config";
 import type { Env } from "./env";
 import { createLimiter } from "./limiter/create-limiter";
 import type { Limiter } from "./limiter/types";
+import { networkBlocksFrom } from "./network-blocks-from";
 import { type CompiledRule, compileRules } from "./rules/match";
-import { createNetworkBlocks, type NetworkBlocks } from "./rules/network-blocks";
+import type { NetworkBlocks } from "./rules/network-blocks";
 import type { QuotaClient } from "./store/peek-reset";
-import { readNetworkBlocks } from "./store/plans";
-import { withinDeadline } from "./store/script-runner";
 import { createStoreClient } from "./store/upstash-client";
 
 /** What one isolate builds once from its bindings: the parsed config, rules and the limiter. */
@@ -155,12 +154,10 @@ function buildRuntime(env: Env): Runtime {
     regionOf: regions.regionOf,
     regionStores: Object.values(regions.stores ?? {}),
     networkBlocks: config.networkBlocks
-      ? createNetworkBlocks({
-          load: () =>
-            withinDeadline(store, config.timeoutMs, (client) =>
-              readNetworkBlocks(client, config.prefix),
-            ),
+      ? networkBlocksFrom(store, {
+          prefix: config.prefix,
           refreshMs: config.networkBlocks.refreshMs,
+          timeoutMs: config.timeoutMs,
         })
       : undefined,
   };

@@ -59,6 +59,7 @@ export const DASHBOARD_HTML = `<!doctype html>
   <span class="meta" id="found"></span>
 </header>
 <main id="rules"></main>
+<section id="plans"></section>
 <script>
 (() => {
   const SOURCES = [["redis", "#1565c0"], ["cache", "#ef6c00"], ["fallback", "#8d6e63"], ["fail-open", "#9e9d24"], ["fail-closed", "#c62828"], ["lease", "#00838f"], ["region", "#6a1b9a"], ["block", "#000000"]];
@@ -185,6 +186,34 @@ export const DASHBOARD_HTML = `<!doctype html>
     return node;
   }
 
+  // Overrides and blocks set at run time (docs/plans.md): the first page of each.
+  async function plans(base) {
+    const section = document.getElementById("plans");
+    const parts = [["overrides", "Overrides"], ["blocks", "Key blocks"], ["network", "Network blocks"]];
+    const nodes = [el("h2", {}, "Plans")];
+    for (const [what, title] of parts) {
+      const res = await fetch(base + "?count=100&what=" + what, { credentials: "same-origin", cache: "no-store" });
+      if (!res.ok) throw new Error("GET /check/plans answered " + res.status);
+      const page = await res.json();
+      nodes.push(el("h3", {}, title));
+      if (page.entries.length === 0) {
+        nodes.push(el("div", { class: "empty" }, "none"));
+        continue;
+      }
+      const table = el("table", { class: "plans", "data-what": what });
+      for (const entry of page.entries) {
+        const row = el("tr", { "data-key": entry.value });
+        const detail = entry.limit !== undefined ? "limit " + entry.limit
+          : entry.until ? "until " + new Date(entry.until).toISOString().slice(0, 19) + " UTC" : "until removed";
+        row.append(el("td", {}, entry.policy || "every rule"), el("td", { class: "key" }, entry.by + " " + entry.value), el("td", { class: "count" }, detail));
+        table.append(row);
+      }
+      nodes.push(table);
+      if (page.cursor !== "0") nodes.push(el("div", { class: "empty" }, "more: GET /check/plans?what=" + what + "&cursor=" + page.cursor));
+    }
+    section.replaceChildren(...nodes);
+  }
+
   async function refresh() {
     const status = document.getElementById("status");
     try {
@@ -206,6 +235,7 @@ export const DASHBOARD_HTML = `<!doctype html>
       badge.className = "badge " + breaker;
       status.className = "";
       status.textContent = "updated " + new Date(stats.generatedAt || Date.now()).toISOString().slice(11, 19) + " UTC";
+      await plans(statsAt.replace(/stats?minutes=60$/, "plans"));
       await highlight();
       document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
     } catch (error) {

@@ -11,6 +11,7 @@ import { parseRules } from "../config/worker-config";
 import type { Limiter } from "../limiter/types";
 import { type RulesOutcome, requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
 import { applyingRules, compileRules } from "../rules/match";
+import type { NetworkBlocks } from "../rules/network-blocks";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
 import { connectionAddress } from "./connection-address";
 import { runLimited } from "./limit-pipeline";
@@ -23,6 +24,7 @@ import {
 } from "./middleware-store";
 import { type RateLimitRule, splitPerRequest, withRequestValues } from "./per-request-rules";
 import { misconfigured } from "./problem";
+import { requestNetwork } from "./request-network";
 import { waitUntilOf } from "./wait-until";
 
 /**
@@ -100,6 +102,13 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    * @default the limiter's `regions.regionOf`, else home
    */
   regionOf?: (c: Context<E>) => string | undefined;
+  /**
+   * Network blocks (IP/CIDR, country, ASN) set at run time (docs/plans.md): a copy from
+   * `networkBlocksFrom(store)`, shared by every middleware that takes it. A blocked request gets
+   * a 403 problem+json. Key blocks need nothing here: rules with `overrides: true` read them.
+   * @default none checked
+   */
+  networkBlocks?: NetworkBlocks;
   /**
    * Request headers naming a request id (the first present wins): a retry carrying it within
    * the window is counted once and gets the original answer. Off by default: a client repeating
@@ -228,6 +237,8 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       requestId: requestIdFrom(c.req.raw.headers, requestIdHeaders),
       waitUntil: waitUntilOf(c),
       region: options.regionOf?.(c),
+      networkBlocks: options.networkBlocks,
+      network: options.networkBlocks ? requestNetwork(c.req.raw) : undefined,
       legacyHeaders: legacy,
       onShadowDeny: options.onShadowDeny,
       onRefundFailed: options.onRefundFailed,
@@ -241,7 +252,10 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
         setRateLimit(c, outcome);
         // A missing key under `missingKey: "deny"` is the client's error (400), a request id
         // decided with other parameters a conflict (409): neither is a rate limit.
-        if (!handler || outcome.missingKey || outcome.conflict) return refusal(c, outcome, legacy);
+        // A block (403) is not a rate limit either.
+        if (!handler || outcome.missingKey || outcome.conflict || outcome.blocked) {
+          return refusal(c, outcome, legacy);
+        }
         // A custom answer still carries the headers: clients learn when to come back.
         return withRateLimitHeaders(await handler(c, outcome), outcomeHeaders(outcome, legacy));
       },

@@ -1,0 +1,62 @@
+import { Hono } from "hono";
+import { describe, expect, inject, it } from "vitest";
+import {
+  blockKey,
+  blockNetwork,
+  createStoreClient,
+  networkBlocksFrom,
+  type RateLimitVariables,
+  rateLimit,
+  setOverride,
+} from "../../../src/index";
+import { scopedPrefix } from "../../support/worker/redis";
+
+// The middleware with plans (docs/plans.md): a rule with `overrides: true` takes a key's
+// override and block from the store; `networkBlocks` refuses blocked networks. Two apps stand
+// for two isolates: each builds its own limiter and caches.
+const prefix = scopedPrefix("middleware-plans");
+const store = createStoreClient({ url: inject("bridgeUrl"), token: inject("bridgeToken") });
+type Env = { Variables: RateLimitVariables };
+
+function app(handler?: () => Response) {
+  const hono = new Hono<Env>();
+  hono.use(
+    rateLimit<Env>({
+      rules: { name: "plan", limit: 2, window: "1m", overrides: true },
+      key: (c) => c.req.header("X-Key"),
+      store: { url: inject("bridgeUrl"), token: inject("bridgeToken") },
+      limiterOptions: { prefix },
+      networkBlocks: networkBlocksFrom(store, { prefix }),
+      ...(handler ? { handler } : {}),
+    }),
+  );
+  hono.get("/", (c) => c.text("ok"));
+  return hono;
+}
+
+describe("the middleware with plans", () => {
+  it("applies a key's override and answers a blocked key 403, even with a custom handler", async () => {
+    const [one, two] = [app(), app(() => new Response("custom", { status: 429 }))];
+    const key = `mw-${crypto.randomUUID()}`;
+    await setOverride(store, { prefix, policy: "plan", key, limit: 4 });
+    const res = await one.request("/", { headers: { "X-Key": key } });
+    expect(res.headers.get("RateLimit-Policy")).toBe('"plan";q=4;w=60');
+    await blockKey(store, { prefix, policy: "plan", key });
+    const refused = await two.request("/", { headers: { "X-Key": key } });
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toMatchObject({ policy: "plan", blocked: { by: "key" } });
+  });
+
+  it("refuses a blocked network before any key is derived", async () => {
+    await blockNetwork(store, { prefix, kind: "ip", value: "192.0.2.0/24" });
+    const refused = await app().request("/", {
+      headers: { "X-Key": "anyone", "CF-Connecting-IP": "192.0.2.200" },
+    });
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toMatchObject({ blocked: { by: "ip", value: "192.0.2.0/24" } });
+    const other = await app().request("/", {
+      headers: { "X-Key": "anyone", "CF-Connecting-IP": "198.51.100.1" },
+    });
+    expect(other.status).toBe(200);
+  });
+});
