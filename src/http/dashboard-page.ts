@@ -44,6 +44,8 @@ export const DASHBOARD_HTML = `<!doctype html>
   .empty { color: var(--muted); }
   tr.found td { background: #fff59d; }
   #find { font: inherit; padding: 2px 6px; border-radius: 4px; border: 0; width: 220px; }
+  #plans { margin: 0 20px 16px; }
+  table.plans td.count { width: auto; white-space: nowrap; }
 </style>
 </head>
 <body>
@@ -59,7 +61,7 @@ export const DASHBOARD_HTML = `<!doctype html>
   <span class="meta" id="found"></span>
 </header>
 <main id="rules"></main>
-<section id="plans"></section>
+<section id="plans" class="card"></section>
 <script>
 (() => {
   const SOURCES = [["redis", "#1565c0"], ["cache", "#ef6c00"], ["fallback", "#8d6e63"], ["fail-open", "#9e9d24"], ["fail-closed", "#c62828"], ["lease", "#00838f"], ["region", "#6a1b9a"], ["block", "#000000"]];
@@ -235,7 +237,7 @@ export const DASHBOARD_HTML = `<!doctype html>
       badge.className = "badge " + breaker;
       status.className = "";
       status.textContent = "updated " + new Date(stats.generatedAt || Date.now()).toISOString().slice(11, 19) + " UTC";
-      await plans(statsAt.replace(/stats?minutes=60$/, "plans"));
+      await plans(location.origin + location.pathname.replace(/[^/]*$/, "") + "plans");
       await highlight();
       document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
     } catch (error) {

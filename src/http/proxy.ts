@@ -56,6 +56,21 @@ export async function proxyResponse(
     onRefundFailed: logRefundFailed,
     forward: () => fetchOrigin(incoming, target),
     refuse: async (outcome) => {
+      // A network block never reached the limiter (whose hook counts the rest): counted here,
+      // under the blocked network as the key.
+      const block = outcome.blocked;
+      if (block && block.by !== "key" && runtime.analytics) {
+        const key = `${block.by} ${block.value ?? ""}`;
+        runtime.analytics.record(
+          outcome.decisions.map((d) => ({
+            policy: d.policy,
+            key,
+            limit: d.limit,
+            windowMs: d.windowMs,
+          })),
+          { allowed: false, decisions: outcome.decisions, replayed: false },
+        );
+      }
       // The request body is never read: cancel it so the client's upload stops.
       await incoming.body?.cancel().catch(() => {});
       return refusal(undefined, outcome, config.legacyHeaders);

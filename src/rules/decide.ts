@@ -128,7 +128,12 @@ export async function decideRules(
 ): Promise<RulesOutcome> {
   if (options.networkBlocks) {
     const blocked = await networkBlock(rules, headers, options, options.networkBlocks);
-    if (blocked) return blockedOutcome(blocked);
+    if (blocked) {
+      return blockedOutcome(
+        blocked.block,
+        networkBlockDecisions(rules, blocked.block, blocked.one),
+      );
+    }
   }
   const keyed: { rule: RuleConfig; key: string }[] = [];
   // One derivation per key spec: rules sharing "header:x-api-key" hash the header once.
@@ -221,39 +226,6 @@ export async function decideRules(
  * counting (nor the reverse). Each group's MultiDecision (undefined for an empty group), every
  * decision back in the requests' order, and the shadow policies that would have denied.
  */
-/** The network block that refuses this request, if any: enforced rules only (shadow never denies). */
-async function networkBlock(
-  rules: readonly RuleConfig[],
-  headers: Headers,
-  options: DecideOptions,
-  blocks: NetworkBlocks,
-): Promise<RequestBlock | undefined> {
-  const enforced = rules.filter((rule) => !rule.shadow).map((rule) => rule.name);
-  const [first] = enforced;
-  if (first === undefined) return undefined;
-  // The address itself, not its group: a block may be narrower than the grouping.
-  const identity: NetworkIdentity = {
-    ...options.network,
-    ip: trustedAddress(headers, options.clientIp),
-  };
-  const hit = await blocks.match(identity, enforced, options.waitUntil);
-  if (!hit) return undefined;
-  const block: RequestBlock = { rule: hit.rule ?? first, by: hit.by, value: hit.value };
-  if (hit.until !== undefined) block.until = hit.until;
-  return block;
-}
-
-function blockedOutcome(blocked: RequestBlock): RulesOutcome {
-  return {
-    allowed: false,
-    decisions: [],
-    violated: [blocked.rule],
-    deniedBy: blocked.rule,
-    shadowDenied: [],
-    blocked,
-  };
-}
-
 export async function limitWithShadow(
   limiter: Limiter,
   requests: readonly LimitRequest[],
@@ -323,4 +295,65 @@ export function enforcedDecisions(
       ? { ...decision, allowed: true, retryAfterMs: 0 }
       : decision,
   );
+}
+
+/** The network block that refuses this request, if any: enforced rules only (shadow never denies). */
+async function networkBlock(
+  rules: readonly RuleConfig[],
+  headers: Headers,
+  options: DecideOptions,
+  blocks: NetworkBlocks,
+): Promise<{ block: RequestBlock; one: boolean } | undefined> {
+  const enforced = rules.filter((rule) => !rule.shadow).map((rule) => rule.name);
+  const [first] = enforced;
+  if (first === undefined) return undefined;
+  // The address itself, not its group: a block may be narrower than the grouping.
+  const identity: NetworkIdentity = {
+    ...options.network,
+    ip: trustedAddress(headers, options.clientIp),
+  };
+  const hit = await blocks.match(identity, enforced, options.waitUntil);
+  if (!hit) return undefined;
+  const block: RequestBlock = { rule: hit.rule ?? first, by: hit.by, value: hit.value };
+  if (hit.until !== undefined) block.until = hit.until;
+  return { block, one: hit.rule !== undefined };
+}
+
+/**
+ * What a network block decided for each enforced rule it refused (the analytics count them, as
+ * source "block"): nothing was asked or counted.
+ */
+function networkBlockDecisions(
+  rules: readonly RuleConfig[],
+  block: RequestBlock,
+  /** The block names one rule (else every rule). */
+  one: boolean,
+): Decision[] {
+  const now = Date.now();
+  const wait = block.until === undefined ? 0 : Math.max(0, block.until - now);
+  return rules
+    .filter((rule) => !rule.shadow && (block.rule === rule.name || !one))
+    .map((rule) => ({
+      allowed: false,
+      limit: rule.limit,
+      remaining: 0,
+      reset: now + wait,
+      resetAfterMs: wait,
+      retryAfterMs: wait,
+      source: "block" as const,
+      policy: rule.name,
+      windowMs: rule.windowMs,
+      algorithm: rule.algorithm,
+    }));
+}
+
+function blockedOutcome(blocked: RequestBlock, decisions: Decision[] = []): RulesOutcome {
+  return {
+    allowed: false,
+    decisions,
+    violated: [blocked.rule],
+    deniedBy: blocked.rule,
+    shadowDenied: [],
+    blocked,
+  };
 }

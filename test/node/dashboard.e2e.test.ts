@@ -69,6 +69,7 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
         LIMITER_CONFIG: JSON.stringify({
           prefix,
           analytics: { enabled: true },
+          networkBlocks: true,
           regions: { lab: { store: "LAB" } },
           rules: [
             {
@@ -93,6 +94,7 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
               limit: 1,
               window: "1m",
               key: "header:x-api-key",
+              overrides: true,
             },
           ],
         }),
@@ -133,7 +135,21 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
       statuses.push(res.status);
     }
     for (let i = 0; i < 6; i++) await send("/regional/items", "203.0.113.20");
+    // Plans (docs/plans.md): a network blocked (its 2 requests refused 403, counted as blocked)
+    // and a customer's own limit.
+    const admin = (route: string, body: unknown) =>
+      fetch(`${worker.url}/check/${route}`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    expect((await admin("block", { ip: "198.51.100.0/24" })).status).toBe(200);
+    expect((await admin("override", { rule: "quota", key: `vip-${run}`, limit: 50 })).status).toBe(
+      200,
+    );
+    for (let i = 0; i < 2; i++) await send("/api/items", "198.51.100.5");
     expect(statuses.filter((s) => s === 429)).toHaveLength(9);
+    expect(statuses.filter((s) => s === 403)).toHaveLength(2);
 
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     try {
@@ -169,13 +185,25 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
 
       const api = page.locator('section[data-rule="api"]');
       expect(await api.locator(".allowed b").textContent()).toBe("10");
-      expect(await api.locator(".denied b").textContent()).toBe("7");
+      expect(await api.locator(".denied b").textContent()).toBe("9");
       // The first denial came from the denial cache already (the 5th admission left 0).
       expect(await api.locator(".cached b").textContent()).toBe("7");
       expect(await api.locator(".top-keys td.key").first().textContent()).toBe("203.0.113.66");
       expect(await api.locator(".top-keys td.count").first().textContent()).toBe("7");
       expect(await api.locator("svg rect.bar-denied").count()).toBeGreaterThan(0);
       expect(await api.locator('[data-source="cache"]').textContent()).toContain("(7)");
+      expect(await api.locator('[data-source="block"]').textContent()).toContain("(2)");
+      // The plans: the network block and the override, listed with what they do.
+      expect(
+        await page.locator('table.plans[data-what="network"] td.key').allTextContents(),
+      ).toEqual(["ip 198.51.100.0/24"]);
+      const override = page.locator('table.plans[data-what="overrides"] tr');
+      expect(await override.count()).toBe(1);
+      expect(await override.locator("td").allTextContents()).toEqual([
+        "quota",
+        expect.stringMatching(/^key [0-9a-f]{64}$/),
+        "limit 50",
+      ]);
       const login = page.locator('section[data-rule="login"]');
       expect(await login.locator(".denied b").textContent()).toBe("1");
       expect(await login.locator(".top-keys td.key").first().textContent()).toBe("203.0.113.9");
