@@ -37,18 +37,27 @@ async function billed(
   keys: readonly string[],
   limit: number,
   clock: "redis" | "caller" = "redis",
+  overrides = false,
+  /** Before counting: what the admin sets (overrides, blocks), with the store and prefix. */
+  // biome-ignore lint/suspicious/noExplicitAny: the bundled store client
+  setup?: (store: any, prefix: string) => Promise<void>,
 ): Promise<Tally> {
   const bridge = env.bridge as { url: string };
-  const limiter = lib.createLimiter({
-    store: lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 }),
-    prefix: `billed${run++}`,
-    clock,
-  });
-  await limiter.limit({ policy: "warm", key: "warm", limit: 10, windowMs: 60_000 });
+  const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
+  const prefix = `billed${run++}`;
+  const limiter = lib.createLimiter({ store, prefix, clock });
+  await limiter.limit({ policy: "warm", key: "warm", limit: 10, windowMs: 60_000, overrides });
+  await setup?.(store, prefix);
   env.cli("CONFIG", "RESETSTAT");
   let allowed = 0;
   for (const key of keys) {
-    const decision = await limiter.limit({ policy: "shape", key, limit, windowMs: 60_000 });
+    const decision = await limiter.limit({
+      policy: "shape",
+      key,
+      limit,
+      windowMs: 60_000,
+      overrides,
+    });
     if (decision.allowed) allowed++;
   }
   const byCommand: Record<string, number> = {};
@@ -107,5 +116,48 @@ describe("billed commands per decision, the caller's clock (no TIME)", () => {
       expect(tally.perDecision, JSON.stringify(tally.byCommand)).toBe(3);
       expect(tally.byCommand.time).toBeUndefined();
     }
+  });
+});
+
+describe("billed commands per decision with plans (docs/plans.md): one HMGET more, only when opted in", () => {
+  it("sparse at 1 000 with overrides: true: 5 each (4 + the HMGET), with or without overrides stored", async () => {
+    const plain = await billed(interleaved("osparse", 40, 5), 1_000, "redis", true);
+    expect(plain.perDecision, JSON.stringify(plain.byCommand)).toBe(5);
+    expect(plain.byCommand.hmget).toBe(1);
+    const stored = await billed(
+      interleaved("ostored", 40, 5),
+      1_000,
+      "redis",
+      true,
+      async (store, prefix) => {
+        for (let i = 0; i < 40; i++) {
+          await lib.setOverride(store, {
+            prefix,
+            policy: "shape",
+            key: `ostored:${i}`,
+            limit: 2_000,
+          });
+        }
+      },
+    );
+    expect(stored.perDecision, JSON.stringify(stored.byCommand)).toBe(5);
+  });
+
+  it("a blocked key costs the EVALSHA, TIME and the HMGET, and nothing is written", async () => {
+    const tally = await billed(
+      interleaved("oblocked", 4, 5),
+      100,
+      "redis",
+      true,
+      async (store, prefix) => {
+        for (let i = 0; i < 4; i++)
+          await lib.blockKey(store, { prefix, policy: "shape", key: `oblocked:${i}` });
+      },
+    );
+    expect(tally.allowed).toBe(0);
+    // The first refusal of each key reaches the store (3); the isolate answers the next 4 from
+    // its memory of the block (at most 1 s) with none.
+    expect(tally.perDecision * 20).toBeCloseTo(4 * 3, 6);
+    expect(Object.keys(tally.byCommand).sort()).toEqual(["evalsha", "hmget", "time"]);
   });
 });
