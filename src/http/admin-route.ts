@@ -8,6 +8,7 @@ import { boundedKey } from "../bounded-key";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import type { Env } from "../env";
 import { DEFAULT_COST } from "../limiter/defaults";
+import { planOf } from "../limiter/plan-changes";
 import type { LimitRequest } from "../limiter/types";
 import type { ReadyRuntime } from "../runtime";
 import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
@@ -39,26 +40,50 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
     });
   }
   try {
+    // A rule with overrides: the key's own limit, or its block (docs/plans.md).
+    const plan = limitRequest.overrides
+      ? await planOf(runtime.store, {
+          prefix: runtime.config.prefix,
+          policy: limitRequest.policy,
+          key: limitRequest.key,
+        })
+      : undefined;
+    const limit = plan?.limit ?? limitRequest.limit;
+    const cost = limitRequest.cost ?? DEFAULT_COST;
+    if (plan?.blockedUntil !== undefined || cost > limit) {
+      const blocked = plan?.blockedUntil !== undefined;
+      return c.json({
+        allowed: false,
+        limit,
+        remaining: 0,
+        reset: blocked ? (plan?.blockedUntil ?? 0) : Date.now() + limitRequest.windowMs,
+        retryAfterMs: blocked ? 0 : limitRequest.windowMs,
+        source: blocked ? "block" : "redis",
+        policy: limitRequest.policy,
+        algorithm,
+        ...(blocked ? { blocked: true } : {}),
+      });
+    }
     const quota = await peekQuota(runtime.store, {
       prefix: runtime.config.prefix,
       policy: limitRequest.policy,
       // As the limiter counts it (a key spelling a digest is digested: bounded-key.ts).
       key: await boundedKey(limitRequest.key),
-      limit: limitRequest.limit,
+      limit,
       windowMs: limitRequest.windowMs,
-      cost: limitRequest.cost ?? DEFAULT_COST,
+      cost,
       ...(runtime.config.clock === "caller" ? { now: Date.now() } : {}),
     });
     const decision = {
       ...quota,
-      limit: limitRequest.limit,
+      limit,
       policy: limitRequest.policy,
       windowMs: limitRequest.windowMs,
       resetAfterMs: Math.max(0, quota.reset - quota.now),
       source: "redis" as const,
       algorithm,
     };
-    const { allowed, limit, remaining, reset, retryAfterMs, policy, source } = decision;
+    const { allowed, remaining, reset, retryAfterMs, policy, source } = decision;
     // The headers as /check spells them (a record: Headers would lower-case the names).
     return c.json(
       { allowed, limit, remaining, reset, retryAfterMs, source, policy, algorithm },

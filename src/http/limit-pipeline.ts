@@ -7,7 +7,8 @@
  * decided is rules/'s; counting is the limiter's. http/ may import rules/, config/, the limiter's
  * public types (limiter/types.ts), runtime.ts and env.ts (the worker's per-isolate state), the
  * list of algorithms (store/algorithm.ts) and, for the admin routes only, store/peek-reset.ts
- * (peek and reset read one key's state as stored); never an implementation file of the limiter.
+ * (peek and reset read one key's state as stored) and limiter/plan-changes.ts (the plans'
+ * reads and writes, public API too); no other implementation file of the limiter.
  *
  * This file: the one sequence the proxy and the middleware both run for a request some rule
  * applies to: decide, forward or refuse, refund on 5xx, add the headers.

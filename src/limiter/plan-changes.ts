@@ -18,6 +18,7 @@ import {
   networkBlocksKey,
   overrideField,
   plansKey,
+  readPlan,
   writePlan,
 } from "../store/plans";
 import type { ScriptClient } from "../store/script-runner";
@@ -132,6 +133,20 @@ export async function unblockNetwork(
     max: MAX_NETWORK_BLOCKS,
   });
   return { ok: true, existed: written.existed };
+}
+
+/** One key's override and key block in one policy, as the decision script would read them now. */
+export async function planOf(
+  store: ScriptClient,
+  target: PlanTarget,
+): Promise<{ limit: number | undefined; blockedUntil: number | undefined }> {
+  const read = await readPlan(
+    store,
+    target.prefix ?? DEFAULT_PREFIX,
+    target.policy,
+    await boundedKey(target.key),
+  );
+  return { limit: read.limit, blockedUntil: read.blockedUntil };
 }
 
 /** One listed plan: an override, a key block or a network block. */

@@ -92,6 +92,13 @@ end
 return out
 `;
 
+/** Two fields of a hash and the store's now: {now, first, second} ('' for an absent field). */
+const PLAN_READ_SCRIPT = `
+local t = redis.call('TIME')
+local got = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[2])
+return {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), got[1] or '', got[2] or ''}
+`;
+
 /** Every network block and the store's now: {now, field, value, …}. */
 const NETWORK_READ_SCRIPT = `
 local t = redis.call('TIME')
@@ -164,6 +171,32 @@ export async function listPlans(
     entries.push({ field: String(reply[i]), value: String(reply[i + 1]) });
   }
   return { cursor: String(reply[0]), now: Number(reply[1]), entries };
+}
+
+/** One key's override and key block in one policy, as the decision script reads them. */
+export async function readPlan(
+  client: ScriptClient,
+  prefix: string,
+  policy: string,
+  clientKey: string,
+): Promise<{ now: number; limit: number | undefined; blockedUntil: number | undefined }> {
+  const reply = await runScript<unknown>(
+    client,
+    PLAN_READ_SCRIPT,
+    [plansKey(prefix)],
+    [overrideField(policy, clientKey), keyBlockField(policy, clientKey)],
+  );
+  if (!Array.isArray(reply) || reply.length !== 3 || typeof reply[0] !== "number") {
+    throw new StoreReplyError(`unexpected plan read reply: ${JSON.stringify(reply)}`);
+  }
+  const [now, limit, block] = reply as [number, unknown, unknown];
+  const end = block === "" ? undefined : Number(block);
+  return {
+    now,
+    limit: limit === "" ? undefined : Number(limit),
+    // A block that has ended is no block.
+    blockedUntil: end !== undefined && (end === 0 || end > now) ? end : undefined,
+  };
 }
 
 /** Every network block as stored, and the store's clock when read. */

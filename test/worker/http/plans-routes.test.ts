@@ -58,6 +58,9 @@ describe("POST /check/override", () => {
     // /check names the rule and the raw key: the same log, the same override.
     const checked = await admin(isolateB, "/check", { rule: "api", key: apiKey });
     expect(await checked.json()).toMatchObject({ allowed: true, limit: 10, remaining: 7 });
+    // Peek reads the override too.
+    const peeked = await admin(isolateB, "/check/peek", { rule: "api", key: apiKey });
+    expect(await peeked.json()).toMatchObject({ allowed: true, limit: 10, remaining: 7 });
     // Removed: the rule's limit again (3, and 3 are counted already).
     const removed = await admin(isolateA, "/check/override", {
       rule: "api",
@@ -142,6 +145,8 @@ describe("POST /check/block and /check/unblock", () => {
       policy: "api",
       source: "block",
     });
+    const peeked = await admin(isolateB, "/check/peek", { rule: "api", key: apiKey });
+    expect(await peeked.json()).toMatchObject({ allowed: false, blocked: true, source: "block" });
     // Unblocked through A; C (an isolate that never saw the block) passes at once.
     const unblocked = await admin(isolateA, "/check/unblock", { rule: "api", key: apiKey });
     expect(await unblocked.json()).toMatchObject({ ok: true, existed: true });
