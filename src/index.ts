@@ -74,7 +74,8 @@ export type {
   RequestIdConflict,
 } from "./limiter/types";
 export { type NetworkBlocksOptions, networkBlocksFrom } from "./network-blocks-from";
-export type { RequestBlock, ShadowDenyEvent } from "./rules/decide";
+export type { RequestBlock } from "./rules/blocked-request";
+export type { ShadowDenyEvent } from "./rules/decide";
 export type { NetworkBlockHit, NetworkBlocks, NetworkIdentity } from "./rules/network-blocks";
 export type { RefundFailedEvent } from "./rules/refund-on-error";
 export { ALGORITHMS, type Algorithm } from "./store/algorithm";

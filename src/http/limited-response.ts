@@ -4,7 +4,8 @@
  */
 import type { Context } from "hono";
 import type { RequestIdConflict } from "../limiter/types";
-import { enforcedDecisions, type RequestBlock, type RulesOutcome } from "../rules/decide";
+import type { RequestBlock } from "../rules/blocked-request";
+import { enforcedDecisions, type RulesOutcome } from "../rules/decide";
 import { problemResponse } from "./problem";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
 

@@ -2,10 +2,10 @@
  * src/rules/: what a request's rules decide, with no HTTP in it. This folder owns matching a
  * request to its rules (match.ts, path-readings.ts), the client key each rule counts under
  * (client-key.ts, client-ip.ts), deciding every applying rule in one limiter call (this file)
- * and giving a request back when the origin failed (refund-on-error.ts), and the network blocks
- * every isolate copies (network-blocks.ts). It takes the parts of
- * an incoming request it needs (method, path, headers) as plain values, so the proxy, the
- * middleware and tests drive it alike. It may import config/ (rule types, parsing), the
+ * and giving a request back when the origin failed (refund-on-error.ts); blocks: the network
+ * blocks every isolate copies (network-blocks.ts) and a blocked request's outcome
+ * (blocked-request.ts). It takes the parts of an incoming request it needs (method, path,
+ * headers) as plain values, so the proxy, the middleware and tests drive it alike. It may import config/ (rule types, parsing), the
  * limiter's public types (limiter/types.ts) and digest.ts; nothing from http/, and no
  * implementation file of the limiter or the store: the Limiter it calls is handed in.
  *
@@ -24,7 +24,12 @@ import type {
   RefundReceipt,
   RequestIdConflict,
 } from "../limiter/types";
-import { trustedAddress } from "./client-ip";
+import {
+  blockedOutcome,
+  networkBlock,
+  networkBlockDecisions,
+  type RequestBlock,
+} from "./blocked-request";
 import { clientKey, missingKeyReason } from "./client-key";
 import type { NetworkBlocks, NetworkIdentity } from "./network-blocks";
 
@@ -69,17 +74,6 @@ export interface RulesOutcome {
    * said so), or by its address, country or AS number. Nothing was counted (answered 403).
    */
   blocked?: RequestBlock;
-}
-
-/** The block a request met (RulesOutcome.blocked). */
-export interface RequestBlock {
-  /** The enforced rule blocked (for a block of every rule: the first applying). */
-  rule: string;
-  by: "key" | "ip" | "country" | "asn";
-  /** The network blocked (a CIDR or address, a country, an AS number); absent for a key. */
-  value?: string;
-  /** When the block ends (unix ms); absent: until it is removed. */
-  until?: number;
 }
 
 /**
@@ -295,65 +289,4 @@ export function enforcedDecisions(
       ? { ...decision, allowed: true, retryAfterMs: 0 }
       : decision,
   );
-}
-
-/** The network block that refuses this request, if any: enforced rules only (shadow never denies). */
-async function networkBlock(
-  rules: readonly RuleConfig[],
-  headers: Headers,
-  options: DecideOptions,
-  blocks: NetworkBlocks,
-): Promise<{ block: RequestBlock; one: boolean } | undefined> {
-  const enforced = rules.filter((rule) => !rule.shadow).map((rule) => rule.name);
-  const [first] = enforced;
-  if (first === undefined) return undefined;
-  // The address itself, not its group: a block may be narrower than the grouping.
-  const identity: NetworkIdentity = {
-    ...options.network,
-    ip: trustedAddress(headers, options.clientIp),
-  };
-  const hit = await blocks.match(identity, enforced, options.waitUntil);
-  if (!hit) return undefined;
-  const block: RequestBlock = { rule: hit.rule ?? first, by: hit.by, value: hit.value };
-  if (hit.until !== undefined) block.until = hit.until;
-  return { block, one: hit.rule !== undefined };
-}
-
-/**
- * What a network block decided for each enforced rule it refused (the analytics count them, as
- * source "block"): nothing was asked or counted.
- */
-function networkBlockDecisions(
-  rules: readonly RuleConfig[],
-  block: RequestBlock,
-  /** The block names one rule (else every rule). */
-  one: boolean,
-): Decision[] {
-  const now = Date.now();
-  const wait = block.until === undefined ? 0 : Math.max(0, block.until - now);
-  return rules
-    .filter((rule) => !rule.shadow && (block.rule === rule.name || !one))
-    .map((rule) => ({
-      allowed: false,
-      limit: rule.limit,
-      remaining: 0,
-      reset: now + wait,
-      resetAfterMs: wait,
-      retryAfterMs: wait,
-      source: "block" as const,
-      policy: rule.name,
-      windowMs: rule.windowMs,
-      algorithm: rule.algorithm,
-    }));
-}
-
-function blockedOutcome(blocked: RequestBlock, decisions: Decision[] = []): RulesOutcome {
-  return {
-    allowed: false,
-    decisions,
-    violated: [blocked.rule],
-    deniedBy: blocked.rule,
-    shadowDenied: [],
-    blocked,
-  };
 }

@@ -1,0 +1,82 @@
+/**
+ * A request refused by a block (docs/plans.md) before or instead of its decision: the network
+ * blocks matched from the isolate's copy (before any key is derived), and the outcome a block
+ * answers with, whatever found it (a network block here, a key block in the store).
+ */
+import type { RuleConfig } from "../config/rule-schema";
+import type { Decision } from "../limiter/types";
+import { trustedAddress } from "./client-ip";
+import type { DecideOptions, RulesOutcome } from "./decide";
+import type { NetworkBlocks, NetworkIdentity } from "./network-blocks";
+
+/** The block a request met (RulesOutcome.blocked). */
+export interface RequestBlock {
+  /** The enforced rule blocked (for a block of every rule: the first applying). */
+  rule: string;
+  by: "key" | "ip" | "country" | "asn";
+  /** The network blocked (a CIDR or address, a country, an AS number); absent for a key. */
+  value?: string;
+  /** When the block ends (unix ms); absent: until it is removed. */
+  until?: number;
+}
+
+/** The network block that refuses this request, if any: enforced rules only (shadow never denies). */
+export async function networkBlock(
+  rules: readonly RuleConfig[],
+  headers: Headers,
+  options: DecideOptions,
+  blocks: NetworkBlocks,
+): Promise<{ block: RequestBlock; one: boolean } | undefined> {
+  const enforced = rules.filter((rule) => !rule.shadow).map((rule) => rule.name);
+  const [first] = enforced;
+  if (first === undefined) return undefined;
+  // The address itself, not its group: a block may be narrower than the grouping.
+  const identity: NetworkIdentity = {
+    ...options.network,
+    ip: trustedAddress(headers, options.clientIp),
+  };
+  const hit = await blocks.match(identity, enforced, options.waitUntil);
+  if (!hit) return undefined;
+  const block: RequestBlock = { rule: hit.rule ?? first, by: hit.by, value: hit.value };
+  if (hit.until !== undefined) block.until = hit.until;
+  return { block, one: hit.rule !== undefined };
+}
+
+/**
+ * What a network block decided for each enforced rule it refused (the analytics count them, as
+ * source "block"): nothing was asked or counted.
+ */
+export function networkBlockDecisions(
+  rules: readonly RuleConfig[],
+  block: RequestBlock,
+  /** The block names one rule (else every rule). */
+  one: boolean,
+): Decision[] {
+  const now = Date.now();
+  const wait = block.until === undefined ? 0 : Math.max(0, block.until - now);
+  return rules
+    .filter((rule) => !rule.shadow && (block.rule === rule.name || !one))
+    .map((rule) => ({
+      allowed: false,
+      limit: rule.limit,
+      remaining: 0,
+      reset: now + wait,
+      resetAfterMs: wait,
+      retryAfterMs: wait,
+      source: "block" as const,
+      policy: rule.name,
+      windowMs: rule.windowMs,
+      algorithm: rule.algorithm,
+    }));
+}
+
+export function blockedOutcome(blocked: RequestBlock, decisions: Decision[] = []): RulesOutcome {
+  return {
+    allowed: false,
+    decisions,
+    violated: [blocked.rule],
+    deniedBy: blocked.rule,
+    shadowDenied: [],
+    blocked,
+  };
+}
