@@ -5,7 +5,6 @@
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
-import type { RuleConfig } from "../config/rule-schema";
 import { invalid, type Validated } from "../config/validation";
 import { parseRules } from "../config/worker-config";
 import type { Limiter } from "../limiter/types";
@@ -13,7 +12,7 @@ import { type RulesOutcome, requestIdFrom, type ShadowDenyEvent } from "../rules
 import { applyingRules, compileRules } from "../rules/match";
 import type { NetworkBlocks } from "../rules/network-blocks";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
-import { connectionAddress } from "./connection-address";
+import { ipHeaders } from "./ip-headers";
 import { runLimited } from "./limit-pipeline";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import {
@@ -265,30 +264,6 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
     if (!forwarded) return response;
     c.res = response;
   };
-}
-
-/**
- * The headers "ip" rules read. Outside Cloudflare (an address from `ipOf` or the runtime's
- * connection), that address stands in for CF-Connecting-IP, which a client there could forge;
- * on Cloudflare (none found, the header set by the edge) the request's own headers.
- */
-function ipHeaders<E extends HonoEnv>(
-  c: Context<E>,
-  applying: readonly RuleConfig[],
-  ipOf: ((c: Context<E>) => string | undefined) | undefined,
-  warn: (rule: string) => void,
-): Headers {
-  const raw = c.req.raw.headers;
-  const ipRule = applying.find((rule) => rule.key === "ip");
-  if (!ipRule) return raw;
-  const address = ipOf ? ipOf(c) : connectionAddress(c);
-  if (address === undefined) {
-    if (!raw.has("cf-connecting-ip")) warn(ipRule.name);
-    return raw;
-  }
-  const headers = new Headers(raw);
-  headers.set("cf-connecting-ip", address);
-  return headers;
 }
 
 /** Exactly one of `store` and `limiter`, or the rules' parse fails with the reason. */

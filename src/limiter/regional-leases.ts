@@ -16,18 +16,17 @@
  * times by the tenth of δ spendableMs keeps). An isolate lease taken from a region's lease lives
  * no longer than what that lease had left when the take ran (after the isolate sent it).
  */
-import { evaluate } from "../store/evaluate";
 import { STAMP_AHEAD_MAX_MS } from "../store/keys";
-import { refund } from "../store/refund";
-import { type RegionSpendItem, regionPut, regionReturn, regionSpend } from "../store/region-lease";
+import { regionReturn, regionSpend } from "../store/region-lease";
 import type { ScriptClient } from "../store/script-runner";
-import { withinDeadline } from "../store/script-runner";
-import { type CircuitBreaker, createCircuitBreaker } from "./circuit-breaker";
+import type { CircuitBreaker, CircuitBreakerOptions } from "./circuit-breaker";
 import type { LimiterContext } from "./context";
 import { fromRegion, regionDenied } from "./decisions";
-import { LEASABLE, spendableMs, type WaitUntil } from "./lease";
+import { LEASABLE, type WaitUntil } from "./lease";
 import type { LeaseStore } from "./lease-store";
-import { nextMemberId } from "./member-id";
+import { createRegionStores } from "./region-stores";
+import { createRegionalGrants } from "./regional-grant";
+import { regionalLeaseStore } from "./regional-lease-store";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { MultiDecision, RefundOutcome, RefundReceipt } from "./types";
 
@@ -91,16 +90,13 @@ export interface RegionalLeases {
 }
 
 const DEFAULTS = { maxLifetimeMs: 10_000, minUnits: 2 };
-/** The shortest regional lease worth writing (ms): a window under 8 × this is decided at home. */
-const MIN_LIFE_MS = 100;
 /** The shortest home denial worth holding in a region (ms). */
 const MIN_HELD_DENIAL_MS = 20;
-const REGION_MAX_COOLDOWN_MS = 2_000;
 
 export function createRegionalLeases(
   ctx: LimiterContext,
   options: RegionsOptions,
-  breakerOptions: Parameters<typeof createCircuitBreaker>[0],
+  breakerOptions: CircuitBreakerOptions | undefined,
 ): RegionalLeases {
   const timeoutMs = options.timeoutMs ?? ctx.timeoutMs;
   const maxLifetimeMs = options.maxLifetimeMs ?? DEFAULTS.maxLifetimeMs;
@@ -118,158 +114,9 @@ export function createRegionalLeases(
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
     throw new RangeError(`regions.timeoutMs must be a positive integer (got ${String(timeoutMs)})`);
   }
-  const stores = new Map(Object.entries(options.stores));
-  const breakers = new Map<string, CircuitBreaker>();
-  // A region's store down costs a far round trip (home decides), not an outage: its breaker
-  // probes again within REGION_MAX_COOLDOWN_MS, so a region that recovers is used again soon.
-  const cooldownMs = Math.min(breakerOptions?.cooldownMs ?? 1_000, REGION_MAX_COOLDOWN_MS);
-  for (const name of stores.keys()) {
-    breakers.set(
-      name,
-      createCircuitBreaker({
-        ...breakerOptions,
-        cooldownMs,
-        maxCooldownMs: Math.min(breakerOptions?.maxCooldownMs ?? 30_000, REGION_MAX_COOLDOWN_MS),
-        now: ctx.now,
-      }),
-    );
-  }
-  // A claim to ask home outlives the grant's deadline and the put's: then another may ask.
-  const claimMs = 2 * ctx.timeoutMs + 2 * timeoutMs;
-
-  /** δ for a policy; 0: too short a window to lease across a region (a grant's trip eats it). */
-  function lifeOf(policy: ResolvedPolicy): number {
-    const life = Math.min(maxLifetimeMs, Math.floor(policy.windowMs / 8));
-    return life >= MIN_LIFE_MS ? life : 0;
-  }
-
-  function spendItem(policy: ResolvedPolicy): RegionSpendItem {
-    return {
-      redisKey: policy.redisKey,
-      cost: policy.cost,
-      lifeMs: lifeOf(policy),
-      limit: policy.limit,
-      minUnits,
-      claimMs,
-      wantLifeMs: 0,
-    };
-  }
-
-  /** A region store call within the region's deadline, through its breaker. */
-  async function inRegion<T>(
-    region: string,
-    work: (client: ScriptClient) => Promise<T>,
-  ): Promise<T | undefined> {
-    const store = stores.get(region);
-    const breaker = breakers.get(region);
-    if (!store || !breaker) return undefined;
-    const permit = breaker.acquire();
-    if (permit === "skip") return undefined;
-    try {
-      const result = await withinDeadline(store, timeoutMs, work);
-      breaker.success(permit);
-      return result;
-    } catch (error) {
-      breaker.failure(permit, error);
-      ctx.onStoreError?.(error);
-      return undefined;
-    }
-  }
-
-  function background(work: Promise<unknown>, waitUntil: WaitUntil | undefined) {
-    const settled = work.catch((error: unknown) => ctx.onStoreError?.(error));
-    waitUntil?.(settled);
-  }
-
-  /**
-   * Units home still counts at `stamp` that nobody will spend: out of the log, exactly. False
-   * when nothing was asked (home's breaker is open: they lapse, held until they leave the window).
-   */
-  async function giveBack(
-    policy: ResolvedPolicy,
-    stamp: number,
-    units: number,
-    memberId: string,
-    resetMark: string,
-  ): Promise<boolean> {
-    if (units <= 0) return true;
-    if (ctx.breaker.state === "open") return false;
-    await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
-      ctx.clock.run(store, (client, now) =>
-        refund(client, {
-          policies: [{ ...policy, cost: units }],
-          memberId,
-          at: stamp,
-          now,
-          resetMarks: [resetMark],
-        }),
-      ),
-    );
-    return true;
-  }
-
-  /**
-   * Asks home for `units` of the policy's key and writes the lease into the region, for the
-   * claim a spend made at `regionNow` (the region's clock): the lease ends at regionNow +
-   * spendableMs(δ) there, before its stamp (the header's proof).
-   */
-  async function grant(policy: ResolvedPolicy, region: string, units: number, regionNow: number) {
-    const life = lifeOf(policy);
-    const memberId = nextMemberId();
-    const sentAt = ctx.now();
-    const claim = regionNow + claimMs;
-    // Home not answering: keep the claim until it expires (no put), so that every spend in the
-    // region does not claim, fail and release again.
-    if (ctx.breaker.state === "open") return;
-    const release = { stamp: 0, units: 0, endsAt: 0, memberId, resetMark: "" };
-    let answer: Awaited<ReturnType<typeof evaluate>> | undefined;
-    try {
-      answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
-        ctx.clock.run(store, (client, now) =>
-          evaluate(client, {
-            policies: [{ ...policy, cost: units }],
-            memberId,
-            now,
-            stampOffsetMs: life,
-            resetMarks: "read",
-          }),
-        ),
-      );
-    } catch (error) {
-      ctx.onStoreError?.(error);
-    }
-    const elapsed = ctx.now() - sentAt;
-    const only = answer?.policies[0];
-    const endsAt = regionNow + spendableMs(life);
-    const resetMark = answer?.resetMarks?.[0] ?? "";
-    const put = {
-      redisKey: policy.redisKey,
-      ...(answer?.allowed ? { stamp: answer.stamp, units, endsAt, memberId, resetMark } : release),
-      claim,
-      remaining: only ? Math.max(0, only.remaining) : -1,
-      resetAfterMs: only ? Math.max(0, only.reset - only.now - elapsed) : 0,
-      denyMs: 0,
-      denyCost: 0,
-      ttlMs: life * 2,
-    };
-    const wrote = await inRegion(region, (client) => regionPut(client, put));
-    if (answer?.allowed && wrote?.refused) {
-      // The put ran after the lease's end (a slow grant or put): its units were never written
-      // anywhere, so they go back to home exactly.
-      await giveBack(policy, answer.stamp, units, memberId, resetMark);
-    }
-    // (A put that failed may or may not have run: its units are left to lapse, held capacity
-    // until their stamp leaves the window, never an admission.)
-    const taken = wrote?.taken;
-    // Unspent units of the leases the put took out go back to home while capacity is scarce
-    // (what home last reported is under half the limit). With plenty left they are left to
-    // lapse: they hold capacity until their stamp leaves the window, and a far round trip per
-    // lease to give back what nobody is short of would cost more than it frees.
-    const scarce = only === undefined || only.remaining < policy.limit / 2;
-    for (const lease of scarce ? (taken ?? []) : []) {
-      await giveBack(policy, lease.stamp, lease.units, lease.memberId, lease.resetMark);
-    }
-  }
+  const regions = createRegionStores(ctx, options.stores, timeoutMs, breakerOptions);
+  const grants = createRegionalGrants(ctx, regions, { maxLifetimeMs, minUnits, timeoutMs });
+  const { inRegion } = regions;
 
   return {
     breakers,

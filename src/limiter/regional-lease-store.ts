@@ -1,0 +1,56 @@
+/**
+ * Isolate leases taken from a region's leases: lease-store.ts's interface over a region, so the
+ * lease book works unchanged one level down. A take spends k units of a live regional lease and
+ * lives no longer than it (the proof in regional-leases.ts); a give-back returns units into it
+ * while it lives, else to home by its stamp.
+ */
+import { regionReturn, regionSpend } from "../store/region-lease";
+import type { LeaseStore } from "./lease-store";
+import type { RegionStores } from "./region-stores";
+import type { RegionalGrants } from "./regional-grant";
+
+export function regionalLeaseStore(
+  region: string,
+  regions: RegionStores,
+  grants: RegionalGrants,
+): LeaseStore {
+  return {
+    async take(policy, units, lifetimeMs, _memberId, waitUntil) {
+      const item = { ...grants.spendItem(policy), cost: units, wantLifeMs: lifetimeMs };
+      // Through the region's breaker, like a spend; but a failure rejects (the book notes it).
+      const [answer] = await regions.inRegion(region, (client) => regionSpend(client, [item]), {
+        rethrow: true,
+      });
+      if (!answer) throw new Error("empty region spend reply");
+      grants.grantClaimed(policy, region, answer, waitUntil);
+      return {
+        granted: answer.status === "spent",
+        // The book ages `reset - now` on its own clock: a relative reset, from 0.
+        now: 0,
+        stamp: answer.stamp,
+        remaining: answer.remaining,
+        reset: answer.waitMs,
+        resetMark: answer.resetMark,
+        // The regional lease's life left, counted by the region from after this call was
+        // sent: the isolate lease ends before it (and so before its stamp).
+        lifetimeMs: answer.lifeLeftMs,
+      };
+    },
+    async giveBack(lease, units) {
+      const back = await regions.inRegion(region, (client) =>
+        regionReturn(client, lease.policy.redisKey, lease.stamp, units),
+      );
+      if (back === true) return units;
+      // The region did not answer: the return may have landed; give back nothing twice.
+      if (back === undefined) return 0;
+      const given = await grants.giveBack(
+        lease.policy,
+        lease.stamp,
+        units,
+        lease.memberId,
+        lease.resetMark,
+      );
+      return given ? units : 0;
+    },
+  };
+}
