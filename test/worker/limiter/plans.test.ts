@@ -154,6 +154,31 @@ describe("limit overrides read inside the decision script", () => {
   });
 });
 
+describe("overrides stay exact", () => {
+  it("a burst of 300 through two isolates at an override of 50 (rule: 10) admits exactly 50", async () => {
+    const [a, b] = [isolate(), isolate()];
+    const key = `k-${crypto.randomUUID()}`;
+    await setOverride(admin, { prefix, policy: "plan", key, limit: 50 });
+    const decisions = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => (i % 2 ? a : b).limiter.limit(request(key, 10))),
+    );
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(50);
+    expect(await logCount(redis, storageKey(prefix, "plan", key))).toBe(50);
+  });
+
+  it("a request id's retry is replayed with the limit it was decided by", async () => {
+    const a = isolate();
+    const key = `k-${crypto.randomUUID()}`;
+    await setOverride(admin, { prefix, policy: "plan", key, limit: 8 });
+    const first = await a.limiter.limitAll([request(key, 2)], { requestId: `r-${key}` });
+    const retry = await a.limiter.limitAll([request(key, 2)], { requestId: `r-${key}` });
+    expect(first.decisions[0]).toMatchObject({ allowed: true, limit: 8, remaining: 7 });
+    expect(retry).toMatchObject({ replayed: true, allowed: true });
+    expect(retry.decisions[0]).toMatchObject({ limit: 8, remaining: 7 });
+    expect(await logCount(redis, storageKey(prefix, "plan", key))).toBe(1);
+  });
+});
+
 describe("key blocks", () => {
   it("a block set through one isolate refuses at the other's next store decision, counting nothing", async () => {
     const a = isolate();
