@@ -6,6 +6,7 @@ import { DEFAULT_LIMITER_TIMEOUT_MS, DEFAULT_PREFIX } from "./limiter/defaults";
 import { createNetworkBlocks, type NetworkBlocks } from "./rules/network-blocks";
 import { readNetworkBlocks } from "./store/plans";
 import { type ScriptClient, withinDeadline } from "./store/script-runner";
+import type { ClockSource } from "./store/store-clock";
 
 export interface NetworkBlocksOptions {
   /** The limiter's prefix (the blocks live in `<prefix>:blocks`). @default "edge-limiter" */
@@ -14,6 +15,8 @@ export interface NetworkBlocksOptions {
   refreshMs?: number;
   /** How long a load may take; past it the copy blocks nothing until the next. @default 500 */
   timeoutMs?: number;
+  /** The limiter's `clock` ("caller" for a store without TIME in scripts). @default "redis" */
+  clock?: ClockSource;
 }
 
 /**
@@ -30,7 +33,11 @@ export function networkBlocksFrom(
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const timeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
   return createNetworkBlocks({
-    load: () => withinDeadline(store, timeoutMs, (client) => readNetworkBlocks(client, prefix)),
+    load: () =>
+      withinDeadline(store, timeoutMs, (client) =>
+        // The store's clock state is the store client's, not the deadline's wrapper's.
+        readNetworkBlocks(client, prefix, { clockOf: store, clock: options.clock }),
+      ),
     refreshMs: options.refreshMs ?? 1_000,
   });
 }

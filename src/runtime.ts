@@ -158,6 +158,7 @@ function buildRuntime(env: Env): Runtime {
           prefix: config.prefix,
           refreshMs: config.networkBlocks.refreshMs,
           timeoutMs: config.timeoutMs,
+          clock: config.clock,
         })
       : undefined,
   };

@@ -44,6 +44,7 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
     const plan = limitRequest.overrides
       ? await planOf(runtime.store, {
           prefix: runtime.config.prefix,
+          clock: runtime.config.clock,
           policy: limitRequest.policy,
           key: limitRequest.key,
         })

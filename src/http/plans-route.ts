@@ -44,6 +44,7 @@ export async function overrideHandler(c: Context<{ Bindings: Env }>): Promise<Re
   return answer(runtime, [rule.rule], key, () =>
     setOverride(runtime.store, {
       prefix: runtime.config.prefix,
+      clock: runtime.config.clock,
       policy: rule.rule.name,
       key,
       limit: body.limit as number | null,
@@ -98,7 +99,12 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
     let existed = false;
     for (const rule of rules) {
       const key = await ruleKey(rule, raw, runtime);
-      const target = { prefix: runtime.config.prefix, policy: rule.name, key };
+      const target = {
+        prefix: runtime.config.prefix,
+        clock: runtime.config.clock,
+        policy: rule.name,
+        key,
+      };
       last = await storeCall(() =>
         block
           ? blockKey(runtime.store, { ...target, seconds: seconds as number | undefined })
@@ -146,7 +152,13 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
           : "must be an AS number",
     );
   }
-  const target = { prefix: runtime.config.prefix, kind, value, policy: rule?.name };
+  const target = {
+    prefix: runtime.config.prefix,
+    clock: runtime.config.clock,
+    kind,
+    value,
+    policy: rule?.name,
+  };
   const changed = await storeCall(() =>
     block
       ? blockNetwork(runtime.store, { ...target, seconds: seconds as number | undefined })
@@ -188,6 +200,7 @@ export async function plansListHandler(c: Context<{ Bindings: Env }>): Promise<R
   try {
     const page = await listPlanEntries(runtime.store, {
       prefix: runtime.config.prefix,
+      clock: runtime.config.clock,
       what,
       cursor,
       count,

@@ -36,13 +36,18 @@ function decision(
 /** Denied from the denial cache, no round trip. */
 export function fromCache(policy: ResolvedPolicy, entry: Exhaustion, at: number): Decision {
   const retryAfterMs = Math.max(1, (entry.retryAt ?? entry.until) - at);
-  return decision(policy, "cache", {
-    allowed: false,
-    remaining: entry.remaining,
-    reset: at + retryAfterMs,
-    resetAfterMs: retryAfterMs,
-    retryAfterMs,
-  });
+  return decision(
+    policy,
+    "cache",
+    {
+      allowed: false,
+      remaining: entry.remaining,
+      reset: at + retryAfterMs,
+      resetAfterMs: retryAfterMs,
+      retryAfterMs,
+    },
+    entry.limit ?? policy.limit,
+  );
 }
 
 /** A policy the cache did not deny, in a request it denied: not asked, nothing consumed. */

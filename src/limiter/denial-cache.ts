@@ -28,6 +28,8 @@ export interface Exhaustion {
    * @default until
    */
   retryAt?: number;
+  /** The limit the store decided by, when it was not the policy's (a limit override). */
+  limit?: number;
 }
 
 export type CacheLookup =
@@ -179,6 +181,7 @@ export function rememberAnswer(
       remaining: Math.max(0, answer.remaining),
       until: sentAt + Math.min(wait, maxClaimMs),
       retryAt: receivedAt + wait,
+      ...(answer.limit !== undefined ? { limit: answer.limit } : {}),
     },
     receivedAt,
   );

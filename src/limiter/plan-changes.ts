@@ -22,6 +22,7 @@ import {
   writePlan,
 } from "../store/plans";
 import type { ScriptClient } from "../store/script-runner";
+import type { ClockSource } from "../store/store-clock";
 import { DEFAULT_PREFIX } from "./defaults";
 
 /** Longest block with an end (s): a year. Without `seconds` a block lasts until removed. */
@@ -30,6 +31,8 @@ export const MAX_BLOCK_SECONDS = 365 * 86_400;
 export interface PlanTarget {
   /** The limiter's prefix. @default "edge-limiter" */
   prefix?: string | undefined;
+  /** The limiter's `clock` ("caller" for a store without TIME in scripts). @default "redis" */
+  clock?: ClockSource | undefined;
   /** The policy (rule) name. */
   policy: string;
   /** The client key as the limiter counts it (a rule's key: hashed header, grouped address). */
@@ -61,6 +64,7 @@ export async function setOverride(
     field: overrideField(target.policy, await boundedKey(target.key)),
     value: limit === null ? null : String(limit),
     max: MAX_PLAN_ENTRIES,
+    clock: target.clock,
   });
   return written.full ? full(MAX_PLAN_ENTRIES) : { ok: true, existed: written.existed };
 }
@@ -78,6 +82,7 @@ export async function blockKey(
     value: "0",
     ttlMs: target.seconds === undefined ? 0 : target.seconds * 1000,
     max: MAX_PLAN_ENTRIES,
+    clock: target.clock,
   });
   return written.full ? full(MAX_PLAN_ENTRIES) : { ok: true, existed: written.existed };
 }
@@ -90,12 +95,14 @@ export async function unblockKey(store: ScriptClient, target: PlanTarget): Promi
     field: keyBlockField(target.policy, await boundedKey(target.key)),
     value: null,
     max: MAX_PLAN_ENTRIES,
+    clock: target.clock,
   });
   return { ok: true, existed: written.existed };
 }
 
 export interface NetworkTarget {
   prefix?: string | undefined;
+  clock?: ClockSource | undefined;
   kind: NetworkBlockKind;
   /** An address or CIDR ("ip"), a country code ("country"), an AS number ("asn"), normalized. */
   value: string;
@@ -116,6 +123,7 @@ export async function blockNetwork(
     value: "0",
     ttlMs: target.seconds === undefined ? 0 : target.seconds * 1000,
     max: MAX_NETWORK_BLOCKS,
+    clock: target.clock,
   });
   return written.full ? full(MAX_NETWORK_BLOCKS) : { ok: true, existed: written.existed };
 }
@@ -131,6 +139,7 @@ export async function unblockNetwork(
     field: networkBlockField(target.kind, target.value, target.policy),
     value: null,
     max: MAX_NETWORK_BLOCKS,
+    clock: target.clock,
   });
   return { ok: true, existed: written.existed };
 }
@@ -145,6 +154,7 @@ export async function planOf(
     target.prefix ?? DEFAULT_PREFIX,
     target.policy,
     await boundedKey(target.key),
+    { clock: target.clock },
   );
   return { limit: read.limit, blockedUntil: read.blockedUntil };
 }
@@ -179,6 +189,7 @@ export async function listPlanEntries(
     cursor: string;
     count: number;
     policy?: string | undefined;
+    clock?: ClockSource | undefined;
   },
 ): Promise<{ cursor: string; entries: PlanEntry[] }> {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
@@ -189,7 +200,9 @@ export async function listPlanEntries(
   const pattern = network
     ? `*|${policy}|*`
     : `${options.what === "overrides" ? "o" : "b"}|${policy}|*`;
-  const page = await listPlans(store, hash, options.cursor, pattern, options.count);
+  const page = await listPlans(store, hash, options.cursor, pattern, options.count, {
+    clock: options.clock,
+  });
   const entries: PlanEntry[] = [];
   for (const { field, value } of page.entries) {
     const first = field.indexOf("|");

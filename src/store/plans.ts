@@ -13,6 +13,7 @@
  */
 import { encodeKeyPart } from "./keys";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
+import { type ClockSource, reportClockChange, runOnClock, storeClockOf } from "./store-clock";
 
 export function plansKey(prefix: string): string {
   return `${prefix}:plans`;
@@ -46,13 +47,51 @@ export function networkBlockField(
   return `${kind}|${policy ?? "*"}|${value}`;
 }
 
+// Every script here reads the clock first (TIME, or the caller's ms in its last ARGV): a store
+// that refuses TIME in scripts refuses before anything is read or written (store-clock.ts).
+const CLOCK_LUA = `
+local function clock(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`;
+
+/** Whose clock a plans script runs on: the store's, unless it refuses TIME or "caller" is asked. */
+export interface PlanClock {
+  /** The object the store's clock state is kept by (storeClockOf). @default the client */
+  clockOf?: object | undefined;
+  /** "caller": always this isolate's clock. @default "redis" */
+  clock?: ClockSource | undefined;
+}
+
+function onClock<T>(
+  client: ScriptClient,
+  options: PlanClock,
+  call: (now: number | undefined) => Promise<T>,
+): Promise<T> {
+  const state = storeClockOf(options.clockOf ?? client);
+  return runOnClock(
+    {
+      state,
+      caller: options.clock === "caller",
+      now: Date.now,
+      onSwitch: () => reportClockChange(state),
+    },
+    client,
+    (_, now) => call(now),
+  );
+}
+
 /**
  * Sets (or, with value "", removes) one field. `ttlMs` > 0 stores the store's now + ttlMs (a
  * block's end) instead of `value`. A new field past `max` is refused ({-1}). Returns
  * {existed (0|1), size}.
  */
-const PLAN_SET_SCRIPT = `
+const PLAN_SET_SCRIPT = `${CLOCK_LUA}
 local field, value, max, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = 0
+if ttl > 0 then now = clock(ARGV[5]) end
 local existed = redis.call('HEXISTS', KEYS[1], field)
 if value == '' then
   redis.call('HDEL', KEYS[1], field)
@@ -60,10 +99,7 @@ if value == '' then
 end
 local size = redis.call('HLEN', KEYS[1])
 if existed == 0 and size >= max then return {-1, size} end
-if ttl > 0 then
-  local t = redis.call('TIME')
-  value = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl)
-end
+if ttl > 0 then value = tostring(now + ttl) end
 redis.call('HSET', KEYS[1], field, value)
 return {existed, size + 1 - existed}
 `;
@@ -73,9 +109,8 @@ return {existed, size + 1 - existed}
  * have ended are deleted (nothing else reclaims them: a hash field has no TTL in Redis 7.0).
  * Returns {next cursor, now, field, value, …} without the ended ones.
  */
-const PLAN_LIST_SCRIPT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+const PLAN_LIST_SCRIPT = `${CLOCK_LUA}
+local now = clock(ARGV[4])
 local page = redis.call('HSCAN', KEYS[1], ARGV[1], 'MATCH', ARGV[2], 'COUNT', tonumber(ARGV[3]))
 local out = {page[1], now}
 local items = page[2]
@@ -93,21 +128,21 @@ return out
 `;
 
 /** Two fields of a hash and the store's now: {now, first, second} ('' for an absent field). */
-const PLAN_READ_SCRIPT = `
-local t = redis.call('TIME')
+const PLAN_READ_SCRIPT = `${CLOCK_LUA}
+local now = clock(ARGV[3])
 local got = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[2])
-return {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), got[1] or '', got[2] or ''}
+return {now, got[1] or '', got[2] or ''}
 `;
 
 /** Every network block and the store's now: {now, field, value, …}. */
-const NETWORK_READ_SCRIPT = `
-local t = redis.call('TIME')
+const NETWORK_READ_SCRIPT = `${CLOCK_LUA}
+local now = clock(ARGV[1])
 local out = redis.call('HGETALL', KEYS[1])
-table.insert(out, 1, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+table.insert(out, 1, now)
 return out
 `;
 
-export interface PlanWrite {
+export interface PlanWrite extends PlanClock {
   /** The hash: plansKey or networkBlocksKey. */
   hash: string;
   field: string;
@@ -128,11 +163,13 @@ export interface PlanWriteAnswer {
 }
 
 export async function writePlan(client: ScriptClient, write: PlanWrite): Promise<PlanWriteAnswer> {
-  const reply = await runScript<unknown>(
-    client,
-    PLAN_SET_SCRIPT,
-    [write.hash],
-    [write.field, write.value ?? "", write.max, write.ttlMs ?? 0],
+  const reply = await onClock(client, write, (now) =>
+    runScript<unknown>(
+      client,
+      PLAN_SET_SCRIPT,
+      [write.hash],
+      [write.field, write.value ?? "", write.max, write.ttlMs ?? 0, now ?? ""],
+    ),
   );
   if (!Array.isArray(reply) || reply.length !== 2 || !reply.every((v) => typeof v === "number")) {
     throw new StoreReplyError(`unexpected plan reply: ${JSON.stringify(reply)}`);
@@ -156,12 +193,10 @@ export async function listPlans(
   cursor: string,
   pattern: string,
   count: number,
+  clock: PlanClock = {},
 ): Promise<PlanPage> {
-  const reply = await runScript<unknown>(
-    client,
-    PLAN_LIST_SCRIPT,
-    [hash],
-    [cursor, pattern, count],
+  const reply = await onClock(client, clock, (now) =>
+    runScript<unknown>(client, PLAN_LIST_SCRIPT, [hash], [cursor, pattern, count, now ?? ""]),
   );
   if (!Array.isArray(reply) || reply.length < 2 || reply.length % 2 !== 0) {
     throw new StoreReplyError(`unexpected plan list reply: ${JSON.stringify(reply)}`);
@@ -179,12 +214,15 @@ export async function readPlan(
   prefix: string,
   policy: string,
   clientKey: string,
+  clock: PlanClock = {},
 ): Promise<{ now: number; limit: number | undefined; blockedUntil: number | undefined }> {
-  const reply = await runScript<unknown>(
-    client,
-    PLAN_READ_SCRIPT,
-    [plansKey(prefix)],
-    [overrideField(policy, clientKey), keyBlockField(policy, clientKey)],
+  const reply = await onClock(client, clock, (now) =>
+    runScript<unknown>(
+      client,
+      PLAN_READ_SCRIPT,
+      [plansKey(prefix)],
+      [overrideField(policy, clientKey), keyBlockField(policy, clientKey), now ?? ""],
+    ),
   );
   if (!Array.isArray(reply) || reply.length !== 3 || typeof reply[0] !== "number") {
     throw new StoreReplyError(`unexpected plan read reply: ${JSON.stringify(reply)}`);
@@ -203,12 +241,10 @@ export async function readPlan(
 export async function readNetworkBlocks(
   client: ScriptClient,
   prefix: string,
+  clock: PlanClock = {},
 ): Promise<{ now: number; entries: { field: string; value: string }[] }> {
-  const reply = await runScript<unknown>(
-    client,
-    NETWORK_READ_SCRIPT,
-    [networkBlocksKey(prefix)],
-    [],
+  const reply = await onClock(client, clock, (now) =>
+    runScript<unknown>(client, NETWORK_READ_SCRIPT, [networkBlocksKey(prefix)], [now ?? ""]),
   );
   if (!Array.isArray(reply) || reply.length % 2 !== 1 || typeof reply[0] !== "number") {
     throw new StoreReplyError(`unexpected network blocks reply: ${JSON.stringify(reply)}`);

@@ -1,10 +1,12 @@
 import { describe, expect, it, vi } from "vitest";
 import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
+import { blockNetwork, setOverride, unblockNetwork } from "../../../src/limiter/plan-changes";
 import { refusesStoreClock } from "../../../src/limiter/store-clock";
 import type { ClockChangeEvent } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
 import { peekQuota } from "../../../src/store/peek-reset";
+import { readNetworkBlocks } from "../../../src/store/plans";
 import { counting, faultScenario, storeAt } from "../../support/worker/fault-control";
 import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
@@ -59,6 +61,44 @@ describe("a store that refuses TIME in scripts", () => {
     expect(clockEvents[0]?.error).toContain("TIME");
     // One refusal only: every later call passes the caller's clock.
     expect((await store.stats()).refusedTime).toBe(1);
+  });
+
+  it("plans work on such a store: blocks with an end, the network copy, limits overridden", async () => {
+    const store = await faultScenario("refuse-time");
+    const client = storeAt(store.url, 2_000);
+    const own = `${prefix}-plans`;
+    expect(
+      await blockNetwork(client, { prefix: own, kind: "country", value: "XX", seconds: 60 }),
+    ).toEqual({
+      ok: true,
+      existed: false,
+    });
+    const read = await readNetworkBlocks(client, own);
+    expect(read.entries).toEqual([{ field: "country|*|XX", value: expect.any(String) }]);
+    expect(Number(read.entries[0]?.value)).toBeGreaterThan(Date.now() + 50_000);
+    await setOverride(client, { prefix: own, policy: "rt-plan", key: "k", limit: 1 });
+    const limiter = createLimiter({
+      store: client,
+      prefix: own,
+      timeoutMs: 2_000,
+      onClockChange: () => {},
+    });
+    const request = { policy: "rt-plan", key: "k", limit: 5, windowMs: 60_000, overrides: true };
+    expect(await limiter.limit(request)).toMatchObject({
+      allowed: true,
+      limit: 1,
+      source: "redis",
+    });
+    // (The denial cache answers it, with the limit the store decided by.)
+    expect(await limiter.limit(request)).toMatchObject({
+      allowed: false,
+      limit: 1,
+      source: "cache",
+    });
+    // Refused once, by the first script that met it.
+    expect((await store.stats()).refusedTime).toBe(1);
+    await unblockNetwork(client, { prefix: own, kind: "country", value: "XX" });
+    await setOverride(client, { prefix: own, policy: "rt-plan", key: "k", limit: null });
   });
 
   it("refunds on the caller clock once switched", async () => {
