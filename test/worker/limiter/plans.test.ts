@@ -10,6 +10,7 @@ import {
 import type { LimitRequest } from "../../../src/limiter/types";
 import type { Algorithm } from "../../../src/store/algorithm";
 import { storageKey } from "../../../src/store/keys";
+import { plansKey, writePlan } from "../../../src/store/plans";
 import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
@@ -253,5 +254,19 @@ describe("key blocks", () => {
     expect(blocks.entries).toEqual([
       { type: "block", by: "key", policy: "list", value: "abuser", until: expect.any(Number) },
     ]);
+  });
+});
+
+describe("bounds", () => {
+  it("a hash at its most fields refuses a new one, but takes changes and removals of existing ones", async () => {
+    const own = scopedPrefix("plans-bounds");
+    const write = (field: string, value: string | null) =>
+      writePlan(admin, { hash: plansKey(own), field, value, max: 2 });
+    expect(await write("o|a|1", "5")).toEqual({ existed: false, full: false, size: 1 });
+    expect(await write("o|a|2", "5")).toEqual({ existed: false, full: false, size: 2 });
+    expect(await write("o|a|3", "5")).toEqual({ existed: false, full: true, size: 2 });
+    expect(await write("o|a|2", "7")).toEqual({ existed: true, full: false, size: 2 });
+    expect(await write("o|a|1", null)).toEqual({ existed: true, full: false, size: 1 });
+    expect(await write("o|a|3", "5")).toEqual({ existed: false, full: false, size: 2 });
   });
 });
