@@ -13,7 +13,7 @@
 // --only=plans runs the plans section alone (billed commands per decision with overrides and
 // blocks beside the anchor's dynamic limits and deny list, library level in Node, no workers
 // built; bench/lib/plans-bench.mjs), into bench/plans.md and bench/plans.json (bench/.quick/
-// with --quick: the caches-on rows only).
+// with --quick: the caches-on rows only, a 2 s tail): ≈ 1.5 min, ≈ 40 s quick.
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { startOrigin } from "../test/support/origin-server.mjs";

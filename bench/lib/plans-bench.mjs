@@ -6,10 +6,8 @@
 // is its Ratelimit; each talks to the project's REST bridge through its real @upstash/redis
 // client, and INFO commandstats on the private redis-server counts what Upstash would bill
 // (redis-stats.mjs; billed-commands.mjs says what is billed).
-import { existsSync } from "node:fs";
-import path from "node:path";
 import { breakdown, USD_PER_COMMAND } from "./billed-commands.mjs";
-import { delay, ROOT } from "./infra.mjs";
+import { delay } from "./infra.mjs";
 import { bundleForNode } from "./library.mjs";
 
 /** The traffic: KEYS keys, each sent PER_KEY requests (1.5 × LIMIT), interleaved. */
@@ -22,23 +20,35 @@ const REQUESTS = KEYS * PER_KEY;
 const CONCURRENCY = 8;
 /** The stored limit: our override of every key, the anchor's (global) dynamic limit. */
 const OVERRIDE = 50;
-/** Keys 0 … BLOCKED - 1 are blocked: our key blocks, the anchor's deny list (their IPs). */
+/** Keys 0 … BLOCKED - 1 are blocked: by key or by IP (ours), their IPs on the anchor's deny list. */
 const BLOCKED = 2;
+/**
+ * After the burst, a key held over its limit: more decisions on key HELD_KEY (over its limit in
+ * every row, never blocked), one every TAIL_EVERY_MS, for TAIL_SECONDS (quick: 2 s; a store
+ * call a second shows ± 1 call over the tail), on the same limiter: what a denied key costs per
+ * second once the caches hold it. Caches-on rows only.
+ */
+const TAIL_SECONDS = { quick: 2, full: 5 };
+const TAIL_EVERY_MS = 40;
+const HELD_KEY = BLOCKED;
 const POLICY = "plans";
 const TIMEOUT_MS = 500;
 /** The anchor's deny list keys (node_modules/@upstash/ratelimit/dist/index.js, checkDenyList). */
 const denyListKey = (/** @type {string} */ prefix) => `${prefix}:denyList:all`;
 const denyListStatusKey = (/** @type {string} */ prefix) => `${prefix}:ipDenyListStatus`;
-/** How our isolates refresh network blocks (src/rules/network-blocks.ts, in progress). */
-const NETWORK_BLOCKS_FILE = path.join(ROOT, "src", "rules", "network-blocks.ts");
+/** How often an isolate refreshes its copy of the network blocks (networkBlocksFrom's default). */
+const REFRESH_MS = 1_000;
 
 /**
  * One contender configuration. Ours: `overrides` (the policy reads plans), `override` (every
- * key's limit overridden to OVERRIDE), `block` (keys 0 … BLOCKED - 1 blocked). The anchor:
+ * key's limit overridden to OVERRIDE), `block` (keys 0 … BLOCKED - 1 blocked), `network` (each
+ * request matched against the isolate's copy of the network blocks first, the IPs of keys
+ * 0 … BLOCKED - 1 blocked there, as the worker's `"networkBlocks": true` does). The anchor:
  * `dynamic` (dynamicLimits on, setDynamicLimit OVERRIDE), `protection` (enableProtection on,
  * the IPs of keys 0 … BLOCKED - 1 on its deny list).
  * @typedef {{ id: string, side: "ours" | "anchor", name: string, overrides?: boolean,
- *   override?: boolean, block?: boolean, dynamic?: boolean, protection?: boolean }} PlanContender
+ *   override?: boolean, block?: boolean, network?: boolean, dynamic?: boolean,
+ *   protection?: boolean }} PlanContender
  */
 
 /** @type {PlanContender[]} */
@@ -72,6 +82,12 @@ export const PLAN_CONTENDERS = [
     override: true,
     block: true,
   },
+  {
+    id: "oursNetwork",
+    side: "ours",
+    name: `ours, network blocks on, ${BLOCKED} of ${KEYS} keys' IPs blocked (no \`overrides\`)`,
+    network: true,
+  },
   { id: "anchor", side: "anchor", name: `anchor, slidingWindow(${LIMIT}, "60 s")` },
   {
     id: "anchorDynamic",
@@ -101,11 +117,13 @@ export const PLAN_CONTENDERS = [
  * @property {number} requests
  * @property {number} allowed
  * @property {number} denied every refusal, the blocked included
- * @property {number} blocked refused by a block (ours: source "block"; anchor: reason "denyList")
+ * @property {number} blocked refused by a block (ours: source "block", or a network block;
+ *   anchor: reason "denyList")
  * @property {number} degraded ours: not decided by the store nor a cache (timeout, fallback);
  *   anchor: reason "timeout" (its script may still have run after the snapshot)
  * @property {Record<string, number>} sources decisions by source (the anchor's `reason`)
- * @property {number[]} limits the effective limits the store answered with
+ * @property {string} limits the effective limits the store answered with ("50", "50, 100"; a
+ *   string: the JSON stays as biome formats it)
  * @property {number} commands billed commands per decision
  * @property {number} storeCalls script calls per decision
  * @property {number} commandsPerCall billed commands per script call
@@ -113,13 +131,16 @@ export const PLAN_CONTENDERS = [
  * @property {number} usdPerMillion
  * @property {Record<string, number>} byCommand
  * @property {number} seconds
+ * @property {{ seconds: number, storeCalls: number, commands: number,
+ *   byCommand: Record<string, number> } | undefined} held the tail on a key held over its
+ *   limit (caches on): script calls and commands per second
  */
 
 /**
  * @typedef {{ traffic: { keys: number, limit: number, windowMs: number, perKey: number,
  *   requests: number, concurrency: number, override: number, blocked: number },
- *   quick: boolean, caches: boolean[], contenders: { id: string, name: string }[],
- *   rows: PlanRow[], networkBlocks: { measured: boolean, note: string } }} PlansResult
+ *   quick: boolean, cacheOff: boolean, contenders: { id: string, name: string }[],
+ *   rows: PlanRow[], tail: { decisions: number, everyMs: number, key: number } }} PlansResult
  */
 
 /**
@@ -133,7 +154,8 @@ export async function runPlansBench({ tmp, stats, bridge, quick, progress = () =
   // Its own bundle: the anchor's deny-list cache is module state, not shared with other sections.
   const lib = await bundleForNode(tmp, "plans", [
     `export { createLimiter } from "./src/limiter/create-limiter.ts";`,
-    `export { blockKey, setOverride } from "./src/limiter/plan-changes.ts";`,
+    `export { blockKey, blockNetwork, setOverride } from "./src/limiter/plan-changes.ts";`,
+    `export { networkBlocksFrom } from "./src/network-blocks-from.ts";`,
     `export { createStoreClient } from "./src/store/upstash-client.ts";`,
     `export { Ratelimit } from "@upstash/ratelimit";`,
     `export { Redis } from "@upstash/redis/cloudflare";`,
@@ -147,6 +169,7 @@ export async function runPlansBench({ tmp, stats, bridge, quick, progress = () =
   const run = Date.now().toString(36);
   // Quick: the caches on (the default of both) only; the full run adds both off.
   const caches = quick ? [true] : [true, false];
+  const tailDecisions = ((quick ? TAIL_SECONDS.quick : TAIL_SECONDS.full) * 1000) / TAIL_EVERY_MS;
   /** @type {PlanRow[]} */
   const rows = [];
   let longestMs = 0;
@@ -163,7 +186,8 @@ export async function runPlansBench({ tmp, stats, bridge, quick, progress = () =
       // denials change). Wait for the next minute when too little of this one is left.
       if (contender.side === "anchor") {
         const left = WINDOW_MS - (Date.now() % WINDOW_MS);
-        if (left < Math.max(3_000, 2 * longestMs)) await delay(left + 50);
+        const tail = cache ? tailDecisions * TAIL_EVERY_MS : 0;
+        if (left < Math.max(3_000, 2 * longestMs) + tail) await delay(left + 50);
       }
       const before = await stats.snapshot();
       const started = performance.now();
@@ -172,6 +196,7 @@ export async function runPlansBench({ tmp, stats, bridge, quick, progress = () =
       const after = await stats.snapshot();
       longestMs = Math.max(longestMs, ms);
       const work = stats.perDecision(before, after, REQUESTS);
+      const held = cache ? await heldTail(stats, decide, after, tailDecisions) : undefined;
       /** @type {PlanRow} */
       const row = {
         contender: contender.id,
@@ -185,13 +210,18 @@ export async function runPlansBench({ tmp, stats, bridge, quick, progress = () =
         usdPerMillion: work.commands * USD_PER_COMMAND * 1e6,
         byCommand: work.byCommand,
         seconds: ms / 1000,
+        held,
       };
       rows.push(row);
       progress(
         `plans ${contender.id} (cache ${cache ? "on" : "off"}): ${row.commands.toFixed(3)} ` +
           `commands/decision, ${row.storeCalls.toFixed(3)} script calls, ${row.allowed} allowed, ` +
-          `${row.denied} denied (${row.blocked} blocked), limit ${row.limits.join("/") || "–"}, ` +
+          `${row.denied} denied (${row.blocked} blocked), limit ${row.limits || "–"}, ` +
           `${(REQUESTS / (ms / 1000)).toFixed(0)}/s` +
+          (held
+            ? `; held over its limit: ${held.storeCalls.toFixed(1)} script calls/s, ` +
+              `${held.commands.toFixed(1)} commands/s`
+            : "") +
           (row.degraded ? `, ${row.degraded} NOT decided by the store (timeouts)` : ""),
       );
     }
@@ -208,15 +238,35 @@ export async function runPlansBench({ tmp, stats, bridge, quick, progress = () =
       blocked: BLOCKED,
     },
     quick,
-    caches,
+    cacheOff: caches.includes(false),
     contenders: PLAN_CONTENDERS.map(({ id, name }) => ({ id, name })),
     rows,
-    networkBlocks: {
-      measured: false,
-      note: existsSync(NETWORK_BLOCKS_FILE)
-        ? "src/rules/network-blocks.ts exists but this section does not measure it yet"
-        : "src/rules/network-blocks.ts did not exist when this section was written",
-    },
+    tail: { decisions: tailDecisions, everyMs: TAIL_EVERY_MS, key: HELD_KEY },
+  };
+}
+
+/**
+ * The tail after a burst: `decisions` on HELD_KEY, one every TAIL_EVERY_MS, per second.
+ * @param {ReturnType<typeof import("./redis-stats.mjs").connectStats>} stats
+ * @param {Decide} decide
+ * @param {import("./redis-stats.mjs").RedisSnapshot} before the burst's last snapshot
+ * @param {number} decisions
+ */
+async function heldTail(stats, decide, before, decisions) {
+  const started = performance.now();
+  for (let i = 0; i < decisions; i++) {
+    await delay(Math.max(0, started + i * TAIL_EVERY_MS - performance.now()));
+    await decide(HELD_KEY);
+  }
+  await delay(Math.max(0, started + decisions * TAIL_EVERY_MS - performance.now()));
+  const seconds = (performance.now() - started) / 1000;
+  // perDecision over `seconds` "decisions": per second.
+  const work = stats.perDecision(before, await stats.snapshot(), seconds);
+  return {
+    seconds,
+    storeCalls: work.storeCalls,
+    commands: work.commands,
+    byCommand: work.byCommand,
   };
 }
 
@@ -234,6 +284,8 @@ export async function runPlansBench({ tmp, stats, bridge, quick, progress = () =
  */
 async function prepare(lib, { store, redis, prefix, contender, cache, index }) {
   const keyOf = (/** @type {number} */ k) => `k${k}`;
+  // Each row's IPs its own: the anchor's deny-list cache is one per module, not per Ratelimit.
+  const ipOf = (/** @type {number} */ k) => `10.${index}.0.${k}`;
   const blocked = Array.from({ length: BLOCKED }, (_, k) => k);
   if (contender.side === "ours") {
     const limiter = lib.createLimiter({
@@ -257,8 +309,25 @@ async function prepare(lib, { store, redis, prefix, contender, cache, index }) {
       for (const k of blocked)
         made(await lib.blockKey(store, { prefix, policy: POLICY, key: keyOf(k) }));
     }
+    // The isolate's copy (loaded by the warm-up's first match, refreshed every REFRESH_MS while
+    // decisions come), matched before the limiter as src/rules/decide.ts does.
+    /** @type {{ match: (identity: object, rules: string[]) => Promise<unknown> } | undefined} */
+    let networkBlocks;
+    if (contender.network) {
+      for (const k of blocked) {
+        made(await lib.blockNetwork(store, { prefix, kind: "ip", value: ipOf(k), policy: POLICY }));
+      }
+      networkBlocks = lib.networkBlocksFrom(store, {
+        prefix,
+        refreshMs: REFRESH_MS,
+        timeoutMs: TIMEOUT_MS,
+      });
+    }
     const overrides = contender.overrides === true;
     return async (k) => {
+      if (await networkBlocks?.match({ ip: ipOf(k), country: "DE" }, [POLICY])) {
+        return { allowed: false, source: "network", limit: 0 };
+      }
       const d = await limiter.limit({
         policy: POLICY,
         key: keyOf(k),
@@ -279,8 +348,6 @@ async function prepare(lib, { store, redis, prefix, contender, cache, index }) {
     dynamicLimits: contender.dynamic === true,
     enableProtection: contender.protection === true,
   });
-  // Each row's IPs its own: the anchor's deny-list cache is one per module, not per Ratelimit.
-  const ipOf = (/** @type {number} */ k) => `10.${index}.0.${k}`;
   if (contender.dynamic) await ratelimit.setDynamicLimit({ limit: OVERRIDE });
   if (contender.protection) {
     // A status with no TTL: its IP list is "disabled". Without a status the first check sets it
@@ -316,11 +383,19 @@ async function drive(decide) {
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, caller));
-  const blocked = (sources.block ?? 0) + (sources.denyList ?? 0);
+  const blocked = (sources.block ?? 0) + (sources.network ?? 0) + (sources.denyList ?? 0);
+  const known = ["redis", "cache", "block", "network", "cacheBlock", "denyList"];
   const degraded = Object.entries(sources)
-    .filter(([source]) => !["redis", "cache", "block", "cacheBlock", "denyList"].includes(source))
+    .filter(([source]) => !known.includes(source))
     .reduce((sum, [, n]) => sum + n, 0);
-  return { allowed, denied, blocked, degraded, sources, limits: [...limits].sort((a, b) => a - b) };
+  return {
+    allowed,
+    denied,
+    blocked,
+    degraded,
+    sources,
+    limits: [...limits].sort((a, b) => a - b).join(", "),
+  };
 }
 
 /** @param {PlansResult} result */
@@ -354,7 +429,9 @@ export function plansTable(result) {
       allowed: row.allowed,
       denied: row.denied,
       blocked: row.blocked,
-      limit: row.limits.join("/"),
+      limit: row.limits,
+      "held: calls/s": row.held ? Number(row.held.storeCalls.toFixed(2)) : "",
+      "held: cmds/s": row.held ? Number(row.held.commands.toFixed(2)) : "",
     };
   });
 }
@@ -362,43 +439,68 @@ export function plansTable(result) {
 /** @param {number} v */
 const signed = (v) => `${v >= 0 ? "+" : "−"}${Math.abs(v).toFixed(2)}`;
 
+/** @param {number | undefined} v @param {number} digits */
+const fixed = (v, digits) => (v === undefined ? "–" : v.toFixed(digits));
+
 /**
  * The section (bench/plans.md, and bench/results.md in a full or quick run).
  * @param {PlansResult} result
  */
 export function plansMarkdown(result) {
   const t = result.traffic;
+  const tail = result.tail;
   const row = (/** @type {string} */ id, cache = true) =>
     result.rows.find((r) => r.contender === id && r.cache === cache);
+  /** Commands per decision of these rows, "caches on / off". */
+  const bill = (/** @type {string} */ id) =>
+    [true, ...(result.cacheOff ? [false] : [])]
+      .map((cache) => fixed(row(id, cache)?.commands, 2))
+      .join(" / ");
+  /** What `b` adds to each script call over `a` (caches on). */
+  const perCall = (/** @type {string} */ a, /** @type {string} */ b) => {
+    const x = row(a);
+    const y = row(b);
+    return x && y ? signed(y.commandsPerCall - x.commandsPerCall) : "–";
+  };
+  /** The held key's script calls (or commands) per second (caches on). */
+  const held = (/** @type {string} */ id, commands = false) =>
+    fixed(commands ? row(id)?.held?.commands : row(id)?.held?.storeCalls, 1);
+  const tailRate = 1000 / tail.everyMs;
   const lines = [
     "## Plans: overrides and blocks, billed commands per decision",
     "",
     `Traffic, the same for every row: ${t.keys} keys × ${t.perKey} requests = ${t.requests} ` +
       `decisions, interleaved (request i on key i mod ${t.keys}), ${t.concurrency} in flight, ` +
-      `limit ${t.limit} per ${t.windowMs / 1000} s: a third of each key's requests are over its ` +
-      `limit. Stored plans: a limit of ${t.override} (ours: an override of every key; the ` +
-      `anchor: its dynamic limit, one for all keys), ${t.blocked} of the ${t.keys} keys blocked ` +
-      "(ours: `blockKey`, no end; the anchor: their IPs on its deny list, every request passing " +
-      "`ip` and `country`). Library level in Node, each row a fresh limiter (an isolate) with " +
-      "its own prefix, after a warm-up on another key (scripts loaded); counted with " +
-      "`INFO commandstats` on a private redis-server (what Upstash bills: the script calls and " +
-      "every command inside). Ours: the exact sliding log on the Redis clock; the anchor: " +
-      "@upstash/ratelimit 2.2.0 `slidingWindow` (two fixed-minute counters; each anchor row " +
-      "runs within one clock minute). *Cache*: ours' denial cache and the anchor's " +
-      "`ephemeralCache`, both on by default" +
-      (result.caches.includes(false) ? ", then both off." : " (this run: on only)."),
+      `as fast as they are answered, limit ${t.limit} per ${t.windowMs / 1000} s: a third of ` +
+      `each key's requests are over its limit. Stored plans: a limit of ${t.override} (ours: ` +
+      "an override of every key; the anchor: its dynamic limit, one for all keys); " +
+      `${t.blocked} of the ${t.keys} keys blocked (ours: \`blockKey\`, no end, or their IPs ` +
+      "blocked in the network blocks; the anchor: their IPs on its deny list; every request " +
+      "passes its key's IP and a country). Then, with the caches on, the **held** key: " +
+      `${tail.decisions} more decisions on key ${tail.key} (over its limit, not blocked), ` +
+      `${tailRate} a second, on the same limiter: what a key kept over its limit costs per ` +
+      "second once the caches hold its denial. Library level in Node (billed commands do not " +
+      "depend on the runtime): each row a fresh limiter (an isolate) with its own prefix, after " +
+      "a warm-up on another key (scripts loaded); counted with `INFO commandstats` on a private " +
+      "redis-server: what Upstash bills, the script calls and every command inside. Ours: the " +
+      "exact sliding log on the Redis clock; the anchor: @upstash/ratelimit 2.2.0 " +
+      "`slidingWindow` (two fixed-minute counters; each anchor row runs within one clock " +
+      "minute). *Cache*: ours' denial cache and the anchor's `ephemeralCache`, both on by " +
+      "default" +
+      (result.cacheOff ? ", then both off." : " (this run: on only)."),
     "",
-    "| cache | contender | allowed | denied (blocked) | limit answered | billed commands / decision | vs plain | script calls / decision | commands / script call | $ / M decisions | by command, per decision |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| cache | contender | allowed | denied (blocked) | limit answered | billed commands / decision | vs plain | script calls / decision | commands / script call | $ / M decisions | by command, per decision | held key: script calls / s | commands / s |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   for (const r of result.rows) {
     const plain = plainOf(result, r);
     lines.push(
       `| ${r.cache ? "on" : "off"} | ${contenderName(result, r.contender)} | ${r.allowed} | ` +
-        `${r.denied} (${r.blocked}) | ${r.limits.join(", ") || "–"} | ${r.commands.toFixed(2)} | ` +
+        `${r.denied} (${r.blocked}) | ${r.limits || "–"} | ${r.commands.toFixed(2)} | ` +
         `${plain && plain !== r ? signed(r.commands - plain.commands) : "–"} | ` +
         `${r.storeCalls.toFixed(3)} | ${r.commandsPerCall.toFixed(2)} | ` +
-        `$${r.usdPerMillion.toFixed(2)} | ${breakdown(r.byCommand)} |`,
+        `$${r.usdPerMillion.toFixed(2)} | ${breakdown(r.byCommand)} | ` +
+        `${fixed(r.held?.storeCalls, 1)} | ${fixed(r.held?.commands, 1)} |`,
     );
   }
   const degraded = result.rows.filter((r) => r.degraded > 0);
@@ -411,45 +513,65 @@ export function plansMarkdown(result) {
           .join(", "),
     );
   }
-  // What one stored read adds to a script call: the plain rows' commands per call against the
-  // same side's with plans read and nothing stored.
-  const perCall = (/** @type {string} */ a, /** @type {string} */ b) => {
-    const x = row(a);
-    const y = row(b);
-    return x && y ? signed(y.commandsPerCall - x.commandsPerCall) : "–";
-  };
+  const network = row("oursNetwork")?.held;
+  const plainHeld = row("ours")?.held;
   lines.push(
     "",
+    "*limit answered*: the limits the store's answers named (the override, the dynamic limit). " +
+      "*vs plain*: billed commands per decision over the same side's plain row with the same " +
+      "cache (a limit of 50 denies more, and denials are cheaper, so it can be negative). " +
+      "*$ / M*: at $0.20 per 100 000 commands (Upstash pay-as-you-go).",
+    "",
+    `Side by side, billed commands per decision (caches on${result.cacheOff ? " / off" : ""}):`,
+    "",
+    `- A limit of ${t.override} stored: ours, per key, ${bill("oursOverride")}; the anchor, ` +
+      `global, ${bill("anchorDynamic")}.`,
+    `- ${t.blocked} of ${t.keys} keys blocked: ours by key ${bill("oursBlocked")}, ours by IP ` +
+      `(network blocks) ${bill("oursNetwork")}; the anchor's deny list ${bill("anchorProtection")}.`,
+    `- Both: ours (overrides and key blocks) ${bill("oursBoth")}; the anchor (dynamic limit and ` +
+      `deny list) ${bill("anchorBoth")}.`,
+    `- Neither: ours ${bill("ours")}, the anchor ${bill("anchor")}; ours reading plans with ` +
+      `nothing stored ${bill("oursOverrides")}.`,
+    "",
     `- **Ours, \`overrides: true\`**: one \`HMGET\` of \`<prefix>:plans\` inside the decision ` +
-      `script reads the key's override and block together (${perCall("ours", "oursOverrides")} ` +
-      "command per script call here), nothing when the denial cache answers. A cached denial of " +
-      "such a policy, or a cached block, holds **at most 1 s** (so a stored change applies " +
-      "everywhere within a second): a key kept over its limit costs about one script call per " +
-      "second per isolate, where without `overrides` its cached denial holds until the log frees " +
-      "capacity. A blocked key is refused by the store without reading or counting its log, " +
-      "then from memory for up to 1 s. Overrides are per key and per policy.",
+      "script reads the key's override and block together " +
+      `(${perCall("ours", "oursOverrides")} command per script call here), nothing when a ` +
+      "cache answers. Overrides and key blocks are per key and per policy. A blocked key is " +
+      "refused by the store without reading or counting its log. A cached denial of such a " +
+      "policy, or a cached block, holds **at most 1 s**, so a stored change applies everywhere " +
+      "within a second: the held key costs " +
+      `${held("oursOverrides")} script calls / s (${held("oursOverrides", true)} commands) ` +
+      `with \`overrides\`, ${held("ours")} without (a denial then holds until the log frees ` +
+      "capacity): about one script call per second per isolate for each key kept over its limit.",
+    `- **Ours, network blocks** (IP / CIDR, country, ASN; \`"networkBlocks": true\`): matched in ` +
+      "the isolate before any key or limiter, from a copy each isolate refreshes with one " +
+      `script call (\`TIME\` + \`HGETALL <prefix>:blocks\`) at most every ${REFRESH_MS / 1000} s ` +
+      "while requests arrive, off the request path: nothing per decision, about " +
+      (network && plainHeld
+        ? `${fixed(network.storeCalls - plainHeld.storeCalls, 1)} script call and ` +
+          `${fixed(network.commands - plainHeld.commands, 1)} commands per second per isolate ` +
+          `(the held key's rates over ours plain), `
+        : "1 script call and 3 commands per second per isolate, ") +
+      "whatever the request rate. A blocked network's requests make no store call at all.",
     `- **Anchor, \`dynamicLimits: true\`**: one \`GET\` of \`<prefix>:dynamic:global\` in every ` +
       `limit script (${perCall("anchor", "anchorDynamic")} command per script call here). ` +
       "That limit is **global**: one value for every identifier of the Ratelimit, not per key " +
       "(a per-key limit there means one Ratelimit, and one prefix, per plan). Its ephemeral " +
-      "cache still holds a denial to the end of the fixed minute (answers from it report the " +
+      "cache still holds a denial to the end of the fixed minute (an answer from it names the " +
       "constructor's limit, not the dynamic one).",
-    "- **Anchor, `enableProtection: true`**: a second script beside the limit script, sent with " +
-      "`EVAL` (its whole text, never `EVALSHA`) on every decision its deny-list cache does not " +
-      "answer, the ones its ephemeral cache denies included: `SMISMEMBER <prefix>:denyList:all` " +
-      "of the identifier, `ip`, `userAgent` and `country` given, and `TTL` of " +
-      "`<prefix>:ipDenyListStatus` (a `SETEX` when that status has expired, and then a download " +
-      "of a public IP list from GitHub into a 6-command `MULTI`, once a day; this bench sets the " +
-      "status to `disabled`, so neither happens). A value found on the list: its first decision " +
-      "still runs the limit script too (and counts the request), then that value is refused " +
-      "from a module-level cache for 60 s per isolate with no call (this cache has no off " +
-      "switch: `ephemeralCache: false` leaves it on).",
-    `- **Network blocks** (ours, IP / CIDR / country / ASN): not measured (${result.networkBlocks.note}). ` +
-      "By design each isolate refreshes its copy with one script call (`TIME` + `HGETALL " +
-      "<prefix>:blocks`) at most once per `refreshMs` (1 s by default) while requests arrive: " +
-      "**1 `EVALSHA` + 2 commands = 3 billed commands per isolate per second while busy**, " +
-      "whatever the request rate (at 100 decisions/s per isolate, 0.03 per decision), and none " +
-      "per decision.",
+    "- **Anchor, `enableProtection: true`**: a second script beside the limit script, sent " +
+      "with `EVAL` (its whole text, never `EVALSHA`) on every decision its deny-list cache does " +
+      "not answer, the ones its ephemeral cache denies included: `SMISMEMBER " +
+      "<prefix>:denyList:all` of the identifier and the `ip`, `userAgent` and `country` given, " +
+      "and `TTL <prefix>:ipDenyListStatus` (+ `SETEX` when that status has expired, and then a " +
+      "download of a public IP list from GitHub into a 6-command `MULTI`, once a day; this " +
+      "bench sets the status to `disabled`, so neither happens). The held key costs " +
+      `${held("anchorProtection")} script calls / s (${held("anchorProtection", true)} commands) ` +
+      `at ${tailRate} decisions / s, against ${held("anchor")} without protection: one per ` +
+      "decision. A value found on the list: its first decision still runs the limit script " +
+      "too (and counts the request), then that value is refused from a module-level cache for " +
+      "60 s per isolate with no call (that cache has no off switch: `ephemeralCache: false` " +
+      "leaves it on).",
     "",
   );
   return `${lines.join("\n")}\n`;
