@@ -15,6 +15,10 @@
  * clock is compared only with itself); clock rates are taken as equal (ppm drift is covered many
  * times by the tenth of δ spendableMs keeps). An isolate lease taken from a region's lease lives
  * no longer than what that lease had left when the take ran (after the isolate sent it).
+ *
+ * This file decides a request in its region and refunds one paid there; the regions' stores and
+ * breakers are region-stores.ts, what home writes into a region regional-grant.ts, and isolate
+ * leases over a region regional-lease-store.ts.
  */
 import { STAMP_AHEAD_MAX_MS } from "../store/keys";
 import { regionReturn, regionSpend } from "../store/region-lease";
@@ -119,13 +123,13 @@ export function createRegionalLeases(
   const { inRegion } = regions;
 
   return {
-    breakers,
+    breakers: regions.breakers,
 
     applies(policies, region): region is string {
-      if (region === undefined || !stores.has(region)) return false;
+      if (!regions.has(region)) return false;
       if (
         !policies.every(
-          (policy) => policy.lease && LEASABLE.has(policy.algorithm) && lifeOf(policy) > 0,
+          (policy) => policy.lease && LEASABLE.has(policy.algorithm) && grants.lifeOf(policy) > 0,
         )
       ) {
         return false;
@@ -144,15 +148,12 @@ export function createRegionalLeases(
     },
 
     async decide(policies, region, waitUntil) {
-      const items = policies.map(spendItem);
+      const items = policies.map(grants.spendItem);
       const answers = await inRegion(region, (client) => regionSpend(client, items));
       if (!answers) return undefined;
       const at = ctx.now();
       answers.forEach((answer, i) => {
-        const policy = policies[i] as ResolvedPolicy;
-        if (answer.claim > 0) {
-          background(grant(policy, region, answer.claim, answer.regionNow), waitUntil);
-        }
+        grants.grantClaimed(policies[i] as ResolvedPolicy, region, answer, waitUntil);
       });
       if (answers.every((answer) => answer.status === "spent")) {
         return {
@@ -210,91 +211,13 @@ export function createRegionalLeases(
         // never admits.) Too short to be worth a put: not held.
         const denyMs = answer.retryAfterMs - elapsed;
         if (denyMs < MIN_HELD_DENIAL_MS) return;
-        const put = {
-          redisKey: policy.redisKey,
-          stamp: 0,
-          units: 0,
-          endsAt: 0,
-          // Answers no claim: releases none.
-          claim: -1,
-          memberId: "",
-          resetMark: "",
-          remaining: Math.max(0, answer.remaining),
-          resetAfterMs: 0,
-          denyMs,
-          denyCost: policy.cost,
-          ttlMs: denyMs + 1,
-        };
-        // A denial means capacity is scarce: leases the put took out give their units back.
-        const held = async () => {
-          const wrote = await inRegion(region, (client) => regionPut(client, put));
-          for (const lease of wrote?.taken ?? []) {
-            await giveBack(policy, lease.stamp, lease.units, lease.memberId, lease.resetMark);
-          }
-        };
-        background(held(), waitUntil);
+        grants.holdDenial(policy, region, answer.remaining, denyMs, waitUntil);
       });
     },
 
-    regionDown(region) {
-      return breakers.get(region)?.state === "open";
-    },
+    regionDown: regions.down,
 
-    leaseStore(region) {
-      return {
-        async take(policy, units, lifetimeMs, _memberId, waitUntil) {
-          const item = { ...spendItem(policy), cost: units, wantLifeMs: lifetimeMs };
-          const store = stores.get(region);
-          if (!store) throw new Error(`no store for region ${region}`);
-          // Through the region's breaker, like a spend; a failure rejects (the book notes it).
-          const breaker = breakers.get(region) as CircuitBreaker;
-          const permit = breaker.acquire();
-          if (permit === "skip") throw new Error(`region ${region}: breaker open`);
-          let answer: Awaited<ReturnType<typeof regionSpend>>[number] | undefined;
-          try {
-            [answer] = await withinDeadline(store, timeoutMs, (client) =>
-              regionSpend(client, [item]),
-            );
-            breaker.success(permit);
-          } catch (error) {
-            breaker.failure(permit, error);
-            throw error;
-          }
-          if (!answer) throw new Error("empty region spend reply");
-          if (answer.claim > 0) {
-            background(grant(policy, region, answer.claim, answer.regionNow), waitUntil);
-          }
-          return {
-            granted: answer.status === "spent",
-            // The book ages `reset - now` on its own clock: a relative reset, from 0.
-            now: 0,
-            stamp: answer.stamp,
-            remaining: answer.remaining,
-            reset: answer.waitMs,
-            resetMark: answer.resetMark,
-            // The regional lease's life left, counted by the region from after this call was
-            // sent: the isolate lease ends before it (and so before its stamp).
-            lifetimeMs: answer.lifeLeftMs,
-          };
-        },
-        async giveBack(lease, units) {
-          const back = await inRegion(region, (client) =>
-            regionReturn(client, lease.policy.redisKey, lease.stamp, units),
-          );
-          if (back === true) return units;
-          // The region did not answer: the return may have landed; give back nothing twice.
-          if (back === undefined) return 0;
-          const given = await giveBack(
-            lease.policy,
-            lease.stamp,
-            units,
-            lease.memberId,
-            lease.resetMark,
-          );
-          return given ? units : 0;
-        },
-      };
-    },
+    leaseStore: (region) => regionalLeaseStore(region, regions, grants),
 
     async refund(receipt, only) {
       const regional = receipt.regional as RegionalSpend;
@@ -316,7 +239,7 @@ export function createRegionalLeases(
         // the units go back there, by that stamp. (A put that took the lease out gave back only
         // its unspent units, never these.)
         try {
-          const given = await giveBack(
+          const given = await grants.giveBack(
             policy,
             stamp,
             policy.cost,
