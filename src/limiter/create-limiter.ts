@@ -76,9 +76,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (!regional || options.leases === false) return undefined;
     let book = regionBooks.get(region);
     if (!regionBooks.has(region)) {
-      book = createLimiterLeases(ctx, options.leases, regional.leaseStore(region), () =>
-        regional.regionDown(region),
-      );
+      book = createLimiterLeases(ctx, options.leases, {
+        region,
+        store: regional.leaseStore(region),
+        storeDown: () => regional.regionDown(region),
+      });
       regionBooks.set(region, book);
     }
     return book;
@@ -99,7 +101,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const book = regionBook(region);
       let local = book?.decide(policies, waitUntil);
       if (local instanceof Promise) local = await local;
-      if (local) return withLeasedIn(local, region);
+      if (local) return local;
       const decidedThere = await regional.decide(policies, region, waitUntil);
       if (decidedThere) {
         // A key this isolate asks often gets an isolate lease from the region (off the path).
@@ -332,12 +334,6 @@ export function createLimiter(options: LimiterOptions): Limiter {
       });
     },
   };
-}
-
-/** A decision paid from a region's isolate leases: its refund goes back through that book. */
-function withLeasedIn(decided: MultiDecision, region: string): MultiDecision {
-  if (decided.receipt) decided.receipt.leasedIn = region;
-  return decided;
 }
 
 /**

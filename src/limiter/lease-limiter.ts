@@ -36,24 +36,32 @@ export interface LimiterLeases {
   readonly book: LeaseBook;
 }
 
+/** Leases taken from a region's leases, not from home (regional-lease-store.ts). */
+export interface RegionLeaseSource {
+  region: string;
+  store: LeaseStore;
+  /** Whether the region's store is not being asked now. */
+  storeDown: () => boolean;
+}
+
 /**
- * Undefined when leases are off (`leases: false`). `store`: where leases come from — home
- * (the default), or a region's leases (regional-leases.ts: an isolate leases from its region).
+ * Undefined when leases are off (`leases: false`). Leases come from home, or with `inRegion`
+ * from that region's leases: then every receipt names the region (leasedIn), so that its
+ * refund goes back through this book.
  */
 export function createLimiterLeases(
   ctx: LimiterContext,
   options: LeaseOptions | false | undefined,
-  store: LeaseStore = createLeaseStore(ctx),
-  storeDown: () => boolean = () => ctx.breaker.state === "open",
+  inRegion?: RegionLeaseSource,
 ): LimiterLeases | undefined {
   if (options === false) return undefined;
   const book = createLeaseBook({
     sizing: resolveLeaseSizing(options),
-    store,
+    store: inRegion?.store ?? createLeaseStore(ctx),
     now: ctx.now,
     timers: ctx.now === Date.now,
     timeoutMs: ctx.timeoutMs,
-    storeDown,
+    storeDown: inRegion?.storeDown ?? (() => ctx.breaker.state === "open"),
     capacityFreed: (keys) => capacityFreed(ctx, keys),
     onStoreError: ctx.onStoreError,
   });
@@ -80,6 +88,7 @@ export function createLimiterLeases(
         resolved: policies,
         at: first.lease.stamp,
         leased: spends,
+        ...(inRegion ? { leasedIn: inRegion.region } : {}),
       },
     };
   }
