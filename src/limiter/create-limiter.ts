@@ -30,6 +30,7 @@ import type { WaitUntil } from "./lease";
 import { createLimiterLeases } from "./lease-limiter";
 import { nextMemberId } from "./member-id";
 import { refundReceipt } from "./refund-receipt";
+import { createRegionBooks } from "./region-books";
 import { createRegionalLeases } from "./regional-leases";
 import {
   denialCacheKey,
@@ -69,22 +70,10 @@ export function createLimiter(options: LimiterOptions): Limiter {
     ? createRegionalLeases(ctx, options.regions, options.breaker)
     : undefined;
   const regionOf = options.regions?.regionOf;
-  // Isolate leases on top of regional ones: in a region, an isolate leases from the region's
-  // leases (one book per region, built on first use), not from home.
-  const regionBooks = new Map<string, ReturnType<typeof createLimiterLeases>>();
-  const regionBook = (region: string) => {
-    if (!regional || options.leases === false) return undefined;
-    let book = regionBooks.get(region);
-    if (!regionBooks.has(region)) {
-      book = createLimiterLeases(ctx, options.leases, {
-        region,
-        store: regional.leaseStore(region),
-        storeDown: () => regional.regionDown(region),
-      });
-      regionBooks.set(region, book);
-    }
-    return book;
-  };
+  // Isolate leases on top of regional ones (region-books.ts): step 0 for a request in a region.
+  const regionBooks = regional && createRegionBooks(ctx, options.leases, regional);
+  // Every isolate lease book: home's, and one per region this isolate decided in.
+  const allBooks = () => [leases, ...(regionBooks?.built() ?? [])];
 
   async function decide(
     policies: ResolvedPolicy[],
@@ -96,25 +85,10 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // there from a denial home decided; else home decides it below (leases: this isolate's are
     // for home's requests). Not for a request id (only home can replay it).
     const inRegion = requestId === undefined && regional?.applies(policies, region) === true;
-    if (inRegion && region !== undefined && regional) {
+    if (inRegion && region !== undefined && regionBooks) {
       withStorageKeys(policies, ctx.prefix);
-      const book = regionBook(region);
-      let local = book?.decide(policies, waitUntil);
-      if (local instanceof Promise) local = await local;
-      if (local) return local;
-      const decidedThere = await regional.decide(policies, region, waitUntil);
-      if (decidedThere) {
-        // A key this isolate asks often gets an isolate lease from the region (off the path).
-        if (decidedThere.allowed) {
-          book?.book.afterStore(
-            policies,
-            decidedThere.decisions.map((decision) => decision.remaining),
-            now(),
-            waitUntil,
-          );
-        }
-        return decidedThere;
-      }
+      const decidedThere = await regionBooks.decide(policies, region, waitUntil);
+      if (decidedThere) return decidedThere;
     }
     // 0. Leases: every policy paid from a live lease this isolate holds, no round trip. Not for
     // a request id (only the store can replay it).
@@ -296,18 +270,14 @@ export function createLimiter(options: LimiterOptions): Limiter {
       // without asking the store, and not a store failure.
       const refused = receiptIssue(receipt, refundOptions?.policies);
       if (refused) return Promise.resolve({ refunded: false, units: [], error: String(refused) });
-      if (receipt.leased && receipt.leasedIn !== undefined) {
-        const book = regionBooks.get(receipt.leasedIn);
-        if (book) return book.refund(receipt, refundOptions?.policies);
-      }
+      const paidInRegion = regionBooks?.paid(receipt);
+      if (paidInRegion) return paidInRegion.refund(receipt, refundOptions?.policies);
       if (receipt.leased && leases) return leases.refund(receipt, refundOptions?.policies);
       if (receipt.regional && regional) return regional.refund(receipt, refundOptions?.policies);
       return refundReceipt(ctx, receipt, refundOptions?.policies);
     },
     async endLeases() {
-      await Promise.all(
-        [leases, ...regionBooks.values()].map((book) => book?.endAll() ?? Promise.resolve()),
-      );
+      await Promise.all(allBooks().map((book) => book?.endAll() ?? Promise.resolve()));
     },
     forget(request) {
       // The reset deleted what this isolate's leases of the key had recorded: nothing more is
@@ -318,7 +288,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
         request.key,
         request.algorithm ?? DEFAULT_ALGORITHM,
       );
-      for (const book of [leases, ...regionBooks.values()]) book?.book.drop(redisKey);
+      for (const book of allBooks()) book?.book.drop(redisKey);
       const key = boundedKey(request.key);
       if (typeof key === "string") {
         keyBlocks.forget(denialCacheKey(request));

@@ -36,7 +36,7 @@ export interface LimiterLeases {
   readonly book: LeaseBook;
 }
 
-/** Leases taken from a region's leases, not from home (regional-lease-store.ts). */
+/** Leases taken from a region's leases, not from home (region-books.ts). */
 export interface RegionLeaseSource {
   region: string;
   store: LeaseStore;
