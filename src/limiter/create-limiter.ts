@@ -81,18 +81,17 @@ export function createLimiter(options: LimiterOptions): Limiter {
     waitUntil: WaitUntil | undefined,
     region: string | undefined,
   ): Promise<MultiDecision> {
-    // 0. A request in a region: paid from the region's leases in one near round trip, or denied
-    // there from a denial home decided; else home decides it below (leases: this isolate's are
-    // for home's requests). Not for a request id (only home can replay it).
-    const inRegion = requestId === undefined && regional?.applies(policies, region) === true;
-    if (inRegion && region !== undefined && regionBooks) {
+    // 0. A request in a region (`region`, see limitAll): paid from the region's leases in one
+    // near round trip, or denied there from a denial home decided; else home decides it below
+    // (leases: this isolate's are for home's requests).
+    if (region !== undefined && regionBooks) {
       withStorageKeys(policies, ctx.prefix);
       const decidedThere = await regionBooks.decide(policies, region, waitUntil);
       if (decidedThere) return decidedThere;
     }
     // 0. Leases: every policy paid from a live lease this isolate holds, no round trip. Not for
     // a request id (only the store can replay it).
-    if (leases && requestId === undefined && !inRegion) {
+    if (leases && requestId === undefined && region === undefined) {
       let local = leases.decide(policies, waitUntil);
       // (A promise only while the key's lease call is in flight: this request waits for it.)
       if (local instanceof Promise) local = await local;
@@ -193,7 +192,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     }
     // 6. Leases learn what remains, and hot keys are leased (off the request path); a region
     // holds home's denial until the time home named.
-    if (inRegion && region !== undefined && regional) {
+    if (region !== undefined && regional) {
       if (!answer.replayed && !answer.allowed) {
         regional.afterHome(policies, region, answer.policies, sentAt, waitUntil);
       }
@@ -226,11 +225,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (policies.length === 0) return { allowed: true, decisions: [], replayed: false };
     let decided: MultiDecision;
     try {
-      const region = regional ? (regionName ?? regionOf?.(requests)) : undefined;
+      // Where the request is decided, once: in its region when that is a known one and every
+      // policy is leasable there, not for a request id (only home can replay it); else home.
+      const named = regional ? (regionName ?? regionOf?.(requests)) : undefined;
+      const region =
+        requestId === undefined && regional?.applies(policies, named) ? named : undefined;
       decided = await decide(policies, requestId, waitUntil, region);
-      if (region !== undefined && requestId === undefined && regional?.applies(policies, region)) {
-        decided.region = region;
-      }
+      if (region !== undefined) decided.region = region;
     } catch (error) {
       // Only a bug of ours gets here (store errors are handled above); still never throw.
       ctx.onStoreError?.(error);
