@@ -47,6 +47,33 @@ describe("the middleware with plans", () => {
     expect(await refused.json()).toMatchObject({ policy: "plan", blocked: { by: "key" } });
   });
 
+  it("a stored override replaces the limit a rule's function returned (tiers in code, exceptions in data)", async () => {
+    const hono = new Hono<Env>();
+    hono.use(
+      rateLimit<Env>({
+        rules: {
+          name: "tiered",
+          window: "1m",
+          limit: (c) => (c.req.header("X-Plan") === "pro" ? 20 : 5),
+          overrides: true,
+        },
+        key: (c) => c.req.header("X-Key"),
+        store,
+        limiterOptions: { prefix },
+      }),
+    );
+    hono.get("/", (c) => c.text("ok"));
+    const key = `tier-${crypto.randomUUID()}`;
+    const pro = { headers: { "X-Key": key, "X-Plan": "pro" } };
+    expect((await hono.request("/", pro)).headers.get("RateLimit-Policy")).toBe(
+      '"tiered";q=20;w=60',
+    );
+    await setOverride(store, { prefix, policy: "tiered", key, limit: 500 });
+    expect((await hono.request("/", pro)).headers.get("RateLimit-Policy")).toBe(
+      '"tiered";q=500;w=60',
+    );
+  });
+
   it("refuses a blocked network before any key is derived", async () => {
     await blockNetwork(store, { prefix, kind: "ip", value: "192.0.2.0/24" });
     const refused = await app().request("/", {
