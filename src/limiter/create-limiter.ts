@@ -10,22 +10,20 @@
  *
  * This file: createLimiter, the decision flow of docs/failure-modes.md, step by step — a
  * lease this isolate holds (docs/leases.md), the denial cache, single flight, the breaker, the
- * store, then remember what the answer proves.
+ * store, then remember what the answer proves (answer-memory.ts).
  * Each step's mechanics live in its own file; this one only orders them.
  */
 import { boundedKey, needsDigest } from "../bounded-key";
-import { DEFAULT_ALGORITHM } from "../store/algorithm";
-import { type EvaluateAnswer, evaluate, type PolicyAnswer } from "../store/evaluate";
-import { storageKey } from "../store/keys";
+import { type EvaluateAnswer, evaluate } from "../store/evaluate";
 import { plansKey } from "../store/plans";
 import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
+import { forgetRequest, rememberAnswers } from "./answer-memory";
 import type { Permit } from "./circuit-breaker";
-import { capacityFreed, createLimiterContext, type LimiterContext } from "./context";
+import { createLimiterContext } from "./context";
 import { conflicted, denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
-import { rememberAnswer } from "./denial-cache";
-import { createKeyBlocks, OVERRIDE_CLAIM_MAX_MS } from "./key-blocks";
+import { createKeyBlocks } from "./key-blocks";
 import type { WaitUntil } from "./lease";
 import { createLimiterLeases } from "./lease-limiter";
 import { nextMemberId } from "./member-id";
@@ -33,7 +31,6 @@ import { refundReceipt } from "./refund-receipt";
 import { createRegionBooks } from "./region-books";
 import { createRegionalLeases } from "./regional-leases";
 import {
-  denialCacheKey,
   policyBytes,
   type ResolvedPolicy,
   receiptIssue,
@@ -188,7 +185,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // original's time: it proves nothing now. Nor does one a refund or reset may have
     // overtaken (see capacityEpoch).
     if (!answer.replayed && ctx.capacityEpoch === epochAtSend) {
-      remember(ctx, policies, answer, sentAt, receivedAt);
+      rememberAnswers(ctx, policies, answer, sentAt, receivedAt);
     }
     // 6. Leases learn what remains, and hot keys are leased (off the request path); a region
     // holds home's denial until the time home named.
@@ -281,73 +278,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       await Promise.all(allBooks().map((book) => book?.endAll() ?? Promise.resolve()));
     },
     forget(request) {
-      // The reset deleted what this isolate's leases of the key had recorded: nothing more is
-      // spent from them, nor given back into the log the reset started.
-      const redisKey = storageKey(
-        ctx.prefix,
-        request.policy,
-        request.key,
-        request.algorithm ?? DEFAULT_ALGORITHM,
-      );
-      for (const book of allBooks()) book?.book.drop(redisKey);
-      const key = boundedKey(request.key);
-      if (typeof key === "string") {
-        keyBlocks.forget(denialCacheKey(request));
-        return forget(ctx, denialCacheKey(request));
-      }
-      // A digested key: answers in flight are not remembered from now (the epoch), and its
-      // entries go once the digest is known (a decision in between may still deny from them, as
-      // another isolate's cache does until its claim expires).
-      ctx.capacityEpoch++;
-      void key.then((digested) => {
-        keyBlocks.forget(denialCacheKey({ ...request, key: digested }));
-        forget(ctx, denialCacheKey({ ...request, key: digested }));
-      });
+      forgetRequest(ctx, request, allBooks(), keyBlocks);
     },
   };
-}
-
-/**
- * What an answer proves about later requests of its keys: the denial cache's claims, and what
- * the fallback starts from if the store stops answering (the report binds until everything
- * counted by the time it arrived has left the window).
- */
-function remember(
-  ctx: LimiterContext,
-  policies: readonly ResolvedPolicy[],
-  answer: EvaluateAnswer,
-  sentAt: number,
-  receivedAt: number,
-) {
-  const { cache, fallback } = ctx;
-  for (let i = 0; i < policies.length; i++) {
-    const policy = policies[i] as ResolvedPolicy;
-    const policyAnswer = answer.policies[i] as PolicyAnswer;
-    if (cache) {
-      // A limit that may change at run time: claims short enough for the change to apply.
-      const maxClaimMs = policy.overrides ? OVERRIDE_CLAIM_MAX_MS : Number.POSITIVE_INFINITY;
-      rememberAnswer(
-        cache,
-        policy.cacheKey,
-        policy.cost,
-        policyAnswer,
-        sentAt,
-        receivedAt,
-        maxClaimMs,
-      );
-    }
-    fallback?.note(
-      policy.cacheKey,
-      Math.max(0, policyAnswer.remaining),
-      policy.windowMs,
-      receivedAt,
-    );
-  }
-}
-
-/** After a reset of this key elsewhere (the admin route). */
-function forget(ctx: LimiterContext, key: string) {
-  capacityFreed(ctx, [key]);
-  // Nor may the fallback start from a report of the log before the reset.
-  ctx.fallback?.unnote(key);
 }
