@@ -112,13 +112,7 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
       );
       if (!last.ok) return changeAnswer(last, rules);
       existed ||= last.existed;
-      runtime.limiter.forget({
-        policy: rule.name,
-        key,
-        limit: rule.limit,
-        windowMs: rule.windowMs,
-        algorithm: rule.algorithm,
-      });
+      forgetHere(runtime, rule, key);
     }
     return changeAnswer(last.ok ? { ok: true, existed } : last, rules);
   }
@@ -256,18 +250,14 @@ async function answer(
   change: () => Promise<PlanChange>,
 ): Promise<Response> {
   const changed = await storeCall(change);
-  if (changed.ok) {
-    for (const rule of rules) {
-      runtime.limiter.forget({
-        policy: rule.name,
-        key,
-        limit: rule.limit,
-        windowMs: rule.windowMs,
-        algorithm: rule.algorithm,
-      });
-    }
-  }
+  if (changed.ok) for (const rule of rules) forgetHere(runtime, rule, key);
   return changeAnswer(changed, rules);
+}
+
+/** This isolate forgets what it remembers of the key (a denial, a block): the change applies here at once. */
+function forgetHere(runtime: ReadyRuntime, rule: RuleConfig, key: string): void {
+  const { name, limit, windowMs, algorithm } = rule;
+  runtime.limiter.forget({ policy: name, key, limit, windowMs, algorithm });
 }
 
 /** A store failure as a change that was not made (503). */

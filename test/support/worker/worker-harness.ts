@@ -38,3 +38,23 @@ export async function originCount(path: string): Promise<number> {
   const res = await fetch(`${originUrl()}/__count?path=${encodeURIComponent(path)}`);
   return (await res.json<{ count: number }>()).count;
 }
+
+/** The bearer token vitest.config.ts gives the worker (LIMITER_TOKEN). */
+export const TEST_LIMITER_TOKEN = "test-limiter-token";
+
+/** POSTs a JSON body to a worker of workerWith, with a bearer token (null: none). */
+export function postJson(
+  worker: ReturnType<typeof workerWith>,
+  path: string,
+  body: unknown,
+  token: string | null = TEST_LIMITER_TOKEN,
+): Promise<Response> {
+  return worker(path, {
+    method: "POST",
+    headers: {
+      "Content-Type": "application/json",
+      ...(token === null ? {} : { Authorization: `Bearer ${token}` }),
+    },
+    body: JSON.stringify(body),
+  });
+}

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { groupAddress } from "../../../src/rules/client-ip";
 import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
-import { workerWith } from "../../support/worker/worker-harness";
+import { postJson, workerWith } from "../../support/worker/worker-harness";
 
 const redis = testRedis();
 const prefix = scopedPrefix("check-rules");
@@ -18,16 +18,8 @@ const LIMITER_CONFIG = JSON.stringify({
 });
 const worker = workerWith({ LIMITER_CONFIG });
 
-function post(path: string, body: unknown, token: string | null = TOKEN) {
-  return worker(path, {
-    method: "POST",
-    headers: {
-      "Content-Type": "application/json",
-      ...(token === null ? {} : { Authorization: `Bearer ${token}` }),
-    },
-    body: JSON.stringify(body),
-  });
-}
+const post = (path: string, body: unknown, token: string | null = TOKEN) =>
+  postJson(worker, path, body, token);
 
 describe("/check with configured rules", () => {
   it("uses the rule's limit and window, and shares the log the proxy writes for that key", async () => {

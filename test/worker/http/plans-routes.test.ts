@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { scopedPrefix } from "../../support/worker/redis";
-import { originCount, workerWith } from "../../support/worker/worker-harness";
+import { originCount, postJson, workerWith } from "../../support/worker/worker-harness";
 
 const prefix = scopedPrefix("plans-routes");
 const run = crypto.randomUUID().slice(0, 8);
@@ -28,16 +28,12 @@ const isolateA = workerWith({ LIMITER_CONFIG: JSON.stringify(config) });
 const isolateB = workerWith({ LIMITER_CONFIG: JSON.stringify(config, null, 1) });
 const isolateC = workerWith({ LIMITER_CONFIG: JSON.stringify(config, null, 2) });
 
-function admin(worker: typeof isolateA, path: string, body: unknown, token: string | null = TOKEN) {
-  return worker(path, {
-    method: "POST",
-    headers: {
-      "Content-Type": "application/json",
-      ...(token === null ? {} : { Authorization: `Bearer ${token}` }),
-    },
-    body: JSON.stringify(body),
-  });
-}
+const admin = (
+  worker: typeof isolateA,
+  path: string,
+  body: unknown,
+  token: string | null = TOKEN,
+) => postJson(worker, path, body, token);
 
 const apiCall = (worker: typeof isolateA, path: string, apiKey: string) =>
   worker(path, { headers: { "x-api-key": apiKey } });
