@@ -90,10 +90,10 @@ interface Worker {
 }
 
 /** A worker in `region`; `isolateLeases: false` leaves every region decision to the region. */
-function worker(region: string, skewMs = 0, isolateLeases = true): Worker {
+function worker(region: string, skewMs = 0, isolateLeases = true, timeoutMs = 2_000): Worker {
   const env = topology.bindings(region);
   const client = (url: string): unknown =>
-    lib.createStoreClient({ url, token: topology.token, timeoutMs: 2_000, autoPipeline: false });
+    lib.createStoreClient({ url, token: topology.token, timeoutMs, autoPipeline: false });
   const pending: Promise<unknown>[] = [];
   const stores: Record<string, unknown> = {};
   for (const name of ["us", "ap"]) {
@@ -104,7 +104,7 @@ function worker(region: string, skewMs = 0, isolateLeases = true): Worker {
   }
   const limiter: Limiter = lib.createLimiter({
     store: client(env.UPSTASH_REDIS_REST_URL as string),
-    timeoutMs: 2_000,
+    timeoutMs,
     now: () => Date.now() + skewMs,
     regions: { stores, ...(region === "eu" ? {} : { regionOf: () => region }) },
     ...(isolateLeases ? {} : { leases: false }),
@@ -131,6 +131,9 @@ function busiestSpan(times: number[], spanMs: number): number {
   }
   return most;
 }
+
+/** Sources of a decision made without the store (docs/failure-modes.md). */
+const DEGRADED = new Set(["fallback", "fail-open", "fail-closed"]);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -213,7 +216,9 @@ describe("regional leases over a database per region", () => {
 
   it("admits at most the limit of a burst of 800 over warm regions", async () => {
     run++;
-    const workers = [worker("eu"), worker("us"), worker("us"), worker("ap")];
+    // 800 at once through 3 databases, bridges and delay proxies on 2 cores, beside the rest of
+    // the suite: a 10 s deadline, so what is measured is the stores' exactness, not timeouts.
+    const workers = ["eu", "us", "us", "ap"].map((region) => worker(region, 0, true, 10_000));
     const req = request("burst", 100, 10_000);
     // Warm every region's lease first (a few requests each), then 200 at once from each worker.
     const warm = await steady(workers, req, 10, 1);
@@ -222,8 +227,13 @@ describe("regional leases over a database per region", () => {
       workers.flatMap((w) => Array.from({ length: 200 }, () => decide(w, req))),
     );
     await settle(workers);
+    // Every decision by the stores and leases, none degraded by a timeout. (At a 2 s deadline,
+    // under load, timeouts sent part of a burst to the local fallback, which is bounded per
+    // isolate, not exact: 199 admitted in one CI run, 88 of 170 by fallback in a loaded rerun.)
+    expect(burst.filter((d) => DEGRADED.has(d.decisions[0]?.source ?? ""))).toEqual([]);
     const admitted = warm.admitted.length + burst.filter((d) => d.allowed).length;
     expect(admitted).toBeLessThanOrEqual(100);
+    // Nearly all of the limit is used (the rest is in leases that lapse).
     expect(admitted).toBeGreaterThanOrEqual(80);
     expect(burst.some((d) => d.decisions[0]?.source === "region")).toBe(true);
   }, 30_000);
