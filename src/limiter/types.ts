@@ -3,14 +3,8 @@
  * import these, never the implementation (create-limiter.ts).
  */
 import type { Algorithm } from "../store/algorithm";
-import type { ScriptClient } from "../store/script-runner";
-import type { ClockChangeEvent, ClockSource } from "../store/store-clock";
-import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
-import type { DenialCache, DenialCacheOptions } from "./denial-cache";
-import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
 import type { LeaseSpend, WaitUntil } from "./lease";
-import type { LeaseOptions } from "./lease-sizing";
-import type { RegionalSpend, RegionsOptions } from "./regional-leases";
+import type { RegionalSpend } from "./regional-leases";
 import type { ResolvedPolicy } from "./resolved-policy";
 
 /**
@@ -55,107 +49,8 @@ export type FailMode = "open" | "closed";
 // policy (store/store-clock.ts) defines them, one per store client.
 export type { ClockChangeEvent, ClockSource } from "../store/store-clock";
 
-export interface FallbackOptions extends FallbackLimiterOptions {
-  /**
-   * Share of the rule's limit each isolate admits on its own while the store is down.
-   * @default 1
-   */
-  fraction?: number;
-  /**
-   * An existing fallback limiter (to share or inspect it).
-   * @default a new one, from these options
-   */
-  limiter?: FallbackLimiter;
-}
-
-export interface LimiterOptions {
-  /**
-   * The Redis client (any object with `evalsha` and `eval` of `@upstash/redis`). From
-   * createStoreClient, it also has `withTimeout`, which bounds a NOSCRIPT → EVAL by the time left.
-   */
-  store: ScriptClient;
-  /**
-   * Prefix of every Redis key the limiter writes.
-   * @default "edge-limiter"
-   */
-  prefix?: string;
-  /**
-   * Whose clock orders the log: `"redis"` (TIME inside the script: one clock for every isolate)
-   * or `"caller"` (this isolate's clock, passed to the script; for stores that reject
-   * non-deterministic scripts).
-   * @default "redis"
-   */
-  clock?: ClockSource;
-  /**
-   * What to decide when the store cannot answer (timeout, network error, 5xx, garbage) or the
-   * breaker is open: `"open"` admits (through the fallback limiter when it is on), `"closed"`
-   * denies. A request's own `failMode` wins.
-   * @default "open"
-   */
-  failMode?: FailMode;
-  /**
-   * The longest a decision waits for the store. Give the store client the same timeout (see
-   * createStoreClient): it aborts the HTTP request, this bounds the whole decision (EVALSHA plus
-   * a NOSCRIPT → EVAL).
-   * @default 500
-   */
-  timeoutMs?: number;
-  /**
-   * The per-isolate denial cache: its options, an existing cache (to inspect it), or `false`.
-   * @default { maxEntries: 10000 }
-   */
-  denialCache?: DenialCacheOptions | DenialCache | false;
-  /**
-   * The local limiter used in fail-open mode while the store is down; `false` admits everything
-   * instead. @default { fraction: 1 }
-   */
-  fallback?: FallbackOptions | false;
-  /** Circuit breaker thresholds. @default { failureThreshold: 3, cooldownMs: 1000, maxCooldownMs: 30000 } */
-  breaker?: Omit<CircuitBreakerOptions, "now" | "onStateChange">;
-  /**
-   * Concurrent checks of a key that was exhausted at its last answer wait for the one store call
-   * in flight and are denied from its answer when it still denies them (exact), instead of each
-   * calling the store.
-   * @default true
-   */
-  singleFlight?: boolean;
-  /** The isolate's clock (ms); injectable for tests. @default Date.now */
-  now?: () => number;
-  /**
-   * Leases (docs/leases.md): how a request with `lease: true` is leased, or `false` to decide
-   * every request with the store. A request asks for leases itself (`LimitRequest.lease`).
-   * @default { maxLifetimeMs: 1000, minUnits: 2, maxShare: 0.25, headroom: 1.5, maxKeys: 10000 }
-   */
-  leases?: LeaseOptions | false;
-  /**
-   * Regional leases (docs/regions.md): each region's store, and which region a request is in
-   * when `limitAll`'s options name none. A request in a region, whose policies all ask for
-   * leases, is decided there from leases home granted it, in one round trip to the region's
-   * store. @default none: every request is decided at home
-   */
-  regions?: RegionsOptions & {
-    /** The region of a request whose options name none. @default none (home) */
-    regionOf?: (requests: readonly LimitRequest[]) => string | undefined;
-  };
-  /** Called with every store error (for metrics); never throws into the decision. */
-  onStoreError?: (error: unknown) => void;
-  /** One structured event per breaker state change (the worker logs it as one JSON line). */
-  onBreakerChange?: (event: BreakerEvent) => void;
-  /**
-   * Called once if the store refuses the Redis clock in scripts (a store that wants
-   * deterministic scripts): every script on this store client, this limiter's included, has
-   * switched to the caller clock for good (whichever script met the refusal).
-   * @default one JSON line on console.warn, once per store client
-   */
-  onClockChange?: (event: ClockChangeEvent) => void;
-  /**
-   * Called with every decided call (`limit`, `limitAll`), after the decision and before it is
-   * returned: for metrics (`createAnalytics(…).record` counts them). Synchronous, on the
-   * request path: keep it cheap. What it throws is ignored.
-   * @default none
-   */
-  onDecision?: (requests: readonly LimitRequest[], decided: MultiDecision) => void;
-}
+// The limiter's options (createLimiter's argument) live in limiter-options.ts.
+export type { FallbackOptions, LimiterOptions } from "./limiter-options";
 
 export interface LimitRequest {
   /** Policy (rule) name: part of the Redis key and of the headers. [A-Za-z0-9_.-]+ */
