@@ -14,6 +14,7 @@ import {
   DEFAULT_FALLBACK_MAX_ENTRIES,
   DEFAULT_FALLBACK_MAX_KEYS,
 } from "./defaults";
+import { type Log, retryAfter } from "./fallback-log";
 
 export interface FallbackLimiterOptions {
   /**
@@ -78,16 +79,6 @@ export interface FallbackLimiter {
 interface Known {
   remaining: number;
   until: number;
-}
-
-/** Admission times and costs in parallel arrays; `head` skips entries that left the window. */
-interface Log {
-  times: number[];
-  costs: number[];
-  head: number;
-  used: number;
-  /** When its last admission leaves the window: from then on it holds nothing. */
-  emptyAt: number;
 }
 
 export function createFallbackLimiter(options: FallbackLimiterOptions = {}): FallbackLimiter {
@@ -287,16 +278,4 @@ export function createFallbackLimiter(options: FallbackLimiterOptions = {}): Fal
       return { logs: logsBytes(), reports: reportBytes };
     },
   };
-}
-
-/** When enough of the oldest admissions have left for `cost` to fit (windowMs if it never fits). */
-function retryAfter(log: Log, limit: number, windowMs: number, cost: number, now: number): number {
-  if (cost > limit) return windowMs;
-  let freed = 0;
-  const need = log.used + cost - limit;
-  for (let i = log.head; i < log.times.length; i++) {
-    freed += log.costs[i] ?? 0;
-    if (freed >= need) return Math.max(1, (log.times[i] ?? now) + windowMs - now);
-  }
-  return windowMs;
 }
