@@ -10,86 +10,16 @@
  * or nothing: every policy's lease pays, or the store decides), and every policy whose algorithm
  * cannot be leased exactly (only the log can: see LEASABLE).
  */
-import { type Lease, type LeaseSpend, spendableMs, type WaitUntil } from "./lease";
+import { type Lease, spendableMs, type WaitUntil } from "./lease";
+import type { LeaseBook, LeaseBookDeps } from "./lease-book-contract";
 import { createLeaseKeys, type KeyState, noteDemand } from "./lease-keys";
-import { type LeaseSizing, leaseLifetimeMs, leaseWanted } from "./lease-sizing";
-import type { LeaseStore } from "./lease-store";
+import { leaseLifetimeMs, leaseWanted } from "./lease-sizing";
 import { nextMemberId } from "./member-id";
 import type { ResolvedPolicy } from "./resolved-policy";
 import { settleWithin } from "./settle-within";
 
-export interface LeaseBookDeps {
-  sizing: LeaseSizing;
-  store: LeaseStore;
-  /** The isolate clock (ms). */
-  now: () => number;
-  /** How long a lease call is trusted to settle (the limiter's timeout). */
-  timeoutMs: number;
-  /**
-   * End each lease on time with a timer (real time). Off with an injected clock, which a real
-   * timer cannot wait for: leases then end when their key is next touched, or by endAll.
-   */
-  timers: boolean;
-  /** True while the breaker is open: no lease calls then (the store is not answering). */
-  storeDown: () => boolean;
-  /** A give-back freed capacity of these keys (the denial cache must forget them). */
-  capacityFreed: (cacheKeys: string[]) => void;
-  onStoreError: ((error: unknown) => void) | undefined;
-}
-
-export interface LeaseBook {
-  /**
-   * Counts the request's demand (not `again`: the same request after waiting for a lease), then
-   * spends every policy's cost from live leases, all or nothing: the spends, or undefined
-   * (nothing spent) when any policy cannot be paid locally. Starts a renewal where a lease runs
-   * low. Call only for requests without a request id.
-   */
-  spend(
-    policies: readonly ResolvedPolicy[],
-    at: number,
-    waitUntil: WaitUntil | undefined,
-    again?: boolean,
-  ): LeaseSpend[] | undefined;
-  /**
-   * A lease call for this key in flight (started now if the key is hot and has none): settles
-   * when its lease can be spent (or it failed, or its deadline passed). Undefined: none, ask the
-   * store. A burst on a hot key whose lease has ended then costs one round trip, not one each.
-   */
-  pending(
-    policy: ResolvedPolicy,
-    at: number,
-    waitUntil: WaitUntil | undefined,
-  ): Promise<void> | undefined;
-  /**
-   * The store decided the request (its policies' Redis keys built): note what it said remains,
-   * and lease hot keys.
-   */
-  afterStore(
-    policies: readonly ResolvedPolicy[],
-    remaining: readonly number[],
-    at: number,
-    waitUntil: WaitUntil | undefined,
-  ): void;
-  /**
-   * Gives back `cost` spent units of a lease (a refund of a request it paid for): into the lease
-   * while it lives (it is spent again or given back at its end), else to the store.
-   */
-  refund(spend: LeaseSpend): Promise<number>;
-  /** Ends every lease now and gives back their unspent units (tests, shutdown). */
-  endAll(): Promise<void>;
-  /**
-   * The Redis key `storageKey` was reset (by this isolate: forget): its leases here end with
-   * nothing given back — the reset deleted their units, and a give-back would free units of the
-   * log it started, other requests' — and its keys' state starts afresh. A lease call in flight
-   * for it finds its state gone and gives its grant back (refused by the store if granted before
-   * the reset: its reset mark changed).
-   */
-  drop(storageKey: string): void;
-  /** Units left in live leases of a key (tests, remaining). */
-  liveUnits(cacheKey: string, at: number): number;
-  /** What the store last reported as remaining for a key (excludes this isolate's leases). */
-  lastRemaining(cacheKey: string): number | undefined;
-}
+// What a lease book is given and does: lease-book-contract.ts.
+export type { LeaseBook, LeaseBookDeps } from "./lease-book-contract";
 
 export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
   const { sizing, store, now, timeoutMs } = deps;
