@@ -12,6 +12,7 @@
  * encoded as in Redis keys (encodeKeyPart): no `|` in them, so a field splits at its first two.
  */
 import { encodeKeyPart } from "./keys";
+import { CLOCK_LUA } from "./lua/clock.lua";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
 import { type ClockSource, reportClockChange, runOnClock, storeClockOf } from "./store-clock";
 
@@ -49,13 +50,6 @@ export function networkBlockField(
 
 // Every script here reads the clock first (TIME, or the caller's ms in its last ARGV): a store
 // that refuses TIME in scripts refuses before anything is read or written (store-clock.ts).
-const CLOCK_LUA = `
-local function clock(arg)
-  if arg ~= nil and arg ~= '' then return tonumber(arg) end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-`;
 
 /** Whose clock a plans script runs on: the store's, unless it refuses TIME or "caller" is asked. */
 export interface PlanClock {

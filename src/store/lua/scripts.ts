@@ -5,6 +5,7 @@
  */
 import { ALGORITHMS, type Algorithm, isLogAlgorithm } from "../algorithm";
 import { STAMP_AHEAD_MAX_MS } from "../keys";
+import { CLOCK_LUA } from "./clock.lua";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
 import { foldConstants } from "./fold-constants";
 import { REQUEST_RECORDS_LUA } from "./request-records.lua";
@@ -30,12 +31,7 @@ import { TOKEN_BUCKET_LUA } from "./token-bucket.lua";
  */
 const PRELUDE = `#!lua flags=allow-key-locking
 local ALG = {}
-local function clock(arg)
-  if arg ~= nil and arg ~= '' then return tonumber(arg) end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
--- Added to every TTL on the caller's clock: isolates' clocks differ, and a key must not expire
+${CLOCK_LUA}-- Added to every TTL on the caller's clock: isolates' clocks differ, and a key must not expire
 -- (in Redis time) while a slower isolate still counts in it. State stays exact either way (each
 -- algorithm keeps its window or time in the value); the grace only delays reclaiming memory.
 local GRACE = 0
