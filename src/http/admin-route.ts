@@ -168,7 +168,8 @@ async function authorizedSingleCheck(c: Context<{ Bindings: Env }>): Promise<
   return { ok: true, runtime: authorized.runtime, limitRequest };
 }
 
-function storeUnavailable(error: unknown): Response {
+/** 503 for an admin route whose store did not answer (logged once, with the error). */
+export function storeUnavailable(error: unknown): Response {
   console.error(JSON.stringify({ event: "admin-store-error", error: String(error) }));
   return problemResponse(503, { title: "Store unavailable", detail: "the store did not answer" });
 }

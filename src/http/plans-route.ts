@@ -22,6 +22,7 @@ import { groupAddress } from "../rules/client-ip";
 import { headerRuleKey } from "../rules/client-key";
 import { normalizeAsn, normalizeCountry, normalizeNetwork } from "../rules/network-blocks";
 import type { ReadyRuntime } from "../runtime";
+import { storeUnavailable } from "./admin-route";
 import { authorizedJson } from "./authorized-check";
 import { authorizedReader } from "./dashboard-auth";
 import { problemResponse } from "./problem";
@@ -265,15 +266,14 @@ async function storeCall(change: () => Promise<PlanChange>): Promise<PlanChange 
   try {
     return await change();
   } catch (error) {
-    console.error(JSON.stringify({ event: "admin-store-error", error: String(error) }));
-    return { ok: false, field: "", detail: "", down: true };
+    return { ok: false, field: "", detail: "", down: error };
   }
 }
 
-type StoreDown = { ok: false; field: ""; detail: ""; down: true };
+type StoreDown = { ok: false; field: ""; detail: ""; down: unknown };
 
 function changeAnswer(changed: PlanChange | StoreDown, rules: readonly RuleConfig[]): Response {
-  if ("down" in changed) return storeUnavailable(undefined);
+  if ("down" in changed) return storeUnavailable(changed.down);
   if (!changed.ok) {
     return changed.field === "body"
       ? problemResponse(409, { title: "Conflict", detail: changed.detail })
@@ -288,11 +288,4 @@ function changeAnswer(changed: PlanChange | StoreDown, rules: readonly RuleConfi
 
 function bad(field: string, detail: string): Response {
   return problemResponse(400, { title: "Bad Request", detail: `${field} ${detail}`, field });
-}
-
-function storeUnavailable(error: unknown): Response {
-  if (error !== undefined) {
-    console.error(JSON.stringify({ event: "admin-store-error", error: String(error) }));
-  }
-  return problemResponse(503, { title: "Store unavailable", detail: "the store did not answer" });
 }
