@@ -100,15 +100,12 @@ export function blockedRequest(
         })
       : notAsked(policy, at),
   );
-  const decided: MultiDecision = {
-    allowed: false,
-    decisions,
-    deniedBy: blocked.name,
-    replayed: false,
-    blocked: { policy: blocked.name, key: blocked.clientKey },
+  const block: NonNullable<MultiDecision["blocked"]> = {
+    policy: blocked.name,
+    key: blocked.clientKey,
   };
-  if (waitMs > 0 && decided.blocked) decided.blocked.until = at + waitMs;
-  return decided;
+  if (waitMs > 0) block.until = at + waitMs;
+  return { allowed: false, decisions, deniedBy: blocked.name, replayed: false, blocked: block };
 }
 
 /**
