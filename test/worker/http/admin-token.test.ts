@@ -40,7 +40,8 @@ function adminRoutes(key: string): Route[] {
 }
 
 function call(target: Worker, route: Route, token: string | null): Promise<Response> {
-  const headers: Record<string, string> = token === null ? {} : { Authorization: `Bearer ${token}` };
+  const headers: Record<string, string> =
+    token === null ? {} : { Authorization: `Bearer ${token}` };
   if (route.method === "GET") return target(route.path, { headers });
   return target(route.path, {
     method: "POST",
