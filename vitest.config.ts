@@ -36,6 +36,7 @@ export default defineConfig({
                 UPSTASH_REDIS_REST_URL: inject<string>("bridgeUrl"),
                 UPSTASH_REDIS_REST_TOKEN: inject<string>("bridgeToken"),
                 LIMITER_TOKEN: "test-limiter-token",
+                LIMITER_ADMIN_TOKEN: "test-admin-token",
                 ORIGIN_URL: inject<string>("originUrl"),
               },
             },

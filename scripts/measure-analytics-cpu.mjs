@@ -21,6 +21,8 @@ const DECISIONS = Number(process.argv[2] ?? 3000);
 const ROUNDS = 3;
 const CONCURRENCY = 8;
 const TOKEN = "measure-token";
+/** GET /check/stats is an admin route: its own token. */
+const ADMIN_TOKEN = "measure-admin-token";
 
 const redis = await startPrivateRedis();
 const bridge = await startBridgeProcess(redis.url);
@@ -41,6 +43,7 @@ const serve = (analytics) =>
       UPSTASH_REDIS_REST_URL: bridge.url,
       UPSTASH_REDIS_REST_TOKEN: bridge.token,
       LIMITER_TOKEN: TOKEN,
+      LIMITER_ADMIN_TOKEN: ADMIN_TOKEN,
       LIMITER_CONFIG: config(analytics),
     },
   });
@@ -85,7 +88,7 @@ try {
     }
   }
   const stats = await fetch(`${on.url}/check/stats?minutes=5`, {
-    headers: { Authorization: `Bearer ${TOKEN}` },
+    headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
   }).then((res) => res.json());
   const median = (/** @type {number[]} */ xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1] ?? 0;
   const mOn = median(perDecisionUs.on ?? []);

@@ -6,9 +6,10 @@
 //
 // Environment (defaults): PORT (8787; 0 = any free port), BRIDGE_PORT (8079; 0 = any free
 // port), BRIDGE_TOKEN (dev-bridge-token), REDIS_URL (redis://127.0.0.1:6379), LIMITER_TOKEN
-// (dev-limiter-token), UPSTASH_REDIS_REST_URL + UPSTASH_REDIS_REST_TOKEN (unset: use the
-// bridge), LIMITER_CONFIG (JSON; unset: wrangler.toml's), ORIGIN_URL (unset: none),
-// LIMITER_ANALYTICS (1: that config with analytics on, for the dashboard).
+// (dev-limiter-token), LIMITER_ADMIN_TOKEN (dev-admin-token: the admin routes' token),
+// UPSTASH_REDIS_REST_URL + UPSTASH_REDIS_REST_TOKEN (unset: use the bridge), LIMITER_CONFIG
+// (JSON; unset: wrangler.toml's), ORIGIN_URL (unset: none), LIMITER_ANALYTICS (1: that config
+// with analytics on, for the dashboard).
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -94,6 +95,7 @@ async function main() {
   const bridgePort = portFromEnv("BRIDGE_PORT", 8079);
   const bridgeToken = process.env.BRIDGE_TOKEN || "dev-bridge-token";
   const limiterToken = process.env.LIMITER_TOKEN || "dev-limiter-token";
+  const adminToken = process.env.LIMITER_ADMIN_TOKEN || "dev-admin-token";
   const upstashUrl = process.env.UPSTASH_REDIS_REST_URL || undefined;
   const upstashToken = process.env.UPSTASH_REDIS_REST_TOKEN || undefined;
 
@@ -148,6 +150,7 @@ async function main() {
       UPSTASH_REDIS_REST_URL: restUrl,
       UPSTASH_REDIS_REST_TOKEN: restToken,
       LIMITER_TOKEN: limiterToken,
+      LIMITER_ADMIN_TOKEN: adminToken,
       LIMITER_CONFIG: limiterConfig,
       ORIGIN_URL: process.env.ORIGIN_URL || undefined,
     },
@@ -171,11 +174,12 @@ async function main() {
     limiterConfig ?? readFileSync(path.join(ROOT, "wrangler.toml"), "utf8"),
   );
   const dashboard = analyticsOn
-    ? `dashboard ${workerUrl}/check/dashboard (any user, password LIMITER_TOKEN)`
+    ? `dashboard ${workerUrl}/check/dashboard (any user, password LIMITER_ADMIN_TOKEN)`
     : `dashboard ${workerUrl}/check/dashboard (analytics off: LIMITER_ANALYTICS=1 npm start)`;
   console.log(
     `${BANNER_PREFIX} worker ${workerUrl} | bridge ${bridgeNote} | redis ${redisNote} | ` +
-      `LIMITER_TOKEN ${limiterToken} | ${dashboard} | try: ${sample}`,
+      `LIMITER_TOKEN ${limiterToken} | LIMITER_ADMIN_TOKEN ${adminToken} | ${dashboard} | ` +
+      `try: ${sample}`,
   );
 }
 

@@ -4,8 +4,17 @@ export interface Env {
   UPSTASH_REDIS_REST_URL?: string | undefined;
   /** Upstash REST token. Secret. */
   UPSTASH_REDIS_REST_TOKEN?: string | undefined;
-  /** Bearer token `/check` requires; without it `/check` is closed. Secret. */
+  /**
+   * Bearer token of the decisions, POST /check and /check/peek; without it they are closed to
+   * all but the admin token. Secret.
+   */
   LIMITER_TOKEN?: string | undefined;
+  /**
+   * Bearer token of the admin routes (reset, override, block, unblock, plans, stats, the
+   * dashboard), also accepted wherever LIMITER_TOKEN is; without it the admin routes are
+   * closed. Secret.
+   */
+  LIMITER_ADMIN_TOKEN?: string | undefined;
   /** Rules and knobs: a JSON string or a TOML table (docs/configuration.md). */
   LIMITER_CONFIG?: string | Record<string, unknown> | undefined;
   /**

@@ -1,6 +1,6 @@
 /**
- * The /check admin routes, for a caller holding the token: peek at one key's quota without
- * consuming it, or reset it. The one place in http/ that reads the store directly (a quota's
+ * Peek at one key's quota without consuming it (a decision route: LIMITER_TOKEN), or reset it
+ * (an admin route: LIMITER_ADMIN_TOKEN). The one place in http/ that reads the store directly (a quota's
  * state as stored, not a decision).
  */
 import type { Context } from "hono";
@@ -19,14 +19,16 @@ import { withinDeadline } from "../store/script-runner";
 import { authorizeCheck } from "./authorized-check";
 import { problemResponse } from "./problem";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
+import type { TokenScope } from "./token-scope";
 
 /**
  * POST /check/peek: what a request of this body would get now — allowed, limit, remaining,
- * reset, retryAfterMs — without consuming anything. Same body, token and validation as /check.
+ * reset, retryAfterMs — without consuming anything. Same body, token and validation as /check
+ * (a look at the quota a decision would consult: it changes nothing, so the decision token).
  * Always 200: the answer is about the quota, not a refusal of this call.
  */
 export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
-  const authorized = await authorizedSingleCheck(c);
+  const authorized = await authorizedSingleCheck(c, "decision");
   if (!authorized.ok) return authorized.response;
   const { runtime, limitRequest } = authorized;
   const algorithm = limitRequest.algorithm ?? DEFAULT_ALGORITHM;
@@ -96,9 +98,12 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
   }
 }
 
-/** POST /check/reset: forget the key's log for that rule (or ad-hoc window); 200 either way. */
+/**
+ * POST /check/reset: forget the key's log for that rule (or ad-hoc window); 200 either way. The
+ * admin token: a reset hands a client back its whole quota.
+ */
 export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
-  const authorized = await authorizedSingleCheck(c);
+  const authorized = await authorizedSingleCheck(c, "admin");
   if (!authorized.ok) return authorized.response;
   const { runtime, limitRequest } = authorized;
   try {
@@ -144,7 +149,10 @@ export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Respo
 }
 
 /** The shared /check preamble, for one policy: a `"rules"` body is refused (400). */
-async function authorizedSingleCheck(c: Context<{ Bindings: Env }>): Promise<
+async function authorizedSingleCheck(
+  c: Context<{ Bindings: Env }>,
+  scope: TokenScope,
+): Promise<
   | {
       ok: true;
       runtime: ReadyRuntime;
@@ -152,7 +160,7 @@ async function authorizedSingleCheck(c: Context<{ Bindings: Env }>): Promise<
     }
   | { ok: false; response: Response }
 > {
-  const authorized = await authorizeCheck(c.req.raw, c.env);
+  const authorized = await authorizeCheck(c.req.raw, c.env, scope);
   if (!authorized.ok) return authorized;
   const [limitRequest] = authorized.check.requests;
   if (authorized.check.multi || !limitRequest) {

@@ -1,15 +1,15 @@
 /**
- * Everything before a /check decision, shared by /check and its admin routes (peek, reset): the
- * bearer token, the worker's config, the content type, the size cap and strict validation of the
- * body. Nothing is counted unless this returns ok.
+ * Everything before a /check decision, shared by /check and its routes (peek, reset): the
+ * bearer token of the route's scope, the worker's config, the content type, the size cap and
+ * strict validation of the body. Nothing is counted unless this returns ok.
  */
 import { mayHoldLoneSurrogate } from "../config/validation";
 import type { Env } from "../env";
 import { headerRuleKey } from "../rules/client-key";
 import { getRuntime, type ReadyRuntime } from "../runtime";
-import { bearerTokenMatches } from "./bearer-token";
 import { type CheckRequest, parseCheckBody } from "./check-request";
 import { misconfiguredForOperator, problemResponse } from "./problem";
+import { type TokenScope, tokenRefusal } from "./token-scope";
 
 /** A check body is a few fields; anything bigger is refused before it is read. */
 export const MAX_CHECK_BODY_BYTES = 8 * 1024;
@@ -21,11 +21,16 @@ export type AuthorizedCheck =
 
 /**
  * The check a /check body asks for, once the caller is authorized and the body valid; otherwise
- * the answer that refuses it (401, 415, 413, 400, or 503 for a misconfigured worker). /check,
- * peek and reset alike, from the request and bindings workerd hands the worker.
+ * the answer that refuses it (401, 403, 415, 413, 400, or 503 for a misconfigured worker).
+ * /check, peek and reset alike, from the request and bindings workerd hands the worker; `scope`
+ * says which token the route takes (token-scope.ts: reset is an admin route).
  */
-export async function authorizeCheck(request: Request, env: Env): Promise<AuthorizedCheck> {
-  const read = await authorizedJson(request, env);
+export async function authorizeCheck(
+  request: Request,
+  env: Env,
+  scope: TokenScope,
+): Promise<AuthorizedCheck> {
+  const read = await authorizedJson(request, env, scope);
   if (!read.ok) return read;
   const { runtime, json, body } = read;
   const check = parseCheckBody(
@@ -48,36 +53,30 @@ export async function authorizeCheck(request: Request, env: Env): Promise<Author
 }
 
 /**
- * The token checked, the runtime built and the JSON body read (at most MAX_CHECK_BODY_BYTES), or
- * the answer refusing the call (401, 415, 413, 400, 503): what every POST under /check shares.
+ * The token checked against `scope`, the runtime built and the JSON body read (at most
+ * MAX_CHECK_BODY_BYTES), or the answer refusing the call (401, 403, 415, 413, 400, 503): what
+ * every POST under /check shares.
  */
 export async function authorizedJson(
   request: Request,
   env: Env,
+  scope: TokenScope,
 ): Promise<
   | { ok: true; runtime: ReadyRuntime; json: unknown; body: string }
   | { ok: false; response: Response }
 > {
   const refuse = (response: Response) => ({ ok: false as const, response });
-  const expected = env.LIMITER_TOKEN;
-  if (!expected) {
-    // Closed, never open by default: a decision service anyone can drain is a liability. 401
-    // like any unauthenticated call (no credential can succeed, and clients handle one status);
-    // the detail tells the operator why.
+  const refusal = tokenRefusal(request.headers.get("Authorization") ?? undefined, env, scope);
+  if (refusal) {
     return refuse(
       problemResponse(
-        401,
-        { title: "Unauthorized", detail: "LIMITER_TOKEN is not configured: /check is closed" },
-        { "WWW-Authenticate": "Bearer" },
-      ),
-    );
-  }
-  if (!bearerTokenMatches(request.headers.get("Authorization") ?? undefined, expected)) {
-    return refuse(
-      problemResponse(
-        401,
-        { title: "Unauthorized", detail: "missing or wrong bearer token" },
-        { "WWW-Authenticate": "Bearer" },
+        refusal.status,
+        { title: refusal.status === 401 ? "Unauthorized" : "Forbidden", detail: refusal.detail },
+        // RFC 6750: a token without the right is insufficient_scope.
+        {
+          "WWW-Authenticate":
+            refusal.status === 403 ? 'Bearer error="insufficient_scope"' : "Bearer",
+        },
       ),
     );
   }

@@ -1,4 +1,4 @@
-/** The /check bearer token, compared in constant time, synchronously. */
+/** The /check bearer tokens, compared in constant time, synchronously. */
 
 /**
  * Constant-time bearer token check. The configured token's UTF-16 code units are taken once per
@@ -52,16 +52,20 @@ export function constantTimeEquals(presented: CodeUnits, expected: Uint16Array):
   return diff === 0;
 }
 
-// The configured token is the same on every request of an isolate: its code units are taken
-// once. (One entry: a changed LIMITER_TOKEN replaces it.) Read-only after it is built: sharing
-// it across requests shares no I/O object.
-let cached: { token: string; units: Uint16Array } | undefined;
+// The configured tokens are the same on every request of an isolate: their code units are taken
+// once. Two entries, LIMITER_TOKEN's and LIMITER_ADMIN_TOKEN's (a route may compare both): with
+// one, a /check alternating between them would rebuild it on every request. A third, changed,
+// token replaces the older entry. Read-only once built: sharing them across requests shares no
+// I/O object.
+let newer: { token: string; units: Uint16Array } | undefined;
+let older: { token: string; units: Uint16Array } | undefined;
 
 function expectedUnits(token: string): Uint16Array {
-  if (cached?.token !== token) {
-    const units = new Uint16Array(token.length);
-    for (let i = 0; i < token.length; i++) units[i] = token.charCodeAt(i);
-    cached = { token, units };
-  }
-  return cached.units;
+  if (newer?.token === token) return newer.units;
+  if (older?.token === token) return older.units;
+  const units = new Uint16Array(token.length);
+  for (let i = 0; i < token.length; i++) units[i] = token.charCodeAt(i);
+  older = newer;
+  newer = { token, units };
+  return units;
 }

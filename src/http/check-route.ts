@@ -21,7 +21,7 @@ export async function checkResponse(
   env: Env,
   waitUntil?: WaitUntil,
 ): Promise<Response> {
-  const authorized = await authorizeCheck(request, env);
+  const authorized = await authorizeCheck(request, env, "decision");
   if (!authorized.ok) return authorized.response;
   const { runtime, check } = authorized;
   const options = limitOptions(check, waitUntil, runtime.regionOf(request));

@@ -1,26 +1,35 @@
 /**
- * Who may read the analytics (GET /check/stats, /check/dashboard): a holder of LIMITER_TOKEN,
- * as `Authorization: Bearer <token>` or, for a browser, HTTP Basic with the token as the
- * password (any user name). Compared in constant time by bearer-token.ts. A refusal challenges
- * with Basic, so a browser asks for the password.
+ * Who may read the analytics and the plans (GET /check/stats, /check/dashboard, /check/plans):
+ * a holder of LIMITER_ADMIN_TOKEN (token-scope.ts), as `Authorization: Bearer <token>` or, for
+ * a browser, HTTP Basic with the token as the password (any user name). Compared in constant
+ * time by bearer-token.ts. A refusal challenges with Basic, so a browser asks for the password.
  */
 import type { Context } from "hono";
 import type { Env } from "../env";
 import { getRuntime, type ReadyRuntime } from "../runtime";
-import { bearerTokenMatches } from "./bearer-token";
 import { misconfiguredForOperator, problemResponse } from "./problem";
+import { tokenRefusal } from "./token-scope";
 
 export async function authorizedReader(
   c: Context<{ Bindings: Env }>,
 ): Promise<{ ok: true; runtime: ReadyRuntime } | { ok: false; response: Response }> {
-  const expected = c.env.LIMITER_TOKEN;
-  if (!expected) {
-    return { ok: false, response: unauthorized("LIMITER_TOKEN is not configured: closed") };
-  }
-  if (!(await bearerTokenMatches(asBearer(c.req.header("Authorization")), expected))) {
+  const header = c.req.header("Authorization");
+  const presented = asBearer(header);
+  const refusal = tokenRefusal(presented, c.env, "admin");
+  if (refusal) {
+    // The decision token sent as a browser's password: 401, not 403, so the browser asks for
+    // the password again (after a 403 it keeps resending the one it has).
+    const basic = presented !== header;
     return {
       ok: false,
-      response: unauthorized("send the LIMITER_TOKEN as a bearer token or as the password"),
+      response:
+        refusal.status === 403 && !basic
+          ? problemResponse(
+              403,
+              { title: "Forbidden", detail: refusal.detail },
+              { "WWW-Authenticate": 'Bearer error="insufficient_scope"' },
+            )
+          : unauthorized(refusal.detail),
     };
   }
   const runtime = getRuntime(c.env);

@@ -1,6 +1,6 @@
 /**
  * GET /check/dashboard: the analytics as one self-contained page (dashboard-page.ts), behind
- * the same LIMITER_TOKEN as /check (a browser logs in with HTTP Basic, the token as password).
+ * LIMITER_ADMIN_TOKEN (a browser logs in with HTTP Basic, the token as password).
  */
 import type { Context } from "hono";
 import type { Env } from "../env";

@@ -1,5 +1,5 @@
 /**
- * The plans admin routes (docs/plans.md), for a caller holding the token: a rule's limit for one
+ * The plans admin routes (docs/plans.md), for a caller holding LIMITER_ADMIN_TOKEN: a rule's limit for one
  * client key, key blocks, network blocks, and the listing of all three. A key is given raw and
  * keyed as the proxy keys it (a header rule's value hashed, an "ip" rule's address grouped), so
  * the change reaches the log the proxy counts in.
@@ -207,12 +207,12 @@ export async function plansListHandler(c: Context<{ Bindings: Env }>): Promise<R
   }
 }
 
-/** The token, the JSON body, and no field but these. */
+/** The admin token, the JSON body, and no field but these. */
 async function adminBody(
   c: Context<{ Bindings: Env }>,
   fields: readonly string[],
 ): Promise<{ ok: true; runtime: ReadyRuntime; body: Body } | { ok: false; response: Response }> {
-  const read = await authorizedJson(c.req.raw, c.env);
+  const read = await authorizedJson(c.req.raw, c.env, "admin");
   if (!read.ok) return read;
   if (!isPlainObject(read.json))
     return { ok: false, response: bad("body", "must be a JSON object") };

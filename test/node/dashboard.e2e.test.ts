@@ -1,7 +1,7 @@
 // The dashboard in a real browser (issue 15): the worker as deployed (wrangler deploy --dry-run,
 // served by workerd through Miniflare) in front of the local origin, with analytics on; traffic
 // through the proxy, some of it denied; then Debian's Chromium, driven by playwright-core, logs
-// in with HTTP Basic (the token as password) and must show the rules, the denials and the top
+// in with HTTP Basic (the admin token as password) and must show the rules, the denials and the top
 // key. The screenshot is kept in test-results/ (CI's artifact).
 //
 // Without Chromium (/usr/bin/chromium, or CHROMIUM_PATH) this test is skipped with a loud
@@ -19,6 +19,7 @@ const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const haveChromium = existsSync(CHROMIUM);
 const SCREENSHOT = path.join(ROOT, "test-results", "dashboard.png");
 const TOKEN = "browser-test-token";
+const ADMIN_TOKEN = "browser-test-admin-token";
 const run = crypto.randomUUID().slice(0, 8);
 const prefix = `test-dashboard-${run}`;
 
@@ -60,6 +61,7 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
         UPSTASH_REDIS_REST_URL: inject("bridgeUrl"),
         UPSTASH_REDIS_REST_TOKEN: inject("bridgeToken"),
         LIMITER_TOKEN: TOKEN,
+        LIMITER_ADMIN_TOKEN: ADMIN_TOKEN,
         ORIGIN_URL: origin.url,
         // A region whose store is the same bridge (its keys are home's + ":region"), this worker
         // pinned to it: the "regional" rule's decisions are counted under "lab".
@@ -140,7 +142,7 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
     const admin = (route: string, body: unknown) =>
       fetch(`${worker.url}/check/${route}`, {
         method: "POST",
-        headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+        headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "Content-Type": "application/json" },
         body: JSON.stringify(body),
       });
     expect((await admin("block", { ip: "198.51.100.0/24" })).status).toBe(200);
@@ -169,9 +171,18 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
       const wrongAnswer = await (await wrong.newPage()).goto(`${worker.url}/check/dashboard`);
       expect(wrongAnswer?.status()).toBe(401);
       await wrong.close();
+      // The decision token as the password: a 401 too (with a 403 the browser would keep
+      // resending it), naming the token the dashboard takes.
+      const decider = await browser.newContext({
+        httpCredentials: { username: "ops", password: TOKEN },
+      });
+      const deciderAnswer = await (await decider.newPage()).goto(`${worker.url}/check/dashboard`);
+      expect(deciderAnswer?.status()).toBe(401);
+      expect(await deciderAnswer?.text()).toContain("LIMITER_ADMIN_TOKEN");
+      await decider.close();
 
       const context = await browser.newContext({
-        httpCredentials: { username: "ops", password: TOKEN },
+        httpCredentials: { username: "ops", password: ADMIN_TOKEN },
         viewport: { width: 1280, height: 900 },
       });
       const page = await context.newPage();
@@ -247,7 +258,7 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
       const byUrl = await inUrl.newPage();
       const at = new URL(`${worker.url}/check/dashboard`);
       at.username = "ops";
-      at.password = TOKEN;
+      at.password = ADMIN_TOKEN;
       expect((await byUrl.goto(at.href))?.status()).toBe(200);
       await byUrl.waitForSelector('body[data-loaded] section[data-rule="api"]');
       expect(await byUrl.locator("#status").getAttribute("class")).not.toBe("error");

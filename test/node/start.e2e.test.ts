@@ -23,6 +23,7 @@ const START_VARS = [
   "BRIDGE_PORT",
   "BRIDGE_TOKEN",
   "LIMITER_TOKEN",
+  "LIMITER_ADMIN_TOKEN",
   "LIMITER_CONFIG",
   "ORIGIN_URL",
   "UPSTASH_REDIS_REST_URL",
@@ -206,12 +207,20 @@ describe("npm start", () => {
     });
     expect(instance.bridgeUrl).toBe(`http://127.0.0.1:${bridgePort}`);
     expect(instance.output()).toContain(
-      `dashboard ${instance.workerUrl}/check/dashboard (any user, password LIMITER_TOKEN)`,
+      `dashboard ${instance.workerUrl}/check/dashboard (any user, password LIMITER_ADMIN_TOKEN)`,
     );
+    // No LIMITER_ADMIN_TOKEN in the environment: the development one, printed in the banner.
+    expect(instance.output()).toContain("| LIMITER_ADMIN_TOKEN dev-admin-token |");
     const stats = await fetch(`${instance.workerUrl}/check/stats`, {
-      headers: { Authorization: `Bearer ${LIMITER_TOKEN}` },
+      headers: { Authorization: "Bearer dev-admin-token" },
     });
     expect(await stats.json()).toMatchObject({ enabled: true });
+    // The decision token decides; it does not read the admin routes.
+    const refused = await fetch(`${instance.workerUrl}/check/stats`, {
+      headers: { Authorization: `Bearer ${LIMITER_TOKEN}` },
+    });
+    expect(refused.status).toBe(403);
+    await refused.body?.cancel();
 
     const key = `${RUN}-own-bridge`;
     const first = await check(instance, key);
@@ -222,8 +231,14 @@ describe("npm start", () => {
   }, 120_000);
 
   it("a healthy start: the ready banner with a curl to try; its own readiness probe logged as a 2xx", async () => {
-    const instance = await startInstance({ BRIDGE_PORT: "0", REDIS_URL: inject("redisUrl") });
+    const instance = await startInstance({
+      BRIDGE_PORT: "0",
+      REDIS_URL: inject("redisUrl"),
+      LIMITER_ADMIN_TOKEN: "e2e-start-admin-token",
+    });
     expect(instance.output()).toContain(`try: curl -s -X POST ${instance.workerUrl}/check`);
+    // The environment's admin token, not the development one.
+    expect(instance.output()).toContain("| LIMITER_ADMIN_TOKEN e2e-start-admin-token |");
     expect(instance.output()).toContain(
       `dashboard ${instance.workerUrl}/check/dashboard (analytics off: LIMITER_ANALYTICS=1 npm start)`,
     );

@@ -42,6 +42,9 @@ export async function originCount(path: string): Promise<number> {
 /** The bearer token vitest.config.ts gives the worker (LIMITER_TOKEN). */
 export const TEST_LIMITER_TOKEN = "test-limiter-token";
 
+/** The admin routes' token vitest.config.ts gives the worker (LIMITER_ADMIN_TOKEN). */
+export const TEST_ADMIN_TOKEN = "test-admin-token";
+
 /** POSTs a JSON body to a worker of workerWith, with a bearer token (null: none). */
 export function postJson(
   worker: ReturnType<typeof workerWith>,

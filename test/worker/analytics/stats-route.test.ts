@@ -10,7 +10,8 @@ const filePrefix = scopedPrefix("stats");
 const redis = testRedis();
 const prefix = scopedPrefix("analytics");
 const run = crypto.randomUUID().slice(0, 8);
-const TOKEN = "test-limiter-token"; // vitest.config.ts's LIMITER_TOKEN
+const TOKEN = "test-admin-token"; // vitest.config.ts's LIMITER_ADMIN_TOKEN
+const DECISION_TOKEN = "test-limiter-token"; // and its LIMITER_TOKEN
 
 const config = {
   prefix,
@@ -142,7 +143,7 @@ describe("GET /check/stats with analytics on", () => {
     expect(again.rules.find((r) => r.rule === "api")?.minutes).toHaveLength(5);
   });
 
-  it("takes the token as a bearer token or as the Basic password, and nothing else", async () => {
+  it("takes the admin token as a bearer token or as the Basic password, and nothing else", async () => {
     const none = await worker("/check/stats");
     expect(none.status).toBe(401);
     expect(none.headers.get("WWW-Authenticate")).toMatch(/^Basic realm="edge-limiter"/);
@@ -158,6 +159,23 @@ describe("GET /check/stats with analytics on", () => {
     expect((await worker("/check/stats", { headers: { Authorization: "Basic %%%" } })).status).toBe(
       401,
     );
+    // The decision token decides, it does not read: 403 as a bearer token; as a browser's
+    // password a 401 with the Basic challenge, so the browser asks again.
+    const asBearer = await worker("/check/stats", {
+      headers: { Authorization: `Bearer ${DECISION_TOKEN}` },
+    });
+    expect(asBearer.status).toBe(403);
+    expect(await asBearer.json()).toMatchObject({
+      detail: expect.stringContaining("LIMITER_ADMIN_TOKEN"),
+    });
+    for (const path of ["/check/stats", "/check/dashboard"]) {
+      const asPassword = await worker(path, { headers: basic(DECISION_TOKEN) });
+      expect(asPassword.status, path).toBe(401);
+      expect(asPassword.headers.get("WWW-Authenticate"), path).toMatch(/^Basic /);
+      expect(await asPassword.json(), path).toMatchObject({
+        detail: expect.stringContaining("LIMITER_ADMIN_TOKEN"),
+      });
+    }
   });
 
   it("refuses a bad minutes with 400 naming it, and other methods with 405", async () => {

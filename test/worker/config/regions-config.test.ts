@@ -144,8 +144,13 @@ describe("regions in LIMITER_CONFIG", () => {
   });
 
   it("reaches the region on POST /check/reset: the key's leases there go", async () => {
-    const env = envWith({ LIMITER_REGION: "lab", LIMITER_TOKEN: "regions-token" });
+    const env = envWith({
+      LIMITER_REGION: "lab",
+      LIMITER_TOKEN: "regions-token",
+      LIMITER_ADMIN_TOKEN: "regions-admin-token",
+    });
     const headers = { authorization: "Bearer regions-token", "content-type": "application/json" };
+    const adminHeaders = { ...headers, authorization: "Bearer regions-admin-token" };
     const body = JSON.stringify({ key: "reset-me", limit: 1_000, window: "1m", lease: true });
     const check = async () =>
       (
@@ -156,7 +161,7 @@ describe("regions in LIMITER_CONFIG", () => {
     const sources: string[] = [];
     for (let i = 0; i < 8; i++) sources.push(await check());
     expect(sources.at(-1)).toMatch(/^(region|lease)$/);
-    const reset = await call(env, "/check/reset", { method: "POST", headers, body });
+    const reset = await call(env, "/check/reset", { method: "POST", headers: adminHeaders, body });
     expect(reset.status).toBe(200);
     // No lease left anywhere for the key: home decides it again.
     expect(await check()).toBe("redis");

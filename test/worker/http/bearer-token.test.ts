@@ -58,6 +58,21 @@ describe("bearerTokenMatches", () => {
     expect(bearerTokenMatches(`Bearer ${TOKEN}`, "another-token")).toBe(false);
     expect(bearerTokenMatches("Bearer another-token", "another-token")).toBe(true);
   });
+
+  it("keeps LIMITER_TOKEN and LIMITER_ADMIN_TOKEN apart when a route compares both, then a third", () => {
+    const admin = "admin-tøken";
+    for (let i = 0; i < 3; i++) {
+      expect(bearerTokenMatches(`Bearer ${TOKEN}`, TOKEN)).toBe(true);
+      expect(bearerTokenMatches(`Bearer ${TOKEN}`, admin)).toBe(false);
+      expect(bearerTokenMatches(`Bearer ${admin}`, admin)).toBe(true);
+      expect(bearerTokenMatches(`Bearer ${admin}`, TOKEN)).toBe(false);
+    }
+    // A changed token replaces the older entry; both others still compare as themselves.
+    expect(bearerTokenMatches("Bearer third", "third")).toBe(true);
+    expect(bearerTokenMatches(`Bearer ${admin}`, admin)).toBe(true);
+    expect(bearerTokenMatches(`Bearer ${TOKEN}`, TOKEN)).toBe(true);
+    expect(bearerTokenMatches("Bearer third", TOKEN)).toBe(false);
+  });
 });
 
 describe("constantTimeEquals", () => {

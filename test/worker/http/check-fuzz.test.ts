@@ -274,7 +274,11 @@ describe("/check with strings that are not well-formed UTF-16", () => {
         for (const { body, field } of surrogateCases(bad)) {
           const res = await worker(path, {
             method: "POST",
-            headers: { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}` },
+            headers: {
+              "Content-Type": "application/json",
+              // reset is an admin route: vitest.config.ts's LIMITER_ADMIN_TOKEN.
+              Authorization: `Bearer ${path === "/check/reset" ? "test-admin-token" : TOKEN}`,
+            },
             // JSON.stringify writes a lone surrogate as a \u escape: the body is valid JSON.
             body: JSON.stringify(body),
           });

@@ -8,6 +8,7 @@ const redis = testRedis();
 const prefix = scopedPrefix("check-rules");
 const run = crypto.randomUUID().slice(0, 8);
 const TOKEN = "test-limiter-token";
+const ADMIN_TOKEN = "test-admin-token"; // reset is an admin route
 
 const LIMITER_CONFIG = JSON.stringify({
   prefix,
@@ -18,8 +19,11 @@ const LIMITER_CONFIG = JSON.stringify({
 });
 const worker = workerWith({ LIMITER_CONFIG });
 
-const post = (path: string, body: unknown, token: string | null = TOKEN) =>
-  postJson(worker, path, body, token);
+const post = (
+  path: string,
+  body: unknown,
+  token: string | null = path === "/check/reset" ? ADMIN_TOKEN : TOKEN,
+) => postJson(worker, path, body, token);
 
 describe("/check with configured rules", () => {
   it("uses the rule's limit and window, and shares the log the proxy writes for that key", async () => {

@@ -8,6 +8,7 @@ import { originUrl, workerWith } from "../../support/worker/worker-harness";
 const prefix = scopedPrefix("check-shadow");
 const run = crypto.randomUUID().slice(0, 8);
 const TOKEN = "test-limiter-token";
+const ADMIN_TOKEN = "test-admin-token"; // reset is an admin route
 const LIMITER_CONFIG = JSON.stringify({
   prefix,
   rules: [
@@ -18,9 +19,10 @@ const LIMITER_CONFIG = JSON.stringify({
 const worker = workerWith({ LIMITER_CONFIG, ORIGIN_URL: originUrl() });
 
 function post(path: string, body: unknown) {
+  const token = path === "/check/reset" ? ADMIN_TOKEN : TOKEN;
   return worker(path, {
     method: "POST",
-    headers: { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}` },
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}` },
     body: JSON.stringify(body),
   });
 }

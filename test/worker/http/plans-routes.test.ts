@@ -4,7 +4,7 @@ import { originCount, postJson, workerWith } from "../../support/worker/worker-h
 
 const prefix = scopedPrefix("plans-routes");
 const run = crypto.randomUUID().slice(0, 8);
-const TOKEN = "test-limiter-token";
+const TOKEN = "test-admin-token"; // vitest.config.ts's LIMITER_ADMIN_TOKEN
 
 const config = {
   prefix,

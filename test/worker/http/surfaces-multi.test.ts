@@ -13,6 +13,7 @@ const redis = testRedis();
 const prefix = scopedPrefix("surfaces");
 const run = crypto.randomUUID().slice(0, 8);
 const TOKEN = "test-limiter-token";
+const ADMIN_TOKEN = "test-admin-token"; // reset is an admin route
 
 const algorithmRules = ALGORITHMS.map((algorithm) => ({
   name: `alg-${algorithm}`,
@@ -68,9 +69,10 @@ const worker = workerWith({
 const ip = (n: number) => ({ "CF-Connecting-IP": `203.0.113.${n}` });
 
 function check(body: unknown, path = "/check") {
+  const token = path === "/check/reset" ? ADMIN_TOKEN : TOKEN;
   return worker(path, {
     method: "POST",
-    headers: { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}` },
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}` },
     body: JSON.stringify(body),
   });
 }

@@ -161,9 +161,10 @@ describe("a store that refuses TIME in scripts", () => {
 
 describe("one clock policy per store: every script the worker runs follows the switch", () => {
   const TOKEN = "test-limiter-token"; // vitest.config.ts's LIMITER_TOKEN
-  const json = (body: unknown) => ({
+  const ADMIN_TOKEN = "test-admin-token"; // and its LIMITER_ADMIN_TOKEN
+  const json = (body: unknown, token = TOKEN) => ({
     method: "POST",
-    headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
     body: JSON.stringify(body),
   });
 
@@ -227,13 +228,15 @@ describe("one clock policy per store: every script the worker runs follows the s
       expect(await check.json()).toMatchObject({ allowed: true, source: "redis", remaining: 1 });
       const after = await worker("/check/peek", json(body));
       expect(await after.json()).toMatchObject({ remaining: 1 });
-      const reset = await worker("/check/reset", json(body));
+      const reset = await worker("/check/reset", json(body, ADMIN_TOKEN));
       expect(await reset.json()).toMatchObject({ reset: true, existed: true });
-      const stats = await worker("/check/stats", { headers: { Authorization: `Bearer ${TOKEN}` } });
+      const stats = await worker("/check/stats", {
+        headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
       expect(stats.status).toBe(200);
       await stats.body?.cancel();
       const dashboard = await worker("/check/dashboard", {
-        headers: { Authorization: `Bearer ${TOKEN}` },
+        headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
       });
       expect(dashboard.status).toBe(200);
       await dashboard.body?.cancel();
