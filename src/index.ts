@@ -76,7 +76,12 @@ export type {
 export { type NetworkBlocksOptions, networkBlocksFrom } from "./network-blocks-from";
 export type { RequestBlock } from "./rules/blocked-request";
 export type { ShadowDenyEvent } from "./rules/decide";
-export type { NetworkBlockHit, NetworkBlocks, NetworkIdentity } from "./rules/network-blocks";
+export type {
+  BlocksRefreshFailed,
+  NetworkBlockHit,
+  NetworkBlocks,
+  NetworkIdentity,
+} from "./rules/network-blocks";
 export type { RefundFailedEvent } from "./rules/refund-on-error";
 export { ALGORITHMS, type Algorithm } from "./store/algorithm";
 export { PolicyBoundsError } from "./store/script-inputs";

@@ -3,7 +3,11 @@
  * (store/plans.ts): what the worker builds per isolate, and what an app hands the middleware.
  */
 import { DEFAULT_LIMITER_TIMEOUT_MS, DEFAULT_PREFIX } from "./limiter/defaults";
-import { createNetworkBlocks, type NetworkBlocks } from "./rules/network-blocks";
+import {
+  type BlocksRefreshFailed,
+  createNetworkBlocks,
+  type NetworkBlocks,
+} from "./rules/network-blocks";
 import { readNetworkBlocks } from "./store/plans";
 import { type ScriptClient, withinDeadline } from "./store/script-runner";
 import type { ClockSource } from "./store/store-clock";
@@ -11,12 +15,20 @@ import type { ClockSource } from "./store/store-clock";
 export interface NetworkBlocksOptions {
   /** The limiter's prefix (the blocks live in `<prefix>:blocks`). @default "edge-limiter" */
   prefix?: string;
-  /** Longest a copy is used before it is refreshed (off the request path), in ms. @default 1000 */
+  /**
+   * The oldest copy a decision is made on, in ms: a request that finds the copy older waits for
+   * a refresh (busy isolates refresh a little earlier, off the request path). @default 1000
+   */
   refreshMs?: number;
-  /** How long a load may take; past it the copy blocks nothing until the next. @default 500 */
+  /**
+   * How long a load may take (and so a request's wait for one); past it the old copy decides (a
+   * first load: nothing is blocked) until the next attempt, refreshMs later. @default 500
+   */
   timeoutMs?: number;
   /** The limiter's `clock` ("caller" for a store without TIME in scripts). @default "redis" */
   clock?: ClockSource;
+  /** A refresh failed (the old copy decides meanwhile). @default a JSON line on console.warn */
+  onRefreshFailed?: (event: BlocksRefreshFailed) => void;
 }
 
 /**
@@ -39,5 +51,7 @@ export function networkBlocksFrom(
         readNetworkBlocks(client, prefix, { clockOf: store, clock: options.clock }),
       ),
     refreshMs: options.refreshMs ?? 1_000,
+    onRefreshFailed:
+      options.onRefreshFailed ?? ((event) => console.warn(JSON.stringify({ ...event, prefix }))),
   });
 }

@@ -38,6 +38,12 @@ const denyListKey = (/** @type {string} */ prefix) => `${prefix}:denyList:all`;
 const denyListStatusKey = (/** @type {string} */ prefix) => `${prefix}:ipDenyListStatus`;
 /** How often an isolate refreshes its copy of the network blocks (networkBlocksFrom's default). */
 const REFRESH_MS = 1_000;
+/**
+ * An idle isolate's network blocks: a copy with a short refreshMs (standing in for the default
+ * second), one request every gapMs (longer: each finds the copy too old to decide on), each
+ * after a block set through another isolate (a fresh IP each time), the request from that IP.
+ */
+const IDLE = { refreshMs: 100, gapMs: 150, requests: { quick: 10, full: 30 } };
 
 /**
  * One contender configuration. Ours: `overrides` (the policy reads plans), `override` (every
@@ -140,7 +146,18 @@ export const PLAN_CONTENDERS = [
  * @typedef {{ traffic: { keys: number, limit: number, windowMs: number, perKey: number,
  *   requests: number, concurrency: number, override: number, blocked: number },
  *   quick: boolean, cacheOff: boolean, contenders: { id: string, name: string }[],
- *   rows: PlanRow[], tail: { decisions: number, everyMs: number, key: number } }} PlansResult
+ *   rows: PlanRow[], tail: { decisions: number, everyMs: number, key: number },
+ *   idle: IdleNetwork }} PlansResult
+ */
+
+/**
+ * The idle isolate's requests (IDLE): how many passed a block set elsewhere, what each made of
+ * store calls (its refresh), and how long its match took, against a match on the fresh copy
+ * right after it.
+ * @typedef {{ refreshMs: number, gapMs: number, requests: number, passed: number,
+ *   storeCalls: number, commands: number, byCommand: Record<string, number>,
+ *   staleMs: { median: number, max: number }, freshMs: { median: number, max: number } }}
+ *   IdleNetwork
  */
 
 /**
@@ -226,7 +243,16 @@ export async function runPlansBench({ tmp, stats, bridge, quick, progress = () =
       );
     }
   }
+  const idle = await idleNetwork(lib, store, stats, `plans-${run}-idle`, quick);
+  progress(
+    `plans idle network blocks: ${idle.passed} of ${idle.requests} passed a block set ` +
+      `elsewhere, ${idle.storeCalls.toFixed(2)} script calls and ${idle.commands.toFixed(2)} ` +
+      `commands per request, match ${idle.staleMs.median.toFixed(1)} ms median ` +
+      `(${idle.staleMs.max.toFixed(1)} max) on a stale copy, ${idle.freshMs.median.toFixed(3)} ms ` +
+      "on a fresh one",
+  );
   return {
+    idle,
     traffic: {
       keys: KEYS,
       limit: LIMIT,
@@ -242,6 +268,69 @@ export async function runPlansBench({ tmp, stats, bridge, quick, progress = () =
     contenders: PLAN_CONTENDERS.map(({ id, name }) => ({ id, name })),
     rows,
     tail: { decisions: tailDecisions, everyMs: TAIL_EVERY_MS, key: HELD_KEY },
+  };
+}
+
+/**
+ * The idle isolate (IDLE): a block through another isolate, a quiet spell, one request.
+ * @param {any} lib
+ * @param {unknown} store
+ * @param {ReturnType<typeof import("./redis-stats.mjs").connectStats>} stats
+ * @param {string} prefix
+ * @param {boolean} quick
+ * @returns {Promise<IdleNetwork>}
+ */
+async function idleNetwork(lib, store, stats, prefix, quick) {
+  const copy = lib.networkBlocksFrom(store, {
+    prefix,
+    refreshMs: IDLE.refreshMs,
+    timeoutMs: TIMEOUT_MS,
+  });
+  // The first load (and its script) before anything is counted.
+  await copy.match({ ip: "10.250.1.1" }, [POLICY]);
+  const requests = quick ? IDLE.requests.quick : IDLE.requests.full;
+  /** @type {number[]} */
+  const stale = [];
+  /** @type {number[]} */
+  const fresh = [];
+  let passed = 0;
+  let storeCalls = 0;
+  let commands = 0;
+  /** @type {Record<string, number>} */
+  const byCommand = {};
+  for (let i = 0; i < requests; i++) {
+    const ip = `10.250.0.${i}`;
+    const set = await lib.blockNetwork(store, { prefix, kind: "ip", value: ip });
+    if (!set.ok) throw new Error(`plans bench: a network block was refused: ${set.detail}`);
+    await delay(IDLE.gapMs);
+    const before = await stats.snapshot();
+    let started = performance.now();
+    if (!(await copy.match({ ip }, [POLICY]))) passed++;
+    stale.push(performance.now() - started);
+    const work = stats.perDecision(before, await stats.snapshot(), requests);
+    storeCalls += work.storeCalls;
+    commands += work.commands;
+    for (const [name, n] of Object.entries(work.byCommand)) {
+      byCommand[name] = (byCommand[name] ?? 0) + n;
+    }
+    started = performance.now();
+    await copy.match({ ip }, [POLICY]);
+    fresh.push(performance.now() - started);
+  }
+  const spread = (/** @type {number[]} */ ms) => {
+    const sorted = [...ms].sort((a, b) => a - b);
+    return { median: sorted[Math.floor(sorted.length / 2)] ?? 0, max: sorted.at(-1) ?? 0 };
+  };
+  return {
+    refreshMs: IDLE.refreshMs,
+    gapMs: IDLE.gapMs,
+    requests,
+    passed,
+    storeCalls,
+    commands,
+    byCommand,
+    staleMs: spread(stale),
+    freshMs: spread(fresh),
   };
 }
 
@@ -515,6 +604,11 @@ export function plansMarkdown(result) {
   }
   const network = row("oursNetwork")?.held;
   const plainHeld = row("ours")?.held;
+  const idle = result.idle;
+  const plainRow = row("ours");
+  const readsRow = row("oursOverrides");
+  /** What reading a hash in every decision script adds per decision (caches on). */
+  const readsAdd = plainRow && readsRow ? signed(readsRow.commands - plainRow.commands) : "–";
   lines.push(
     "",
     "*limit answered*: the limits the store's answers named (the override, the dynamic limit). " +
@@ -545,14 +639,31 @@ export function plansMarkdown(result) {
       "capacity): about one script call per second per isolate for each key kept over its limit.",
     `- **Ours, network blocks** (IP / CIDR, country, ASN; \`"networkBlocks": true\`): matched in ` +
       "the isolate before any key or limiter, from a copy each isolate refreshes with one " +
-      `script call (\`TIME\` + \`HGETALL <prefix>:blocks\`) at most every ${REFRESH_MS / 1000} s ` +
-      "while requests arrive, off the request path: nothing per decision, about " +
+      "script call (`TIME` + `HGETALL <prefix>:blocks`). No decision is made on a copy whose " +
+      `load started ${REFRESH_MS / 1000} s (\`refreshMs\`) ago or more: a request that finds ` +
+      "it older waits for the refresh (one for all who arrive meanwhile); an isolate with " +
+      "steady traffic refreshes in the last tenth of that, off the request path: nothing per " +
+      "decision, about " +
       (network && plainHeld
         ? `${fixed(network.storeCalls - plainHeld.storeCalls, 1)} script call and ` +
           `${fixed(network.commands - plainHeld.commands, 1)} commands per second per isolate ` +
           `(the held key's rates over ours plain), `
         : "1 script call and 3 commands per second per isolate, ") +
       "whatever the request rate. A blocked network's requests make no store call at all.",
+    `- **Ours, network blocks on an idle isolate**: ${idle.requests} requests, each ` +
+      `${idle.gapMs} ms after the one before (refreshMs ${idle.refreshMs} ms here, standing in ` +
+      "for the default second) and after a block of its own IP set through another isolate: " +
+      `**${idle.passed} passed** the block; each made ${fixed(idle.storeCalls, 2)} script ` +
+      `call (${fixed(idle.commands, 2)} commands: ${breakdown(idle.byCommand)}), the refresh ` +
+      "a quiet spell costs whichever way it is made, and waited for it: its match took " +
+      `${fixed(idle.staleMs.median, 1)} ms median (${fixed(idle.staleMs.max, 1)} max) against ` +
+      `${fixed(idle.freshMs.median, 3)} ms on the fresh copy just after (local store; add the ` +
+      "round trip to yours). The other way to the same freshness, the decision script reading " +
+      "the blocks' version, is one more read in every script call (as `overrides`' `HMGET`: " +
+      `${perCall("ours", "oursOverrides")} command per script call, ` +
+      `${readsAdd} ` +
+      "per decision here) and still leaves the decisions no script makes (a cached denial, a " +
+      "lease) on the old copy: the wait is the cheaper.",
     `- **Anchor, \`dynamicLimits: true\`**: one \`GET\` of \`<prefix>:dynamic:global\` in every ` +
       `limit script (${perCall("anchor", "anchorDynamic")} command per script call here). ` +
       "That limit is **global**: one value for every identifier of the Ratelimit, not per key " +

@@ -8,11 +8,12 @@ import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-conf
 import { invalid, type Validated } from "../config/validation";
 import { parseRules } from "../config/worker-config";
 import type { Limiter } from "../limiter/types";
+import { trustedAddress } from "../rules/client-ip";
 import { type RulesOutcome, requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
 import { applyingRules, compileRules } from "../rules/match";
 import type { NetworkBlocks } from "../rules/network-blocks";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
-import { ipHeaders } from "./ip-headers";
+import { ipHeaders, ownAddressHeaders } from "./ip-headers";
 import { runLimited } from "./limit-pipeline";
 import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import {
@@ -90,7 +91,8 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    * proxy sets that header (and any client may send one), so by default the middleware reads the
    * runtime's connection info as Hono's `getConnInfo` does (Bun, Deno, @hono/node-server), and
    * warns once if it finds none: every client would then share one counter (`missingKey`).
-   * Give your own behind a proxy of yours (or set `clientIp.trustedProxyHeader`).
+   * Give your own behind a proxy of yours (or set `clientIp.trustedProxyHeader`). Network blocks
+   * match this address too, whatever the rules are keyed by.
    * @default CF-Connecting-IP on Cloudflare, the connection's address elsewhere
    */
   ipOf?: (c: Context<E>) => string | undefined;
@@ -104,7 +106,9 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
   /**
    * Network blocks (IP/CIDR, country, ASN) set at run time (docs/plans.md): a copy from
    * `networkBlocksFrom(store)`, shared by every middleware that takes it. A blocked request gets
-   * a 403 problem+json. Key blocks need nothing here: rules with `overrides: true` read them.
+   * a 403 problem+json. They match the client's own address (as "ip" rules read it: `ipOf`, the
+   * connection's, CF-Connecting-IP on Cloudflare) even when every rule is keyed by a header or
+   * `key`. Key blocks need nothing here: rules with `overrides: true` read them.
    * @default none checked
    */
   networkBlocks?: NetworkBlocks;
@@ -201,9 +205,12 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       console.error(JSON.stringify({ event: "rate-limit-misconfigured", ...applying }));
       return misconfigured(c, applying);
     }
+    // Network blocks match the client's own address whatever the rules are keyed by: a header
+    // or a key function must not let a client off Cloudflare pick the address it is matched by.
+    const own = options.networkBlocks ? ownAddressHeaders(c, options.ipOf) : undefined;
     const headers = options.key
       ? c.req.raw.headers
-      : ipHeaders(c, applying, options.ipOf, warnNoIp);
+      : ipHeaders(c, applying, options.ipOf, warnNoIp, own);
 
     const { handler, key: keyFn } = options;
     let limiter: Limiter;
@@ -237,7 +244,9 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       waitUntil: waitUntilOf(c),
       region: options.regionOf?.(c),
       networkBlocks: options.networkBlocks,
-      network: options.networkBlocks ? requestNetwork(c.req.raw) : undefined,
+      network: own
+        ? { ...requestNetwork(c.req.raw), ip: trustedAddress(own, clientIp) }
+        : undefined,
       legacyHeaders: legacy,
       onShadowDeny: options.onShadowDeny,
       onRefundFailed: options.onRefundFailed,

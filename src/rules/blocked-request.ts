@@ -33,7 +33,7 @@ export async function networkBlock(
   // The address itself, not its group: a block may be narrower than the grouping.
   const identity: NetworkIdentity = {
     ...options.network,
-    ip: trustedAddress(headers, options.clientIp),
+    ip: options.network?.ip ?? trustedAddress(headers, options.clientIp),
   };
   const hit = await blocks.match(identity, enforced, options.waitUntil);
   if (!hit) return undefined;

@@ -93,8 +93,12 @@ export interface DecideOptions {
   region?: string | undefined;
   /** The isolate's copy of the network blocks (docs/plans.md). @default none checked */
   networkBlocks?: NetworkBlocks | undefined;
-  /** The request's country and AS number (`request.cf`), for network blocks. */
-  network?: Omit<NetworkIdentity, "ip"> | undefined;
+  /**
+   * The request's country and AS number (`request.cf`), for network blocks; and its client's
+   * own address when the surface reads it apart from the headers (the middleware: the
+   * connection's). No `ip`: the trusted address in `headers` (clientIp).
+   */
+  network?: NetworkIdentity | undefined;
   /** Called once per shadow rule that would have denied (the worker logs it). @default none */
   onShadowDeny?: ((event: ShadowDenyEvent) => void) | undefined;
 }

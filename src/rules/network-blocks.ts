@@ -1,9 +1,12 @@
 /**
  * Network blocks (docs/plans.md): IP addresses and CIDRs (IPv4 and IPv6), countries and ASNs set
  * at run time in the store (store/plans.ts `<prefix>:blocks`). Matched before any key is derived,
- * so each isolate holds a copy: loaded once (the first request that needs it waits, bounded by the
- * store timeout), then refreshed off the request path at most every `refreshMs` while requests
- * arrive. A copy that cannot be loaded blocks nothing (a store outage must not refuse everyone).
+ * so each isolate holds a copy, and `refreshMs` bounds its age: a request that finds the copy
+ * older (the first one, or the first after a quiet spell) waits for a refresh, bounded by the
+ * store timeout, and shares it with every request that arrives meanwhile; a busy isolate
+ * refreshes a little before that, off the request path. A refresh that fails leaves the old copy
+ * deciding (a warning, a retry refreshMs later); a copy that was never loaded blocks nothing (a
+ * store outage must not refuse everyone).
  */
 import { groupAddress } from "./client-ip";
 
@@ -37,10 +40,20 @@ export type BlocksLoader = () => Promise<{
   entries: { field: string; value: string }[];
 }>;
 
+/** A refresh that failed: decisions go on from the copy of `ageMs` (none: nothing blocked). */
+export interface BlocksRefreshFailed {
+  event: "network-blocks-refresh-failed";
+  /** How old the copy that still decides is (ms since its load started); absent: no copy. */
+  ageMs?: number;
+  detail: string;
+}
+
 export interface NetworkBlocks {
   /**
-   * The first live block that applies to a request these rules apply to, or undefined. Waits for
-   * the first load; afterwards answers from the copy and refreshes it in the background.
+   * The first live block that applies to a request these rules apply to, or undefined. Never
+   * decides on a copy whose load started more than `refreshMs` ago while the store answers: such
+   * a request waits for the refresh (one for all who wait). A copy near that age is refreshed in
+   * the background, so an isolate with steady traffic rarely waits.
    */
   match(
     identity: NetworkIdentity,
@@ -61,6 +74,7 @@ interface Entry {
 }
 
 interface Copy {
+  /** When the load that read it started: the store's blocks are at least this recent. */
   loadedAt: number;
   byKey: Map<string, Entry[]>;
   /** Distinct prefix lengths of the IPv4 and IPv6 blocks (a lookup per length). */
@@ -71,45 +85,79 @@ interface Copy {
 
 export function createNetworkBlocks(options: {
   load: BlocksLoader;
+  /** The bound on a deciding copy's age (ms), while the store answers. */
   refreshMs: number;
   now?: () => number;
+  /** A refresh failed: the old copy (or none) decides until the next attempt, refreshMs later. */
+  onRefreshFailed?: (event: BlocksRefreshFailed) => void;
 }): NetworkBlocks {
   const now = options.now ?? Date.now;
+  const { refreshMs } = options;
   let copy: Copy | undefined;
-  let loading: Promise<void> | undefined;
+  /** The one load in flight, and the generation it was started in (invalidate starts a new one). */
+  let flight: { promise: Promise<void>; generation: number } | undefined;
+  let generation = 0;
+  /** When the last load started, whatever its outcome: a failed one is retried refreshMs later. */
+  let attemptedAt = Number.NEGATIVE_INFINITY;
+  /** How long the last good load took: the background refresh starts that much (twice) early. */
+  let lastLoadMs = 0;
 
   function refresh(): Promise<void> {
-    if (loading) return loading;
+    // Single flight: every request on a stale copy awaits the same load. A load started before
+    // an invalidation may have read the store before the change: it does not count.
+    if (flight && flight.generation === generation) return flight.promise;
+    const mine = generation;
     const startedAt = now();
-    loading = options
+    attemptedAt = startedAt;
+    const promise = options
       .load()
       .then(
         (read) => {
+          if (mine !== generation) return;
           copy = compile(read.entries, read.now, now(), startedAt);
+          lastLoadMs = Math.max(0, now() - startedAt);
         },
-        () => {
-          // Blocks nothing until the next attempt; keep a copy we had.
-          copy ??= compile([], 0, 0, startedAt);
-          copy.loadedAt = startedAt;
+        (error: unknown) => {
+          if (mine !== generation) return;
+          const event: BlocksRefreshFailed = {
+            event: "network-blocks-refresh-failed",
+            detail: error instanceof Error ? error.message : String(error),
+          };
+          if (copy) event.ageMs = Math.max(0, now() - copy.loadedAt);
+          options.onRefreshFailed?.(event);
         },
       )
       .finally(() => {
-        loading = undefined;
+        if (flight?.promise === promise) flight = undefined;
       });
-    return loading;
+    flight = { promise, generation: mine };
+    return promise;
+  }
+
+  /** Start the background refresh this early before a copy goes stale (bounded: [10 %, 50 %]). */
+  function lead(): number {
+    return Math.min(refreshMs / 2, Math.max(refreshMs / 10, 2 * lastLoadMs));
   }
 
   return {
     async match(identity, rules, waitUntil) {
-      if (!copy) await refresh();
-      else if (now() - copy.loadedAt >= options.refreshMs) {
-        const pending = refresh();
-        waitUntil?.(pending);
+      const at = now();
+      const age = copy ? at - copy.loadedAt : Number.POSITIVE_INFINITY;
+      if (age >= refreshMs) {
+        // Too old to decide on (or none): wait for a refresh, unless the last attempt failed
+        // less than refreshMs ago (the store is down: the old copy decides, already warned).
+        const retry = at - attemptedAt >= refreshMs;
+        if (retry || (flight && flight.generation === generation)) await refresh();
+      } else if (age >= refreshMs - lead()) {
+        waitUntil?.(refresh());
       }
       return copy ? find(copy, identity, rules, now()) : undefined;
     },
     invalidate() {
       copy = undefined;
+      generation++;
+      // The next request loads at once, whenever the last attempt was.
+      attemptedAt = Number.NEGATIVE_INFINITY;
     },
     get size() {
       return copy?.size ?? 0;

@@ -235,6 +235,25 @@ describe("POST /check/block and /check/unblock", () => {
     ).toBe(200);
   });
 
+  it("a CIDR blocked through one isolate holds on the other's first request after a quiet spell", async () => {
+    // A short refreshMs stands in for the default second; the quiet spell outlasts it.
+    const quick = { ...config, prefix: `${prefix}-idle`, networkBlocks: { refreshMs: 100 } };
+    const one = workerWith({ LIMITER_CONFIG: JSON.stringify(quick) });
+    const two = workerWith({ LIMITER_CONFIG: JSON.stringify(quick, null, 1) });
+    const from = { headers: { "CF-Connecting-IP": "203.0.113.5" } };
+    const path = `/open/idle-${run}`;
+    // The second isolate has its copy, without the block.
+    expect((await two(path, from)).status).toBe(200);
+    const set = await admin(one, "/check/block", { ip: "203.0.113.0/24" });
+    expect(await set.json()).toMatchObject({ ok: true, ip: "203.0.113.0/24" });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const refused = await two(path, from);
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toMatchObject({ blocked: { by: "ip", value: "203.0.113.0/24" } });
+    expect(await originCount(path)).toBe(1);
+    await admin(one, "/check/unblock", { ip: "203.0.113.0/24" });
+  });
+
   it("refuses bad blocks, naming the field", async () => {
     const cases: [unknown, string][] = [
       [{ key: "a", ip: "192.0.2.1" }, "key"],

@@ -1,12 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { blockNetwork, unblockNetwork } from "../../../src/limiter/plan-changes";
 import {
+  type BlocksRefreshFailed,
   createNetworkBlocks,
   normalizeAsn,
   normalizeCountry,
   normalizeNetwork,
 } from "../../../src/rules/network-blocks";
 import { readNetworkBlocks } from "../../../src/store/plans";
+import { withinDeadline } from "../../../src/store/script-runner";
+import { faultScenario, storeAt } from "../../support/worker/fault-control";
 import { scopedPrefix, testStore } from "../../support/worker/redis";
 
 const prefix = scopedPrefix("network-blocks");
@@ -97,25 +100,121 @@ describe("an isolate's copy of the network blocks", () => {
     expect(blocks.size).toBe(5);
   });
 
-  it("loads once, then refreshes off the path at most every refreshMs; a change shows after it", async () => {
+  it("loads once; a copy older than refreshMs is refreshed before it decides", async () => {
     const own = scopedPrefix("network-blocks-refresh");
     const copy = isolateCopy(own, 1_000);
     const client = { ip: "198.51.100.1" };
     expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
     expect(copy.loads()).toBe(1);
     await blockNetwork(store, { prefix: own, kind: "ip", value: "198.51.100.0/24" });
-    copy.tick(999);
+    copy.tick(500);
     expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
     expect(copy.loads()).toBe(1);
-    copy.tick(1);
-    // The refresh starts; this request is answered from the copy it had.
-    expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
-    await copy.settle();
-    expect(copy.loads()).toBe(2);
+    copy.tick(500);
+    // At refreshMs the copy no longer decides: this very request waits for the refresh.
     expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toMatchObject({ by: "ip" });
+    expect(copy.loads()).toBe(2);
     await unblockNetwork(store, { prefix: own, kind: "ip", value: "198.51.100.0/24" });
     copy.blocks.invalidate();
     expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
+    expect(copy.loads()).toBe(3);
+  });
+
+  it("two isolates: a block set through one holds on the other's first request after a quiet spell", async () => {
+    const own = scopedPrefix("network-blocks-idle");
+    const one = isolateCopy(own, 1_000);
+    const two = isolateCopy(own, 1_000);
+    const client = { ip: "203.0.113.5" };
+    expect(await two.blocks.match(client, ["api"], two.waitUntil)).toBeUndefined();
+    // Through the first isolate: the store, then its own copy dropped (as the admin route does).
+    await blockNetwork(store, { prefix: own, kind: "ip", value: "203.0.113.0/24" });
+    one.blocks.invalidate();
+    expect(await one.blocks.match(client, ["api"], one.waitUntil)).toMatchObject({ by: "ip" });
+    // The second was idle for 1.5 s: its one request is decided on a fresh copy, not the old.
+    two.tick(1_500);
+    expect(await two.blocks.match(client, ["api"], two.waitUntil)).toEqual({
+      by: "ip",
+      value: "203.0.113.0/24",
+    });
+    expect(two.loads()).toBe(2);
+  });
+
+  it("a busy isolate refreshes shortly before refreshMs, off the request path", async () => {
+    const own = scopedPrefix("network-blocks-busy");
+    const copy = isolateCopy(own, 1_000);
+    const client = { country: "ZZ" };
+    await copy.blocks.match(client, ["api"], copy.waitUntil);
+    await blockNetwork(store, { prefix: own, kind: "country", value: "ZZ" });
+    copy.tick(899);
+    await copy.blocks.match(client, ["api"], copy.waitUntil);
+    expect(copy.loads()).toBe(1);
+    copy.tick(1);
+    // Within the last tenth: the refresh starts in the background; this request is the old copy's.
+    expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
+    expect(copy.loads()).toBe(2);
+    await copy.settle();
+    expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toMatchObject({
+      by: "country",
+    });
+    // The refreshed copy is as old as that load's start: the next one comes 900 ms after it.
+    copy.tick(899);
+    await copy.blocks.match(client, ["api"], copy.waitUntil);
+    expect(copy.loads()).toBe(2);
+  });
+
+  it("requests on a stale copy share one refresh", async () => {
+    const own = scopedPrefix("network-blocks-flight");
+    const copy = isolateCopy(own, 1_000);
+    const client = { asn: 64_511 };
+    await copy.blocks.match(client, ["api"]);
+    await blockNetwork(store, { prefix: own, kind: "asn", value: "64511" });
+    copy.tick(5_000);
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () => copy.blocks.match(client, ["api"], copy.waitUntil)),
+    );
+    expect(answers.every((hit) => hit?.by === "asn")).toBe(true);
+    expect(copy.loads()).toBe(2);
+  });
+
+  it("a load started before an invalidation does not stand in for the one after it", async () => {
+    const own = scopedPrefix("network-blocks-invalidate");
+    let clock = 0;
+    let loads = 0;
+    let readDone = () => {};
+    const read = new Promise<void>((resolve) => {
+      readDone = resolve;
+    });
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const blocks = createNetworkBlocks({
+      load: async () => {
+        loads++;
+        const blocksRead = await readNetworkBlocks(store, own);
+        // The first load has read the store before the block below is written, and answers late.
+        if (loads === 1) {
+          readDone();
+          await released;
+        }
+        return blocksRead;
+      },
+      refreshMs: 1_000,
+      now: () => clock,
+    });
+    const first = blocks.match({ ip: "192.0.2.50" }, ["api"]);
+    await read;
+    await blockNetwork(store, { prefix: own, kind: "ip", value: "192.0.2.50" });
+    blocks.invalidate();
+    const second = blocks.match({ ip: "192.0.2.50" }, ["api"]);
+    release();
+    await first;
+    expect(await second).toMatchObject({ by: "ip", value: "192.0.2.50" });
+    expect(loads).toBe(2);
+    // Whichever answered last, the copy kept is the one read after the change.
+    clock += 1;
+    expect(await blocks.match({ ip: "192.0.2.50" }, ["api"])).toMatchObject({ by: "ip" });
+    expect(loads).toBe(2);
   });
 
   it("a block with an end stops matching at its end, on the isolate's clock", async () => {
@@ -131,6 +230,7 @@ describe("an isolate's copy of the network blocks", () => {
   it("a store that fails to load blocks nothing, and is asked again after refreshMs", async () => {
     let clock = 0;
     let loads = 0;
+    const failures: BlocksRefreshFailed[] = [];
     const blocks = createNetworkBlocks({
       load: () => {
         loads++;
@@ -138,12 +238,52 @@ describe("an isolate's copy of the network blocks", () => {
       },
       refreshMs: 1_000,
       now: () => clock,
+      onRefreshFailed: (event) => failures.push(event),
     });
     expect(await blocks.match({ ip: "192.0.2.1" }, ["api"])).toBeUndefined();
     expect(await blocks.match({ ip: "192.0.2.1" }, ["api"])).toBeUndefined();
     expect(loads).toBe(1);
+    expect(failures).toEqual([{ event: "network-blocks-refresh-failed", detail: "store down" }]);
     clock += 1_000;
     await blocks.match({ ip: "192.0.2.1" }, ["api"]);
     expect(loads).toBe(2);
+  });
+
+  it("a refresh the store does not answer within the timeout: the old copy decides, warned", async () => {
+    const own = scopedPrefix("network-blocks-hang");
+    await blockNetwork(store, { prefix: own, kind: "ip", value: "192.0.2.0/28" });
+    const scenario = await faultScenario("forward");
+    const faulty = storeAt(scenario.url, 10_000);
+    let clock = 0;
+    let loads = 0;
+    const failures: BlocksRefreshFailed[] = [];
+    const blocks = createNetworkBlocks({
+      load: () => {
+        loads++;
+        return withinDeadline(faulty, 150, (client) => readNetworkBlocks(client, own));
+      },
+      refreshMs: 1_000,
+      now: () => clock,
+      onRefreshFailed: (event) => failures.push(event),
+    });
+    const client = { ip: "192.0.2.3" };
+    expect(await blocks.match(client, ["api"])).toMatchObject({ by: "ip" });
+    await unblockNetwork(store, { prefix: own, kind: "ip", value: "192.0.2.0/28" });
+    await scenario.set("hang");
+    clock += 2_000;
+    // The refresh hangs: the request waits for it (up to the timeout), then the copy it had decides.
+    expect(await blocks.match(client, ["api"])).toMatchObject({ by: "ip" });
+    expect(loads).toBe(2);
+    expect(failures).toEqual([
+      expect.objectContaining({ event: "network-blocks-refresh-failed", ageMs: 2_000 }),
+    ]);
+    // Within refreshMs of that attempt nobody waits again; after it, the store answers again.
+    clock += 999;
+    expect(await blocks.match(client, ["api"])).toMatchObject({ by: "ip" });
+    expect(loads).toBe(2);
+    await scenario.set("forward");
+    clock += 1;
+    expect(await blocks.match(client, ["api"])).toBeUndefined();
+    expect(loads).toBe(3);
   });
 });
