@@ -12,8 +12,10 @@ import {
   keyBlockField,
   listPlans,
   MAX_NETWORK_BLOCKS,
+  MAX_PLAN_BYTES,
   MAX_PLAN_ENTRIES,
   type NetworkBlockKind,
+  type PlanWriteAnswer,
   networkBlockField,
   networkBlocksKey,
   overrideField,
@@ -64,9 +66,10 @@ export async function setOverride(
     field: overrideField(target.policy, await boundedKey(target.key)),
     value: limit === null ? null : String(limit),
     max: MAX_PLAN_ENTRIES,
+    maxBytes: MAX_PLAN_BYTES,
     clock: target.clock,
   });
-  return written.full ? full(MAX_PLAN_ENTRIES) : { ok: true, existed: written.existed };
+  return planAnswer(written);
 }
 
 /** Blocks one client key in one policy, for `seconds` or until unblocked. */
@@ -82,9 +85,10 @@ export async function blockKey(
     value: "0",
     ttlMs: target.seconds === undefined ? 0 : target.seconds * 1000,
     max: MAX_PLAN_ENTRIES,
+    maxBytes: MAX_PLAN_BYTES,
     clock: target.clock,
   });
-  return written.full ? full(MAX_PLAN_ENTRIES) : { ok: true, existed: written.existed };
+  return planAnswer(written);
 }
 
 export async function unblockKey(store: ScriptClient, target: PlanTarget): Promise<PlanChange> {
@@ -95,6 +99,7 @@ export async function unblockKey(store: ScriptClient, target: PlanTarget): Promi
     field: keyBlockField(target.policy, await boundedKey(target.key)),
     value: null,
     max: MAX_PLAN_ENTRIES,
+    maxBytes: MAX_PLAN_BYTES,
     clock: target.clock,
   });
   return { ok: true, existed: written.existed };
@@ -269,6 +274,19 @@ function secondsIssue(seconds: number | undefined): PlanChange | undefined {
     };
   }
   return undefined;
+}
+
+/** An override's or key block's write as a change: refused past either bound of the plans hash. */
+function planAnswer(written: PlanWriteAnswer): PlanChange {
+  if (written.full) return full(MAX_PLAN_ENTRIES);
+  if (written.fullBytes) {
+    return {
+      ok: false,
+      field: "body",
+      detail: `the overrides and key blocks hold ${MAX_PLAN_BYTES} bytes of keys and values already: remove some first`,
+    };
+  }
+  return { ok: true, existed: written.existed };
 }
 
 function full(max: number): PlanChange {

@@ -24,8 +24,20 @@ export function networkBlocksKey(prefix: string): string {
   return `${prefix}:blocks`;
 }
 
-/** Most fields in `<prefix>:plans` (overrides and key blocks): ~100 B each, 10 MB in all. */
+/** Most fields in `<prefix>:plans` (overrides and key blocks). */
 export const MAX_PLAN_ENTRIES = 100_000;
+/**
+ * Most bytes of field names and values in `<prefix>:plans`, counted in its PLAN_BYTES_FIELD. The
+ * entry cap alone does not bound memory: a field holds the encoded client key, up to ~4.6 kB for
+ * 512 characters outside ASCII, and 100 000 of those took 516 MB of Redis (MEMORY USAGE), where
+ * 100 000 header-keyed overrides (a 64-character hash each) take 12 MB and count 7.5 MiB here.
+ */
+export const MAX_PLAN_BYTES = 16 * 1024 * 1024;
+/** The plans hash's byte count: not `o|`/`b|`, so no decision reads it and no listing shows it. */
+export const PLAN_BYTES_FIELD = "#bytes";
+/** Most bytes of fields and values one listing page gathers before it ends (plus one step's). */
+export const PAGE_BYTES = 512 * 1024;
+
 /** Most network blocks: every isolate holds them all (≈ 100 B each, ≈ 1 MB in all). */
 export const MAX_NETWORK_BLOCKS = 10_000;
 
@@ -78,46 +90,81 @@ function onClock<T>(
 }
 
 /**
- * Sets (or, with value "", removes) one field. `ttlMs` > 0 stores the store's now + ttlMs (a
- * block's end) instead of `value`. A new field past `max` is refused ({-1}). Returns
+ * Sets (or, with value "", removes) one field. `ttl` > 0 stores the store's now + ttl (a block's
+ * end) instead of `value`. A new field past `max` is refused ({-1}); with `maxBytes` > 0 the hash
+ * counts its fields' and values' bytes in PLAN_BYTES_FIELD (not an entry: HLEN less it) and a
+ * write past `maxBytes` is refused ({-2}); a removal or a smaller value always passes. Returns
  * {existed (0|1), size}.
  */
 const PLAN_SET_SCRIPT = `${CLOCK_LUA}
-local field, value, max, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local field, value, max, ttl, maxBytes = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = 0
-if ttl > 0 then now = clock(ARGV[5]) end
+if ttl > 0 then now = clock(ARGV[6]) end
+local counter = '${PLAN_BYTES_FIELD}'
 local existed = redis.call('HEXISTS', KEYS[1], field)
-if value == '' then
-  redis.call('HDEL', KEYS[1], field)
-  return {existed, redis.call('HLEN', KEYS[1])}
-end
+local old = 0
+if existed == 1 and maxBytes > 0 then old = #field + redis.call('HSTRLEN', KEYS[1], field) end
 local size = redis.call('HLEN', KEYS[1])
+if maxBytes > 0 then size = size - redis.call('HEXISTS', KEYS[1], counter) end
+if value == '' then
+  if existed == 1 then
+    redis.call('HDEL', KEYS[1], field)
+    size = size - 1
+    -- Fields written before the count existed were never added: never below 0.
+    if maxBytes > 0 and redis.call('HINCRBY', KEYS[1], counter, -old) < 0 then
+      redis.call('HSET', KEYS[1], counter, 0)
+    end
+  end
+  return {existed, size}
+end
 if existed == 0 and size >= max then return {-1, size} end
 if ttl > 0 then value = tostring(now + ttl) end
+if maxBytes > 0 then
+  local grow = #field + #value - old
+  local bytes = tonumber(redis.call('HGET', KEYS[1], counter)) or 0
+  if grow > 0 and bytes + grow > maxBytes then return {-2, size} end
+  if redis.call('HINCRBY', KEYS[1], counter, grow) < 0 then redis.call('HSET', KEYS[1], counter, 0) end
+end
 redis.call('HSET', KEYS[1], field, value)
 return {existed, size + 1 - existed}
 `;
 
 /**
- * One page of a hash (HSCAN cursor MATCH pattern COUNT n) and the store's now; blocks seen that
- * have ended are deleted (nothing else reclaims them: a hash field has no TTL in Redis 7.0).
- * Returns {next cursor, now, field, value, …} without the ended ones.
+ * One page of a hash's fields matching a glob, and the store's now: HSCAN in steps of at most
+ * 100 (COUNT is a hint: a step may answer a few more), as many as one HSCAN COUNT `count` would
+ * visit, ending early once `count` entries or PAGE_BYTES are gathered, so a page is about `count`
+ * entries and at most PAGE_BYTES plus one step's, whatever the keys' lengths. Blocks seen that
+ * have ended are deleted (nothing else reclaims them: a hash field has no TTL in Redis 7.0),
+ * their bytes taken off PLAN_BYTES_FIELD. Returns {next cursor, now, field, value, …}.
  */
 const PLAN_LIST_SCRIPT = `${CLOCK_LUA}
 local now = clock(ARGV[4])
-local page = redis.call('HSCAN', KEYS[1], ARGV[1], 'MATCH', ARGV[2], 'COUNT', tonumber(ARGV[3]))
-local out = {page[1], now}
-local items = page[2]
-for i = 1, #items, 2 do
-  local field, value = items[i], items[i + 1]
-  local ends = tonumber(value)
-  if string.sub(field, 1, 2) ~= 'o|' and ends and ends > 0 and ends <= now then
-    redis.call('HDEL', KEYS[1], field)
-  else
-    out[#out + 1] = field
-    out[#out + 1] = value
+local count = tonumber(ARGV[3])
+local step = math.min(count, 100)
+local counted = redis.call('HEXISTS', KEYS[1], '${PLAN_BYTES_FIELD}') == 1
+local cursor = ARGV[1]
+local out = {'0', now}
+local bytes, found, steps = 0, 0, math.ceil(count / step)
+repeat
+  local page = redis.call('HSCAN', KEYS[1], cursor, 'MATCH', ARGV[2], 'COUNT', step)
+  cursor = page[1]
+  local items = page[2]
+  for i = 1, #items, 2 do
+    local field, value = items[i], items[i + 1]
+    local ends = tonumber(value)
+    if string.sub(field, 1, 2) ~= 'o|' and ends and ends > 0 and ends <= now then
+      redis.call('HDEL', KEYS[1], field)
+      if counted then redis.call('HINCRBY', KEYS[1], '${PLAN_BYTES_FIELD}', -(#field + #value)) end
+    else
+      out[#out + 1] = field
+      out[#out + 1] = value
+      bytes = bytes + #field + #value
+      found = found + 1
+    end
   end
-end
+  steps = steps - 1
+until cursor == '0' or steps <= 0 or found >= count or bytes >= ${PAGE_BYTES}
+out[1] = cursor
 return out
 `;
 
@@ -146,6 +193,8 @@ export interface PlanWrite extends PlanClock {
   ttlMs?: number | undefined;
   /** Most fields the hash may hold. */
   max: number;
+  /** Most bytes of fields and values the hash may hold (counted in it); 0: not counted. */
+  maxBytes?: number | undefined;
 }
 
 export interface PlanWriteAnswer {
@@ -153,6 +202,8 @@ export interface PlanWriteAnswer {
   existed: boolean;
   /** A new field was refused: the hash holds `max` already. */
   full: boolean;
+  /** The write was refused: it would take the hash past `maxBytes`. */
+  fullBytes: boolean;
   size: number;
 }
 
@@ -162,14 +213,14 @@ export async function writePlan(client: ScriptClient, write: PlanWrite): Promise
       client,
       PLAN_SET_SCRIPT,
       [write.hash],
-      [write.field, write.value ?? "", write.max, write.ttlMs ?? 0, now ?? ""],
+      [write.field, write.value ?? "", write.max, write.ttlMs ?? 0, write.maxBytes ?? 0, now ?? ""],
     ),
   );
   if (!Array.isArray(reply) || reply.length !== 2 || !reply.every((v) => typeof v === "number")) {
     throw new StoreReplyError(`unexpected plan reply: ${JSON.stringify(reply)}`);
   }
   const [existed, size] = reply as [number, number];
-  return { existed: existed === 1, full: existed === -1, size };
+  return { existed: existed === 1, full: existed === -1, fullBytes: existed === -2, size };
 }
 
 export interface PlanPage {
