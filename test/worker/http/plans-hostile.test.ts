@@ -125,6 +125,7 @@ describe("hostile bodies", () => {
       [`{"rule": "api", "key": ${deep}, "limit": 1}`, 400, "key"],
       [`{"rule": "api", "key": "k", "limit": 1, "pad": "${"x".repeat(9_000)}"}`, 413, undefined],
       ["{", 400, "body"],
+      ['{"rule": "api", "key": "k", "limit": 1, "__proto__": {"limit": 5}}', 400, "__proto__"],
     ] as const) {
       const res = await raw(worker, "/check/override", body);
       expect(res.status, body.slice(0, 30)).toBe(status);
@@ -209,6 +210,22 @@ describe("accepted spellings", () => {
       cf: { country: "T1" },
     } as RequestInit);
     expect(await tor.json()).toMatchObject({ blocked: { by: "country", value: "T1" } });
+  });
+
+  it("a key with unusual characters is stored encoded and listed as it was given", async () => {
+    const keys = ["\u0000", "a|b", "%41", "\u202eevil", "😀", "o|web|x", "語".repeat(512)];
+    for (const key of keys) {
+      expect((await post("/check/override", { rule: "web", key, limit: 4 })).status, key).toBe(200);
+    }
+    // Longer than 512 characters: counted, and so stored, under its SHA-256.
+    const long = "語".repeat(513);
+    expect((await post("/check/override", { rule: "web", key: long, limit: 4 })).status).toBe(200);
+    const page = await (await list("what=overrides&rule=web&count=1000")).json<{
+      entries: { value: string }[];
+    }>();
+    const values = page.entries.map((entry) => entry.value);
+    expect(values.filter((value) => !value.startsWith("#sha256:")).sort()).toEqual(keys.sort());
+    expect(values.filter((value) => value.startsWith("#sha256:"))).toHaveLength(1);
   });
 
   it("removing what is not there answers 200 with existed false, for every kind, and writes nothing", async () => {
