@@ -14,13 +14,12 @@ import {
 } from "../config/validation";
 import type { Env } from "../env";
 import {
-  blockKey,
   blockNetwork,
+  changeKeyBlocks,
   listPlanEntries,
   MAX_LIST_COUNT,
   type PlanChange,
   setOverride,
-  unblockKey,
   unblockNetwork,
 } from "../limiter/plan-changes";
 import { groupAddress } from "../rules/client-ip";
@@ -103,27 +102,22 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
       if (!rule.ok) return rule.response;
       rules = [rule.rule];
     }
-    const raw = body.key;
-    let last: PlanChange = { ok: true, existed: false };
-    let existed = false;
+    const keys: { rule: RuleConfig; policy: string; key: string }[] = [];
     for (const rule of rules) {
-      const key = await ruleKey(rule, raw, runtime);
-      const target = {
+      keys.push({ rule, policy: rule.name, key: await ruleKey(rule, body.key, runtime) });
+    }
+    // One script call for every rule's field: a refusal or a failure writes none of them.
+    const changed = await storeCall(() =>
+      changeKeyBlocks(runtime.store, {
         prefix: runtime.config.prefix,
         clock: runtime.config.clock,
-        policy: rule.name,
-        key,
-      };
-      last = await storeCall(() =>
-        block
-          ? blockKey(runtime.store, { ...target, seconds: seconds as number | undefined })
-          : unblockKey(runtime.store, target),
-      );
-      if (!last.ok) return changeAnswer(last, rules);
-      existed ||= last.existed;
-      forgetHere(runtime, rule, key);
-    }
-    return changeAnswer(last.ok ? { ok: true, existed } : last, rules);
+        keys,
+        block,
+        seconds: seconds as number | undefined,
+      }),
+    );
+    if (changed.ok) for (const { rule, key } of keys) forgetHere(runtime, rule, key);
+    return changeAnswer(changed, rules);
   }
 
   if (!runtime.networkBlocks) {

@@ -73,36 +73,50 @@ export async function setOverride(
 }
 
 /** Blocks one client key in one policy, for `seconds` or until unblocked. */
-export async function blockKey(
+export function blockKey(
   store: ScriptClient,
   target: PlanTarget & { seconds?: number | undefined },
 ): Promise<PlanChange> {
-  const issue = targetIssue(target) ?? secondsIssue(target.seconds);
-  if (issue) return issue;
-  const written = await writePlan(store, {
-    hash: plansKey(target.prefix ?? DEFAULT_PREFIX),
-    field: keyBlockField(target.policy, await boundedKey(target.key)),
-    value: "0",
-    ttlMs: target.seconds === undefined ? 0 : target.seconds * 1000,
-    max: MAX_PLAN_ENTRIES,
-    maxBytes: MAX_PLAN_BYTES,
-    clock: target.clock,
-  });
-  return planAnswer(written);
+  return changeKeyBlocks(store, { ...target, keys: [target], block: true });
 }
 
-export async function unblockKey(store: ScriptClient, target: PlanTarget): Promise<PlanChange> {
-  const issue = targetIssue(target);
+export function unblockKey(store: ScriptClient, target: PlanTarget): Promise<PlanChange> {
+  return changeKeyBlocks(store, { ...target, keys: [target], block: false });
+}
+
+/**
+ * Blocks (or unblocks) several policies' keys at once, all or none: one script call, so a
+ * refusal (a full hash) or a store failure leaves none of them written. `existed`: any of them.
+ */
+export async function changeKeyBlocks(
+  store: ScriptClient,
+  change: {
+    prefix?: string | undefined;
+    clock?: ClockSource | undefined;
+    keys: readonly { policy: string; key: string }[];
+    block: boolean;
+    seconds?: number | undefined;
+  },
+): Promise<PlanChange> {
+  for (const target of change.keys) {
+    const issue = targetIssue(target);
+    if (issue) return issue;
+  }
+  const issue = change.block ? secondsIssue(change.seconds) : undefined;
   if (issue) return issue;
+  const fields: string[] = [];
+  for (const { policy, key } of change.keys)
+    fields.push(keyBlockField(policy, await boundedKey(key)));
   const written = await writePlan(store, {
-    hash: plansKey(target.prefix ?? DEFAULT_PREFIX),
-    field: keyBlockField(target.policy, await boundedKey(target.key)),
-    value: null,
+    hash: plansKey(change.prefix ?? DEFAULT_PREFIX),
+    field: fields,
+    value: change.block ? "0" : null,
+    ttlMs: change.block && change.seconds !== undefined ? change.seconds * 1000 : 0,
     max: MAX_PLAN_ENTRIES,
     maxBytes: MAX_PLAN_BYTES,
-    clock: target.clock,
+    clock: change.clock,
   });
-  return { ok: true, existed: written.existed };
+  return planAnswer(written);
 }
 
 export interface NetworkTarget {

@@ -93,43 +93,55 @@ function onClock<T>(
 }
 
 /**
- * Sets (or, with value "", removes) one field. `ttl` > 0 stores the store's now + ttl (a block's
- * end) instead of `value`. A new field past `max` is refused ({-1}); with `maxBytes` > 0 the hash
- * counts its fields' and values' bytes in PLAN_BYTES_FIELD (not an entry: HLEN less it) and a
- * write past `maxBytes` is refused ({-2}); a removal or a smaller value always passes. Returns
- * {existed (0|1), size}.
+ * Sets (or, with value "", removes) some fields to one value, all or none: a key blocked in every
+ * rule is one field a rule, and a refusal must leave none of them written. `ttl` > 0 stores the
+ * store's now + ttl (a block's end) instead of `value`. New fields past `max` are refused ({-1});
+ * with `maxBytes` > 0 the hash counts its fields' and values' bytes in PLAN_BYTES_FIELD (not an
+ * entry: HLEN less it) and a write past `maxBytes` is refused ({-2}); a removal, or a write that
+ * does not grow, always passes. ARGV: value, max, ttl, maxBytes, n, n fields, the caller's now.
+ * Returns {fields that existed, size}.
  */
 const PLAN_SET_SCRIPT = `${CLOCK_LUA}
-local field, value, max, ttl, maxBytes = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local value, max, ttl, maxBytes, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = 0
-if ttl > 0 then now = clock(ARGV[6]) end
+if ttl > 0 then now = clock(ARGV[6 + n]) end
 local counter = '${PLAN_BYTES_FIELD}'
-local existed = redis.call('HEXISTS', KEYS[1], field)
-local old = 0
-if existed == 1 and maxBytes > 0 then old = #field + redis.call('HSTRLEN', KEYS[1], field) end
 local size = redis.call('HLEN', KEYS[1])
 if maxBytes > 0 then size = size - redis.call('HEXISTS', KEYS[1], counter) end
-if value == '' then
-  if existed == 1 then
-    redis.call('HDEL', KEYS[1], field)
-    size = size - 1
-    -- Fields written before the count existed were never added: never below 0.
-    if maxBytes > 0 and redis.call('HINCRBY', KEYS[1], counter, -old) < 0 then
-      redis.call('HSET', KEYS[1], counter, 0)
-    end
+local present, existed, old = {}, 0, 0
+for i = 1, n do
+  local field = ARGV[5 + i]
+  present[i] = redis.call('HEXISTS', KEYS[1], field)
+  existed = existed + present[i]
+  if present[i] == 1 and maxBytes > 0 then
+    old = old + #field + redis.call('HSTRLEN', KEYS[1], field)
   end
-  return {existed, size}
 end
-if existed == 0 and size >= max then return {-1, size} end
+-- Fields written before the count existed were never added to it: it never goes below 0.
+local function count(delta)
+  if redis.call('HINCRBY', KEYS[1], counter, delta) < 0 then redis.call('HSET', KEYS[1], counter, 0) end
+end
+if value == '' then
+  if existed > 0 then
+    for i = 1, n do
+      if present[i] == 1 then redis.call('HDEL', KEYS[1], ARGV[5 + i]) end
+    end
+    if maxBytes > 0 then count(-old) end
+  end
+  return {existed, size - existed}
+end
+local fresh = n - existed
+if fresh > 0 and size + fresh > max then return {-1, size} end
 if ttl > 0 then value = tostring(now + ttl) end
 if maxBytes > 0 then
-  local grow = #field + #value - old
+  local grow = -old
+  for i = 1, n do grow = grow + #ARGV[5 + i] + #value end
   local bytes = tonumber(redis.call('HGET', KEYS[1], counter)) or 0
   if grow > 0 and bytes + grow > maxBytes then return {-2, size} end
-  if redis.call('HINCRBY', KEYS[1], counter, grow) < 0 then redis.call('HSET', KEYS[1], counter, 0) end
+  count(grow)
 end
-redis.call('HSET', KEYS[1], field, value)
-return {existed, size + 1 - existed}
+for i = 1, n do redis.call('HSET', KEYS[1], ARGV[5 + i], value) end
+return {existed, size + fresh}
 `;
 
 /**
@@ -189,7 +201,8 @@ return out
 export interface PlanWrite extends PlanClock {
   /** The hash: plansKey or networkBlocksKey. */
   hash: string;
-  field: string;
+  /** The field, or several written all or none. */
+  field: string | readonly string[];
   /** The value, or null to remove the field. */
   value: string | null;
   /** A block's life (ms): stored as the store's now + this. */
@@ -201,7 +214,7 @@ export interface PlanWrite extends PlanClock {
 }
 
 export interface PlanWriteAnswer {
-  /** The field existed before. */
+  /** The field (one of the fields) existed before. */
   existed: boolean;
   /** A new field was refused: the hash holds `max` already. */
   full: boolean;
@@ -211,19 +224,28 @@ export interface PlanWriteAnswer {
 }
 
 export async function writePlan(client: ScriptClient, write: PlanWrite): Promise<PlanWriteAnswer> {
+  const fields = typeof write.field === "string" ? [write.field] : write.field;
   const reply = await onClock(client, write, (now) =>
     runScript<unknown>(
       client,
       PLAN_SET_SCRIPT,
       [write.hash],
-      [write.field, write.value ?? "", write.max, write.ttlMs ?? 0, write.maxBytes ?? 0, now ?? ""],
+      [
+        write.value ?? "",
+        write.max,
+        write.ttlMs ?? 0,
+        write.maxBytes ?? 0,
+        fields.length,
+        ...fields,
+        now ?? "",
+      ],
     ),
   );
   if (!Array.isArray(reply) || reply.length !== 2 || !reply.every((v) => typeof v === "number")) {
     throw new StoreReplyError(`unexpected plan reply: ${JSON.stringify(reply)}`);
   }
   const [existed, size] = reply as [number, number];
-  return { existed: existed === 1, full: existed === -1, fullBytes: existed === -2, size };
+  return { existed: existed > 0, full: existed === -1, fullBytes: existed === -2, size };
 }
 
 export interface PlanPage {

@@ -296,6 +296,12 @@ describe("bounds of the plans hash", () => {
     // A removal passes, and makes room for one new entry.
     const removed = await post("/check/override", { rule: "api", key: customer, limit: null });
     expect(await removed.json()).toMatchObject({ ok: true, existed: true });
+    // A key blocked in every rule is a field in each (api and web): one slot is not enough, and
+    // neither is written (they were written one by one, the first kept, before).
+    const everywhere = `everywhere-${run}`;
+    expect((await post("/check/block", { key: everywhere })).status).toBe(409);
+    expect(await redis.hexists(hash, `b|web|${everywhere}`)).toBe(0);
+    expect(await redis.hexists(hash, `b|api|${await headerRuleKey(everywhere)}`)).toBe(0);
     expect(
       (await post("/check/override", { rule: "web", key: `new-${run}`, limit: 5 })).status,
     ).toBe(200);
@@ -330,6 +336,17 @@ describe("bounds of the plans hash", () => {
     expect((await post("/check/override", { rule: "web", key: long, limit: null })).status).toBe(
       200,
     );
+    expect(Number(await redis.hget(hash, PLAN_BYTES_FIELD))).toBe(
+      MAX_PLAN_BYTES - 100 + 8 - (field.length + 3),
+    );
+    // A block that has ended is deleted by the listing that passes it, its bytes taken off.
+    const ended = `b|web|ended-${run}`;
+    await redis.hset(hash, { [ended]: "1" });
+    await redis.hincrby(hash, PLAN_BYTES_FIELD, ended.length + 1);
+    expect(
+      (await (await list("what=blocks&rule=web")).json<{ entries: unknown[] }>()).entries,
+    ).toEqual([]);
+    expect(await redis.hexists(hash, ended)).toBe(0);
     expect(Number(await redis.hget(hash, PLAN_BYTES_FIELD))).toBe(
       MAX_PLAN_BYTES - 100 + 8 - (field.length + 3),
     );
