@@ -144,7 +144,9 @@ export async function blockNetwork(
     max: MAX_NETWORK_BLOCKS,
     clock: target.clock,
   });
-  return written.full ? full(MAX_NETWORK_BLOCKS) : { ok: true, existed: written.existed };
+  return written.full
+    ? full(MAX_NETWORK_BLOCKS, "network blocks")
+    : { ok: true, existed: written.existed };
 }
 
 export async function unblockNetwork(
@@ -292,7 +294,7 @@ function secondsIssue(seconds: number | undefined): PlanChange | undefined {
 
 /** An override's or key block's write as a change: refused past either bound of the plans hash. */
 function planAnswer(written: PlanWriteAnswer): PlanChange {
-  if (written.full) return full(MAX_PLAN_ENTRIES);
+  if (written.full) return full(MAX_PLAN_ENTRIES, "overrides and key blocks");
   if (written.fullBytes) {
     return {
       ok: false,
@@ -303,10 +305,10 @@ function planAnswer(written: PlanWriteAnswer): PlanChange {
   return { ok: true, existed: written.existed };
 }
 
-function full(max: number): PlanChange {
+function full(max: number, what: string): PlanChange {
   return {
     ok: false,
     field: "body",
-    detail: `the store holds ${max} of these already: remove some first`,
+    detail: `the store holds ${max} ${what} already, the most it takes: remove some first`,
   };
 }

@@ -273,6 +273,9 @@ describe("bounds of the plans hash", () => {
     const refused = await post("/check/override", { rule: "web", key: `new-${run}`, limit: 5 });
     expect(refused.status).toBe(409);
     expect(refused.headers.get("Content-Type")).toBe("application/problem+json");
+    expect(await refused.json()).toMatchObject({
+      detail: expect.stringContaining(`${MAX_PLAN_ENTRIES} overrides and key blocks`),
+    });
     expect(await redis.hexists(hash, `o|web|new-${run}`)).toBe(0);
     // A key block is a field of the same hash: refused too.
     expect((await post("/check/block", { rule: "web", key: `new-${run}` })).status).toBe(409);
@@ -378,6 +381,9 @@ describe("bounds of the plans hash", () => {
     );
     const refused = await post("/check/block", { ip: "192.0.2.0/24" });
     expect(refused.status).toBe(409);
+    expect(await refused.json()).toMatchObject({
+      detail: `the store holds ${MAX_NETWORK_BLOCKS} network blocks already, the most it takes: remove some first`,
+    });
     expect(await redis.hexists(blocks, "ip|*|192.0.2.0/24")).toBe(0);
     expect(await (await post("/check/block", { ip: "10.0.5.9/24" })).json()).toMatchObject({
       existed: true,
