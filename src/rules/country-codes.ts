@@ -2,8 +2,9 @@
  * The country codes a country block may name: ISO 3166-1 alpha-2 as assigned (249 codes, as the
  * tz database's iso3166.tab lists them, ISO/TC 46 N1108 of 2023-04-05), and what Cloudflare puts
  * in `request.cf.country` beside them: XX (no country known), T1 (Tor); and XK (Kosovo, a
- * user-assigned code geolocation databases use). A code outside these never matches a request, so a block
- * naming one ("UK" for GB, "EL" for GR) would block nothing while looking done: it is refused.
+ * user-assigned code geolocation databases use). A code outside these never matches a request,
+ * so a block naming one ("UK" for GB, "EL" for GR) would block nothing while looking done: it is
+ * refused.
  */
 const CODES = new Set(
   (

@@ -218,7 +218,7 @@ export function parseNetwork(
   if (slash < 0) return { ok: true, value: full };
   const lengthText = text.slice(slash + 1);
   if (!/^(0|[1-9]\d{0,2})$/.test(lengthText)) {
-    return refuse("has a prefix length that is not a decimal number (after '/')");
+    return refuse("has a prefix length (after '/') that is not a number without leading zeros");
   }
   // An IPv4-mapped address written in IPv6 ("::ffff:192.0.2.1/120") keeps its IPv6 length.
   const mapped = !isV6 && address.includes(":");
