@@ -6,21 +6,25 @@
  */
 import type { Context } from "hono";
 import type { RuleConfig } from "../config/rule-schema";
-import { isPlainObject, unknownField } from "../config/validation";
+import {
+  illFormedString,
+  isPlainObject,
+  mayHoldLoneSurrogate,
+  unknownField,
+} from "../config/validation";
 import type { Env } from "../env";
 import {
-  blockKey,
   blockNetwork,
+  changeKeyBlocks,
   listPlanEntries,
   MAX_LIST_COUNT,
   type PlanChange,
   setOverride,
-  unblockKey,
   unblockNetwork,
 } from "../limiter/plan-changes";
 import { groupAddress } from "../rules/client-ip";
 import { headerRuleKey } from "../rules/client-key";
-import { normalizeAsn, normalizeCountry, normalizeNetwork } from "../rules/network-blocks";
+import { normalizeAsn, normalizeCountry, parseNetwork } from "../rules/network-blocks";
 import type { ReadyRuntime } from "../runtime";
 import { storeUnavailable } from "./admin-route";
 import { authorizedJson } from "./authorized-check";
@@ -28,6 +32,9 @@ import { authorizedReader } from "./dashboard-auth";
 import { problemResponse } from "./problem";
 
 type Body = Record<string, unknown>;
+
+/** The largest cursor HSCAN takes (2^64 - 1). */
+const MAX_CURSOR = 18_446_744_073_709_551_615n;
 
 /** POST /check/override `{"rule", "key", "limit"}`: `"limit": null` removes the override. */
 export async function overrideHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
@@ -95,27 +102,22 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
       if (!rule.ok) return rule.response;
       rules = [rule.rule];
     }
-    const raw = body.key;
-    let last: PlanChange = { ok: true, existed: false };
-    let existed = false;
+    const keys: { rule: RuleConfig; policy: string; key: string }[] = [];
     for (const rule of rules) {
-      const key = await ruleKey(rule, raw, runtime);
-      const target = {
+      keys.push({ rule, policy: rule.name, key: await ruleKey(rule, body.key, runtime) });
+    }
+    // One script call for every rule's field: a refusal or a failure writes none of them.
+    const changed = await storeCall(() =>
+      changeKeyBlocks(runtime.store, {
         prefix: runtime.config.prefix,
         clock: runtime.config.clock,
-        policy: rule.name,
-        key,
-      };
-      last = await storeCall(() =>
-        block
-          ? blockKey(runtime.store, { ...target, seconds: seconds as number | undefined })
-          : unblockKey(runtime.store, target),
-      );
-      if (!last.ok) return changeAnswer(last, rules);
-      existed ||= last.existed;
-      forgetHere(runtime, rule, key);
-    }
-    return changeAnswer(last.ok ? { ok: true, existed } : last, rules);
+        keys,
+        block,
+        seconds: seconds as number | undefined,
+      }),
+    );
+    if (changed.ok) for (const { rule, key } of keys) forgetHere(runtime, rule, key);
+    return changeAnswer(changed, rules);
   }
 
   if (!runtime.networkBlocks) {
@@ -127,26 +129,9 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
     if (!rule) return bad("rule", "must name a configured rule (or be left out: every rule)");
   }
   const [kind] = targets as ["ip" | "country" | "asn"];
-  const value =
-    kind === "ip"
-      ? typeof body.ip === "string"
-        ? normalizeNetwork(body.ip)
-        : undefined
-      : kind === "country"
-        ? typeof body.country === "string"
-          ? normalizeCountry(body.country)
-          : undefined
-        : normalizeAsn(body.asn);
-  if (value === undefined) {
-    return bad(
-      kind,
-      kind === "ip"
-        ? "must be an IPv4 or IPv6 address or CIDR"
-        : kind === "country"
-          ? "must be a two-letter country code"
-          : "must be an AS number",
-    );
-  }
+  const parsed = networkValue(kind, body[kind]);
+  if (!parsed.ok) return bad(kind, parsed.detail);
+  const { value } = parsed;
   const target = {
     prefix: runtime.config.prefix,
     clock: runtime.config.clock,
@@ -170,6 +155,32 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
   });
 }
 
+/** A network block's value as stored (normalized), or why it is refused (docs/plans.md). */
+function networkValue(
+  kind: "ip" | "country" | "asn",
+  given: unknown,
+): { ok: true; value: string } | { ok: false; detail: string } {
+  if (kind === "ip") {
+    return typeof given === "string"
+      ? parseNetwork(given)
+      : { ok: false, detail: "must be an IPv4 or IPv6 address or CIDR (a string)" };
+  }
+  const value =
+    kind === "country"
+      ? typeof given === "string"
+        ? normalizeCountry(given)
+        : undefined
+      : normalizeAsn(given);
+  if (value !== undefined) return { ok: true, value };
+  return {
+    ok: false,
+    detail:
+      kind === "country"
+        ? "must be an ISO 3166-1 alpha-2 code (GB, not UK or GBR), XX (unknown) or T1 (Tor)"
+        : 'must be an AS number from 1 to 4294967295 (13335 or "AS13335")',
+  };
+}
+
 /**
  * GET /check/plans?what=overrides|blocks|network&cursor=0&count=100&rule=<name>: one page; the
  * answer's `cursor` "0" ends the listing.
@@ -183,7 +194,10 @@ export async function plansListHandler(c: Context<{ Bindings: Env }>): Promise<R
     return bad("what", 'must be "overrides", "blocks" or "network"');
   }
   const cursor = c.req.query("cursor") ?? "0";
-  if (!/^\d{1,20}$/.test(cursor)) return bad("cursor", "must be the cursor a page answered");
+  // A Redis cursor is an unsigned 64-bit number: a larger one is the store's error, not a page.
+  if (!/^\d{1,20}$/.test(cursor) || BigInt(cursor) > MAX_CURSOR) {
+    return bad("cursor", "must be the cursor a page answered");
+  }
   const countText = c.req.query("count") ?? "100";
   const count = Number(countText);
   if (!/^\d+$/.test(countText) || count < 1 || count > MAX_LIST_COUNT) {
@@ -216,6 +230,12 @@ async function adminBody(
   if (!read.ok) return read;
   if (!isPlainObject(read.json))
     return { ok: false, response: bad("body", "must be a JSON object") };
+  // As /check: a lone surrogate cannot be keyed faithfully (a header rule's hash would fold it
+  // into U+FFFD, one key for many), so it is refused, naming where it is.
+  const illFormed = mayHoldLoneSurrogate(read.body)
+    ? illFormedString(read.json, "body")
+    : undefined;
+  if (illFormed) return { ok: false, response: bad(illFormed.field, illFormed.detail) };
   const extra = unknownField(read.json, fields);
   if (extra) return { ok: false, response: bad(extra, "unknown field") };
   return { ok: true, runtime: read.runtime, body: read.json };

@@ -12,11 +12,13 @@ import {
   keyBlockField,
   listPlans,
   MAX_NETWORK_BLOCKS,
+  MAX_PLAN_BYTES,
   MAX_PLAN_ENTRIES,
   type NetworkBlockKind,
   networkBlockField,
   networkBlocksKey,
   overrideField,
+  type PlanWriteAnswer,
   plansKey,
   readPlan,
   writePlan,
@@ -64,40 +66,57 @@ export async function setOverride(
     field: overrideField(target.policy, await boundedKey(target.key)),
     value: limit === null ? null : String(limit),
     max: MAX_PLAN_ENTRIES,
+    maxBytes: MAX_PLAN_BYTES,
     clock: target.clock,
   });
-  return written.full ? full(MAX_PLAN_ENTRIES) : { ok: true, existed: written.existed };
+  return planAnswer(written);
 }
 
 /** Blocks one client key in one policy, for `seconds` or until unblocked. */
-export async function blockKey(
+export function blockKey(
   store: ScriptClient,
   target: PlanTarget & { seconds?: number | undefined },
 ): Promise<PlanChange> {
-  const issue = targetIssue(target) ?? secondsIssue(target.seconds);
-  if (issue) return issue;
-  const written = await writePlan(store, {
-    hash: plansKey(target.prefix ?? DEFAULT_PREFIX),
-    field: keyBlockField(target.policy, await boundedKey(target.key)),
-    value: "0",
-    ttlMs: target.seconds === undefined ? 0 : target.seconds * 1000,
-    max: MAX_PLAN_ENTRIES,
-    clock: target.clock,
-  });
-  return written.full ? full(MAX_PLAN_ENTRIES) : { ok: true, existed: written.existed };
+  return changeKeyBlocks(store, { ...target, keys: [target], block: true });
 }
 
-export async function unblockKey(store: ScriptClient, target: PlanTarget): Promise<PlanChange> {
-  const issue = targetIssue(target);
+export function unblockKey(store: ScriptClient, target: PlanTarget): Promise<PlanChange> {
+  return changeKeyBlocks(store, { ...target, keys: [target], block: false });
+}
+
+/**
+ * Blocks (or unblocks) several policies' keys at once, all or none: one script call, so a
+ * refusal (a full hash) or a store failure leaves none of them written. `existed`: any of them.
+ */
+export async function changeKeyBlocks(
+  store: ScriptClient,
+  change: {
+    prefix?: string | undefined;
+    clock?: ClockSource | undefined;
+    keys: readonly { policy: string; key: string }[];
+    block: boolean;
+    seconds?: number | undefined;
+  },
+): Promise<PlanChange> {
+  for (const target of change.keys) {
+    const issue = targetIssue(target);
+    if (issue) return issue;
+  }
+  const issue = change.block ? secondsIssue(change.seconds) : undefined;
   if (issue) return issue;
+  const fields: string[] = [];
+  for (const { policy, key } of change.keys)
+    fields.push(keyBlockField(policy, await boundedKey(key)));
   const written = await writePlan(store, {
-    hash: plansKey(target.prefix ?? DEFAULT_PREFIX),
-    field: keyBlockField(target.policy, await boundedKey(target.key)),
-    value: null,
+    hash: plansKey(change.prefix ?? DEFAULT_PREFIX),
+    field: fields,
+    value: change.block ? "0" : null,
+    ttlMs: change.block && change.seconds !== undefined ? change.seconds * 1000 : 0,
     max: MAX_PLAN_ENTRIES,
-    clock: target.clock,
+    maxBytes: MAX_PLAN_BYTES,
+    clock: change.clock,
   });
-  return { ok: true, existed: written.existed };
+  return planAnswer(written);
 }
 
 export interface NetworkTarget {
@@ -125,7 +144,9 @@ export async function blockNetwork(
     max: MAX_NETWORK_BLOCKS,
     clock: target.clock,
   });
-  return written.full ? full(MAX_NETWORK_BLOCKS) : { ok: true, existed: written.existed };
+  return written.full
+    ? full(MAX_NETWORK_BLOCKS, "network blocks")
+    : { ok: true, existed: written.existed };
 }
 
 export async function unblockNetwork(
@@ -271,10 +292,23 @@ function secondsIssue(seconds: number | undefined): PlanChange | undefined {
   return undefined;
 }
 
-function full(max: number): PlanChange {
+/** An override's or key block's write as a change: refused past either bound of the plans hash. */
+function planAnswer(written: PlanWriteAnswer): PlanChange {
+  if (written.full) return full(MAX_PLAN_ENTRIES, "overrides and key blocks");
+  if (written.fullBytes) {
+    return {
+      ok: false,
+      field: "body",
+      detail: `the overrides and key blocks hold ${MAX_PLAN_BYTES} bytes of keys and values already: remove some first`,
+    };
+  }
+  return { ok: true, existed: written.existed };
+}
+
+function full(max: number, what: string): PlanChange {
   return {
     ok: false,
     field: "body",
-    detail: `the store holds ${max} of these already: remove some first`,
+    detail: `the store holds ${max} ${what} already, the most it takes: remove some first`,
   };
 }

@@ -24,9 +24,24 @@ export function networkBlocksKey(prefix: string): string {
   return `${prefix}:blocks`;
 }
 
-/** Most fields in `<prefix>:plans` (overrides and key blocks): ~100 B each, 10 MB in all. */
+/** Most fields in `<prefix>:plans` (overrides and key blocks). */
 export const MAX_PLAN_ENTRIES = 100_000;
-/** Most network blocks: every isolate holds them all (≈ 100 B each, ≈ 1 MB in all). */
+/**
+ * Most bytes of field names and values in `<prefix>:plans`, counted in its PLAN_BYTES_FIELD. The
+ * entry cap alone does not bound memory: a field holds the encoded client key, up to ~4.6 kB for
+ * 512 characters outside ASCII, and 100 000 of those took 516 MB of Redis (MEMORY USAGE), where
+ * 100 000 header-keyed overrides (a 64-character hash each) take 12 MB and count 7.5 MiB here.
+ */
+export const MAX_PLAN_BYTES = 16 * 1024 * 1024;
+/** The plans hash's byte count: not `o|`/`b|`, so no decision reads it and no listing shows it. */
+export const PLAN_BYTES_FIELD = "#bytes";
+/** Most bytes of fields and values one listing page gathers before it ends (plus one step's). */
+export const PAGE_BYTES = 512 * 1024;
+
+/**
+ * Most network blocks: every isolate holds them all. At the cap a read is ~211 KiB and the copy
+ * ~3.1 MiB of heap (`node --expose-gc scripts/measure-network-blocks.mjs`).
+ */
 export const MAX_NETWORK_BLOCKS = 10_000;
 
 export type NetworkBlockKind = "ip" | "country" | "asn";
@@ -78,46 +93,93 @@ function onClock<T>(
 }
 
 /**
- * Sets (or, with value "", removes) one field. `ttlMs` > 0 stores the store's now + ttlMs (a
- * block's end) instead of `value`. A new field past `max` is refused ({-1}). Returns
- * {existed (0|1), size}.
+ * Sets (or, with value "", removes) some fields to one value, all or none: a key blocked in every
+ * rule is one field a rule, and a refusal must leave none of them written. `ttl` > 0 stores the
+ * store's now + ttl (a block's end) instead of `value`. New fields past `max` are refused ({-1});
+ * with `maxBytes` > 0 the hash counts its fields' and values' bytes in PLAN_BYTES_FIELD (not an
+ * entry: HLEN less it) and a write past `maxBytes` is refused ({-2}); a removal, or a write that
+ * does not grow, always passes. ARGV: value, max, ttl, maxBytes, n, n fields, the caller's now.
+ * Returns {fields that existed, size}.
  */
 const PLAN_SET_SCRIPT = `${CLOCK_LUA}
-local field, value, max, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local value, max, ttl, maxBytes, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = 0
-if ttl > 0 then now = clock(ARGV[5]) end
-local existed = redis.call('HEXISTS', KEYS[1], field)
-if value == '' then
-  redis.call('HDEL', KEYS[1], field)
-  return {existed, redis.call('HLEN', KEYS[1])}
-end
+if ttl > 0 then now = clock(ARGV[6 + n]) end
+local counter = '${PLAN_BYTES_FIELD}'
 local size = redis.call('HLEN', KEYS[1])
-if existed == 0 and size >= max then return {-1, size} end
+if maxBytes > 0 then size = size - redis.call('HEXISTS', KEYS[1], counter) end
+local present, existed, old = {}, 0, 0
+for i = 1, n do
+  local field = ARGV[5 + i]
+  present[i] = redis.call('HEXISTS', KEYS[1], field)
+  existed = existed + present[i]
+  if present[i] == 1 and maxBytes > 0 then
+    old = old + #field + redis.call('HSTRLEN', KEYS[1], field)
+  end
+end
+-- Fields written before the count existed were never added to it: it never goes below 0.
+local function count(delta)
+  if redis.call('HINCRBY', KEYS[1], counter, delta) < 0 then redis.call('HSET', KEYS[1], counter, 0) end
+end
+if value == '' then
+  if existed > 0 then
+    for i = 1, n do
+      if present[i] == 1 then redis.call('HDEL', KEYS[1], ARGV[5 + i]) end
+    end
+    if maxBytes > 0 then count(-old) end
+  end
+  return {existed, size - existed}
+end
+local fresh = n - existed
+if fresh > 0 and size + fresh > max then return {-1, size} end
 if ttl > 0 then value = tostring(now + ttl) end
-redis.call('HSET', KEYS[1], field, value)
-return {existed, size + 1 - existed}
+if maxBytes > 0 then
+  local grow = -old
+  for i = 1, n do grow = grow + #ARGV[5 + i] + #value end
+  local bytes = tonumber(redis.call('HGET', KEYS[1], counter)) or 0
+  if grow > 0 and bytes + grow > maxBytes then return {-2, size} end
+  count(grow)
+end
+for i = 1, n do redis.call('HSET', KEYS[1], ARGV[5 + i], value) end
+return {existed, size + fresh}
 `;
 
 /**
- * One page of a hash (HSCAN cursor MATCH pattern COUNT n) and the store's now; blocks seen that
- * have ended are deleted (nothing else reclaims them: a hash field has no TTL in Redis 7.0).
- * Returns {next cursor, now, field, value, …} without the ended ones.
+ * One page of a hash's fields matching a glob, and the store's now: HSCAN in steps of at most
+ * 100 (COUNT is a hint: a step may answer a few more), as many as one HSCAN COUNT `count` would
+ * visit, ending early once `count` entries or PAGE_BYTES are gathered, so a page is about `count`
+ * entries and at most PAGE_BYTES plus one step's, whatever the keys' lengths. Blocks seen that
+ * have ended are deleted (nothing else reclaims them: a hash field has no TTL in Redis 7.0),
+ * their bytes taken off PLAN_BYTES_FIELD. Returns {next cursor, now, field, value, …}.
  */
 const PLAN_LIST_SCRIPT = `${CLOCK_LUA}
 local now = clock(ARGV[4])
-local page = redis.call('HSCAN', KEYS[1], ARGV[1], 'MATCH', ARGV[2], 'COUNT', tonumber(ARGV[3]))
-local out = {page[1], now}
-local items = page[2]
-for i = 1, #items, 2 do
-  local field, value = items[i], items[i + 1]
-  local ends = tonumber(value)
-  if string.sub(field, 1, 2) ~= 'o|' and ends and ends > 0 and ends <= now then
-    redis.call('HDEL', KEYS[1], field)
-  else
-    out[#out + 1] = field
-    out[#out + 1] = value
+local count = tonumber(ARGV[3])
+local step = math.min(count, 100)
+local counted = redis.call('HEXISTS', KEYS[1], '${PLAN_BYTES_FIELD}') == 1
+local cursor = ARGV[1]
+local out = {'0', now}
+local bytes, found, steps = 0, 0, math.ceil(count / step)
+repeat
+  local page = redis.call('HSCAN', KEYS[1], cursor, 'MATCH', ARGV[2], 'COUNT', step)
+  cursor = page[1]
+  local items = page[2]
+  for i = 1, #items, 2 do
+    local field, value = items[i], items[i + 1]
+    local ends = tonumber(value)
+    if string.sub(field, 1, 2) ~= 'o|' and ends and ends > 0 and ends <= now then
+      redis.call('HDEL', KEYS[1], field)
+      if counted then redis.call('HINCRBY', KEYS[1], '${PLAN_BYTES_FIELD}', -(#field + #value)) end
+    else
+      out[#out + 1] = field
+      out[#out + 1] = value
+      bytes = bytes + #field + #value
+      found = found + 1
+    end
   end
-end
+  steps = steps - 1
+until cursor == '0' or steps <= 0 or found >= count or bytes >= ${PAGE_BYTES}
+out[1] = cursor
 return out
 `;
 
@@ -139,37 +201,51 @@ return out
 export interface PlanWrite extends PlanClock {
   /** The hash: plansKey or networkBlocksKey. */
   hash: string;
-  field: string;
+  /** The field, or several written all or none. */
+  field: string | readonly string[];
   /** The value, or null to remove the field. */
   value: string | null;
   /** A block's life (ms): stored as the store's now + this. */
   ttlMs?: number | undefined;
   /** Most fields the hash may hold. */
   max: number;
+  /** Most bytes of fields and values the hash may hold (counted in it); 0: not counted. */
+  maxBytes?: number | undefined;
 }
 
 export interface PlanWriteAnswer {
-  /** The field existed before. */
+  /** The field (one of the fields) existed before. */
   existed: boolean;
   /** A new field was refused: the hash holds `max` already. */
   full: boolean;
+  /** The write was refused: it would take the hash past `maxBytes`. */
+  fullBytes: boolean;
   size: number;
 }
 
 export async function writePlan(client: ScriptClient, write: PlanWrite): Promise<PlanWriteAnswer> {
+  const fields = typeof write.field === "string" ? [write.field] : write.field;
   const reply = await onClock(client, write, (now) =>
     runScript<unknown>(
       client,
       PLAN_SET_SCRIPT,
       [write.hash],
-      [write.field, write.value ?? "", write.max, write.ttlMs ?? 0, now ?? ""],
+      [
+        write.value ?? "",
+        write.max,
+        write.ttlMs ?? 0,
+        write.maxBytes ?? 0,
+        fields.length,
+        ...fields,
+        now ?? "",
+      ],
     ),
   );
   if (!Array.isArray(reply) || reply.length !== 2 || !reply.every((v) => typeof v === "number")) {
     throw new StoreReplyError(`unexpected plan reply: ${JSON.stringify(reply)}`);
   }
   const [existed, size] = reply as [number, number];
-  return { existed: existed === 1, full: existed === -1, size };
+  return { existed: existed > 0, full: existed === -1, fullBytes: existed === -2, size };
 }
 
 export interface PlanPage {

@@ -262,11 +262,41 @@ describe("bounds", () => {
     const own = scopedPrefix("plans-bounds");
     const write = (field: string, value: string | null) =>
       writePlan(admin, { hash: plansKey(own), field, value, max: 2 });
-    expect(await write("o|a|1", "5")).toEqual({ existed: false, full: false, size: 1 });
-    expect(await write("o|a|2", "5")).toEqual({ existed: false, full: false, size: 2 });
-    expect(await write("o|a|3", "5")).toEqual({ existed: false, full: true, size: 2 });
-    expect(await write("o|a|2", "7")).toEqual({ existed: true, full: false, size: 2 });
-    expect(await write("o|a|1", null)).toEqual({ existed: true, full: false, size: 1 });
-    expect(await write("o|a|3", "5")).toEqual({ existed: false, full: false, size: 2 });
+    expect(await write("o|a|1", "5")).toEqual({
+      existed: false,
+      full: false,
+      fullBytes: false,
+      size: 1,
+    });
+    expect(await write("o|a|2", "5")).toEqual({
+      existed: false,
+      full: false,
+      fullBytes: false,
+      size: 2,
+    });
+    expect(await write("o|a|3", "5")).toEqual({
+      existed: false,
+      full: true,
+      fullBytes: false,
+      size: 2,
+    });
+    expect(await write("o|a|2", "7")).toEqual({
+      existed: true,
+      full: false,
+      fullBytes: false,
+      size: 2,
+    });
+    expect(await write("o|a|1", null)).toEqual({
+      existed: true,
+      full: false,
+      fullBytes: false,
+      size: 1,
+    });
+    expect(await write("o|a|3", "5")).toEqual({
+      existed: false,
+      full: false,
+      fullBytes: false,
+      size: 2,
+    });
   });
 });

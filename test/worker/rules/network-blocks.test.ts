@@ -6,6 +6,7 @@ import {
   normalizeAsn,
   normalizeCountry,
   normalizeNetwork,
+  parseNetwork,
 } from "../../../src/rules/network-blocks";
 import { readNetworkBlocks } from "../../../src/store/plans";
 import { withinDeadline } from "../../../src/store/script-runner";
@@ -44,6 +45,13 @@ describe("network block values", () => {
     expect(normalizeNetwork("192.0.2.77/32")).toBe("192.0.2.77");
     expect(normalizeNetwork("2001:DB8:0:0::1/64")).toBe("2001:db8::/64");
     expect(normalizeNetwork("::ffff:192.0.2.1")).toBe("192.0.2.1");
+    // An IPv4-mapped CIDR keeps its IPv6 length: /120 is the IPv4 /24, /24 is not IPv4 at all.
+    expect(normalizeNetwork("::ffff:192.0.2.1/120")).toBe("192.0.2.0/24");
+    expect(parseNetwork("::ffff:192.0.2.1/24")).toMatchObject({ ok: false });
+    expect(parseNetwork("0.0.0.0/0")).toMatchObject({
+      ok: false,
+      detail: expect.stringContaining("/0"),
+    });
     for (const bad of [
       "192.0.2.1/33",
       "2001:db8::/129",
@@ -51,11 +59,29 @@ describe("network block values", () => {
       "192.0.2.1/08",
       "x",
       "1.2.3",
+      "010.0.0.1",
+      " 192.0.2.1",
+      "2001:db8::1 ",
+      "fe80::1%eth0",
+      "[2001:db8::1]",
+      "::/0",
     ]) {
       expect(normalizeNetwork(bad), bad).toBeUndefined();
     }
     expect(normalizeCountry("de")).toBe("DE");
     expect(normalizeCountry("DEU")).toBeUndefined();
+    // Cloudflare's own values beside ISO 3166-1: unknown and Tor; "UK" is not a code (GB is).
+    expect(["xx", "t1", "gb"].map(normalizeCountry)).toEqual(["XX", "T1", "GB"]);
+    expect(["UK", "EL", "ZZ", "T2"].map(normalizeCountry)).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ]);
+    expect(["AS13335", "as13335", 13_335].map(normalizeAsn)).toEqual(["13335", "13335", "13335"]);
+    for (const bad of ["AS 13335", "013335", 0, "0", -1]) {
+      expect(normalizeAsn(bad), String(bad)).toBeUndefined();
+    }
     expect(normalizeAsn(13_335)).toBe("13335");
     expect(normalizeAsn("13335")).toBe("13335");
     expect(normalizeAsn(2 ** 32)).toBeUndefined();
