@@ -21,8 +21,10 @@ export function clockedScript(script: string, slot: number): string {
   return script;
 }
 
-// Scripts seen without a declaration, by whether they read TIME (scanned once each).
+// Scripts seen without a declaration, by whether they read TIME (scanned once each). Ours are a
+// handful; bounded anyway, as a cache of whatever else a caller runs.
 const undeclared = new Map<string, boolean>();
+const MAX_UNDECLARED = 64;
 const READS_TIME = /redis\.p?call\(\s*['"]TIME['"]/i;
 
 /**
@@ -36,6 +38,7 @@ export function clockSlotOf(script: string, argCount: number): number | undefine
   let readsTime = undeclared.get(script);
   if (readsTime === undefined) {
     readsTime = READS_TIME.test(script);
+    if (undeclared.size >= MAX_UNDECLARED) undeclared.clear();
     undeclared.set(script, readsTime);
   }
   if (readsTime) {

@@ -13,8 +13,17 @@ import {
   planOf,
   setOverride,
 } from "../../../src/limiter/plan-changes";
+import { clockSlotOf } from "../../../src/store/clock-slots";
 import { evaluate } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
+import { PEEK_SCRIPT } from "../../../src/store/lua/peek.lua";
+import {
+  REGION_FORGET_SCRIPT,
+  REGION_PUT_SCRIPT,
+  REGION_RETURN_SCRIPT,
+  REGION_SPEND_SCRIPT,
+} from "../../../src/store/lua/region-lease.lua";
+import { EVALUATE_SCRIPTS, REFUND_SCRIPT } from "../../../src/store/lua/scripts";
 import { peekQuota, resetQuota } from "../../../src/store/peek-reset";
 import { readNetworkBlocks } from "../../../src/store/plans";
 import { refund } from "../../../src/store/refund";
@@ -240,6 +249,25 @@ describe("each script family, first on a store that refuses TIME", () => {
       /declare its clock slot/,
     );
     expect((await front.stats()).requests).toBe(0);
+  });
+});
+
+describe("the clock slots the runner reads", () => {
+  it("every shipped script that reads TIME declares one: ARGV[1] for the composed ones, the last for the rest", () => {
+    for (const script of [...Object.values(EVALUATE_SCRIPTS), REFUND_SCRIPT]) {
+      expect(clockSlotOf(script, 9)).toBe(0);
+    }
+    for (const script of [
+      PEEK_SCRIPT,
+      REGION_SPEND_SCRIPT,
+      REGION_PUT_SCRIPT,
+      REGION_RETURN_SCRIPT,
+    ]) {
+      expect(script).toContain("redis.call('TIME')");
+      expect(clockSlotOf(script, 5)).toBe(4);
+    }
+    // The forget reads no clock.
+    expect(clockSlotOf(REGION_FORGET_SCRIPT, 0)).toBeUndefined();
   });
 });
 
