@@ -37,9 +37,9 @@ const redis = testRedis();
 const prefix = scopedPrefix("time-refusal");
 
 /** A fresh store client on a fresh TIME-refusing front: no script has met it yet. */
-async function refusingStore() {
+async function refusingStore(autoPipeline = false) {
   const front = await faultScenario("refuse-time");
-  return { front, client: storeAt(front.url, 5_000) };
+  return { front, client: storeAt(front.url, 5_000, autoPipeline) };
 }
 
 /** Console lines while `work` runs (the default report of a clock switch is one console.warn). */
@@ -58,18 +58,21 @@ async function captured<T>(work: () => Promise<T>): Promise<{ value: T; lines: s
 }
 
 describe("each script family, first on a store that refuses TIME", () => {
-  it("peek: answers from the log, on the caller's clock; refused once, said once", async () => {
-    const { front, client } = await refusingStore();
-    const quota = { prefix, policy: "rt-peek", key: "k", limit: 3, windowMs: 60_000 };
-    const { value, lines } = await captured(() => peekQuota(client, quota));
-    expect(value).toMatchObject({ allowed: true, remaining: 3 });
-    expect(Math.abs(value.now - Date.now())).toBeLessThan(60_000);
-    expect((await front.stats()).refusedTime).toBe(1);
-    expect(lines.filter((line) => line.includes('"store-clock"'))).toHaveLength(1);
-    // The next one passes the caller's clock from the start.
-    expect(await peekQuota(client, quota)).toMatchObject({ remaining: 3 });
-    expect((await front.stats()).refusedTime).toBe(1);
-  });
+  it.each([false, true])(
+    "peek (auto-pipeline %s): answers from the log, on the caller's clock; refused once, said once",
+    async (autoPipeline) => {
+      const { front, client } = await refusingStore(autoPipeline);
+      const quota = { prefix, policy: "rt-peek", key: "k", limit: 3, windowMs: 60_000 };
+      const { value, lines } = await captured(() => peekQuota(client, quota));
+      expect(value).toMatchObject({ allowed: true, remaining: 3 });
+      expect(Math.abs(value.now - Date.now())).toBeLessThan(60_000);
+      expect((await front.stats()).refusedTime).toBe(1);
+      expect(lines.filter((line) => line.includes('"store-clock"'))).toHaveLength(1);
+      // The next one passes the caller's clock from the start.
+      expect(await peekQuota(client, quota)).toMatchObject({ remaining: 3 });
+      expect((await front.stats()).refusedTime).toBe(1);
+    },
+  );
 
   it("reset: reads no clock, so it is sent once and never refused", async () => {
     const { front, client } = await refusingStore();
