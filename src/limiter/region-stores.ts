@@ -5,6 +5,7 @@
  */
 import type { ScriptClient } from "../store/script-runner";
 import { withinDeadline } from "../store/script-runner";
+import { type ClockRun, storeClockOf, withClock } from "../store/store-clock";
 import {
   type CircuitBreaker,
   type CircuitBreakerOptions,
@@ -48,7 +49,14 @@ export function createRegionStores(
   timeoutMs: number,
   breakerOptions: CircuitBreakerOptions | undefined,
 ): RegionStores {
-  const stores = new Map(Object.entries(clients));
+  // Each region's store on its own clock policy (store-clock.ts): its TIME until it refuses it,
+  // then the isolate's clock (the limiter's `now`) for that store only; said once, naming it.
+  const stores = new Map(
+    Object.entries(clients).map(([name, client]) => [
+      name,
+      withClock(client, regionClock(ctx, name, client)),
+    ]),
+  );
   const breakers = new Map<string, CircuitBreaker>();
   const cooldownMs = Math.min(breakerOptions?.cooldownMs ?? 1_000, REGION_MAX_COOLDOWN_MS);
   for (const name of stores.keys()) {
@@ -96,5 +104,20 @@ export function createRegionStores(
     has: (region): region is string => region !== undefined && stores.has(region),
     down: (region) => breakers.get(region)?.state === "open",
     inRegion: inRegion as RegionStores["inRegion"],
+  };
+}
+
+/** A region store's clock run: the Redis clock until that store refuses TIME, then `ctx.now`. */
+function regionClock(ctx: LimiterContext, region: string, client: ScriptClient): ClockRun {
+  const state = storeClockOf(client);
+  return {
+    state,
+    caller: false,
+    now: ctx.now,
+    onSwitch: (event) => {
+      if (state.reported) return;
+      state.reported = true;
+      console.warn(JSON.stringify({ ...event, region }));
+    },
   };
 }

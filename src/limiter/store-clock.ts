@@ -2,7 +2,9 @@
  * The limiter's side of the store's clock policy (store/store-clock.ts): its calls run on the
  * clock its store client follows, which every script on that client shares — a refusal of TIME
  * seen by any of them (a decision, a refund, a lease, the admin peek) moves them all to the
- * caller clock, once, for good. This file adds only how the limiter is told.
+ * caller clock, once, for good. The refused call is retried by the script runner
+ * (store/script-runner.ts), on this limiter's clock (its `now`); this file adds only how the
+ * limiter is told.
  */
 import type { ScriptClient } from "../store/script-runner";
 import {

@@ -79,8 +79,8 @@ export async function peekQuota(client: QuotaClient, request: PeekRequest): Prom
     // with a handler of its own is told at its next call).
     onSwitch: () => reportClockChange(storeClockOf(client)),
   };
-  const reply = await runOnClock(run, client, (_, now) =>
-    runReadOnlyScript<unknown>(client, PEEK_SCRIPT, keys, [
+  const reply = await runOnClock(run, client, (clocked, now) =>
+    runReadOnlyScript<unknown>(clocked, PEEK_SCRIPT, keys, [
       request.limit,
       request.windowMs,
       cost,

@@ -11,6 +11,7 @@
  * `until` is the store's clock in ms when the block ends; 0: until it is removed. Client keys are
  * encoded as in Redis keys (encodeKeyPart): no `|` in them, so a field splits at its first two.
  */
+import { clockedScript, LAST_ARG } from "./clock-slots";
 import { encodeKeyPart } from "./keys";
 import { CLOCK_LUA } from "./lua/clock.lua";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
@@ -77,7 +78,7 @@ export interface PlanClock {
 function onClock<T>(
   client: ScriptClient,
   options: PlanClock,
-  call: (now: number | undefined) => Promise<T>,
+  call: (client: ScriptClient, now: number | undefined) => Promise<T>,
 ): Promise<T> {
   const state = storeClockOf(options.clockOf ?? client);
   return runOnClock(
@@ -88,7 +89,7 @@ function onClock<T>(
       onSwitch: () => reportClockChange(state),
     },
     client,
-    (_, now) => call(now),
+    call,
   );
 }
 
@@ -198,6 +199,11 @@ table.insert(out, 1, now)
 return out
 `;
 
+// The runner passes the caller's clock there when the store refuses TIME (clock-slots.ts).
+for (const script of [PLAN_SET_SCRIPT, PLAN_LIST_SCRIPT, PLAN_READ_SCRIPT, NETWORK_READ_SCRIPT]) {
+  clockedScript(script, LAST_ARG);
+}
+
 export interface PlanWrite extends PlanClock {
   /** The hash: plansKey or networkBlocksKey. */
   hash: string;
@@ -225,9 +231,9 @@ export interface PlanWriteAnswer {
 
 export async function writePlan(client: ScriptClient, write: PlanWrite): Promise<PlanWriteAnswer> {
   const fields = typeof write.field === "string" ? [write.field] : write.field;
-  const reply = await onClock(client, write, (now) =>
+  const reply = await onClock(client, write, (clocked, now) =>
     runScript<unknown>(
-      client,
+      clocked,
       PLAN_SET_SCRIPT,
       [write.hash],
       [
@@ -265,8 +271,8 @@ export async function listPlans(
   count: number,
   clock: PlanClock = {},
 ): Promise<PlanPage> {
-  const reply = await onClock(client, clock, (now) =>
-    runScript<unknown>(client, PLAN_LIST_SCRIPT, [hash], [cursor, pattern, count, now ?? ""]),
+  const reply = await onClock(client, clock, (clocked, now) =>
+    runScript<unknown>(clocked, PLAN_LIST_SCRIPT, [hash], [cursor, pattern, count, now ?? ""]),
   );
   if (!Array.isArray(reply) || reply.length < 2 || reply.length % 2 !== 0) {
     throw new StoreReplyError(`unexpected plan list reply: ${JSON.stringify(reply)}`);
@@ -286,9 +292,9 @@ export async function readPlan(
   clientKey: string,
   clock: PlanClock = {},
 ): Promise<{ now: number; limit: number | undefined; blockedUntil: number | undefined }> {
-  const reply = await onClock(client, clock, (now) =>
+  const reply = await onClock(client, clock, (clocked, now) =>
     runScript<unknown>(
-      client,
+      clocked,
       PLAN_READ_SCRIPT,
       [plansKey(prefix)],
       [overrideField(policy, clientKey), keyBlockField(policy, clientKey), now ?? ""],
@@ -313,8 +319,8 @@ export async function readNetworkBlocks(
   prefix: string,
   clock: PlanClock = {},
 ): Promise<{ now: number; entries: { field: string; value: string }[] }> {
-  const reply = await onClock(client, clock, (now) =>
-    runScript<unknown>(client, NETWORK_READ_SCRIPT, [networkBlocksKey(prefix)], [now ?? ""]),
+  const reply = await onClock(client, clock, (clocked, now) =>
+    runScript<unknown>(clocked, NETWORK_READ_SCRIPT, [networkBlocksKey(prefix)], [now ?? ""]),
   );
   if (!Array.isArray(reply) || reply.length % 2 !== 1 || typeof reply[0] !== "number") {
     throw new StoreReplyError(`unexpected network blocks reply: ${JSON.stringify(reply)}`);

@@ -65,10 +65,12 @@ export async function regionSpend(
   client: ScriptClient,
   items: readonly RegionSpendItem[],
 ): Promise<RegionSpendAnswer[]> {
-  const args: number[] = [items.length];
+  const args: (number | string)[] = [items.length];
   for (const item of items) {
     args.push(item.cost, item.lifeMs, item.limit, item.minUnits, item.claimMs, item.wantLifeMs);
   }
+  // The clock, last: "" for the region's TIME (the runner passes the caller's on a refusal).
+  args.push("");
   const reply = await runScript<unknown>(
     client,
     REGION_SPEND_SCRIPT,
@@ -150,6 +152,8 @@ export async function regionPut(client: ScriptClient, put: RegionPut): Promise<P
       put.denyCost,
       Math.max(1, Math.ceil(put.ttlMs)),
       put.claim,
+      // The clock: "" for the region's TIME (the runner passes the caller's on a refusal).
+      "",
     ],
   );
   const [refused, list] = Array.isArray(reply) ? reply : [];
@@ -180,7 +184,8 @@ export async function regionReturn(
     client,
     REGION_RETURN_SCRIPT,
     [regionKey(redisKey)],
-    [stamp, units],
+    // The clock last: "" for the region's TIME.
+    [stamp, units, ""],
   );
   return reply === 1;
 }

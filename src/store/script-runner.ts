@@ -1,11 +1,16 @@
 /**
- * The store's retry contract, all of it: a script runs as EVALSHA, on NOSCRIPT as EVAL once, and
- * every request of one decision (those two, and any retry the caller makes) runs within one
- * deadline (withinDeadline), and a failed call is reported without its script
- * (StoreCommandError). Callers (evaluate, refund, peek) build KEYS/ARGV and parse replies.
+ * The store's retry contract, all of it: a script runs as EVALSHA, on NOSCRIPT as EVAL once; a
+ * script that reads the Redis clock and meets a store that refuses TIME runs once more on the
+ * caller's clock (store-clock.ts clockedCall, at the ARGV slot the script declares:
+ * clock-slots.ts); every request of one decision (those, and any retry the caller makes) runs
+ * within one deadline (withinDeadline), and a failed call is reported without its script
+ * (StoreCommandError). Callers (evaluate, refund, peek, plans, region leases) build KEYS/ARGV and
+ * parse replies.
  */
 import type { Redis } from "@upstash/redis";
 import { digestHex } from "../digest";
+import { clockSlotOf } from "./clock-slots";
+import { type ClockRun, clockedCall, clockRunOf } from "./store-clock";
 import { StoreTimeoutError, withDeadline } from "./with-deadline";
 
 /** The narrow slice of the Upstash client the store needs. */
@@ -25,6 +30,11 @@ export type ScriptClient = Pick<Redis, "evalsha" | "eval"> & {
    * `withTimeout` when both are there.
    */
   withSignal?(signal: AbortSignal): Pick<Redis, "eval" | "evalsha">;
+  /**
+   * The clock run its scripts follow (store-clock.ts clockRunOf): set by withClock (a limiter's
+   * run) and passed on by withinDeadline. Absent: the client's own, kept by the client object.
+   */
+  clock?: ClockRun;
 };
 
 /** The store's words (or a reply) an error keeps: about 1 KB with the command and SHA. */
@@ -64,7 +74,7 @@ export function scriptSha(script: string): Promise<string> {
 }
 
 /** The read-only variants (EVALSHA_RO / EVAL_RO): allowed on replicas, refused if it writes. */
-export type ReadOnlyScriptClient = Pick<Redis, "evalshaRo" | "evalRo">;
+export type ReadOnlyScriptClient = Pick<Redis, "evalshaRo" | "evalRo"> & { clock?: ClockRun };
 
 /**
  * A script call the store (or the way to it) failed: the command, the script's SHA-1 and the
@@ -109,8 +119,10 @@ function commandError(
 
 /**
  * EVALSHA, and on NOSCRIPT (a fresh Redis, a failover, `SCRIPT FLUSH`) EVAL once: EVAL also
- * loads the script, so the next EVALSHA hits again. Any other error is the caller's to handle,
- * as a StoreCommandError (or the deadline's StoreTimeoutError).
+ * loads the script, so the next EVALSHA hits again. A script that reads TIME runs on the client's
+ * clock run (clockedCall): the caller's clock in its slot once the store has refused TIME, and
+ * a refusal met here retried once on it. Any other error is the caller's to handle, as a
+ * StoreCommandError (or the deadline's StoreTimeoutError).
  */
 export function runScript<T>(
   client: ScriptClient,
@@ -118,12 +130,14 @@ export function runScript<T>(
   keys: string[],
   args: ScriptArg[],
 ): Promise<T> {
-  return withFallback(
-    script,
-    ["EVALSHA", "EVAL"],
-    (sha) => client.evalsha<ScriptArg[], T>(sha, keys, args),
-    () => client.eval<ScriptArg[], T>(script, keys, args),
-  );
+  const send = (given: ScriptArg[]) =>
+    withFallback(
+      script,
+      ["EVALSHA", "EVAL"],
+      (sha) => client.evalsha<ScriptArg[], T>(sha, keys, given),
+      () => client.eval<ScriptArg[], T>(script, keys, given),
+    );
+  return onClock(client, script, args, send);
 }
 
 /** runScript for a script that only reads: EVALSHA_RO, on NOSCRIPT EVAL_RO once. */
@@ -133,12 +147,31 @@ export function runReadOnlyScript<T>(
   keys: string[],
   args: ScriptArg[],
 ): Promise<T> {
-  return withFallback(
-    script,
-    ["EVALSHA_RO", "EVAL_RO"],
-    (sha) => client.evalshaRo<ScriptArg[], T>(sha, keys, args),
-    () => client.evalRo<ScriptArg[], T>(script, keys, args),
-  );
+  const send = (given: ScriptArg[]) =>
+    withFallback(
+      script,
+      ["EVALSHA_RO", "EVAL_RO"],
+      (sha) => client.evalshaRo<ScriptArg[], T>(sha, keys, given),
+      () => client.evalRo<ScriptArg[], T>(script, keys, given),
+    );
+  return onClock(client, script, args, send);
+}
+
+/** `send(args)` as the script's clock slot and the client's clock run say (clockedCall). */
+function onClock<T>(
+  client: object,
+  script: string,
+  args: ScriptArg[],
+  send: (given: ScriptArg[]) => Promise<T>,
+): Promise<T> {
+  let slot: number | undefined;
+  try {
+    slot = clockSlotOf(script, args.length);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  if (slot === undefined || args[slot] !== "") return send(args);
+  return clockedCall(clockRunOf(client), args, slot, send);
 }
 
 function withFallback<T>(
@@ -197,6 +230,8 @@ export function withinDeadline<T>(
       return calls++ === 0 || !store.withTimeout ? store : store.withTimeout(remaining);
     };
     return work({
+      // The store's clock run goes with it: a refusal met through this client is the store's.
+      clock: clockRunOf(store),
       evalsha: (sha, keys, args) => {
         try {
           return client().evalsha(sha, keys, args);

@@ -1,10 +1,12 @@
 /**
  * Whose clock a store's scripts run on: one policy per store client, shared by every script run
- * through it (the limiter's decisions, refunds and leases, the admin peek). A store that refuses
- * the Redis clock (TIME in a script) is refused once, by whichever script meets it first; from
- * then on every script on that client passes the caller's clock.
+ * through it (the limiter's decisions, refunds and leases, the admin peek and reset, plans, a
+ * region's leases). A store that refuses the Redis clock (TIME in a script) is refused once, by
+ * whichever script meets it first; from then on every script on that client passes the caller's
+ * clock. The retry itself is the script runner's (script-runner.ts runs every script that reads
+ * TIME through clockedCall, below), so no call site can forget it.
  */
-import { type ScriptClient, StoreCommandError } from "./script-runner";
+import type { ScriptArg, ScriptClient } from "./script-runner";
 
 /** Whose clock orders the log: the store's (TIME in the script) or the calling isolate's. */
 export type ClockSource = "redis" | "caller";
@@ -69,13 +71,19 @@ export function refusesStoreClock(error: unknown): boolean {
 
 /** What the store itself said in `error`: not the command @upstash/redis appends. */
 function storeWords(error: Error): string {
-  if (error instanceof StoreCommandError) return error.said;
+  // A StoreCommandError keeps the store's words apart (not imported: script-runner.ts imports
+  // this file).
+  const said = (error as { said?: unknown }).said;
+  if (typeof said === "string") return said;
   // @upstash/redis appends ", command was: [...]" (the script text, which itself calls TIME).
   return error.message.split(", command was:")[0] ?? "";
 }
 
 /** A store call given the clock to pass: the caller's ms, or undefined for the Redis clock. */
-export type ClockedCall<T> = (client: ScriptClient, now: number | undefined) => Promise<T>;
+export type ClockedCall<T, C extends object = ScriptClient> = (
+  client: C,
+  now: number | undefined,
+) => Promise<T>;
 
 export interface ClockRun {
   /** The store client's shared state (storeClockOf). */
@@ -88,44 +96,103 @@ export interface ClockRun {
   onSwitch?: (event: ClockChangeEvent) => void;
 }
 
+// A client's own run when nobody gave it one (clockRunOf): the Redis clock until the store
+// refuses it, the isolate's Date.now after, the switch reported by the default line.
+const defaultRuns = new WeakMap<object, ClockRun>();
+
+/**
+ * The clock run a script on `client` follows: the one it carries (withClock: a limiter's, with
+ * its own clock and handler; withinDeadline passes its store's on), else the client's own
+ * default, keyed by the client itself.
+ */
+export function clockRunOf(client: object): ClockRun {
+  const carried = (client as { clock?: ClockRun }).clock;
+  if (carried) return carried;
+  let run = defaultRuns.get(client);
+  if (!run) {
+    const state = storeClockOf(client);
+    run = { state, caller: false, now: Date.now, onSwitch: () => reportClockChange(state) };
+    defaultRuns.set(client, run);
+  }
+  return run;
+}
+
+/**
+ * `client`, carrying `run` for the scripts sent through it (clockRunOf). The same object when it
+ * carries it already; else one that delegates everything else to `client`.
+ */
+export function withClock<C extends object>(client: C, run: ClockRun): C {
+  if ((client as { clock?: ClockRun }).clock === run) return client;
+  const clocked = Object.create(client) as C & { clock: ClockRun };
+  clocked.clock = run;
+  return clocked;
+}
+
+/**
+ * The script runner's clock step (script-runner.ts), for a script that reads its clock from
+ * `args[slot]` ("" there: the Redis clock, TIME). On the caller clock (asked for, or the store
+ * has refused TIME to any script on this client) the slot gets the run's now before the call.
+ * On the Redis clock a refusal is recorded for every script on the client and the call is made
+ * once more with the caller's now, through the same `send` (the same client, so within the same
+ * deadline). Safe to retry: each script reads its clock before it reads or writes anything, so
+ * the refused call changed nothing. Not an async function: the Redis clock's call is returned as
+ * it is, with a handler for the refusal, rather than awaited in one more promise layer.
+ */
+export function clockedCall<T>(
+  run: ClockRun,
+  args: ScriptArg[],
+  slot: number,
+  send: (args: ScriptArg[]) => Promise<T>,
+): Promise<T> {
+  if (args[slot] !== "") return send(args);
+  const withNow = () => {
+    const given = args.slice();
+    given[slot] = run.now();
+    return given;
+  };
+  if (run.caller || run.state.refused) return send(withNow());
+  return send(args).catch((error: unknown) => {
+    if (!refusesStoreClock(error)) throw error;
+    recordRefusal(run, error);
+    return send(withNow());
+  });
+}
+
+/** A refusal of TIME seen by `run`: recorded once for the store client, and told. */
+function recordRefusal(run: ClockRun, error: unknown): void {
+  const { state } = run;
+  // Concurrent calls may all see the refusal: the first records it.
+  if (state.refused) return;
+  state.refused = true;
+  state.event = {
+    event: "store-clock",
+    from: "redis",
+    to: "caller",
+    error: error instanceof Error ? storeWords(error).slice(0, 300) : "",
+  };
+  run.onSwitch?.(state.event);
+}
+
 /**
  * Calls the store on the client's clock policy: the Redis clock unless the caller asked for its
- * own or the store has refused TIME before (to any script on this client). On a refusal,
- * records it for every script on the client and calls again on `client`, on the caller's clock
- * (within the same deadline). Safe to retry: TIME is each script's first command, so the refused
- * call changed nothing. Not an async function: the Redis clock's call is returned as it is, with
- * a handler for the refusal, rather than awaited in one more promise layer per decision.
+ * own or the store has refused TIME before (to any script on this client). The call gets
+ * `client` carrying `run` (withClock), so the runner's clock step follows this run (its clock,
+ * its handler): a refusal is met there, recorded for every script on the client and retried on
+ * the caller's clock within the same deadline. A call that throws rejects, as an async
+ * function's would.
  */
-export function runOnClock<T>(
+export function runOnClock<T, C extends object = ScriptClient>(
   run: ClockRun,
-  client: ScriptClient,
-  call: ClockedCall<T>,
+  client: C,
+  call: ClockedCall<T, C>,
 ): Promise<T> {
-  const { state, now } = run;
-  const caller = run.caller || state.refused;
-  let first: Promise<T>;
+  const caller = run.caller || run.state.refused;
   try {
-    first = call(client, caller ? now() : undefined);
+    // On the caller clock the call passes its now itself: no client to make.
+    return caller ? call(client, run.now()) : call(withClock(client, run), undefined);
   } catch (error) {
-    // A call that throws rejects, as an async function's would.
-    first = Promise.reject(error);
+    return Promise.reject(error);
   }
-  if (caller) return first;
-  return first.catch((error: unknown) => {
-    if (!refusesStoreClock(error)) throw error;
-    // Concurrent calls may all see the refusal: the first records it.
-    if (!state.refused) {
-      state.refused = true;
-      state.event = {
-        event: "store-clock",
-        from: "redis",
-        to: "caller",
-        error: error instanceof Error ? storeWords(error).slice(0, 300) : "",
-      };
-      run.onSwitch?.(state.event);
-    }
-    return call(client, now());
-  });
 }
 
 /** The default report of a switch: one JSON line on console.warn, once per store client. */

@@ -56,8 +56,8 @@ interface ScriptClient {
 /** A region's store client that audits every lease put through it (evalsha/eval only). */
 function audited(region: string, store: ScriptClient): ScriptClient {
   const audit = async (keys: string[], args: unknown[], reply: unknown) => {
-    // The put script's 10 arguments: stamp, units, end, …; a lease when units > 0.
-    if (args.length !== 10 || Number(args[1]) <= 0) return reply;
+    // The put script's 11 arguments: stamp, units, end, …, the clock; a lease when units > 0.
+    if (args.length !== 11 || Number(args[1]) <= 0) return reply;
     const end = await direct[region]?.hget(keys[0] as string, `e${args[0]}`);
     if (end != null) lateness.push(Number(end) - Number(args[0]));
     return reply;

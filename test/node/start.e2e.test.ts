@@ -256,7 +256,7 @@ describe("npm start", () => {
     for (const request of requests) expect(request.status, request.line).toBeLessThan(400);
   }, 120_000);
 
-  it("a store that refuses TIME in scripts: ready (its probe, a peek, follows the store's clock switch), decides from Redis, one short clock line", async () => {
+  it("a store that refuses TIME in scripts: ready (its probe, a peek, follows the store's clock switch), decides from Redis exactly, peeks, one short clock line", async () => {
     // A REST endpoint in front of the test bridge whose scripts fail where they call TIME, as a
     // store that wants deterministic scripts answers (test/support/fault-servers.ts).
     const faults = await startFaultServer();
@@ -273,6 +273,20 @@ describe("npm start", () => {
       const first = await check(instance, `${RUN}-refuse-time`);
       expect(first.status).toBe(200);
       expect(first.body).toMatchObject({ allowed: true, source: "redis" });
+      // Exact through it: a burst of 150 at limit 100 on a fresh key admits exactly 100.
+      const burstKey = `${RUN}-refuse-time-burst`;
+      const burst = await Promise.all(Array.from({ length: 150 }, () => check(instance, burstKey)));
+      expect(burst.filter((r) => r.status === 200)).toHaveLength(100);
+      expect(burst.filter((r) => r.status === 429)).toHaveLength(50);
+      for (const r of burst) expect(["redis", "cache"]).toContain(r.body.source);
+      // The peek (what the readiness probe asks) answers 200 and sees the burst's count.
+      const peek = await fetch(`${instance.workerUrl}/check/peek`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${LIMITER_TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify({ key: burstKey, limit: 100, window: "1m" }),
+      });
+      expect(peek.status).toBe(200);
+      expect(await peek.json()).toMatchObject({ allowed: false, remaining: 0 });
       // wrangler prints the worker's log lines after its own request lines, and a loaded machine
       // can be stopping it before then: wait (bounded) for the line before stopping.
       for (let i = 0; i < 100 && !instance.output().includes('"store-clock"'); i++) {
@@ -292,6 +306,40 @@ describe("npm start", () => {
         expect(line.length, line.slice(0, 300)).toBeLessThanOrEqual(2_000);
         expect(line).not.toContain("redis.call(");
       }
+    } finally {
+      await faults.close();
+    }
+  }, 120_000);
+
+  it("a store that refuses TIME, with wrangler.toml's own config (timeoutMs 500): ready, its peek a 200", async () => {
+    const faults = await startFaultServer();
+    try {
+      await fetch(`${faults.url}/__control/refuse-time-toml`, {
+        method: "POST",
+        body: JSON.stringify({ mode: "refuse-time", target: inject("bridgeUrl") }),
+      });
+      // LIMITER_CONFIG empty: npm start leaves wrangler.toml's (what `npm start` alone runs).
+      const instance = await startInstance({
+        UPSTASH_REDIS_REST_URL: `${faults.url}/refuse-time-toml`,
+        UPSTASH_REDIS_REST_TOKEN: inject("bridgeToken"),
+        LIMITER_CONFIG: "",
+      });
+      // Only the probe ran: a peek, which writes nothing (wrangler.toml's prefix is shared).
+      const peek = await fetch(`${instance.workerUrl}/check/peek`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${LIMITER_TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify({ key: `${RUN}-toml`, limit: 5, window: "1m" }),
+      });
+      expect(peek.status).toBe(200);
+      expect(await peek.json()).toMatchObject({ allowed: true, remaining: 5 });
+      await stopAndCheck(instance, "SIGTERM");
+      const stats = (await (await fetch(`${faults.url}/__stats/refuse-time-toml`)).json()) as {
+        refusedTime?: number;
+      };
+      expect(stats.refusedTime).toBe(1);
+      // Every request the worker logged (the probe's, the peek's) was answered below 400.
+      const requests = loggedRequests(instance.output());
+      for (const request of requests) expect(request.status, request.line).toBeLessThan(400);
     } finally {
       await faults.close();
     }

@@ -1,3 +1,4 @@
+import { clockedScript, LAST_ARG } from "../clock-slots";
 import { foldConstants } from "./fold-constants";
 import { RING_CODEC_LUA } from "./ring-codec.lua";
 import { SLIDING_LOG_RING_LUA } from "./sliding-log-ring.lua";
@@ -64,3 +65,6 @@ end
 local score = nth(need)
 return {0, remaining, score + window, score + window - now, now}
 `);
+
+// Its clock is ARGV[4], the last.
+clockedScript(PEEK_SCRIPT, LAST_ARG);

@@ -4,6 +4,7 @@
  * ALGORITHMS (algorithm.ts), and the FRAGMENTS entry the compiler then asks for.
  */
 import { ALGORITHMS, type Algorithm, isLogAlgorithm } from "../algorithm";
+import { clockedScript } from "../clock-slots";
 import { STAMP_AHEAD_MAX_MS } from "../keys";
 import { CLOCK_LUA } from "./clock.lua";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
@@ -285,3 +286,6 @@ export const EVALUATE_SCRIPTS = Object.fromEntries([
 ]) as Record<Algorithm | "mixed", string>;
 
 export const REFUND_SCRIPT = compose(ALGORITHMS, REFUND_DRIVER, true);
+
+// Every composed script takes its clock in ARGV[1] (script-inputs.ts).
+for (const script of [...Object.values(EVALUATE_SCRIPTS), REFUND_SCRIPT]) clockedScript(script, 0);
