@@ -16,7 +16,7 @@ import {
   plansKey,
 } from "../../../src/store/plans";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
-import { postJson, TEST_LIMITER_TOKEN, workerWith } from "../../support/worker/worker-harness";
+import { postJson, TEST_ADMIN_TOKEN, workerWith } from "../../support/worker/worker-harness";
 
 const redis = testRedis();
 const run = crypto.randomUUID().slice(0, 8);
@@ -43,9 +43,9 @@ function setup(label: string) {
   // Each distinct LIMITER_CONFIG text is its own runtime: a fresh isolate with its own copy.
   const isolate = () => workerWith({ LIMITER_CONFIG: JSON.stringify(config, null, isolates++) });
   const worker = isolate();
-  const post = (path: string, body: unknown) => postJson(worker, path, body);
+  const post = (path: string, body: unknown) => postJson(worker, path, body, TEST_ADMIN_TOKEN);
   const list = (query: string) =>
-    worker(`/check/plans?${query}`, { headers: { Authorization: `Bearer ${TEST_LIMITER_TOKEN}` } });
+    worker(`/check/plans?${query}`, { headers: { Authorization: `Bearer ${TEST_ADMIN_TOKEN}` } });
   /** Both hashes as stored: a refused request must leave them as they were. */
   const stored = async () => ({
     plans: (await redis.hgetall(plansKey(prefix))) ?? {},
@@ -57,7 +57,7 @@ function setup(label: string) {
 const raw = (worker: ReturnType<typeof workerWith>, path: string, body: string) =>
   worker(path, {
     method: "POST",
-    headers: { "Content-Type": "application/json", Authorization: `Bearer ${TEST_LIMITER_TOKEN}` },
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
     body,
   });
 
