@@ -31,6 +31,9 @@ const CF_TRACE = /^(Error: getaddrinfo \w+ workers\.cloudflare\.com|\s+at )/;
 let cfExplained = false;
 
 const BANNER_PREFIX = "edge-limiter ready:";
+/** How many times a probe that failed for any reason but the config is asked before NOT ready. */
+const PROBE_TRIES = 3;
+
 /** The readiness probe's body: an ad-hoc sliding-log quota on a key nothing else uses. */
 const PROBE_BODY = JSON.stringify({ key: "npm-start-readiness", limit: 1, window: "1s" });
 
@@ -380,8 +383,16 @@ async function startWrangler({ port, token, vars }) {
   });
 
   const deadline = Date.now() + READY_TIMEOUT_MS;
+  // A refused config is final; any other failed probe (a store call that timed out on a loaded
+  // machine, the first call that meets a store refusing TIME) is asked again a few times before
+  // the worker is declared NOT ready: one slow answer must not stop `npm start`.
+  let storeTries = 0;
   for (;;) {
     const verdict = announced ? await probe(workerUrl, token) : undefined;
+    if (verdict && !verdict.ready && !verdict.field && ++storeTries < PROBE_TRIES) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      continue;
+    }
     if (verdict) return { workerUrl, verdict };
     if (shuttingDown || hasExited(wrangler)) await new Promise(() => {}); // shutdown() exits
     if (Date.now() > deadline) {
