@@ -18,9 +18,13 @@ const redis = testRedis();
 const prefix = scopedPrefix("plans");
 const admin = testStore();
 
-/** One "isolate": its own limiter (own caches) on its own store client, on a clock we move. */
+/**
+ * One "isolate": its own limiter (own caches) on its own store client, on a clock we move. The
+ * clock starts a second into a minute, so a fixed window (aligned to the minute) never rolls
+ * over between a test's first and last decision, whenever the test runs.
+ */
 function isolate() {
-  let clock = Date.now();
+  let clock = Math.floor(Date.now() / 60_000) * 60_000 + 1_000;
   const limiter = createLimiter({
     store: testStore(),
     prefix,
