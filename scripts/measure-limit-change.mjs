@@ -80,6 +80,7 @@ async function evalUsec() {
 
 // The last, a limit that does not change: what a call costs anyway (a lap's whole rewrite, once
 // per 100 000 admissions, is each case's max while draining).
+/** @type {[number, number][]} */
 const CASES = [
   [FULL, FULL - 1],
   [FULL, 100],

@@ -41,7 +41,8 @@ export const READ_SPAN = (cost: string) =>
  * header need not change — where the gap is is in the data, found with a plain string.find.
  *
  *   byte 1       'S' (the layout's mark; anything else at a log key is not a ring)
- *   bytes 2–5    L, the number of times it holds (the limit the ring was built for)
+ *   bytes 2–5    L, the number of times it holds: its capacity, the largest limit it serves (a
+ *                lower limit decides on its newest slots, ring-reads.lua.ts)
  *   bytes 6–9    g0: where the gap was when the header was last written. It is rewritten once the
  *                gap has moved GAP_DRIFT slots on, so a large ring finds the gap by reading from g0
  *                only a short range (GETRANGE) it reads anyway for the slots after the gap

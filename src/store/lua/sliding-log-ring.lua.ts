@@ -6,7 +6,8 @@ import { compileRingState } from "./ring-state";
  * The exact sliding-window log in a ring (the default `sliding-log`), as a fragment of the composed
  * scripts (see scripts.ts for the interface, ring-codec.lua.ts for the layout).
  *
- * Why it is exact: the ring holds the last L admission times (L = the limit). A request of cost c
+ * Why it is exact: the ring holds the last L admission times (L = the limit; a ring kept at a
+ * larger capacity decides on its newest L slots: ring-reads.lua.ts). A request of cost c
  * fits iff at most L - c admissions are inside the window, iff the c oldest of the last L have left
  * it — the c slots at the head, the ones it would overwrite. Every one of them is checked (not only
  * the newest), so the decision stays exact-or-stricter when times are out of order (the caller's
