@@ -56,19 +56,6 @@ local function ringSlot(r, key, j)
   return u32(data, 1)
 end
 
--- The newest time inside the window among the ring's oldest \`top\` slots (logical [0, top), not
--- counted by the decision's limit), nil if none: its newest slot from what was read, and when that
--- one left the window only just (times out of order), the slots before it (ringOlderLive). A
--- lower limit counts them (a slot there inside the window is a unit it must count), and a shrink
--- drops none of them.
-local function ringOlder(r, key, rel, top)
-  if top <= 0 then return nil end
-  local v = ringSlot(r, key, top - 1 - r.o)
-  if v == 0 or v <= rel - ${STAMP_AHEAD_MAX_MS} then return nil end
-  if v > rel then return v end
-  return codec().ringOlderLive(r, key, rel, top - 1)
-end
-
 -- The number of slots from the oldest (the decision's slots: from r.o), among the first n, that
 -- have left the window (the first one still inside it), from a hint (counted from the same
 -- slot): gallop from the hint, then binary search. One function, not three (a probe, a
@@ -370,9 +357,17 @@ local function ringCheck(p, now)
     -- Its slots are free: so are the older ones the limit does not count, with times in order
     -- (they are older). Out of order (a lease's stamp ahead), one of them may still be inside
     -- the window: a unit this limit counts, so the cost does not fit (stricter, as the ring is
-    -- with such times). One slot read (what was read holds it), more only just after it left.
+    -- with such times). Their newest slot from what was read; only when it left the window
+    -- less than STAMP_AHEAD_MAX ago, the ones before it (ringOlderLive: with the Redis clock a
+    -- slot's time is at most that past any later slot's). Inline: a function more is a closure
+    -- made on every call of the script.
     r = r or ${STATE}
-    local v, read = ringOlder(r, key, rel, o)
+    local v, read = ringSlot(r, key, -1), nil
+    if v == 0 or v <= rel - ${STAMP_AHEAD_MAX_MS} then
+      v = nil
+    elseif v <= rel then
+      v, read = codec().ringOlderLive(r, key, rel, o - 1)
+    end
     if v then
       first = 0
       if v > latest then latest = v end

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { evaluatePolicy } from "../../../src/store/evaluate";
+import { evaluate, evaluatePolicy } from "../../../src/store/evaluate";
 import { STAMP_AHEAD_MAX_MS, storageKey } from "../../../src/store/keys";
 import { prng } from "../../support/worker/prng";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
@@ -174,5 +174,31 @@ describe("a limit that alternates call by call (a function limit, two versions o
       remaining: 1_000 - 5,
     });
     expect(await strlen(key)).toBeLessThanOrEqual(full);
+  });
+
+  it("out of order (a lease's stamps ahead among the older slots): a lower limit still counts them", async () => {
+    const key = storageKey(prefix, "alt-lease", "client");
+    const window = 60_000;
+    // 3 units stamped 5 s ahead, then 7 ordinary ones: the ring's oldest slots hold the newest
+    // times. Under limit 4 the decision's slots are the 4 newest (T + 4 … T + 7).
+    const lease = await evaluate(store, {
+      policies: [{ redisKey: key, algorithm: "sliding-log", limit: 10, windowMs: window, cost: 3 }],
+      memberId: "lease",
+      now: T,
+      stampOffsetMs: 5_000,
+    });
+    expect(lease.allowed).toBe(true);
+    for (let i = 1; i <= 7; i++) expect((await ask(key, 10, T + i, 1, window)).allowed).toBe(true);
+    // Those 7 have left (T + 60 008), just now: the lease's 3 are inside until T + 65 000. The
+    // exact log at 4 would take 1; the ring reads back over the slots that left the window only
+    // just, finds the lease's, and denies: stricter, never past the limit, as the ring at its
+    // own limit is with such times (at 10 its oldest slots, the lease's, are inside too).
+    expect((await ask(key, 4, T + 60_008, 1, window)).allowed).toBe(false);
+    expect((await ask(key, 10, T + 60_009, 1, window)).allowed).toBe(false);
+    // Once the lease's units leave, the lower limit has its whole room at once.
+    expect(await ask(key, 4, T + 65_000 + 7 + window, 4, window)).toMatchObject({
+      allowed: true,
+      remaining: 0,
+    });
   });
 });
