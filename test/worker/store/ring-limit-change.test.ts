@@ -201,4 +201,28 @@ describe("a limit that alternates call by call (a function limit, two versions o
       remaining: 0,
     });
   });
+
+  it("a burst that left the window only just is read once under a lower limit, then dropped", async () => {
+    const key = storageKey(prefix, "alt-burst", "client");
+    const window = 1_000;
+    // 2 000 units in one ms, then, just after they leave the window, 300 at limit 500: its slots
+    // are free, and the older ones (the burst, within STAMP_AHEAD_MAX of the window's start) are
+    // read back once, found outside, and dropped: the ring is shrunk to 500 (too many live to be
+    // written compact), so no later call reads them again.
+    expect((await ask(key, 2_000, T, 2_000, window)).allowed).toBe(true);
+    expect(await ask(key, 500, T + window, 300, window)).toMatchObject({
+      allowed: true,
+      remaining: 200,
+      reset: T + 2 * window,
+    });
+    expect(await strlen(key)).toBeLessThanOrEqual(47 + 4 * 501);
+    expect((await ask(key, 500, T + window + 1, 201, window)).allowed).toBe(false);
+    // The higher limit again: its whole room less the 300, at once.
+    expect(await ask(key, 2_000, T + window + 2, 1_700, window)).toMatchObject({
+      allowed: true,
+      remaining: 0,
+    });
+    expect((await ask(key, 2_000, T + window + 3, 1, window)).allowed).toBe(false);
+    expect((await ask(key, 500, T + window + 4, 1, window)).allowed).toBe(false);
+  });
 });
