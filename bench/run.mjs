@@ -13,7 +13,10 @@
 // --only=plans runs the plans section alone (billed commands per decision with overrides and
 // blocks beside the anchor's dynamic limits and deny list, library level in Node, no workers
 // built; bench/lib/plans-bench.mjs), into bench/plans.md and bench/plans.json (bench/.quick/
-// with --quick: the caches-on rows only, a 2 s tail): ≈ 1.5 min, ≈ 40 s quick.
+// with --quick: the caches-on rows only, a 2 s tail): ≈ 1.5 min, ≈ 40 s quick;
+// --only=limit-change runs the alternating-limit section alone (a full ring of 100 000 whose
+// limit alternates, Redis µs per call and the key's size; bench/lib/limit-change.mjs; with
+// --baseline=<git ref> that ref's script beside this one), into bench/limit-change.md and .json.
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { startOrigin } from "../test/support/origin-server.mjs";
@@ -41,6 +44,7 @@ import {
   loadLibraries,
   oursId,
 } from "./lib/library.mjs";
+import { limitChangeMarkdown, runLimitChange } from "./lib/limit-change.mjs";
 import {
   bodyExtras,
   check,
@@ -62,6 +66,7 @@ const cpuOnly = process.argv.includes("--only=cpu");
 const billedOnly = process.argv.includes("--only=billed");
 const regionsOnly = process.argv.includes("--only=regions");
 const plansOnly = process.argv.includes("--only=plans");
+const limitChangeOnly = process.argv.includes("--only=limit-change");
 /**
  * Knobs of the two modes: full ≈ 24 min, quick ≈ 7 min on a 2-core machine (the billed-commands
  * section ≈ 3 and 2 min of that).
@@ -227,6 +232,15 @@ try {
     results.plans = await runPlansBench({ tmp, stats, bridge, quick, progress });
     console.table(plansTable(results.plans));
     await finishOnly("plans", plansMarkdown(results.plans));
+  }
+  if (limitChangeOnly) {
+    // The scripts called straight on their own private redis-server: no workers to build.
+    results.limitChange = await runLimitChange({
+      quick,
+      progress,
+      ...(baselineRef ? { baseline: baselineRef } : {}),
+    });
+    await finishOnly("limit-change", limitChangeMarkdown(results.limitChange));
   }
   progress("building both workers with wrangler deploy --dry-run, and src/ for Node with esbuild");
   const bundles = await buildWorkers(tmp);

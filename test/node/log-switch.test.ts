@@ -126,20 +126,24 @@ describe("a log key whose limit or layout changes: paid once, at the new limit's
     expect(decide(key, T + 14, { layout: "ring", limit: 10_000 })).toBe(false);
   });
 
-  it("a ring of 300 grown to 8 000 by a denial is written at that size, once", () => {
+  it("a ring of 300 grown to 8 000 by a denial is written once, its new slots not stored", () => {
     const key = "switch:grow";
     expect(decide(key, T, { layout: "ring", limit: 300, cost: 300 })).toBe(true);
     const resizing = commandsDuring(() =>
       expect(decide(key, T + 1, { layout: "ring", limit: 8_000, cost: 8_000 })).toBe(false),
     );
     expect(resizing.set).toBe(1);
-    expect(Number(cli("STRLEN", key))).toBe(ringBytes(8_000));
+    // Its 300 slots and the gap: the 7 700 new slots are empty, past the string's end (a ring
+    // still growing), not 32 kB of zeros.
+    expect(Number(cli("STRLEN", key))).toBe(ringBytes(300));
     expect(Number(cli("PTTL", key))).toBeGreaterThan(0);
+    // Read by range, as a ring still growing: its first kB, from its gap to its end, and the
+    // slots from 0 the cost wraps onto; nothing written.
     expect(
       commandsDuring(() =>
         expect(decide(key, T + 2, { layout: "ring", limit: 8_000, cost: 8_000 })).toBe(false),
       ),
-    ).toEqual({ getrange: 2 });
+    ).toEqual({ getrange: 3 });
   });
 
   it("a lower limit's denial rewrites nothing: the higher limit still counts every admission", () => {

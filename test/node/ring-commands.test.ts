@@ -230,6 +230,56 @@ describe("the ring's commands per decision (caller's clock: no TIME)", () => {
   });
 });
 
+describe("a full ring of 100 000 whose limit alternates: no rebuild, no whole read", () => {
+  // A limit that changes call by call (a function limit, two versions of a rule) decides on the
+  // ring as it is: a lower one on its newest slots, the capacity kept. Rebuilding it (a GET of
+  // 400 kB, every slot decoded and sorted, a SET) on each change cost 30-60 ms of Redis a call.
+  const fill = (key: string, window: number) => {
+    for (let i = 0; i < 100; i++)
+      expect(decideCost(key, 100_000, window, T + i, `f${i}`, 1_000).allowed).toBe(true);
+  };
+
+  it("100 000 ↔ 99 999: the commands of a limit that never changed, full and draining", () => {
+    const window = 3_600_000;
+    const run = (key: string, low: number) => {
+      fill(key, window);
+      const full = commandsDuring(() => {
+        for (let i = 0; i < 20; i++)
+          expect(decide(key, i % 2 ? low : 100_000, window, T + 200 + i, `d${i}`)).toBe(false);
+      });
+      // A window on, a batch of 1 000 leaves each ms: every call admitted at its own limit.
+      const draining = commandsDuring(() => {
+        for (let i = 0; i < 20; i++)
+          expect(decide(key, i % 2 ? low : 100_000, window, T + window + i, `a${i}`)).toBe(true);
+      });
+      return { full, draining, bytes: Number(env.cli("STRLEN", key)) };
+    };
+    const alternating = run("alternate:99999", 99_999);
+    // Reads of a range, no write while full; while draining one SETRANGE a call, the frontier's
+    // probes, and the whole ring once a lap, exactly as under the constant limit (a rebuild per
+    // change would be a GET and a SET every other call).
+    expect(alternating).toEqual(run("constant:100000", 100_000));
+    expect(Object.keys(alternating.full)).toEqual(["getrange"]);
+    expect(alternating.draining.get ?? 0).toBeLessThanOrEqual(1);
+    expect(alternating.bytes).toBe(47 + 4 * 100_001);
+  });
+
+  it("100 000 ↔ 100: nothing written while full, the capacity kept", () => {
+    const key = "alternate:100";
+    const window = 3_600_000;
+    fill(key, window);
+    const full = commandsDuring(() => {
+      for (let i = 0; i < 20; i++)
+        expect(decide(key, i % 2 ? 100 : 100_000, window, T + 200 + i, `d${i}`)).toBe(false);
+    });
+    // The limit of 100 reads a ring as its size says (GET up to 1 028); nothing is written.
+    expect(full.get).toBe(10);
+    expect(full.set ?? 0).toBe(0);
+    expect(full.setrange ?? 0).toBe(0);
+    expect(Number(env.cli("STRLEN", key))).toBe(47 + 4 * 100_001);
+  });
+});
+
 describe("a refund of a ring at limit 100 000 reads and writes what it moves, not the ring", () => {
   it("a refund of 1 right after its admission: a few slots read and written, no GET or SET", async () => {
     const key = "refund:full";

@@ -1,3 +1,4 @@
+import { STAMP_AHEAD_MAX_MS } from "../keys";
 import { READ_SPAN } from "./ring-codec.lua";
 import { compileRingState, ringStateTable } from "./ring-state";
 
@@ -9,7 +10,8 @@ import { compileRingState, ringStateTable } from "./ring-state";
  */
 /** The state of a ring read as stored (ringCheck's locals), built when a later step needs it. */
 const STATE = ringStateTable({
-  L: "L",
+  L: "K",
+  o: "o",
   gap: "gap",
   g0: "g0",
   e: "e",
@@ -25,12 +27,13 @@ const STATE = ringStateTable({
 });
 
 export const RING_READS_LUA = compileRingState(`
--- Logical slot j (0 = the oldest) is physical slot (gap + 1 + j) mod (L + 1). What was read is one
--- range (r.cf, r.cn, r.cd, r.co: first physical slot, count, bytes, offset; a whole ring is the
--- range of all its slots, a fresh one all empty), and a large ring's other reads in r.chunks.
+-- Slot j of the decision (0 = the oldest its limit counts) is logical slot r.o + j of the ring (0 =
+-- its oldest), physical slot (gap + 1 + r.o + j) mod (L + 1). What was read is one range (r.cf,
+-- r.cn, r.cd, r.co: first physical slot, count, bytes, offset; a whole ring is the range of all
+-- its slots, a fresh one all empty), and a large ring's other reads in r.chunks.
 local function ringSlot(r, key, j)
   local N = r.L + 1
-  local i = (r.gap + 1 + j) % N
+  local i = (r.gap + 1 + r.o + j) % N
   local k = (i - r.cf) % N
   if k < r.cn then
     -- u32, inline: this runs for every slot a decision looks at.
@@ -53,18 +56,19 @@ local function ringSlot(r, key, j)
   return u32(data, 1)
 end
 
--- The number of slots from the oldest, among the first n, that have left the window (the first
--- one still inside it), from a hint: gallop from the hint, then binary search. One function, not
--- three (a probe, a prefetch): each function is a closure made on every call of the script.
+-- The number of slots from the oldest (the decision's slots: from r.o), among the first n, that
+-- have left the window (the first one still inside it), from a hint (counted from the same
+-- slot): gallop from the hint, then binary search. One function, not three (a probe, a
+-- prefetch): each function is a closure made on every call of the script.
 local function ringFrontier(r, key, n, hint, floor)
   if hint > n then hint = n end
   if hint < 0 then hint = 0 end
   local N, rel = r.L + 1, floor - r.base
-  if r.cn < N and hint > 0 and hint < r.L then
+  if r.cn < N and hint > 0 and hint < r.L - r.o then
     -- A hint far from the range read (a large ring mostly free, or mostly in use): the first
     -- probes (the hint's two slots and the gallop's next few) in one more range, not one GETRANGE
     -- each. Never for a ring read whole, new or rebuilt (cn = N: every slot is at hand).
-    local i = (r.gap + hint) % N
+    local i = (r.gap + r.o + hint) % N
     -- Nor when those slots are among the first read's, or past a growing ring's end.
     local near = (i - r.cf) % N + 10 <= r.cn
       or (i + 10 <= RING_PREFIX_SLOTS and r.hdr and #r.hdr == RING_PREFIX)
@@ -106,18 +110,42 @@ end
 
 -- The ring's check (ALG['sliding-log'].check, for a decision or a peek): loads the ring into
 -- p.ring and decides whether p.cost fits; never writes. A missing key, another layout (the sorted
--- set, after the rule's algorithm changed: its newest L live times are carried over) or another
--- limit (rebuilt at the new size from its newest L live times) become r.whole, written on commit
--- or, when the call is denied, by the report. It runs on
--- every decision, so it is one function (each is a closure made on every call of the script),
--- values stay in locals and the state table is built once, whole (an in-script loop measured each
--- field set afterwards, and each helper call, in tenths of a µs).
+-- set, after the rule's algorithm changed: its newest L live times are carried over) or a ring
+-- smaller than the limit (grown: its slots copied behind as many empty ones) become r.whole,
+-- written on commit or, when the call is denied, by the report. A ring larger than the limit is
+-- kept (its capacity stays; the decision counts its newest L slots), and shrunk only when its
+-- string holds over twice what it must keep (ringShrink). It runs on every decision, so it is one
+-- function (each is
+-- a closure made on every call of the script), values stay in locals and the state table is
+-- built once, whole (an in-script loop measured each field set afterwards, and each helper call,
+-- in tenths of a µs).
+--
+-- Why a changed limit keeps the capacity: the ring holds the last K admissions (K its capacity),
+-- oldest first, and with times in order the live ones are its newest. Under a limit L <= K a cost
+-- c fits iff at most L - c are live, iff the c oldest of the newest L have left the window:
+-- logical slots K - L .. K - L + c - 1, the decision's slots 0 .. c - 1 (offset o = K - L). That
+-- is exactly what the exact log at limit L decides, counted with L at once; a slot older than
+-- them that is still inside the window means more than L are live, and the decision denies then
+-- too (the slots it checks are newer, so inside as well). An admission still overwrites the c
+-- oldest slots of all K, so the ring goes on holding the last K admissions, which a call at the
+-- larger limit reads as before. So a limit going 100 000 -> 99 999 -> 100 000 costs nothing more
+-- than a decision: no slot is moved (it moved every slot, decoded and sorted, 30-90 ms of Redis a
+-- call at 100 000). A limit above the capacity grows the ring once, by copying its slots (no
+-- decoding, no sort) after the empty ones the limit adds, which cost nothing until written (past
+-- the string's end); a limit far below shrinks its string, to its live slots or the limit.
+--
+-- The bound: after a call at limit L below the capacity, the string holds at most
+-- 2 * max(L, live) + 34 slots (else it is shrunk), and live <= the limit of the last admission
+-- still inside the window (with times in order an admission at limit L' leaves at most L' live,
+-- and only time removes them). At or above the capacity, at most L + 1 slots. So a ring is never
+-- larger than twice the largest limit that admitted within the last window or the current one,
+-- plus 34 slots (4 bytes each, and the 47-byte header); the capacity, which costs nothing by
+-- itself, is at most the largest limit seen since the last shrink.
 local function ringCheck(p, now)
   local L, key = p.limit, p.key
-  local N = L + 1
   local floor = now - p.window
   p.floor = floor
-  local small = RING_HDR + 4 * N <= RING_WHOLE_MAX
+  local small = RING_HDR + 4 * (L + 1) <= RING_WHOLE_MAX
   local s
   if small then
     s = redis.pcall('GET', key)
@@ -141,23 +169,23 @@ local function ringCheck(p, now)
       base = ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6
     end
   end
+  -- K: the ring's capacity (L + 1 slots... K + 1), o: the oldest slots this limit does not count.
+  local K, o = L, 0
+  local N = L + 1
   local r, gap, cd, cf, cn, co, whole, size
-  if stored ~= L then
-    r = ${ringStateTable({ L: "L", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
+  if not stored or stored < L then
+    r = ${ringStateTable({ L: "L", o: "0", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
     -- When it keeps everything stored (lossless) it is written even if the call is denied (the
-    -- report): paid once, the next call reads a ring of this limit. A lower limit keeps only the
-    -- newest L and writes only on an admission: another version of the rule with a higher limit
-    -- (a deploy, a /check caller's limit) still counts what a denial would have dropped.
+    -- report): paid once, the next call reads a ring of this size.
     if type(s) == 'table' then
       local C = codec()
       local times = C.zsetNewest(key, floor, L)
       C.ringBuild(r, times, now, p.window)
       r.lossless = #times < L
     elseif stored then
+      -- A higher limit: the ring grows to it, its slots kept as they are.
       if not small then s = redis.call('GET', key) end
-      local C = codec()
-      C.ringBuild(r, C.ringTimes(s, floor), now, p.window)
-      r.lossless = stored < L
+      codec().ringGrow(r, s, floor, now, p.window)
     else
       -- No ring yet: every slot is empty. It is written as long as it is used (the header, the
       -- times, the gap) and grows with later writes: a client that sends a few requests under a
@@ -166,8 +194,14 @@ local function ringCheck(p, now)
     end
     gap, base, cd, cf, cn, co = r.gap, r.base, r.cd, r.cf, r.cn, r.co
   else
+    K = stored
+    N = K + 1
+    -- Read whole: by the limit (GET), or a ring still growing that ends within the first read.
+    local read = small or #s < RING_PREFIX
+    -- Small by its capacity: its header holds no range (ringHeader), its decisions read it whole.
+    small = RING_HDR + 4 * N <= RING_WHOLE_MAX
     whole, cd, cf, cn, co = s, s, 0, N, RING_HDR
-    if not small and #s == RING_PREFIX then
+    if not read then
       -- The string goes on past what was read: the slots read are enough when the gap and the
       -- cost's slots after it (and the report's first probe) are among them. Writes stay inside
       -- the string, so its size need not be known.
@@ -180,8 +214,7 @@ local function ringCheck(p, now)
         e, g0, gap, ls = e - (gap - g0) % N, gap, nil, 0
       end
     end
-    if small or (whole and #s < RING_PREFIX) then
-      -- Read whole: a small ring, or a large one still growing that ends within the first read.
+    if read then
       gap = ringGapIn(s, RING_HDR + 1)
       if #s < RING_HDR + 4 * N then size = #s end
     elseif not gap then
@@ -240,9 +273,58 @@ local function ringCheck(p, now)
       e = e - (gap - g0) % N
     else
       -- No gap anywhere (only a ring written by something else): rebuilt from its live times.
-      r = ${ringStateTable({ L: "L", g0: "g0", e: "e", base: "base", small: "small" })}
+      r = ${ringStateTable({ L: "K", o: "0", g0: "g0", e: "e", base: "base", small: "small" })}
       local C = codec()
       C.ringBuild(r, C.ringTimes(whole, floor), now, p.window)
+      gap, base, cd, cf, cn, co = r.gap, r.base, r.cd, r.cf, r.cn, r.co
+    end
+    if K > L then
+      -- A limit below the capacity: decided on the newest L slots (see above). When its string
+      -- holds far more than that, the ring is shrunk to its live slots or the limit, whichever is
+      -- more: the frontier (from the header's hint: two slot reads when it is right) says how
+      -- many are live.
+      r = r or ${STATE}
+      if 2 * L + 32 < K then
+        -- The string is rewritten smaller when it holds more than twice what it must keep, keep
+        -- = max(L, live) slots, plus 32: memory, not capacity, is what a shrink saves (a ring
+        -- grown by a higher limit keeps its capacity in a short string, and is left as it is).
+        -- First one probe: at most M live, M = (K - 33) / 2, iff (times in order) the slot
+        -- before the newest M has left the window. A busy ring under a much lower limit pays
+        -- that one slot read a call, not a search or a STRLEN.
+        local M = math.floor((K - 33) / 2)
+        local v = ringSlot(r, key, K - M - 1)
+        if v == 0 or v <= floor - r.base then
+          local S = (r.whole and #r.whole) or r.size or redis.call('STRLEN', key)
+          S = math.floor((S - RING_HDR) / 4)
+          -- Counted as live: also what left the window less than STAMP_AHEAD_MAX ago. With the
+          -- Redis clock a slot's time is at most that (a lease's stamp) past any later slot's,
+          -- so the search's last slot found that old proves every older one has left: none the
+          -- shrink drops can still be inside, out of order, and no slot need be scanned.
+          local keep = K - ringFrontier(r, key, K, r.e, floor - ${STAMP_AHEAD_MAX_MS})
+          if keep < L then keep = L end
+          if 2 * keep + 32 < S then codec().ringShrink(r, key, keep) end
+        end
+      end
+      r.o = r.L - L
+      o, N = r.o, r.L + 1
+      if o > 0 then
+        -- The decision's slots (and the report's first probe after them) in one range, unless
+        -- they are among what was read: they are o slots past the gap, not after it.
+        local from = (r.gap + 1 + o) % N
+        local m = p.cost + 1
+        if m > L then m = L end
+        if r.cn < N and (from - r.cf) % N + m > r.cn then
+          -- What was read stays at hand for the frontier's probes (a range read from slot cf; the
+          -- first read's slots are r.hdr's).
+          if r.co == 0 then
+            r.chunks = r.chunks or {}
+            r.chunks[#r.chunks + 1] = { from = r.cf, n = r.cn, data = r.cd }
+          end
+          -- Past the ring's end it goes on from slot 0 (ringRange): slot cf + k mod N is at k.
+          r.cd = codec().ringRange(key, false, N, from, m)
+          r.cf, r.cn, r.co = from, m, 0
+        end
+      end
       gap, base, cd, cf, cn, co = r.gap, r.base, r.cd, r.cf, r.cn, r.co
     end
   end
@@ -259,7 +341,7 @@ local function ringCheck(p, now)
   local first, latest, rel = c, 0, floor - base
   for j = 0, c - 1 do
     local v = 0 -- past the end of a ring still growing: never written
-    local k = (gap + 1 + j - cf) % N
+    local k = (gap + 1 + o + j - cf) % N
     if k < cn then
       -- ringSlot, inline, on what was read (its span holds these slots but past the ring's end)
       local a, b, x, d = string.byte(cd, co + 4 * k + 1, co + 4 * k + 4)
@@ -270,6 +352,32 @@ local function ringCheck(p, now)
     end
     if v > 0 and v > rel and j < first then first = j end
     if v > latest then latest = v end
+  end
+  if first == c and o > 0 then
+    -- Its slots are free: so are the older ones the limit does not count, with times in order
+    -- (they are older). Out of order (a lease's stamp ahead), one of them may still be inside
+    -- the window: a unit this limit counts, so the cost does not fit (stricter, as the ring is
+    -- with such times). Their newest slot from what was read; only when it left the window
+    -- less than STAMP_AHEAD_MAX ago, the ones before it (ringOlderLive: with the Redis clock a
+    -- slot's time is at most that past any later slot's). Inline: a function more is a closure
+    -- made on every call of the script.
+    r = r or ${STATE}
+    local v, read = ringSlot(r, key, -1), nil
+    if v == 0 or v <= rel - ${STAMP_AHEAD_MAX_MS} then
+      v = nil
+    elseif v <= rel then
+      v, read = codec().ringOlderLive(r, key, rel, o - 1)
+    end
+    if v then
+      first = 0
+      if v > latest then latest = v end
+    elseif read and read >= 256 then
+      -- Many were read (a burst that left the window only just) and none is inside: they are
+      -- dropped now (the ring shrunk to the limit, written with this decision), so no later
+      -- call reads them again: that read is paid once per burst, O(1) per unit admitted.
+      codec().ringShrink(r, key, L)
+      r.o = 0
+    end
   end
   p.allowed, p.first = first == c, first
   if first < c then

@@ -8,10 +8,11 @@
  * loop over a decision on a ring of limit 10 000): building the table 0.31 → 0.17 µs.
  */
 const RING_STATE_FIELDS = [
-  "L", // the ring's limit: L times, L + 1 slots
+  "L", // the ring's capacity: L times, L + 1 slots (at least the call's limit; see "o")
+  "o", // capacity - the call's limit: the oldest slots its decision skips (its slot j is o + j)
   "gap", // where the gap is (physical slot)
   "g0", // where the header says it was
-  "e", // the header's hint, moved to the gap: how many of the oldest slots have left the window
+  "e", // the header's hint, moved to the gap: how many of the oldest slots have left the window (of all L)
   "base", // ms: slot values are times after it
   "top", // ms: the newest time in the header
   "exp", // ms: until when the TTL was last set

@@ -6,7 +6,8 @@ import { compileRingState } from "./ring-state";
  * The exact sliding-window log in a ring (the default `sliding-log`), as a fragment of the composed
  * scripts (see scripts.ts for the interface, ring-codec.lua.ts for the layout).
  *
- * Why it is exact: the ring holds the last L admission times (L = the limit). A request of cost c
+ * Why it is exact: the ring holds the last L admission times (L = the limit; a ring kept at a
+ * larger capacity decides on its newest L slots: ring-reads.lua.ts). A request of cost c
  * fits iff at most L - c admissions are inside the window, iff the c oldest of the last L have left
  * it — the c slots at the head, the ones it would overwrite. Every one of them is checked (not only
  * the newest), so the decision stays exact-or-stricter when times are out of order (the caller's
@@ -63,10 +64,16 @@ ALG['sliding-log'] = {
       bytes = string.rep(codec().p32(stamp - r.base), c) .. RING_GAP
     end
     r.gap = (g + c) % N
-    -- The old slots that stay, [0, L - c) from the new oldest: how many have left the window.
-    -- Read before writing, from what check fetched; the written slots are not among them.
-    local hint = r.e - c
-    p.f = ringFrontier(r, p.key, r.L - c, hint, p.floor)
+    -- The old slots that stay, [0, L - c) from the new oldest the limit counts: how many have
+    -- left the window. Read before writing, from what check fetched; the written slots are not
+    -- among them (they are the oldest of the whole ring, o + c slots before these).
+    local hint = r.e - r.o - c
+    p.f = ringFrontier(r, p.key, p.limit - c, hint, p.floor)
+    -- The header's hint counts from the ring's oldest slot, o before the limit's: with times in
+    -- order those have left the window when one of the limit's slots has; when none has, what
+    -- the hint said before (they may be inside it: a larger limit's admissions).
+    local eAbs = p.f + r.o
+    if p.f == 0 and r.o > 0 then eAbs = math.min(r.o, math.max(0, r.e - c)) end
     -- The TTL covers every slot (its time + window); renewed to two windows past this time only
     -- when that passes it: one PEXPIRE (and header write) per window, not one per admission.
     if r.hdr then
@@ -81,7 +88,7 @@ ALG['sliding-log'] = {
     -- Only when few can be live: the frontier (p.f, exact with times in order) says how many of
     -- the old slots left the window, so a busy ring is never scanned for it; and a lap only up to
     -- RING_COMPACT_LAP_MAX slots (the scan is O(limit), beside the lap's own rewrite).
-    if not r.small and not r.fresh and c + 1 <= RING_COMPACT_MAX and r.L - p.f + 1 <= RING_COMPACT_MAX
+    if not r.small and not r.fresh and c + 1 <= RING_COMPACT_MAX and p.limit - p.f + 1 <= RING_COMPACT_MAX
         and (r.rebuilt or (g + c + 1 >= N and N <= RING_COMPACT_LAP_MAX)
           or (r.whole and RING_HDR + 4 * (g + c + 1) > RING_PREFIX)) then
       -- A large ring rebuilt (resized, converted), whose write would take it past its first read
@@ -99,18 +106,21 @@ ALG['sliding-log'] = {
         local value = C.ringCompact(r, times)
         redis.call('SET', p.key, value, 'PX', r.exp - now + GRACE)
         -- What the report reads: the compact ring, whole; every slot before its times is free.
-        p.f = r.L - #times
+        p.f = math.max(0, p.limit - #times)
         r.cd, r.cf, r.cn, r.co, r.chunks, r.whole = value, 0, N, RING_HDR, nil, value
         return
       end
     end
-    if r.rebuilt then
-      -- A new, resized, rebased or converted ring: written whole (its gap at 0), a new one only as
-      -- far as it is used.
-      r.g0, r.e = r.gap, p.f
-      local rest = ''
-      if not r.fresh then rest = string.sub(r.whole, RING_HDR + 4 * (c + 1) + 1) end
-      redis.call('SET', p.key, codec().ringHeader(r) .. bytes .. rest, 'PX', r.exp - now + GRACE)
+    if r.rebuilt and g + c + 1 <= N then
+      -- A new, resized, rebased or converted ring: written whole, a new one only as far as it is
+      -- used (its gap at 0; a grown or shrunk one's is after its slots).
+      r.g0, r.e = r.gap, eAbs
+      local head, rest = '', ''
+      if not r.fresh then
+        head = string.sub(r.whole, RING_HDR + 1, RING_HDR + 4 * g)
+        rest = string.sub(r.whole, RING_HDR + 4 * (g + c + 1) + 1)
+      end
+      redis.call('SET', p.key, codec().ringHeader(r) .. head .. bytes .. rest, 'PX', r.exp - now + GRACE)
       return
     end
     local first = N - g
@@ -138,7 +148,7 @@ ALG['sliding-log'] = {
         renew = true
         r.exp = stamp + 2 * p.window
       end
-      r.g0, r.e = r.gap, p.f
+      r.g0, r.e = r.gap, eAbs
       local value
       if first == c + 1 then
         value = codec().ringHeader(r) .. string.sub(slots, 1, 4 * g) .. bytes
@@ -159,7 +169,7 @@ ALG['sliding-log'] = {
     -- and a ring read whole needs no hint. Most keys far under a large limit write no header.
     if renew or (not r.small and ((r.gap >= RING_PREFIX_SLOTS and (r.gap - r.g0) % N >= GAP_DRIFT)
         or (not r.whole and drift > 8))) then
-      r.g0, r.e = r.gap, p.f
+      r.g0, r.e = r.gap, eAbs
       redis.call('SETRANGE', p.key, 0, codec().ringHeader(r))
     end
     if renew then redis.call('PEXPIRE', p.key, r.exp - now + GRACE) end
@@ -175,17 +185,17 @@ ALG['sliding-log'] = {
       r.rebuilt = false
     end
     if p.cost > p.limit then
-      return ringFrontier(r, p.key, r.L, r.e, p.floor), now + p.window, p.window
+      return ringFrontier(r, p.key, p.limit, r.e - r.o, p.floor), now + p.window, p.window
     end
     if committed then
       -- The oldest admission still inside the window leaves first: an old one, or this one.
-      if p.f >= r.L - p.cost then return p.f, p.stamped + p.window, 0 end
+      if p.f >= p.limit - p.cost then return p.f, p.stamped + p.window, 0 end
       return p.f, r.base + ringSlot(r, p.key, p.f) + p.window, 0
     end
     if p.allowed then
       -- It would fit, but another policy denied the request: nothing was written.
-      local f = ringFrontier(r, p.key, r.L, r.e, p.floor)
-      if f == r.L then return f, now, 0 end
+      local f = ringFrontier(r, p.key, p.limit, r.e - r.o, p.floor)
+      if f == p.limit then return f, now, 0 end
       return f, r.base + ringSlot(r, p.key, f) + p.window, 0
     end
     -- Denied: the cost fits when the newest of the c slots it would overwrite leaves. Only time
