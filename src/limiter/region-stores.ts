@@ -11,6 +11,7 @@ import {
   createCircuitBreaker,
 } from "./circuit-breaker";
 import type { LimiterContext } from "./context";
+import { createRoundTrip, type RoundTrip } from "./round-trip";
 
 export interface RegionStores {
   /** Whether `region` is one of `regions.stores`. */
@@ -20,11 +21,13 @@ export interface RegionStores {
   /**
    * A region store call within the region's deadline, through its breaker. Undefined when the
    * region is unknown, its breaker skips it, or the call fails (reported to onStoreError).
+   * `onPath`: a request waits for it (a spend), so a region slower than home is waited for no
+   * longer than home's round trip (above).
    */
   inRegion<T>(
     region: string,
     work: (client: ScriptClient) => Promise<T>,
-    options?: { rethrow?: false },
+    options?: { rethrow?: false; onPath?: boolean },
   ): Promise<T | undefined>;
   /**
    * The same, but rejects instead: for a caller whose contract is to reject (a LeaseStore's
@@ -33,7 +36,7 @@ export interface RegionStores {
   inRegion<T>(
     region: string,
     work: (client: ScriptClient) => Promise<T>,
-    options: { rethrow: true },
+    options: { rethrow: true; onPath?: boolean },
   ): Promise<T>;
   /** Each region's breaker (tests and the dashboard). */
   readonly breakers: ReadonlyMap<string, CircuitBreaker>;
@@ -47,9 +50,11 @@ export function createRegionStores(
   clients: Readonly<Record<string, ScriptClient>>,
   timeoutMs: number,
   breakerOptions: CircuitBreakerOptions | undefined,
+  home: RoundTrip,
 ): RegionStores {
   const stores = new Map(Object.entries(clients));
   const breakers = new Map<string, CircuitBreaker>();
+  const trips = new Map<string, RoundTrip>();
   const cooldownMs = Math.min(breakerOptions?.cooldownMs ?? 1_000, REGION_MAX_COOLDOWN_MS);
   for (const name of stores.keys()) {
     breakers.set(
@@ -61,12 +66,21 @@ export function createRegionStores(
         now: ctx.now,
       }),
     );
+    trips.set(name, createRoundTrip());
+  }
+
+  /** The deadline of a request-path call to `region` (above). */
+  function pathDeadlineMs(region: string): number {
+    const homeMs = home.smoothedMs;
+    const regionMs = trips.get(region)?.smoothedMs;
+    if (homeMs === undefined || regionMs === undefined || regionMs <= homeMs) return timeoutMs;
+    return Math.max(1, Math.min(timeoutMs, Math.ceil(homeMs)));
   }
 
   async function inRegion<T>(
     region: string,
     work: (client: ScriptClient) => Promise<T>,
-    { rethrow = false }: { rethrow?: boolean } = {},
+    { rethrow = false, onPath = false }: { rethrow?: boolean; onPath?: boolean } = {},
   ): Promise<T | undefined> {
     const store = stores.get(region);
     const breaker = breakers.get(region);
@@ -79,9 +93,11 @@ export function createRegionStores(
       if (rethrow) throw new Error(`region ${region}: breaker open`);
       return undefined;
     }
+    const sentAt = ctx.now();
     try {
-      const result = await withinDeadline(store, timeoutMs, work);
+      const result = await withinDeadline(store, onPath ? pathDeadlineMs(region) : timeoutMs, work);
       breaker.success(permit);
+      trips.get(region)?.observe(ctx.now() - sentAt);
       return result;
     } catch (error) {
       breaker.failure(permit, error);

@@ -18,8 +18,10 @@ export function regionalLeaseStore(
     async take(policy, units, lifetimeMs, _memberId, waitUntil) {
       const item = { ...grants.spendItem(policy), cost: units, wantLifeMs: lifetimeMs };
       // Through the region's breaker, like a spend; but a failure rejects (the book notes it).
+      // A request may wait for it (lease-book.ts pending): on the path, like a spend.
       const [answer] = await regions.inRegion(region, (client) => regionSpend(client, [item]), {
         rethrow: true,
+        onPath: true,
       });
       if (!answer) throw new Error("empty region spend reply");
       grants.grantClaimed(policy, region, answer, waitUntil);
@@ -43,14 +45,7 @@ export function regionalLeaseStore(
       if (back === true) return units;
       // The region did not answer: the return may have landed; give back nothing twice.
       if (back === undefined) return 0;
-      const given = await grants.giveBack(
-        lease.policy,
-        lease.stamp,
-        units,
-        lease.memberId,
-        lease.resetMark,
-      );
-      return given ? units : 0;
+      return grants.giveBack(lease.policy, lease.stamp, units, lease.memberId, lease.resetMark);
     },
   };
 }
