@@ -18,10 +18,11 @@ export function regionalLeaseStore(
     async take(policy, units, lifetimeMs, _memberId, waitUntil) {
       const item = { ...grants.spendItem(policy), cost: units, wantLifeMs: lifetimeMs };
       // Through the region's breaker, like a spend; but a failure rejects (the book notes it).
-      // A request may wait for it (lease-book.ts pending): on the path, like a spend.
+      // Off the request path (a request waits for it only while its isolate's lease is spent
+      // and this is in flight), so the region's own deadline, not home's round trip: a slow
+      // region still serves isolate leases, which then decide with no round trip at all.
       const [answer] = await regions.inRegion(region, (client) => regionSpend(client, [item]), {
         rethrow: true,
-        onPath: true,
       });
       if (!answer) throw new Error("empty region spend reply");
       grants.grantClaimed(policy, region, answer, waitUntil);

@@ -6,6 +6,8 @@
 export interface RoundTrip {
   /** One answered call, `ms` after it was sent. */
   observe(ms: number): void;
+  /** Starts again from this one answer: what came before no longer describes the store. */
+  restart(ms: number): void;
   /** The smoothed round trip (ms), or undefined before any answer. */
   readonly smoothedMs: number | undefined;
 }
@@ -17,6 +19,9 @@ export function createRoundTrip(): RoundTrip {
       // (An isolate clock that stood still, or a skewed one stepping, says nothing.)
       if (!Number.isFinite(ms) || ms < 0) return;
       smoothed = smoothed === undefined ? ms : smoothed + (ms - smoothed) / 8;
+    },
+    restart(ms) {
+      if (Number.isFinite(ms) && ms >= 0) smoothed = ms;
     },
     get smoothedMs() {
       return smoothed;
