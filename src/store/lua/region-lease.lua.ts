@@ -33,8 +33,9 @@ end
 -- leases have really lived, is unknown. Every lease of the hash then ends (its units lapse:
 -- held capacity, never an admission), with its claim (the put answering it is refused) and a
 -- held denial (its end is as unknown), and o moves the clock on to just past t: a time read
--- after the step is later than every time read before it, so a lease's end (start + life, on
--- this clock) is never reached later in real time than its life allows. The caller writes t.
+-- after the step is later than every time read before it, and a lease granted after it lives
+-- its life on a clock that advances with real time again. (A step back shorter than the time
+-- since the hash was last read goes unseen: docs/regions.md bounds it.) The caller writes t.
 local function hash_now(key, h, leases, time)
   local now = time + (tonumber(h.o) or 0)
   local mark = tonumber(h.t)
