@@ -10,6 +10,8 @@
 // --only=regions runs the regions section alone (three databases, delay proxies, ours with and
 // without regions beside MultiRegionRatelimit; bench/lib/regions-bench.mjs), into
 // bench/regions.md and bench/regions.json (bench/.quick/ with --quick): ≈ 5 min, ≈ 2 min quick;
+// --only=regions-slow runs its slow-region measure alone (the us store 400 ms away, ours with
+// and without regions), into bench/regions-slow.md and .json: ≈ 1.5 min, ≈ 40 s quick;
 // --only=plans runs the plans section alone (billed commands per decision with overrides and
 // blocks beside the anchor's dynamic limits and deny list, library level in Node, no workers
 // built; bench/lib/plans-bench.mjs), into bench/plans.md and bench/plans.json (bench/.quick/
@@ -57,7 +59,12 @@ import {
 import { logLayoutsMarkdown, runLogLayouts } from "./lib/log-layouts.mjs";
 import { plansMarkdown, plansTable, runPlansBench } from "./lib/plans-bench.mjs";
 import { connectStats } from "./lib/redis-stats.mjs";
-import { regionsMarkdown, runRegionsBench } from "./lib/regions-bench.mjs";
+import {
+  regionsMarkdown,
+  runRegionsBench,
+  runSlowRegionBench,
+  slowRegionMarkdown,
+} from "./lib/regions-bench.mjs";
 import { writeReport } from "./lib/report.mjs";
 import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
 
@@ -65,6 +72,7 @@ const quick = process.argv.includes("--quick");
 const cpuOnly = process.argv.includes("--only=cpu");
 const billedOnly = process.argv.includes("--only=billed");
 const regionsOnly = process.argv.includes("--only=regions");
+const slowRegionOnly = process.argv.includes("--only=regions-slow");
 const plansOnly = process.argv.includes("--only=plans");
 const limitChangeOnly = process.argv.includes("--only=limit-change");
 /**
@@ -247,6 +255,10 @@ try {
   if (regionsOnly) {
     results.regions = await runRegionsBench({ bundles, quick, progress });
     await finishOnly("regions", regionsMarkdown(results.regions));
+  }
+  if (slowRegionOnly) {
+    results.slowRegion = await runSlowRegionBench({ bundles, quick, progress });
+    await finishOnly("regions-slow", slowRegionMarkdown(results.slowRegion));
   }
   const lib = await loadLibraries(tmp);
   const CONTENDERS = contendersFor(lib.ALGORITHMS ?? ["sliding-log"]);

@@ -9,7 +9,8 @@
 //                       three databases, nearest first.
 // Loads: one sender at 40/s on a key (near); 4 workers in 3 regions at 25/s each on one key at
 // limit 100 per 10 s (exact); a burst of 800 over the 4; the steady load again while a region's
-// store hangs, then home hangs (faults).
+// store hangs, then home hangs (faults); the near load with the region's store slower than home
+// (slow region: runSlowRegionBench, alone with `--only=regions-slow`).
 import { serveWorker } from "./infra.mjs";
 import { LIMITER_TOKEN } from "./load.mjs";
 import { startRegions } from "./regions-topology.mjs";
@@ -203,6 +204,7 @@ export async function runRegionsBench({ bundles, quick = false, progress = () =>
     /** @type {Record<string, any>} */ burst: {},
     /** @type {Record<string, any>} */ faults: {},
     /** @type {Record<string, any>} */ nearFaults: {},
+    /** @type {Record<string, any> | undefined} */ slowRegion: undefined,
   };
   try {
     // Near: one sender in us at 40/s, limit 100 000 a minute; 2 s of the same load first (the
@@ -377,11 +379,118 @@ export async function runRegionsBench({ bundles, quick = false, progress = () =>
       phases.whole = { busiest: busiestWindow(all, 10_000) };
       results.faults[kind] = phases;
     }
+
+    // Slow region: the fault fleets are done too.
+    for (const worker of served.splice(0)) await worker.dispose();
+    results.slowRegion = await runSlowRegionBench({ bundles, quick, progress, topology });
   } finally {
     for (const worker of served) await worker.dispose();
     await topology.close();
   }
   return results;
+}
+
+/**
+ * Slow region: the near load (one sender in us at 40/s, limit 100 000 a minute, every decision
+ * allowed) with the us store `slowMs` away, under the workers' default 500 ms deadline (every
+ * region call would succeed), beside home only from the same place. Ours with regions, with
+ * `isolateLeases: false`, and home only; each after 2 s of the load with the store near (the
+ * region holds leases when it slows).
+ * @param {{ bundles: { ours: string }, quick?: boolean, progress?: (message: string) => void, topology?: Awaited<ReturnType<typeof startRegions>> }} options
+ */
+export async function runSlowRegionBench({
+  bundles,
+  quick = false,
+  progress = () => {},
+  topology,
+}) {
+  const slowMs = 400;
+  const nearMs = 5;
+  const own = topology === undefined;
+  const regions = topology ?? (await startRegions({ farMs: 80, nearMs, token: "bench-regions" }));
+  const usStore = /** @type {{ link: { delayMs: number } }} */ (
+    /** @type {unknown} */ (regions.links.us?.store)
+  );
+  /** @type {{ dispose: () => Promise<void> }[]} */
+  const served = [];
+  const tag = `regions-slow-${Date.now()}`;
+  /** @type {Record<string, any>} */
+  const results = { slowMs, timeoutMs: 500, seconds: quick ? 6 : 20 };
+  try {
+    for (const kind of /** @type {const} */ (["regions", "regionsOnly", "home"])) {
+      const worker = await serveWorker({
+        scriptPath: bundles.ours,
+        bindings: {
+          ...regions.bindings("us"),
+          ...(kind === "home" ? { LIMITER_REGION: "" } : {}),
+          LIMITER_TOKEN,
+          LIMITER_CONFIG: JSON.stringify({
+            rules: [],
+            timeoutMs: 500,
+            failMode: "open",
+            ...(kind === "home" ? {} : { regions: regions.regionsConfig }),
+            ...(kind === "regionsOnly" ? { isolateLeases: false } : {}),
+          }),
+        },
+      });
+      served.push(worker);
+      const body = {
+        key: `${tag}:${kind}`,
+        limit: 100_000,
+        window: "1m",
+        ...(kind === "home" ? {} : { lease: true }),
+      };
+      await steady([worker.url], body, 40, 2);
+      usStore.link.delayMs = slowMs;
+      let answers;
+      try {
+        answers = await steady([worker.url], body, 40, results.seconds);
+      } finally {
+        usStore.link.delayMs = nearMs;
+      }
+      const latencies = answers.map((a) => a.received - a.sent);
+      results[kind] = {
+        decisions: answers.length,
+        allowed: answers.filter((a) => a.status === 200).length,
+        p50: quantile(latencies, 0.5),
+        p99: quantile(latencies, 0.99),
+        sources: sources(answers),
+      };
+      progress(`regions slow region ${kind}: ${JSON.stringify(results[kind])}`);
+      await worker.dispose();
+      served.pop();
+    }
+  } finally {
+    for (const worker of served) await worker.dispose();
+    if (own) await regions.close();
+  }
+  return results;
+}
+
+/** @param {Awaited<ReturnType<typeof runSlowRegionBench>>} r */
+export function slowRegionMarkdown(r) {
+  const label = {
+    regions: "edge-limiter, regions",
+    regionsOnly: "edge-limiter, regions, `isolateLeases: false`",
+    home: "edge-limiter, home only",
+  };
+  return [
+    "**Slow region**: the near load (one sender in us at 40/s, every decision allowed) for " +
+      `${r.seconds} s with the us store ${r.slowMs} ms away, under the workers' ${r.timeoutMs} ms ` +
+      "deadline (each region call would succeed), after 2 s with it near. A region whose round " +
+      "trip is above home's is not asked on the request path (a spend) but for one probe a " +
+      "second, so decisions go home (src/limiter/region-stores.ts); isolate leases still take " +
+      "from it off the path. Before that change the same command measured " +
+      "`isolateLeases: false` at p50 404 ms, p99 471 ms (2026-12-03): every decision waited.",
+    "",
+    "| contender | decisions | p50 | p99 | sources |",
+    "| --- | --- | --- | --- | --- |",
+    .../** @type {const} */ (["regions", "regionsOnly", "home"]).map((name) => {
+      const n = r[name];
+      return `| ${label[name]} | ${n.decisions} | ${n.p50} ms | ${n.p99} ms | ${JSON.stringify(n.sources)} |`;
+    }),
+    "",
+  ].join("\n");
 }
 
 /** @param {Awaited<ReturnType<typeof runRegionsBench>>} r */
@@ -484,5 +593,6 @@ export function regionsMarkdown(r) {
       ".",
     "",
   );
+  if (r.slowRegion) lines.push(slowRegionMarkdown(r.slowRegion));
   return lines.join("\n");
 }

@@ -175,6 +175,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
     }
     const receivedAt = now();
     ctx.lastAnswerAt = Math.max(ctx.lastAnswerAt, receivedAt);
+    // (A region slower than home is not waited for: region-stores.ts.)
+    regional?.homeAnswered(receivedAt - sentAt);
     breaker.success(permit);
     // A request id decided with other parameters: nothing was decided, so nothing is learnt.
     if (answer.conflict) return conflicted(policies, answer.conflict, receivedAt);

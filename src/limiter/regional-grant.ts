@@ -18,6 +18,7 @@ import { spendableMs, type WaitUntil } from "./lease";
 import { nextMemberId } from "./member-id";
 import type { RegionStores } from "./region-stores";
 import type { ResolvedPolicy } from "./resolved-policy";
+import type { RoundTrip } from "./round-trip";
 
 /** RegionsOptions as resolved and checked (regional-leases.ts). */
 export interface RegionalSizing {
@@ -50,8 +51,10 @@ export interface RegionalGrants {
     waitUntil: WaitUntil | undefined,
   ): void;
   /**
-   * Units home still counts at `stamp` that nobody will spend: out of the log, exactly. False
-   * when nothing was asked (home's breaker is open: they lapse, held until they leave the window).
+   * Units home still counts at `stamp` that nobody will spend: out of the log, exactly. Resolves
+   * to the units home took back, as its refund script answered: 0 when nothing was asked (home's
+   * breaker is open: they lapse, held until they leave the window) or when home refused them
+   * (the key was reset since the grant: the reset already deleted them).
    */
   giveBack(
     policy: ResolvedPolicy,
@@ -59,7 +62,7 @@ export interface RegionalGrants {
     units: number,
     memberId: string,
     resetMark: string,
-  ): Promise<boolean>;
+  ): Promise<number>;
 }
 
 /** The shortest regional lease worth writing (ms): a window under 8 × this is decided at home. */
@@ -68,6 +71,8 @@ const MIN_LIFE_MS = 100;
 export function createRegionalGrants(
   ctx: LimiterContext,
   regions: RegionStores,
+  /** Home's round trip, which a grant's answer measures too (region-stores.ts reads it). */
+  home: RoundTrip,
   sizing: RegionalSizing,
 ): RegionalGrants {
   const { maxLifetimeMs, minUnits } = sizing;
@@ -90,10 +95,10 @@ export function createRegionalGrants(
     units: number,
     memberId: string,
     resetMark: string,
-  ): Promise<boolean> {
-    if (units <= 0) return true;
-    if (ctx.breaker.state === "open") return false;
-    await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
+  ): Promise<number> {
+    if (units <= 0) return 0;
+    if (ctx.breaker.state === "open") return 0;
+    const answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
       ctx.clock.run(store, (client, now) =>
         refund(client, {
           policies: [{ ...policy, cost: units }],
@@ -104,7 +109,7 @@ export function createRegionalGrants(
         }),
       ),
     );
-    return true;
+    return answer.units[0] ?? 0;
   }
 
   /** The unspent units of leases a put took out of the region, back to home. */
@@ -145,6 +150,7 @@ export function createRegionalGrants(
       ctx.onStoreError?.(error);
     }
     const elapsed = ctx.now() - sentAt;
+    if (answer) home.observe(elapsed);
     const only = answer?.policies[0];
     const endsAt = regionNow + spendableMs(life);
     const resetMark = answer?.resetMarks?.[0] ?? "";

@@ -18,6 +18,9 @@ export function regionalLeaseStore(
     async take(policy, units, lifetimeMs, _memberId, waitUntil) {
       const item = { ...grants.spendItem(policy), cost: units, wantLifeMs: lifetimeMs };
       // Through the region's breaker, like a spend; but a failure rejects (the book notes it).
+      // Off the request path (a request waits for it only while its isolate's lease is spent
+      // and this is in flight), so the region's own deadline, not home's round trip: a slow
+      // region still serves isolate leases, which then decide with no round trip at all.
       const [answer] = await regions.inRegion(region, (client) => regionSpend(client, [item]), {
         rethrow: true,
       });
@@ -43,14 +46,7 @@ export function regionalLeaseStore(
       if (back === true) return units;
       // The region did not answer: the return may have landed; give back nothing twice.
       if (back === undefined) return 0;
-      const given = await grants.giveBack(
-        lease.policy,
-        lease.stamp,
-        units,
-        lease.memberId,
-        lease.resetMark,
-      );
-      return given ? units : 0;
+      return grants.giveBack(lease.policy, lease.stamp, units, lease.memberId, lease.resetMark);
     },
   };
 }

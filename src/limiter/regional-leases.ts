@@ -32,6 +32,7 @@ import { createRegionStores } from "./region-stores";
 import { createRegionalGrants } from "./regional-grant";
 import { regionalLeaseStore } from "./regional-lease-store";
 import type { ResolvedPolicy } from "./resolved-policy";
+import { createRoundTrip } from "./round-trip";
 import type { MultiDecision, RefundOutcome, RefundReceipt } from "./types";
 
 export interface RegionsOptions {
@@ -89,6 +90,11 @@ export interface RegionalLeases {
   leaseStore(region: string): LeaseStore;
   /** Whether a region's store is not being asked now (its breaker is open). */
   regionDown(region: string): boolean;
+  /**
+   * Home answered a call `ms` after it was sent: a region slower than that is not waited for on
+   * the request path (region-stores.ts).
+   */
+  homeAnswered(ms: number): void;
   /** Each region's breaker (tests and the dashboard). */
   readonly breakers: ReadonlyMap<string, CircuitBreaker>;
 }
@@ -118,8 +124,9 @@ export function createRegionalLeases(
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
     throw new RangeError(`regions.timeoutMs must be a positive integer (got ${String(timeoutMs)})`);
   }
-  const regions = createRegionStores(ctx, options.stores, timeoutMs, breakerOptions);
-  const grants = createRegionalGrants(ctx, regions, { maxLifetimeMs, minUnits, timeoutMs });
+  const home = createRoundTrip();
+  const regions = createRegionStores(ctx, options.stores, timeoutMs, breakerOptions, home);
+  const grants = createRegionalGrants(ctx, regions, home, { maxLifetimeMs, minUnits, timeoutMs });
   const { inRegion } = regions;
 
   return {
@@ -149,7 +156,9 @@ export function createRegionalLeases(
 
     async decide(policies, region, waitUntil) {
       const items = policies.map(grants.spendItem);
-      const answers = await inRegion(region, (client) => regionSpend(client, items));
+      const answers = await inRegion(region, (client) => regionSpend(client, items), {
+        onPath: true,
+      });
       if (!answers) return undefined;
       const at = ctx.now();
       answers.forEach((answer, i) => {
@@ -217,6 +226,8 @@ export function createRegionalLeases(
 
     regionDown: regions.down,
 
+    homeAnswered: (ms) => home.observe(ms),
+
     leaseStore: (region) => regionalLeaseStore(region, regions, grants),
 
     async refund(receipt, only) {
@@ -239,14 +250,17 @@ export function createRegionalLeases(
         // the units go back there, by that stamp. (A put that took the lease out gave back only
         // its unspent units, never these.)
         try {
-          const given = await grants.giveBack(
-            policy,
-            stamp,
-            policy.cost,
-            regional.memberIds[i] ?? "",
-            regional.resetMarks[i] ?? "",
+          // What home took back, as its script answered: none after a reset (the lease's reset
+          // mark is no longer the key's), and then the refund says so.
+          units.push(
+            await grants.giveBack(
+              policy,
+              stamp,
+              policy.cost,
+              regional.memberIds[i] ?? "",
+              regional.resetMarks[i] ?? "",
+            ),
           );
-          units.push(given ? policy.cost : 0);
         } catch (error) {
           ctx.onStoreError?.(error);
           units.push(0);

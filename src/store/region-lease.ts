@@ -3,6 +3,7 @@
  * The scripts are in lua/region-lease.lua.ts; this file builds their inputs and reads their
  * replies. Keys: the client's home key with `:region` appended, in the region's own database.
  */
+import { STAMP_AHEAD_MAX_MS } from "./keys";
 import {
   REGION_FORGET_SCRIPT,
   REGION_PUT_SCRIPT,
@@ -168,9 +169,27 @@ export async function regionPut(client: ScriptClient, put: RegionPut): Promise<P
   return { refused: refused === 1, taken };
 }
 
-/** A reset of the key at home, in a region: its leases and held denial go. */
+/**
+ * How long a forget's mark stays (ms): past the end of any lease whose put may still be on its
+ * way (a lease lives at most STAMP_AHEAD_MAX_MS), so such a put finds the mark, not a new hash.
+ */
+export const FORGET_MARK_MS = 2 * STAMP_AHEAD_MAX_MS;
+
+/**
+ * A reset of the key at home, in a region: its leases, claim and held denial go, and a put
+ * answering a claim made before it is refused (the forget script's mark).
+ */
 export async function regionForget(client: ScriptClient, redisKey: string): Promise<void> {
-  await runScript<unknown>(client, REGION_FORGET_SCRIPT, [regionKey(redisKey)], []);
+  await runScript<unknown>(
+    client,
+    REGION_FORGET_SCRIPT,
+    [regionKey(redisKey)],
+    [
+      FORGET_MARK_MS,
+      // The clock last: "" for the region's TIME.
+      "",
+    ],
+  );
 }
 
 /** Units back into the lease stamped `stamp` while it lives: false when it has ended. */

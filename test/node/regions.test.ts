@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRegions } from "../../bench/lib/regions-topology.mjs";
+import { startScriptFront } from "../../bench/lib/script-front.mjs";
 import { bundleSource } from "../../scripts/lib/measure-env.mjs";
 
 // Regional leases (docs/regions.md) on three private redis-servers, each behind the REST bridge,
@@ -89,8 +90,18 @@ interface Worker {
   pending: Promise<unknown>[];
 }
 
-/** A worker in `region`; `isolateLeases: false` leaves every region decision to the region. */
-function worker(region: string, skewMs = 0, isolateLeases = true, timeoutMs = 2_000): Worker {
+/**
+ * A worker in `region`; `isolateLeases: false` leaves every region decision to the region.
+ * `storeUrls` replaces a region's store URL (a front in front of its link); `minUnits` is
+ * RegionsOptions.minUnits.
+ */
+function worker(
+  region: string,
+  skewMs = 0,
+  isolateLeases = true,
+  timeoutMs = 2_000,
+  { storeUrls = {}, minUnits }: { storeUrls?: Record<string, string>; minUnits?: number } = {},
+): Worker {
   const env = topology.bindings(region);
   const client = (url: string): unknown =>
     lib.createStoreClient({ url, token: topology.token, timeoutMs, autoPipeline: false });
@@ -99,14 +110,20 @@ function worker(region: string, skewMs = 0, isolateLeases = true, timeoutMs = 2_
   for (const name of ["us", "ap"]) {
     stores[name] = audited(
       name,
-      client(env[`UPSTASH_REDIS_REST_URL_${name.toUpperCase()}`] as string) as ScriptClient,
+      client(
+        storeUrls[name] ?? (env[`UPSTASH_REDIS_REST_URL_${name.toUpperCase()}`] as string),
+      ) as ScriptClient,
     );
   }
   const limiter: Limiter = lib.createLimiter({
     store: client(env.UPSTASH_REDIS_REST_URL as string),
     timeoutMs,
     now: () => Date.now() + skewMs,
-    regions: { stores, ...(region === "eu" ? {} : { regionOf: () => region }) },
+    regions: {
+      stores,
+      ...(region === "eu" ? {} : { regionOf: () => region }),
+      ...(minUnits === undefined ? {} : { minUnits }),
+    },
     ...(isolateLeases ? {} : { leases: false }),
   });
   return { region, limiter, pending };
@@ -339,20 +356,22 @@ describe("regional leases over a database per region", () => {
       timeoutMs: 2_000,
     });
     const redisKey = `regions-put-${run}`;
-    const spend = async (cost: number) =>
+    const spend = async (cost: number, minUnits = 1_000) =>
       (
         await store.regionSpend(client, [
-          { redisKey, cost, lifeMs: 5_000, limit: 100, minUnits: 1_000, claimMs: 1, wantLifeMs: 0 },
+          { redisKey, cost, lifeMs: 5_000, limit: 100, minUnits, claimMs: 1, wantLifeMs: 0 },
         ])
-      )[0] as { status: string; left: number; regionNow: number };
-    const { regionNow } = await spend(1);
+      )[0] as { status: string; left: number; claim: number; regionNow: number };
+    // The spend claims the lease; its put answers that claim.
+    const { regionNow, claim } = await spend(1, 1);
+    expect(claim).toBeGreaterThan(0);
     const put = (stamp: number, endsAt: number) =>
       store.regionPut(client, {
         redisKey,
         stamp,
         units: 5,
         endsAt,
-        claim: -1,
+        claim: regionNow + 1,
         memberId: "m",
         resetMark: "",
         remaining: 50,
@@ -383,6 +402,254 @@ describe("regional leases over a database per region", () => {
       const outcome = await us.limiter.refund(decided.receipt);
       expect(outcome).toEqual({ refunded: true, units: [1] });
       await us.limiter.endLeases();
+    }
+  }, 30_000);
+});
+
+// The store's own calls (the region scripts, a reset as /check/reset makes it), bundled once.
+// biome-ignore lint/suspicious/noExplicitAny: src/store bundled, typed by its own tests
+let storeLib: any;
+async function storeCalls() {
+  storeLib ??= await bundleSource(
+    `export * from "./src/store/region-lease";
+     export { createStoreClient } from "./src/store/upstash-client";
+     export { resetQuota } from "./src/store/peek-reset";
+     export { storageKey } from "./src/store/keys";
+     export { DEFAULT_PREFIX } from "./src/limiter/defaults";`,
+    dir,
+  );
+  return storeLib;
+}
+
+/** A store client straight to a bridge (no delay proxy), or to a front before one. */
+async function directClient(url: string) {
+  const store = await storeCalls();
+  return store.createStoreClient({ url, token: topology.token, timeoutMs: 2_000 });
+}
+
+/** The key's hash in a region's database, as the limiter names it. */
+async function regionHashOf(req: LimitRequest): Promise<string> {
+  const store = await storeCalls();
+  return `${store.storageKey(store.DEFAULT_PREFIX, req.policy, req.key)}:region`;
+}
+
+/** A reset as /check/reset makes it: home's log and reset mark, then the key in every region. */
+async function resetEverywhere(req: LimitRequest) {
+  const store = await storeCalls();
+  const home = await directClient(topology.databases.eu?.bridgeUrl as string);
+  await store.resetQuota(home, { prefix: store.DEFAULT_PREFIX, policy: req.policy, key: req.key });
+  const redisKey = store.storageKey(store.DEFAULT_PREFIX, req.policy, req.key);
+  for (const region of ["us", "ap"]) {
+    await store.regionForget(
+      await directClient(topology.databases[region]?.bridgeUrl as string),
+      redisKey,
+    );
+  }
+}
+
+/**
+ * Within one window: a worker at home asks 25 times at once (home admits what its log has room
+ * for), then `inRegion` 5 times, one after another (only a lease in the region can admit them
+ * now). All the admissions of both.
+ */
+async function fillThenAskRegion(inRegion: Worker, req: LimitRequest): Promise<number> {
+  const home = worker("eu", 0, false);
+  const filled = await Promise.all(Array.from({ length: 25 }, () => decide(home, req)));
+  const asked: Decided[] = [];
+  for (let i = 0; i < 5; i++) asked.push(await decide(inRegion, req));
+  await settle([home, inRegion]);
+  // Home had room for the whole limit: the window held nothing before.
+  expect(filled.filter((d) => d.allowed).length).toBe(req.limit);
+  return [...filled, ...asked].filter((d) => d.allowed).length;
+}
+
+/** A lease's put on the wire (the put script's 10 arguments, units > 0), as a front sees it. */
+const isLeasePut = (command: string[]) => command.length === 14 && Number(command[5]) > 0;
+
+describe("regional leases at their edges", () => {
+  it("ends a region's leases when its clock steps back: never more than the limit", async () => {
+    run++;
+    const front = await startScriptFront(topology.links.us?.store?.url as string);
+    try {
+      const us = worker("us", 0, false, 2_000, { storeUrls: { us: front.url } });
+      const home = worker("eu", 0, false);
+      // An 8 s window: δ = 1 s, and the key's hash in the region lives 2 δ past its last put
+      // (Redis expires it on its own clock): the late spends below land inside that.
+      const windowMs = 8_000;
+      const req = request("clock-step", 20, windowMs);
+      // Home decides both; the second claims a lease for the region, written off the path.
+      const put = front.hold(isLeasePut);
+      await decide(us, req);
+      await decide(us, req);
+      await put.arrived;
+      put.release();
+      await put.done;
+      // The lease, read back while it lives (all servers share this machine's clock).
+      const hash = (await direct.us?.hgetall(await regionHashOf(req))) ?? {};
+      const [field] = Object.keys(hash).filter((f) => f.startsWith("u"));
+      const stamp = Number(field?.slice(1));
+      const units = Number(hash[field ?? ""]);
+      expect(Number(hash[`e${stamp}`])).toBeGreaterThan(Date.now());
+      expect(units).toBeGreaterThan(0);
+      // The region's clock steps back 10 s.
+      front.front.stepMs = -10_000;
+      await settle([us]);
+      // After the lease's stamp, the region is asked as many times as it holds units (by a
+      // worker that claims no lease: the window is to hold what only that lease could pay)…
+      const noClaims = worker("us", 0, false, 2_000, {
+        storeUrls: { us: front.url },
+        minUnits: 1_000,
+      });
+      await sleep(stamp + 800 - Date.now());
+      const lateSent = Date.now();
+      const late: Decided[] = [];
+      for (let i = 0; i < units; i++) late.push(await decide(noClaims, req));
+      // …and once the stamp has left home's window, home is asked for the whole limit.
+      await sleep(stamp + windowMs + 100 - Date.now());
+      const filled = await Promise.all(Array.from({ length: 25 }, () => decide(home, req)));
+      // Both inside one window from the first late send.
+      expect(Date.now()).toBeLessThan(lateSent + windowMs);
+      await settle([us, noClaims, home]);
+      const admitted = [...late, ...filled].filter((d) => d.allowed).length;
+      expect(admitted).toBeLessThanOrEqual(20);
+      expect(admitted).toBeGreaterThanOrEqual(15);
+    } finally {
+      await front.close();
+    }
+  }, 30_000);
+
+  it("a key's hash that sees its clock step back ends its leases and their claims", async () => {
+    run++;
+    const store = await storeCalls();
+    const front = await startScriptFront(topology.databases.us?.bridgeUrl as string);
+    try {
+      const client = await directClient(front.url);
+      const key = (name: string) => `regions-step-${run}-${name}`;
+      const spend = async (redisKey: string, claim: boolean) =>
+        (
+          await store.regionSpend(client, [
+            {
+              redisKey,
+              cost: 1,
+              lifeMs: 5_000,
+              limit: 100,
+              minUnits: claim ? 1 : 1_000,
+              claimMs: 10_000,
+              wantLifeMs: 0,
+            },
+          ])
+        )[0] as { status: string; left: number; claim: number; regionNow: number };
+      const put = (redisKey: string, answer: { regionNow: number }, stamp: number) =>
+        store.regionPut(client, {
+          redisKey,
+          stamp,
+          units: 5,
+          endsAt: answer.regionNow + 4_500,
+          claim: answer.regionNow + 10_000,
+          memberId: "m",
+          resetMark: "",
+          remaining: 50,
+          resetAfterMs: 0,
+          denyMs: 0,
+          denyCost: 0,
+          ttlMs: 20_000,
+        });
+      // One key holds a lease; another has a claim whose grant is still on its way.
+      const claimed = await spend(key("lease"), true);
+      expect(claimed.claim).toBeGreaterThan(0);
+      expect(await put(key("lease"), claimed, 1_000)).toEqual({ refused: false, taken: [] });
+      expect(await spend(key("lease"), false)).toMatchObject({ status: "spent", left: 4 });
+      const pending = await spend(key("pending"), true);
+      expect(pending.claim).toBeGreaterThan(0);
+
+      front.front.stepMs = -10_000;
+      // The lease ends: how long the clock was away is unknown, so it can no longer be trusted.
+      expect(await spend(key("lease"), false)).toMatchObject({ status: "miss" });
+      expect(await store.regionReturn(client, key("lease"), 1_000, 1)).toBe(false);
+      // A put for a claim made before the step is refused (its units go back to home).
+      expect(await put(key("pending"), pending, 2_000)).toMatchObject({ refused: true });
+      expect(await spend(key("pending"), false)).toMatchObject({ status: "miss" });
+      // A claim made after it is granted and spent as usual.
+      const again = await spend(key("pending"), true);
+      expect(again.claim).toBeGreaterThan(0);
+      expect(await put(key("pending"), again, 3_000)).toEqual({ refused: false, taken: [] });
+      expect(await spend(key("pending"), false)).toMatchObject({ status: "spent", left: 4 });
+
+      // A forget (a reset) ends the claims made before it too: their puts are refused.
+      const before = await spend(key("forget"), true);
+      expect(before.claim).toBeGreaterThan(0);
+      await store.regionForget(client, key("forget"));
+      const after = await spend(key("forget"), true);
+      expect(after.claim).toBeGreaterThan(0);
+      expect(await put(key("forget"), before, 4_000)).toMatchObject({ refused: true });
+      expect(await put(key("forget"), after, 5_000)).toEqual({ refused: false, taken: [] });
+      expect(await spend(key("forget"), false)).toMatchObject({ status: "spent", left: 4 });
+    } finally {
+      await front.close();
+    }
+  }, 30_000);
+
+  it("refuses a lease granted before a reset whose put reaches the region after it", async () => {
+    run++;
+    const front = await startScriptFront(topology.links.us?.store?.url as string);
+    try {
+      const us = worker("us", 0, false, 2_000, { storeUrls: { us: front.url } });
+      const req = request("reset-race", 20, 60_000);
+      const held = front.hold(isLeasePut);
+      // Home decides both; the second claims a lease, which home grants: its put is held.
+      await decide(us, req);
+      await decide(us, req);
+      await held.arrived;
+      // The reset runs (home, then the regions) before the put reaches the region.
+      await resetEverywhere(req);
+      held.release();
+      await settle([us]);
+      expect(await fillThenAskRegion(us, req)).toBeLessThanOrEqual(20);
+    } finally {
+      await front.close();
+    }
+  }, 30_000);
+
+  it("answers a refund that home refused (the key was reset) as not refunded", async () => {
+    run++;
+    const us = worker("us", 0, false);
+    const req = request("refund-reset", 100_000, 60_000);
+    await steady([us], req, 40, 1);
+    await settle([us]);
+    const decided = await decide(us, req);
+    expect(decided.decisions[0]?.source).toBe("region");
+    await resetEverywhere(req);
+    // The lease is gone from the region, and home's reset mark is no longer the lease's.
+    expect(await us.limiter.refund(decided.receipt)).toEqual({ refunded: false, units: [0] });
+  }, 30_000);
+
+  it("decides at home when the region's store answers slower than home", async () => {
+    run++;
+    const us = worker("us", 0, false, 500);
+    const req = request("slow-region", 100_000, 60_000);
+    await steady([us], req, 40, 1);
+    await settle([us]);
+    expect((await decide(us, req)).decisions[0]?.source).toBe("region");
+    const store = topology.links.us?.store as { link: { delayMs: number } };
+    // 400 ms away: under the 500 ms deadline, ten times home's 40 ms.
+    store.link.delayMs = 400;
+    try {
+      const sources: string[] = [];
+      for (let i = 0; i < 12; i++) sources.push((await decide(us, req)).decisions[0]?.source ?? "");
+      // The region answers until its smoothed round trip passes home's (a few slow answers:
+      // within the first six); from then on it is not waited for: every decision is home's.
+      expect(sources.slice(6)).toEqual(sources.slice(6).map(() => "redis"));
+      // Near again: the next probe (one a second) finds it so, and the region decides again.
+      store.link.delayMs = NEAR_MS;
+      let back = "";
+      for (let i = 0; i < 30 && back !== "region"; i++) {
+        back = (await decide(us, req)).decisions[0]?.source ?? "";
+        await sleep(100);
+      }
+      expect(back).toBe("region");
+    } finally {
+      store.link.delayMs = NEAR_MS;
+      await settle([us]);
     }
   }, 30_000);
 });

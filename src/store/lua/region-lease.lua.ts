@@ -9,7 +9,8 @@ import { foldConstants } from "./fold-constants";
  * Every time in these scripts is the region's own `TIME`, and only ever compared with another
  * reading of the same clock: a lease is written with a *life* (ms), not an end in home's clock,
  * so an offset between the region's clock and home's cancels out (docs/regions.md, "Why it
- * stays exact").
+ * stays exact"). That clock is read per hash through hash_now, which never lets it go back
+ * (a clock stepped back would make every lease of the hash live longer by the step).
  *
  * The hash, per client key:
  *   u<s>  units left of the lease stamped s (home clock)     e<s>  its end (region clock, exclusive)
@@ -19,6 +20,8 @@ import { foldConstants } from "./fold-constants";
  *   x, xc denied until x (region clock) for a cost of xc or more: a denial home decided
  *   r, rt home's last remaining and when it said so (region clock): sizes the next lease
  *   z     when capacity next frees (region clock), for the headers
+ *   t, o  the hash's clock: t the latest time any script read for it, o ms added to TIME
+ *         (hash_now). A claim released or ended is kept as -g: a later claim must be larger.
  *
  * The spend, put and return scripts take one more ARGV, their last: "" for the region's TIME, or
  * the caller's ms on a region store that refuses TIME in scripts (store-clock.ts; the bound that
@@ -31,7 +34,37 @@ local function clock_now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function read_hash(key)
+-- The hash's clock: TIME plus the hash's offset o, never below t, the latest time a script
+-- read for this hash. Below it, the region's clock stepped back (NTP, a failover to a server
+-- whose clock is behind) by more than the time since: how far, and so how long the hash's
+-- leases have really lived, is unknown. Every lease of the hash then ends (its units lapse:
+-- held capacity, never an admission), with its claim (the put answering it is refused) and a
+-- held denial (its end is as unknown), and o moves the clock on to just past t: a time read
+-- after the step is later than every time read before it, and a lease granted after it lives
+-- its life on a clock that advances with real time again. (A step back shorter than the time
+-- since the hash was last read goes unseen: docs/regions.md bounds it.) The caller writes t.
+local function hash_now(key, h, leases, time)
+  local now = time + (tonumber(h.o) or 0)
+  local mark = tonumber(h.t)
+  if mark == nil or now >= mark then return now, leases end
+  now = mark + 1
+  local gone = {'x', 'xc'}
+  for _, s in ipairs(leases) do
+    for _, f in ipairs({'u' .. s, 'e' .. s, 'm' .. s}) do gone[#gone + 1] = f end
+  end
+  for _, f in ipairs(gone) do h[f] = nil end
+  redis.call('HDEL', key, unpack(gone))
+  local set = {'o', now - time, 't', now}
+  if h.g and tonumber(h.g) > 0 then
+    h.g = '-' .. h.g
+    set[#set + 1] = 'g'
+    set[#set + 1] = h.g
+  end
+  redis.call('HSET', key, unpack(set))
+  return now, {}
+end
+-- The hash, its leases' stamps and its clock's now (hash_now) at \`time\` (clock_now).
+local function read_hash(key, time)
   local flat = redis.call('HGETALL', key)
   local h, leases = {}, {}
   for i = 1, #flat, 2 do
@@ -39,7 +72,9 @@ local function read_hash(key)
     h[f] = v
     if string.byte(f, 1) == 117 then leases[#leases + 1] = string.sub(f, 2) end
   end
-  return h, leases
+  local now
+  now, leases = hash_now(key, h, leases, time)
+  return h, leases, now
 end
 `;
 
@@ -59,12 +94,13 @@ end
  * put ends that lease at now + its spendable life, before its stamp (regional-leases.ts). status 1 spent, 0 no lease with room (decide at home), -1 denied here
  * (a denial home decided, still true); claim > 0: the caller is to ask home for that many units
  * (off the request path) and put them here. Nothing is spent unless every key could pay.
- * Commands: TIME, then per key HGETALL and HSET (+ PEXPIRE for a new hash).
+ * Commands: TIME, then per key HGETALL and HSET (+ PEXPIRE for a new hash; + HDEL and HSET
+ * when its clock stepped back).
  */
 export const REGION_SPEND_SCRIPT = foldConstants(`#!lua flags=allow-key-locking
 local MAX_UNITS = 1000
 ${READ_HASH}
-local now = clock_now()
+local time = clock_now()
 local n = tonumber(ARGV[1])
 local out, writes, all = {}, {}, true
 for i = 1, n do
@@ -72,7 +108,7 @@ for i = 1, n do
   local cost, life = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local limit, min_units, claim_ms = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local want_life = tonumber(ARGV[a + 6])
-  local h, leases = read_hash(KEYS[i])
+  local h, leases, now = read_hash(KEYS[i], time)
   local fresh = next(h) == nil
   -- The live lease with room that ends first among those with want_life left (spent first:
   -- the later one outlives it), else the one with room that ends last.
@@ -117,7 +153,9 @@ for i = 1, n do
   local known = limit
   if h.r and now - (tonumber(h.rt) or 0) <= life then known = tonumber(h.r) end
   local rate = d / math.max(now - ds, math.min(math.floor(life / 4), 1000), 1)
-  if status ~= -1 and d >= min_units and not (h.g and tonumber(h.g) > now) then
+  -- (Claims only grow: a put answers the hash's live claim, and no other can equal it.)
+  if status ~= -1 and d >= min_units and not (h.g and tonumber(h.g) > now)
+      and now + claim_ms > math.abs(tonumber(h.g) or 0) then
     local spent_after = live_units - (status == 1 and cost or 0)
     if last_end - now < life / 2 or spent_after < rate * life / 2 then
       local k = math.ceil(1.5 * rate * life)
@@ -136,7 +174,7 @@ for i = 1, n do
 end
 for i = 1, n do
   local w = writes[i]
-  local args = {'d', w[3], 'ds', w[4]}
+  local args = {'d', w[3], 'ds', w[4], 't', out[i][9]}
   if all and w[1] then
     args[#args + 1] = 'u' .. w[1]
     args[#args + 1] = out[i][3]
@@ -165,26 +203,30 @@ return out
  *       remaining (-1: unknown), home resetAfterMs,
  *       deny (ms, 0 for none), denyCost, key ttl (ms), the claim it answers (the `g` its
  *       spend set; it is released only if still that one)
- * A lease whose end has passed is refused, and one already written is not written again (a put
- * that ran twice must not bring spent units back).
+ * A lease whose end has passed is refused, and so is one whose claim is no longer the hash's
+ * (a forget or a step back of the clock ended it); one already written is not written again (a
+ * put that ran twice must not bring spent units back).
  * Returns {refused (1: the lease was not written, its units go back to home), {stamp, units,
  * "<memberId> <resetMark>", …} of every lease taken out}.
- * Commands: TIME, HGETALL, HSET, HDEL (when any is taken out), PTTL, PEXPIRE (when it grows).
+ * Commands: TIME, HGETALL, HSET, HDEL (when any is taken out), PTTL, PEXPIRE (when it grows);
+ * + HDEL and HSET when the hash's clock stepped back.
  */
 export const REGION_PUT_SCRIPT = foldConstants(`#!lua flags=allow-key-locking
 ${READ_HASH}
 local key = KEYS[1]
-local now = clock_now()
 local stamp, units, ends = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local h, leases = read_hash(key)
+local h, leases, now = read_hash(key, clock_now())
 local taken, gone = {}, {}
-local args = {}
--- Release the claim this put answers, not a newer one (a late put must not clear it).
-if h.g == ARGV[10] then args = {'g', 0} end
+local args = {'t', now}
+-- Release the claim this put answers, not a newer one (a late put must not clear it); its
+-- value stays, negated, for the next claim to exceed.
+if h.g == ARGV[10] then args = {'t', now, 'g', '-' .. h.g} end
 -- A lease already written (a put that ran twice) is not written again; one whose end has
--- passed is refused: the caller gives its units back to home.
+-- passed is refused, and so is one that does not answer the hash's live claim: that claim
+-- was ended by a forget (a reset at home, which may have come after the grant) or by a step
+-- back of the clock, or it expired and another was made. The caller gives its units back.
 local refused = 0
-if units > 0 and (h['e' .. stamp] ~= nil or ends <= now) then
+if units > 0 and (h['e' .. stamp] ~= nil or ends <= now or h.g ~= ARGV[10]) then
   if h['e' .. stamp] == nil then refused = 1 end
   units = 0
 end
@@ -220,7 +262,7 @@ if deny > 0 then
   for _, v in ipairs({'x', now + deny, 'xc', ARGV[8]}) do args[#args + 1] = v end
 end
 if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
-if #args > 0 then redis.call('HSET', key, unpack(args)) end
+redis.call('HSET', key, unpack(args))
 local ttl = tonumber(ARGV[9])
 if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 return {refused, taken}
@@ -228,32 +270,63 @@ return {refused, taken}
 
 /**
  * Forget: a reset of the key at home reaches the region too: its leases (their units were in the
- * log the reset deleted) and a held denial go. KEYS[1] the key's hash. Commands: UNLINK.
+ * log the reset deleted), its claim and a held denial go. What stays is a mark: the hash's clock
+ * (t, o), moved on 1 ms so that every time read after the forget is later than every time read
+ * before it, and its claim as -g, which every later claim exceeds. A put answering a claim made
+ * before the forget (its grant may have reached home before the reset) then finds another claim
+ * or none, and is refused, for as long as the mark lives (ARGV[1] ms: longer than any lease) and
+ * after, when the hash is gone and holds no claim at all.
+ * KEYS[1] the key's hash; ARGV[2] the clock ("" for TIME). Returns 1 if it existed. Commands: HMGET, UNLINK, and when it
+ * existed TIME, HSET, PEXPIRE.
  */
 export const REGION_FORGET_SCRIPT = `#!lua flags=allow-key-locking
-return redis.call('UNLINK', KEYS[1])
+local key = KEYS[1]
+local f = redis.call('HMGET', key, 't', 'o', 'g')
+if redis.call('UNLINK', key) == 0 then return 0 end
+local time = tonumber(ARGV[2])
+if ARGV[2] == nil or ARGV[2] == '' then
+  local t = redis.call('TIME')
+  time = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local now = math.max(time + (tonumber(f[2]) or 0), tonumber(f[1]) or 0) + 1
+local mark = {'t', now, 'o', now - time}
+if f[3] then
+  mark[#mark + 1] = 'g'
+  mark[#mark + 1] = -math.abs(tonumber(f[3]) or 0)
+end
+redis.call('HSET', key, unpack(mark))
+redis.call('PEXPIRE', key, ARGV[1])
+return 1
 `;
 
 /**
  * Return: units of a request a regional lease paid for, back into that lease while it lives.
  *
  * KEYS[1] the key's hash      ARGV[1] the lease's stamp, ARGV[2] units
- * Returns 1 when they went back into the lease, 0 when it has ended (the caller gives them back
- * to home, by the stamp). Commands: TIME, HGET, HINCRBY.
+ * Returns 1 when they went back into the lease, 0 when it has ended, or when the hash's clock
+ * stepped back (hash_now: the next spend or put ends its leases): the caller gives them back to
+ * home, by the stamp. Commands: HMGET, TIME, HSET.
  */
 export const REGION_RETURN_SCRIPT = `#!lua flags=allow-key-locking
-local now = tonumber(ARGV[3])
+local f = redis.call('HMGET', KEYS[1], 'e' .. ARGV[1], 'u' .. ARGV[1], 't', 'o')
+local time = tonumber(ARGV[3])
 if ARGV[3] == nil or ARGV[3] == '' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  time = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local e = tonumber(redis.call('HGET', KEYS[1], 'e' .. ARGV[1]) or 0) or 0
-if e <= now then return 0 end
-redis.call('HINCRBY', KEYS[1], 'u' .. ARGV[1], tonumber(ARGV[2]))
+local now = time + (tonumber(f[4]) or 0)
+local mark = tonumber(f[3]) or now
+if now < mark or (tonumber(f[1]) or 0) <= now then return 0 end
+redis.call('HSET', KEYS[1], 'u' .. ARGV[1], (tonumber(f[2]) or 0) + tonumber(ARGV[2]), 't', now)
 return 1
 `;
 
 // Their clock is their last ARGV (the runner passes the caller's there: clock-slots.ts).
-for (const script of [REGION_SPEND_SCRIPT, REGION_PUT_SCRIPT, REGION_RETURN_SCRIPT]) {
+for (const script of [
+  REGION_SPEND_SCRIPT,
+  REGION_PUT_SCRIPT,
+  REGION_RETURN_SCRIPT,
+  REGION_FORGET_SCRIPT,
+]) {
   clockedScript(script, LAST_ARG);
 }
