@@ -463,8 +463,8 @@ async function fillThenAskRegion(inRegion: Worker, req: LimitRequest): Promise<n
   return [...filled, ...asked].filter((d) => d.allowed).length;
 }
 
-/** A lease's put on the wire (the put script's 10 arguments, units > 0), as a front sees it. */
-const isLeasePut = (command: string[]) => command.length === 14 && Number(command[5]) > 0;
+/** A lease's put on the wire (the put script's 11 arguments, units > 0), as a front sees it. */
+const isLeasePut = (command: string[]) => command.length === 15 && Number(command[5]) > 0;
 
 describe("regional leases at their edges", () => {
   it("ends a region's leases when its clock steps back: never more than the limit", async () => {
