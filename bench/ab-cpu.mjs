@@ -1,5 +1,5 @@
 // @ts-check
-// A/B of workerd CPU per /check decision (issue 12): a few workers side by side, each in its own
+// A/B of workerd CPU per /check decision: a few workers side by side, each in its own
 // workerd process, the mixed /check load on each in turn (A B…, then …B A), `--reps` times;
 // the CPU time of each process (bench/lib/workerd-cpu.mjs, to the ns) over its decisions, and
 // the paired median of each worker's ratio to the first. Quicker than `npm run bench -- --only=cpu`

@@ -1,4 +1,4 @@
-// The minimal anchor for `npm run bench` (issue 12): @upstash/ratelimit slidingWindow behind the
+// The minimal anchor for `npm run bench`'s workerd CPU section: @upstash/ratelimit slidingWindow behind the
 // thinnest /check a team would write by hand: a token check, JSON in, JSON out. Bench-only; never
 // deployed. Built and served like src/worker.ts (wrangler deploy --dry-run, then workerd).
 //

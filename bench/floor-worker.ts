@@ -1,4 +1,4 @@
-// The floor for `npm run bench`'s workerd CPU section (issue 12): the least a /check worker can
+// The floor for `npm run bench`'s workerd CPU section: the least a /check worker can
 // cost when it makes the store calls a limiter with a denial cache makes, and does nothing else.
 // Bench-only; never deployed. Built and served like src/worker.ts.
 //

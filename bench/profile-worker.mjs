@@ -1,5 +1,5 @@
 // @ts-check
-// Where a worker's CPU goes per /check decision, in Node (issue 12): each whole worker (its fetch
+// Where a worker's CPU goes per /check decision, in Node: each whole worker (its fetch
 // handler: routing, token, body, limiter, store client, answer) bundled from source by esbuild,
 // driven with Request objects through the instant transport of lib/library.mjs (real replies of
 // each contender's own scripts, recorded from a private Redis behind the bridge, then answered

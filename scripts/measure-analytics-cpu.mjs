@@ -1,5 +1,5 @@
 // @ts-check
-// Workerd CPU per decision with analytics on vs off (issue 15): the worker as deployed
+// Workerd CPU per decision with analytics on vs off: the worker as deployed
 // (wrangler deploy --dry-run), served by workerd alone (as deployed) twice, once with
 // "analytics": {"enabled": true} and once without, on a private redis-server behind the REST
 // bridge; the same /check load against each, alternated ROUNDS times; CPU = utime + stime of

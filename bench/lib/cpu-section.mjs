@@ -1,5 +1,5 @@
 // @ts-check
-// The workerd-CPU side by side of `npm run bench` (issue 12): each worker in its own workerd
+// The workerd-CPU side by side of `npm run bench`: each worker in its own workerd
 // process, the same mixed load on each in turn (alternated: A B C…, then …C B A), the process's
 // CPU time over the decisions it answered; medians and ratios.
 //

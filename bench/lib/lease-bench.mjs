@@ -1,5 +1,5 @@
 // @ts-check
-// Leases with a distant store (docs/leases.md, issue 13): one hot key asked at a steady rate
+// Leases with a distant store (docs/leases.md): one hot key asked at a steady rate
 // through /check, the store behind a proxy that adds 20 ms before every request (a cross-region
 // Upstash). Figures per contender: p50/p99 latency of the allowed decisions, and store round
 // trips (HTTP requests the proxy saw, lease calls and give-backs included) per 1000 allowed
@@ -179,7 +179,7 @@ export function leaseMarkdown(lease) {
     return `| ${label} | ${s.p50} ms | ${name === "floor" ? "–" : `${s.addedP50} ms`} | ${s.p99} ms | ${trips} | ${s.allowed} |`;
   };
   return [
-    `## Hot key with a distant store: leases (issue 13)`,
+    `## Hot key with a distant store: leases`,
     "",
     `One key asked through \`/check\` at ${lease.rate} requests/s (${lease.connections} connections, ` +
       `${lease.seconds} s, ${lease.repeats} run${lease.repeats > 1 ? "s" : ""} each, alternated, medians), limit ` +

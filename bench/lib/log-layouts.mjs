@@ -1,5 +1,5 @@
 // @ts-check
-// The exact log's two layouts side by side with the anchor (issue 11): commands and Redis µs per
+// The exact log's two layouts side by side with the anchor: commands and Redis µs per
 // decision and bytes per full key at limits 10 … 100 000, from scripts/measure-log-layouts.mjs run
 // as a child process (its own private redis-server, so INFO commandstats counts only its calls).
 import { spawn } from "node:child_process";

@@ -1,5 +1,5 @@
 // @ts-check
-// The "Workerd CPU per decision" section of bench/results.md (issue 12), from results.workerdCpu.
+// The "Workerd CPU per decision" section of bench/results.md, from results.workerdCpu.
 
 /** @param {number | undefined} v @param {number} [digits] */
 const n = (v, digits = 0) =>
@@ -34,7 +34,7 @@ export function cpuSection(r) {
     r.baselineRef ? `--baseline=${r.baselineRef}` : "",
   ];
   const command = `npm run bench${flags.some(Boolean) ? ` -- ${flags.filter(Boolean).join(" ")}` : ""}`;
-  L.push("## Workerd CPU per decision (issue 12)", "");
+  L.push("## Workerd CPU per decision", "");
   L.push(
     "What a user pays for is the whole worker's CPU. Each worker below is built as it deploys " +
       "(`wrangler deploy --dry-run`) and served by its own workerd process, from a config of " +
@@ -86,7 +86,7 @@ export function cpuSection(r) {
   );
   const cpu = rt.cpuVsMinimal;
   const thr = rt.throughputVsMinimal;
-  L.push("| target (issue 12) | measured | met? |", "| --- | --- | --- |");
+  L.push("| target | measured | met? |", "| --- | --- | --- |");
   L.push(
     `| CPU per /check decision, ours ÷ anchorMinimal ≤ 0.9 (reaching for 0.8) | ${x(cpu)} (per rotation: ${(rt.cpuVsMinimalRuns ?? []).map(x).join(", ")}) | ${cpu <= 0.8 ? "yes (≤ 0.8)" : cpu <= 0.9 ? "yes (≤ 0.9, not 0.8)" : "**no**"} |`,
   );
@@ -201,7 +201,7 @@ export function cpuSection(r) {
     }
   }
   L.push(
-    "The fourth pass (issue 12) changed the measure, not the worker. Until then this section " +
+    "Why workerd alone: the measure changed, not the worker. This section once " +
       "served every worker through Miniflare, whose own workers in the same workerd process take " +
       "each request first (the entry worker) and each fetch the worker makes (the outbound " +
       "one): a cost nearly alike for ours and the minimal anchor, paid by no deployed worker, " +
@@ -212,7 +212,7 @@ export function cpuSection(r) {
     "",
   );
   L.push(
-    "Cut in the third pass (issue 12): the clients that run only decision scripts " +
+    "Cut from the store requests of a decision: the clients that run only decision scripts " +
       "(`withSignal`'s and `withTimeout`'s in src/store/upstash-client.ts) ask for no base64 " +
       "(`responseEncoding: false`: a script's reply is integers) and no read-your-writes token " +
       "(`readYourWrites: false`: a script runs on the primary and reads only what it writes). " +
@@ -228,7 +228,7 @@ export function cpuSection(r) {
     "",
   );
   L.push(
-    "What was cut in the second pass (issue 12), " +
+    "Cut from the decision path, " +
       "each measured and each keeping its guarantee: **one timer per decision** — the " +
       "deadline's own timer aborts an AbortController whose signal every store request of the " +
       "decision carries (`withSignal` in src/store/upstash-client.ts; the EVAL after a NOSCRIPT " +
@@ -248,11 +248,11 @@ export function cpuSection(r) {
       "(`request.text()`, the store's `res.text()`) and `fetch` itself, which every contender " +
       "pays, and workerd's and Miniflare's per-request work outside the isolate, then most of " +
       "the process's CPU at 400/s (a V8 profile of the isolate put ours well below the anchor; " +
-      "the process's CPU, much less so: see the fourth pass).",
+      "the process's CPU, much less so: see why workerd alone, above).",
     "",
   );
   L.push(
-    "Cut in the first pass (issue 12), each keeping its guarantee: the bearer token is compared " +
+    "Cut from the request path, each keeping its guarantee: the bearer token is compared " +
       "synchronously in constant time against the configured token's code units kept per " +
       "isolate (it was a SHA-256 of both sides per request through async Web Crypto; " +
       "`test/worker/http/bearer-token.test.ts` pins no early exit); an exact `POST /check` and " +
@@ -261,7 +261,7 @@ export function cpuSection(r) {
       "is one Response built in one step; a body with a declared length is read " +
       "without touching `request.body`; ORIGIN_URL is parsed once per isolate, not per " +
       "request; `keep_names = false` in wrangler.toml (no `__name()` call per closure made on " +
-      "the request path). Kept through both: constant-time comparison, exactness (one script " +
+      "the request path). Kept through all of these: constant-time comparison, exactness (one script " +
       "call per allowed decision), the deadline (one timer per decision that aborts its store " +
       "requests and bounds the decision), no per-request object shared across requests " +
       "(`check-route.test.ts`: the AbortController is made by each decision), and a 4xx with " +

@@ -55,7 +55,7 @@ export function writeReport(dir, r, rolling) {
   const rt = r.roundTrips ?? {};
   const acc = r.accuracy ?? {};
   const out = r.outage ?? {};
-  L.push("## Targets (issue 5)", "");
+  L.push("## Targets", "");
   L.push("| target | measured | met? |", "| --- | --- | --- |");
   const thr = mixed.ours?.perSecond / mixed.anchorSliding?.perSecond;
   L.push(

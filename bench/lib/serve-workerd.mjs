@@ -1,7 +1,7 @@
 // @ts-check
 // One worker bundle served by workerd alone, from a config of our own: no Miniflare around it.
 //
-// Why (issue 12): Miniflare adds workers of its own to the workerd process the benchmark reads.
+// Why: Miniflare adds workers of its own to the workerd process the benchmark reads.
 // Its entry worker, an isolate of its own, takes every request first: it copies the request twice
 // (with a `cf` object), parses its URL three times, sets and deletes headers, matches routes,
 // calls the user worker through a service binding and wraps its answer again. And every fetch

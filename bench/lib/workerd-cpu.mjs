@@ -1,5 +1,5 @@
 // @ts-check
-// Workerd CPU per decision (issue 12; design.md "Measuring CPU per decision"): the CPU time of a
+// Workerd CPU per decision (bench/README.md "Workerd CPU per decision"): the CPU time of a
 // worker's own workerd process, read from /proc (its threads' schedstat run time, to the ns)
 // before and after a load, over the decisions it answered. That is the whole worker a user pays for (routing, token
 // check, body parsing, the limiter, the store client, the answer), plus workerd's own HTTP work,

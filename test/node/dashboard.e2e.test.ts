@@ -1,4 +1,4 @@
-// The dashboard in a real browser (issue 15): the worker as deployed (wrangler deploy --dry-run,
+// The dashboard in a real browser: the worker as deployed (wrangler deploy --dry-run,
 // served by workerd through Miniflare) in front of the local origin, with analytics on; traffic
 // through the proxy, some of it denied; then Debian's Chromium, driven by playwright-core, logs
 // in with HTTP Basic (the admin token as password) and must show the rules, the denials and the top

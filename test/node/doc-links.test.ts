@@ -36,6 +36,23 @@ function anchorsOf(file: string): Set<string> {
   return new Set([...text.matchAll(/^#{1,6} (.+)$/gm)].map((m) => slug(m[1] ?? "")));
 }
 
+/** What a citation may name in a file: a heading, or a paragraph's bold lead (`**Why 500 ms.**`). */
+function sectionsOf(file: string): string[] {
+  const text = prose(readFileSync(path.join(ROOT, file), "utf8"));
+  const headings = [...text.matchAll(/^#{1,6} (.+)$/gm)].map((m) => m[1] ?? "");
+  const leads = [...text.matchAll(/^(?:- )?\*\*(.+?)\*\*/gm)].map((m) => m[1] ?? "");
+  return [...headings, ...leads].map((t) => t.replace(/`/g, "").toLowerCase());
+}
+
+/** Files whose comments cite a guide's section: the code, its tests, the bench and scripts. */
+function codeFiles(dir: string): string[] {
+  return readdirSync(path.join(ROOT, dir), { withFileTypes: true }).flatMap((entry) => {
+    const file = `${dir}/${entry.name}`;
+    if (entry.isDirectory()) return entry.name === "node_modules" ? [] : codeFiles(file);
+    return /\.(ts|mjs|js)$/.test(entry.name) ? [file] : [];
+  });
+}
+
 describe("links in the documentation", () => {
   it("the README is short: at most 300 lines, the quick start in its first 80", () => {
     const readme = readFileSync(path.join(ROOT, "README.md"), "utf8").split("\n");
@@ -67,4 +84,38 @@ describe("links in the documentation", () => {
       expect(broken).toEqual([]);
     });
   }
+
+  // A guide's first heading under its title is a section, not the title again: a repeat would
+  // take the title's anchor with a "-1" and leave links to it pointing at the title.
+  for (const file of DOCS.filter((f) => f !== "CHANGELOG.md")) {
+    it(`${file}: the first heading after the title does not repeat it`, () => {
+      const headings = [
+        ...prose(readFileSync(path.join(ROOT, file), "utf8")).matchAll(/^#{1,6} (.+)$/gm),
+      ].map((m) => m[1] ?? "");
+      expect(headings[1], `first heading under "# ${headings[0]}"`).not.toBe(headings[0]);
+    });
+  }
+
+  // A citation in prose or a comment, `docs/check-api.md "Limits"` or `README "Install"`, names a
+  // section of a file in this repository by its heading (or its start): a moved or renamed
+  // section fails here like a link does. Files not in the repository are not checked.
+  it("every quoted section a doc or a comment cites is there", () => {
+    const citing = [...DOCS, ...["src", "test", "bench", "scripts", "bridge"].flatMap(codeFiles)];
+    const broken: string[] = [];
+    for (const file of citing) {
+      const text = readFileSync(path.join(ROOT, file), "utf8");
+      for (const match of text.matchAll(/(README|[\w./-]+\.md),?\s+"([^"]+)"/g)) {
+        const cited = match[1] === "README" ? "README.md" : (match[1] ?? "");
+        if (!existsSync(path.join(ROOT, cited))) continue;
+        const name = (match[2] ?? "")
+          .replace(/\s*\n\s*(?:\*|\/\/)?\s*/g, " ") // a citation across comment lines
+          .replace(/`/g, "")
+          .toLowerCase();
+        if (!sectionsOf(cited).some((section) => section.startsWith(name))) {
+          broken.push(`${file}: ${match[0]}`);
+        }
+      }
+    }
+    expect(broken).toEqual([]);
+  });
 });

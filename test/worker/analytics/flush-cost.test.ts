@@ -1,4 +1,4 @@
-// What analytics cost the store (issue 15): round trips per 1000 decisions at 100 decisions/s
+// What analytics cost the store: round trips per 1000 decisions at 100 decisions/s
 // in one isolate, on a manual clock; that a failed flush loses nothing; and the Redis bytes one
 // rule's counts keep for a day (MEMORY USAGE after a simulated day of minutes). Figures print
 // with `npm test -- --silent=false --project worker test/worker/analytics/flush-cost.test.ts`.

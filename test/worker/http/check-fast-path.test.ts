@@ -1,5 +1,5 @@
 // worker.ts answers an exact `POST /check`, and sends every path outside /check to the proxy,
-// without Hono (issue 12); these pin that the fast paths and the Hono routes are one contract,
+// without Hono (its dispatch and context cost CPU per decision); these pin that the fast paths and the Hono routes are one contract,
 // that the proxy's ORIGIN_URL (read once per isolate) still maps every path, and that a bug on
 // a fast path is still a 500 problem.
 import { createExecutionContext } from "cloudflare:test";

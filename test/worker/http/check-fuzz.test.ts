@@ -317,7 +317,7 @@ describe("/check with strings that are not well-formed UTF-16", () => {
   });
 });
 
-describe("/check's shortcut past the walk over every string (issue 12)", () => {
+describe("/check's shortcut past the walk over every string", () => {
   // The walk is skipped only for JSON text with no surrogate and no \u escape of one: escapes in
   // any case, in a value or a field name, still reach it.
   const send = (text: string) =>

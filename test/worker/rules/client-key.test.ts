@@ -139,7 +139,7 @@ describe("client keys", () => {
   });
 });
 
-describe("header keys' digests, remembered per isolate (issue 12)", () => {
+describe("header keys' digests, remembered per isolate", () => {
   it("answers a repeated value from the cache with the same SHA-256, and stays bounded", async () => {
     const spec = "header:x-api-key";
     const first = await clientKey(spec, headers({ "X-API-Key": "cached-key" }), defaults);

@@ -14,7 +14,7 @@ import { deleteKeys, testRedis, testStore } from "../../support/worker/redis";
 const redis = testRedis();
 const prefix = `edge-limiter-${crypto.randomUUID().slice(0, 8)}`;
 const store = testStore(30_000);
-// The limits issue 11 reports. The sorted set's cap is MAX_ZSET_LIMIT (8 000): past it, its rows are
+// The ring's whole range of limits. The sorted set's cap is MAX_ZSET_LIMIT (8 000): past it, its rows are
 // filled with ZADD directly, members shaped like the script's, to show what the cap prevents.
 const LIMITS = [10, 100, 1_000, 10_000, 100_000];
 const T = 1_700_000_000_000;
@@ -98,7 +98,7 @@ describe("memory per key", () => {
     expect(zset[10_000] ?? 0).toBeGreaterThan(10_000 * 40);
     const ring = table["sliding-log"] ?? {};
     for (const limit of LIMITS) {
-      // Issue 11: at most 10 bytes per admitted unit plus a constant (4 bytes of data a unit, plus
+      // The ring's bound: at most 10 bytes per admitted unit plus a constant (4 bytes of data a unit, plus
       // the allocator's rounding of one string), and never more than the sorted set.
       expect(ring[limit] ?? 0, `ring ${limit}`).toBeLessThanOrEqual(10 * limit + 200);
       expect(ring[limit] ?? 0, `ring ${limit}`).toBeLessThanOrEqual(zset[limit] ?? 0);

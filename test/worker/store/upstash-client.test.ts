@@ -8,7 +8,7 @@ import { scopedPrefix, testRedis } from "../../support/worker/redis";
 const redis = testRedis();
 const prefix = scopedPrefix("upstash-client");
 
-// What reaches the store from each client createStoreClient hands out (issue 12): the decision
+// What reaches the store from each client createStoreClient hands out: the decision
 // scripts ask for no base64 and no read-your-writes token (their replies are integers and they
 // run on the primary), the client itself (analytics and admin reads) keeps both.
 describe("createStoreClient's requests", () => {
