@@ -56,8 +56,8 @@ interface ScriptClient {
 /** A region's store client that audits every lease put through it (evalsha/eval only). */
 function audited(region: string, store: ScriptClient): ScriptClient {
   const audit = async (keys: string[], args: unknown[], reply: unknown) => {
-    // The put script's 10 arguments: stamp, units, end, …; a lease when units > 0.
-    if (args.length !== 10 || Number(args[1]) <= 0) return reply;
+    // The put script's 11 arguments: stamp, units, end, …, policy; a lease when units > 0.
+    if (args.length !== 11 || Number(args[1]) <= 0) return reply;
     const end = await direct[region]?.hget(keys[0] as string, `e${args[0]}`);
     if (end != null) lateness.push(Number(end) - Number(args[0]));
     return reply;
@@ -342,7 +342,16 @@ describe("regional leases over a database per region", () => {
     const spend = async (cost: number) =>
       (
         await store.regionSpend(client, [
-          { redisKey, cost, lifeMs: 5_000, limit: 100, minUnits: 1_000, claimMs: 1, wantLifeMs: 0 },
+          {
+            redisKey,
+            cost,
+            lifeMs: 5_000,
+            limit: 100,
+            minUnits: 1_000,
+            claimMs: 1,
+            wantLifeMs: 0,
+            policy: "p",
+          },
         ])
       )[0] as { status: string; left: number; regionNow: number };
     const { regionNow } = await spend(1);
@@ -360,6 +369,7 @@ describe("regional leases over a database per region", () => {
         denyMs: 0,
         denyCost: 0,
         ttlMs: 10_000,
+        policy: "p",
       });
     expect(await put(1_000, regionNow + 5_000)).toEqual({ refused: false, taken: [] });
     expect(await spend(3)).toMatchObject({ status: "spent", left: 2 });
