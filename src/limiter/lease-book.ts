@@ -110,6 +110,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
       try {
         const grant = await store.take(policy, units, lifetime, memberId, waitUntil);
         state.remaining = grant.remaining;
+        state.callMs = now() - sentAt;
         if (!grant.granted) return;
         lease = {
           memberId,
