@@ -10,7 +10,7 @@
  * or nothing: every policy's lease pays, or the store decides), and every policy whose algorithm
  * cannot be leased exactly (only the log can: see LEASABLE).
  */
-import { type Lease, spendableMs, type WaitUntil } from "./lease";
+import { type Lease, samePolicy, spendableMs, type WaitUntil } from "./lease";
 import type { LeaseBook, LeaseBookDeps } from "./lease-book-contract";
 import { createLeaseKeys, type KeyState, noteDemand } from "./lease-keys";
 import { leaseLifetimeMs, leaseWanted } from "./lease-sizing";
@@ -27,6 +27,29 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
   const keys = createLeaseKeys(sizing.maxKeys, (state) => {
     for (const lease of state.leases) void end(lease, undefined);
   });
+  // Per log (a policy name and client key: both log layouts count in one Redis key), the cache
+  // key whose leases live in it. A request of another policy of that log (its limit, window or
+  // algorithm changed) ends them at once (endStale). Only logs with a live lease have an entry.
+  const leasing = new Map<string, string>();
+  const logOf = (policy: ResolvedPolicy) => `${policy.name}\n${policy.clientKey}`;
+
+  /**
+   * A request of `policy` found no lease to pay it: leases of its log granted under another
+   * policy end now, their unspent units given back (never spent under this one: samePolicy).
+   */
+  function endStale(policy: ResolvedPolicy, waitUntil: WaitUntil | undefined): void {
+    if (leasing.size === 0) return;
+    const log = logOf(policy);
+    const holder = leasing.get(log);
+    if (holder === undefined || holder === policy.cacheKey) return;
+    leasing.delete(log);
+    const stale = keys.get(holder)?.leases.slice() ?? [];
+    // What they give back is capacity of this policy's log too: its denial claims may be stale.
+    const work = Promise.all(stale.map((lease) => end(lease, undefined))).then(() =>
+      deps.capacityFreed([policy.cacheKey]),
+    );
+    waitUntil?.(work);
+  }
 
   /** Ends the leases whose deadline has passed (lazily, when their key is touched). */
   function endExpired(state: KeyState, at: number, waitUntil: WaitUntil | undefined): void {
@@ -47,6 +70,10 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
     lease.ended = true;
     const state = keys.get(lease.policy.cacheKey);
     if (state) state.leases = state.leases.filter((live) => live !== lease);
+    if (!state || state.leases.length === 0) {
+      const log = logOf(lease.policy);
+      if (leasing.get(log) === lease.policy.cacheKey) leasing.delete(log);
+    }
     const unspent = lease.units;
     lease.units = 0;
     if (unspent === 0) return Promise.resolve();
@@ -83,6 +110,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
       try {
         const grant = await store.take(policy, units, lifetime, memberId, waitUntil);
         state.remaining = grant.remaining;
+        state.callMs = now() - sentAt;
         if (!grant.granted) return;
         lease = {
           memberId,
@@ -106,6 +134,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         }
         state.leases.push(lease);
         state.leases.sort((x, y) => x.deadline - y.deadline);
+        leasing.set(logOf(policy), policy.cacheKey);
         keys.account(policy.cacheKey);
       } catch (error) {
         deps.onStoreError?.(error);
@@ -164,8 +193,15 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         const state = keys.stateOf(policy.cacheKey, at);
         if (!again) noteDemand(state, policy.cost, at, lifetime);
         endExpired(state, at, waitUntil);
-        const paying = state.leases.find((lease) => lease.units >= policy.cost);
-        if (!paying) all = false;
+        // Only a lease granted under this very policy pays (its cache key holds the limit, window
+        // and algorithm too: samePolicy says so without relying on that).
+        const paying = state.leases.find(
+          (lease) => lease.units >= policy.cost && samePolicy(lease.policy, policy),
+        );
+        if (!paying) {
+          all = false;
+          endStale(policy, waitUntil);
+        }
         found.push(paying);
       }
       if (!all) return undefined;
@@ -237,6 +273,8 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         for (const lease of state.leases) {
           lease.ended = true;
           lease.units = 0;
+          const log = logOf(lease.policy);
+          if (leasing.get(log) === cacheKey) leasing.delete(log);
         }
         state.leases = [];
         dropped.add(cacheKey);

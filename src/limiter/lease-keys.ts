@@ -35,6 +35,11 @@ export interface KeyState {
   inFlight: Promise<void> | undefined;
   /** Isolate clock until which no lease call is made (after a failed one). */
   quietUntil: number;
+  /**
+   * How long its last granted lease call took (isolate clock, ms; 0 before one): a renewal
+   * starts four times this ahead of the leases' end (lease-sizing.ts renewAheadMs).
+   */
+  callMs: number;
   /** What the table counts it as (stateBytes at its last touch or account). */
   bytes: number;
 }
@@ -110,6 +115,7 @@ export function createLeaseKeys(
           inFlightUntil: 0,
           inFlight: undefined,
           quietUntil: 0,
+          callMs: 0,
           bytes: 0,
         };
       }
@@ -148,4 +154,19 @@ export function noteDemand(state: KeyState, units: number, at: number, lifetime:
 export function demand(state: KeyState, at: number, lifetime: number): number {
   const left = Math.max(0, 1 - (at - state.bucketStart) / lifetime);
   return state.previous * left + state.current;
+}
+
+/**
+ * Demand per lifetime as a rate, for renewing a lease: with no previous bucket (a key new here,
+ * or back after a quiet lifetime) that has run at least a tenth of a lifetime, what it counted
+ * over the time it has run, at least a quarter of a lifetime (a burst is not read as a flood;
+ * nor is one instant's). Counted alone, a key warming up renewed leases the size of its
+ * requests so far, each a little larger: eight lease calls to reach a steady 130 requests a
+ * second (bench/lib/billed-commands.mjs's busy shape).
+ */
+export function demandRate(state: KeyState, at: number, lifetime: number): number {
+  const counted = demand(state, at, lifetime);
+  const ran = at - state.bucketStart;
+  if (state.previous > 0 || ran < lifetime / 10) return counted;
+  return Math.max(counted, (state.current * lifetime) / Math.max(ran, lifetime / 4));
 }

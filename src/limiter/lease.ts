@@ -34,10 +34,40 @@ export function spendableMs(lifetime: number): number {
   return Math.max(1, lifetime - Math.max(1, Math.floor(lifetime / 10)));
 }
 
+/**
+ * The policy a lease is bound to: what it was granted under (algorithm, limit, window). The cost
+ * bounds follow from them (a cost from 1 to the limit; a lease of at most min(limit, 1 000)
+ * units), and so does its life (a share of the window). A lease is spent only by a request of the
+ * same policy; one of another (a downgrade, a deploy, a per-request limit) goes to the level above
+ * and the lease ends at once: its units were counted against the old limit, and spending them
+ * under a lower one would admit past it (docs/leases.md, "A change of policy").
+ */
+export type LeasePolicy = Pick<ResolvedPolicy, "algorithm" | "limit" | "windowMs">;
+
+/** Whether a lease granted under `granted` may pay for a request of `policy`. */
+export function samePolicy(granted: LeasePolicy, policy: LeasePolicy): boolean {
+  return (
+    granted.limit === policy.limit &&
+    granted.windowMs === policy.windowMs &&
+    granted.algorithm === policy.algorithm
+  );
+}
+
+/**
+ * The policy as one string, for a lease kept where no ResolvedPolicy is (a region's store: the
+ * field `p` of each lease there, compared by its spend script).
+ */
+export function policyFingerprint(policy: LeasePolicy): string {
+  return `${policy.algorithm}/${policy.limit}/${policy.windowMs}`;
+}
+
 /** One lease: units of one key recorded in the log at `stamp`, spendable until `deadline`. */
 export interface Lease {
   readonly memberId: string;
-  /** The policy as leased (Redis key, algorithm, limit, window): what a give-back sends. */
+  /**
+   * The policy as leased (Redis key, algorithm, limit, window): what a give-back sends, and the
+   * only policy it pays for (samePolicy).
+   */
   readonly policy: ResolvedPolicy;
   /** Units granted. */
   readonly granted: number;

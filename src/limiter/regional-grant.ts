@@ -14,7 +14,7 @@ import {
 } from "../store/region-lease";
 import { withinDeadline } from "../store/script-runner";
 import type { LimiterContext } from "./context";
-import { spendableMs, type WaitUntil } from "./lease";
+import { policyFingerprint, spendableMs, type WaitUntil } from "./lease";
 import { nextMemberId } from "./member-id";
 import type { RegionStores } from "./region-stores";
 import type { ResolvedPolicy } from "./resolved-policy";
@@ -163,6 +163,8 @@ export function createRegionalGrants(
       denyMs: 0,
       denyCost: 0,
       ttlMs: life * 2,
+      // The lease is bound to the policy home granted it under (lease.ts samePolicy).
+      policy: policyFingerprint(policy),
     };
     const wrote = await regions.inRegion(region, (client) => regionPut(client, put));
     if (answer?.allowed && wrote?.refused) {
@@ -200,6 +202,8 @@ export function createRegionalGrants(
       denyMs,
       denyCost: policy.cost,
       ttlMs: denyMs + 1,
+      // It denies only requests of this policy: a raised limit is decided at home at once.
+      policy: policyFingerprint(policy),
     };
     const wrote = await regions.inRegion(region, (client) => regionPut(client, put));
     // A denial means capacity is scarce: leases the put took out give their units back.
@@ -216,6 +220,7 @@ export function createRegionalGrants(
       minUnits,
       claimMs,
       wantLifeMs: 0,
+      policy: policyFingerprint(policy),
     }),
     grantClaimed(policy, region, answer, waitUntil) {
       if (answer.claim > 0) {

@@ -15,6 +15,9 @@
  * clock is compared only with itself); clock rates are taken as equal (ppm drift is covered many
  * times by the tenth of δ spendableMs keeps). An isolate lease taken from a region's lease lives
  * no longer than what that lease had left when the take ran (after the isolate sent it).
+ * The proof counts stamps against one limit: every lease is bound to the policy it was granted
+ * under (lease.ts samePolicy; in a region its fingerprint, the hash's `p<s>`), spent only by a
+ * request of that policy, and ended by the first request of another (which goes home).
  *
  * This file decides a request in its region and refunds one paid there; the regions' stores and
  * breakers are region-stores.ts, what home writes into a region regional-grant.ts, and isolate

@@ -33,6 +33,11 @@ export interface RegionSpendItem {
    * later), else from the one that ends last; 0: the one that ends first (a request).
    */
   wantLifeMs: number;
+  /**
+   * The request's policy (policyFingerprint in limiter/lease.ts): only a lease granted under it
+   * pays, and a denial held under another does not deny.
+   */
+  policy: string;
 }
 
 export interface RegionSpendAnswer {
@@ -69,6 +74,7 @@ export async function regionSpend(
   const args: (number | string)[] = [items.length];
   for (const item of items) {
     args.push(item.cost, item.lifeMs, item.limit, item.minUnits, item.claimMs, item.wantLifeMs);
+    args.push(item.policy);
   }
   // The clock, last: "" for the region's TIME (the runner passes the caller's on a refusal).
   args.push("");
@@ -121,6 +127,8 @@ export interface RegionPut {
   denyCost: number;
   /** The hash's time to live from now (ms). */
   ttlMs: number;
+  /** The policy home decided under (policyFingerprint): the lease's, the denial's, remaining's. */
+  policy: string;
 }
 
 /** A lease taken out of the region whole by a put: its unspent units go back to home. */
@@ -153,6 +161,7 @@ export async function regionPut(client: ScriptClient, put: RegionPut): Promise<P
       put.denyCost,
       Math.max(1, Math.ceil(put.ttlMs)),
       put.claim,
+      put.policy,
       // The clock: "" for the region's TIME (the runner passes the caller's on a refusal).
       "",
     ],

@@ -57,8 +57,8 @@ interface ScriptClient {
 /** A region's store client that audits every lease put through it (evalsha/eval only). */
 function audited(region: string, store: ScriptClient): ScriptClient {
   const audit = async (keys: string[], args: unknown[], reply: unknown) => {
-    // The put script's 11 arguments: stamp, units, end, …, the clock; a lease when units > 0.
-    if (args.length !== 11 || Number(args[1]) <= 0) return reply;
+    // The put script's 12 arguments: stamp, units, end, …, policy, the clock; a lease when units > 0.
+    if (args.length !== 12 || Number(args[1]) <= 0) return reply;
     const end = await direct[region]?.hget(keys[0] as string, `e${args[0]}`);
     if (end != null) lateness.push(Number(end) - Number(args[0]));
     return reply;
@@ -359,7 +359,16 @@ describe("regional leases over a database per region", () => {
     const spend = async (cost: number, minUnits = 1_000) =>
       (
         await store.regionSpend(client, [
-          { redisKey, cost, lifeMs: 5_000, limit: 100, minUnits, claimMs: 1, wantLifeMs: 0 },
+          {
+            redisKey,
+            cost,
+            lifeMs: 5_000,
+            limit: 100,
+            minUnits,
+            claimMs: 1,
+            wantLifeMs: 0,
+            policy: "p",
+          },
         ])
       )[0] as { status: string; left: number; claim: number; regionNow: number };
     // The spend claims the lease; its put answers that claim.
@@ -379,6 +388,7 @@ describe("regional leases over a database per region", () => {
         denyMs: 0,
         denyCost: 0,
         ttlMs: 10_000,
+        policy: "p",
       });
     expect(await put(1_000, regionNow + 5_000)).toEqual({ refused: false, taken: [] });
     expect(await spend(3)).toMatchObject({ status: "spent", left: 2 });
@@ -463,8 +473,8 @@ async function fillThenAskRegion(inRegion: Worker, req: LimitRequest): Promise<n
   return [...filled, ...asked].filter((d) => d.allowed).length;
 }
 
-/** A lease's put on the wire (the put script's 11 arguments, units > 0), as a front sees it. */
-const isLeasePut = (command: string[]) => command.length === 15 && Number(command[5]) > 0;
+/** A lease's put on the wire (the put script's 12 arguments, units > 0), as a front sees it. */
+const isLeasePut = (command: string[]) => command.length === 16 && Number(command[5]) > 0;
 
 describe("regional leases at their edges", () => {
   it("ends a region's leases when its clock steps back: never more than the limit", async () => {

@@ -15,10 +15,14 @@ import { foldConstants } from "./fold-constants";
  * The hash, per client key:
  *   u<s>  units left of the lease stamped s (home clock)     e<s>  its end (region clock, exclusive)
  *   m<s>  "<memberId> <resetMark>" (what a give-back to home carries)
+ *   p<s>  the policy it was granted under (lease.ts policyFingerprint): spent only by a request
+ *         of that policy; a request of another ends it (its end set to now)
  *   d, ds demand (units asked here) since ds (region clock): sizes and warms the next lease
  *   g     a grant is in flight until g (region clock): one caller asks home at a time
  *   x, xc denied until x (region clock) for a cost of xc or more: a denial home decided
+ *   xp    the policy that denial was decided under: it denies only a request of that policy
  *   r, rt home's last remaining and when it said so (region clock): sizes the next lease
+ *   rp    the policy that remaining was reported under (another's sizes from the limit)
  *   z     when capacity next frees (region clock), for the headers
  *   t, o  the hash's clock: t the latest time any script read for it, o ms added to TIME
  *         (hash_now). A claim released or ended is kept as -g: a later claim must be larger.
@@ -50,7 +54,7 @@ local function hash_now(key, h, leases, time)
   now = mark + 1
   local gone = {'x', 'xc'}
   for _, s in ipairs(leases) do
-    for _, f in ipairs({'u' .. s, 'e' .. s, 'm' .. s}) do gone[#gone + 1] = f end
+    for _, f in ipairs({'u' .. s, 'e' .. s, 'm' .. s, 'p' .. s}) do gone[#gone + 1] = f end
   end
   for _, f in ipairs(gone) do h[f] = nil end
   redis.call('HDEL', key, unpack(gone))
@@ -82,11 +86,14 @@ end
  * Spend: every key's cost from one live lease of that key, all or nothing.
  *
  * KEYS[i]   a key's hash                ARGV[1] n (keys)
- * ARGV per key (from 2, 6 each): cost, life (ms) of a lease of this key, limit, min units, the
- *           grant claim's length (ms), and the life (ms) the units should have left: the lease
+ * ARGV per key (from 2, 7 each): cost, life (ms) of a lease of this key, limit, min units, the
+ *           grant claim's length (ms), the life (ms) the units should have left: the lease
  *           with room that ends first among those with that much left is spent, else the one
  *           that ends last (0 for a request: its units are used now, the oldest go first; an
- *           isolate taking units for later wants them from a lease that outlives its own)
+ *           isolate taking units for later wants them from a lease that outlives its own), and
+ *           the request's policy (policyFingerprint): only a lease granted under it is spent, a
+ *           live one granted under another ends now (the next put takes it out and returns its
+ *           unspent units, as for any lease that ended), a denial held under another is ignored
  *
  * Returns per key {status, stamp, units left in that lease, remaining, resetAfterMs or
  * retryAfterMs, claim, "<memberId> <resetMark>" of that lease, ms that lease has left, now}:
@@ -104,19 +111,23 @@ local time = clock_now()
 local n = tonumber(ARGV[1])
 local out, writes, all = {}, {}, true
 for i = 1, n do
-  local a = 1 + (i - 1) * 6
+  local a = 1 + (i - 1) * 7
   local cost, life = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local limit, min_units, claim_ms = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local want_life = tonumber(ARGV[a + 6])
+  local want_life, policy = tonumber(ARGV[a + 6]), ARGV[a + 7]
   local h, leases, now = read_hash(KEYS[i], time)
   local fresh = next(h) == nil
   -- The live lease with room that ends first among those with want_life left (spent first:
   -- the later one outlives it), else the one with room that ends last.
   local best, best_end, latest, latest_end, live_units, last_end = nil, 0, nil, 0, 0, 0
+  local stale = {}
   for _, s in ipairs(leases) do
     local e = tonumber(h['e' .. s]) or 0
     local u = tonumber(h['u' .. s]) or 0
-    if e > now then
+    -- Granted under another policy (or before leases named theirs): never spent by this one.
+    if e > now and h['p' .. s] ~= policy then
+      stale[#stale + 1] = s
+    elseif e > now then
       live_units = live_units + u
       if e > last_end then last_end = e end
       if u >= cost then
@@ -132,7 +143,7 @@ for i = 1, n do
   local status, retry = 0, 0
   if best then
     status = 1
-  elseif h.x and now < tonumber(h.x) and cost >= tonumber(h.xc) then
+  elseif h.x and h.xp == policy and now < tonumber(h.x) and cost >= tonumber(h.xc) then
     status, retry = -1, tonumber(h.x) - now
   else
     all = false
@@ -149,9 +160,12 @@ for i = 1, n do
   -- Ask home for a lease when the key is warm here (min units asked within a life) and what is
   -- live would not last half a life at this rate, unless a grant is already in flight.
   local claim = 0
-  -- What home last said remains, while it is younger than a life (capacity frees with time).
+  -- What home last said remains under this policy, while it is younger than a life (capacity
+  -- frees with time).
+  local reported = limit
+  if h.r and h.rp == policy then reported = tonumber(h.r) end
   local known = limit
-  if h.r and now - (tonumber(h.rt) or 0) <= life then known = tonumber(h.r) end
+  if h.r and h.rp == policy and now - (tonumber(h.rt) or 0) <= life then known = reported end
   local rate = d / math.max(now - ds, math.min(math.floor(life / 4), 1000), 1)
   -- (Claims only grow: a put answers the hash's live claim, and no other can equal it.)
   if status ~= -1 and d >= min_units and not (h.g and tonumber(h.g) > now)
@@ -165,9 +179,9 @@ for i = 1, n do
       if k >= min_units then claim = k end
     end
   end
-  local remaining = (tonumber(h.r) or limit) + live_units - cost
+  local remaining = reported + live_units - cost
   local reset_after = math.max(0, (tonumber(h.z) or now) - now)
-  writes[i] = {best, cost, d, ds, claim, now + claim_ms, fresh, life}
+  writes[i] = {best, cost, d, ds, claim, now + claim_ms, fresh, life, stale}
   out[i] = {status, best and tonumber(best) or 0, best and (tonumber(h['u' .. best]) - cost) or 0,
     remaining, status == -1 and retry or reset_after, claim, best and h['m' .. best] or '',
     best and (best_end - now) or 0, now}
@@ -182,6 +196,11 @@ for i = 1, n do
   if w[5] > 0 then
     args[#args + 1] = 'g'
     args[#args + 1] = w[6]
+  end
+  -- A stale lease ends now, whether or not this request is paid (ending early is always safe).
+  for _, s in ipairs(w[9]) do
+    args[#args + 1] = 'e' .. s
+    args[#args + 1] = now
   end
   if not all then out[i][1] = (out[i][1] == -1) and -1 or 0 end
   redis.call('HSET', KEYS[i], unpack(args))
@@ -202,7 +221,9 @@ return out
  * ARGV: stamp, units, end (this region's clock, exclusive), "<memberId> <resetMark>", home
  *       remaining (-1: unknown), home resetAfterMs,
  *       deny (ms, 0 for none), denyCost, key ttl (ms), the claim it answers (the `g` its
- *       spend set; it is released only if still that one)
+ *       spend set; it is released only if still that one), the policy home decided under
+ *       (policyFingerprint): the lease's `p`, the denial's `xp`, the remaining's `rp`, and the
+ *       clock ("" for TIME)
  * A lease whose end has passed is refused, and so is one whose claim is no longer the hash's
  * (a forget or a step back of the clock ended it); one already written is not written again (a
  * put that ran twice must not bring spent units back).
@@ -245,21 +266,22 @@ for _, s in ipairs(leases) do
     gone[#gone + 1] = 'u' .. s
     gone[#gone + 1] = 'e' .. s
     gone[#gone + 1] = 'm' .. s
+    gone[#gone + 1] = 'p' .. s
   end
 end
 if units > 0 then
   for _, v in ipairs({'u' .. stamp, units, 'e' .. stamp, ends, 'm' .. stamp, ARGV[4],
-      'z', now + tonumber(ARGV[6])}) do
+      'p' .. stamp, ARGV[11], 'z', now + tonumber(ARGV[6])}) do
     args[#args + 1] = v
   end
 end
 -- Home's remaining as of now (-1: home did not say), for sizing the next leases.
 if tonumber(ARGV[5]) >= 0 then
-  for _, v in ipairs({'r', ARGV[5], 'rt', now}) do args[#args + 1] = v end
+  for _, v in ipairs({'r', ARGV[5], 'rt', now, 'rp', ARGV[11]}) do args[#args + 1] = v end
 end
 local deny = tonumber(ARGV[7])
 if deny > 0 then
-  for _, v in ipairs({'x', now + deny, 'xc', ARGV[8]}) do args[#args + 1] = v end
+  for _, v in ipairs({'x', now + deny, 'xc', ARGV[8], 'xp', ARGV[11]}) do args[#args + 1] = v end
 end
 if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
 redis.call('HSET', key, unpack(args))

@@ -4,13 +4,18 @@
  */
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
+import type { Lease } from "../../../src/limiter/lease";
 import { spendableMs } from "../../../src/limiter/lease";
+import type { KeyState } from "../../../src/limiter/lease-keys";
 import {
   leaseLifetimeMs,
   leaseUnits,
+  leaseWanted,
+  renewAheadMs,
   resolveLeaseSizing,
   DEFAULT_LEASE_SIZING as S,
 } from "../../../src/limiter/lease-sizing";
+import type { ResolvedPolicy } from "../../../src/limiter/resolved-policy";
 import { testStore } from "../../support/worker/redis";
 
 describe("lease sizing", () => {
@@ -31,6 +36,37 @@ describe("lease sizing", () => {
     // Not hot here (under 2 units a lifetime), or too little budget left: no lease.
     expect(leaseUnits(S, 1, 1_000, 1_000)).toBe(0);
     expect(leaseUnits(S, 100, 7, 1_000)).toBe(0);
+  });
+
+  it("renews four lease calls ahead, sized to what the rate spends before the renewal's end", () => {
+    const policy = { limit: 100_000 } as ResolvedPolicy;
+    // 200 units asked for in the last second (a full bucket before this one), 100 live.
+    const state = (callMs: number, units: number, deadline: number): KeyState => ({
+      leases: [{ units, deadline } as Lease],
+      bucketStart: 0,
+      current: 0,
+      previous: 200,
+      remaining: 50_000,
+      policy,
+      inFlightUntil: 0,
+      inFlight: undefined,
+      quietUntil: 0,
+      callMs,
+      bytes: 0,
+    });
+    // Between a tenth and half a lifetime; half before a call was timed.
+    expect(renewAheadMs(state(0, 1, 1), 1_000)).toBe(500);
+    expect(renewAheadMs(state(10, 1, 1), 1_000)).toBe(100);
+    expect(renewAheadMs(state(50, 1, 1), 1_000)).toBe(200);
+    expect(renewAheadMs(state(400, 1, 1), 1_000)).toBe(500);
+    // At 0 (200 a lifetime, a 20 ms call: 80 ms ahead, at least 100): 100 live last 500 ms and
+    // end at 600: no renewal yet; ending within 100 ms, or 10 left (50 ms), a renewal of what
+    // 200 a second spends in the 800 ms it will be spent: 160, not 1.5 × 200.
+    expect(leaseWanted(S, state(20, 100, 600), policy, 0, 1_000)).toBe(0);
+    expect(leaseWanted(S, state(20, 100, 90), policy, 0, 1_000)).toBe(160);
+    expect(leaseWanted(S, state(20, 10, 600), policy, 0, 1_000)).toBe(160);
+    // No lease live: a first lease, 1.5 × the demand.
+    expect(leaseWanted(S, { ...state(20, 0, 0), leases: [] }, policy, 0, 1_000)).toBe(300);
   });
 
   it("refuses nonsense options naming the field", () => {

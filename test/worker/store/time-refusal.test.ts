@@ -185,6 +185,7 @@ describe("each script family, first on a store that refuses TIME", () => {
       minUnits: 1,
       claimMs: 2_000,
       wantLifeMs: 0,
+      policy: "p",
     };
     const [miss] = await regionSpend(client, [item]);
     expect(miss).toMatchObject({ status: "miss" });
@@ -205,6 +206,7 @@ describe("each script family, first on a store that refuses TIME", () => {
       denyMs: 0,
       denyCost: 0,
       ttlMs: 10_000,
+      policy: "p",
     });
     expect(put).toEqual({ refused: false, taken: [] });
     const [spent] = await regionSpend(client, [item]);
