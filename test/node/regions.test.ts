@@ -546,6 +546,7 @@ describe("regional leases at their edges", () => {
               minUnits: claim ? 1 : 1_000,
               claimMs: 10_000,
               wantLifeMs: 0,
+              policy: "p",
             },
           ])
         )[0] as { status: string; left: number; claim: number; regionNow: number };
@@ -563,6 +564,7 @@ describe("regional leases at their edges", () => {
           denyMs: 0,
           denyCost: 0,
           ttlMs: 20_000,
+          policy: "p",
         });
       // One key holds a lease; another has a claim whose grant is still on its way.
       const claimed = await spend(key("lease"), true);

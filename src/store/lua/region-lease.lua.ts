@@ -200,7 +200,7 @@ for i = 1, n do
   -- A stale lease ends now, whether or not this request is paid (ending early is always safe).
   for _, s in ipairs(w[9]) do
     args[#args + 1] = 'e' .. s
-    args[#args + 1] = now
+    args[#args + 1] = out[i][9]
   end
   if not all then out[i][1] = (out[i][1] == -1) and -1 or 0 end
   redis.call('HSET', KEYS[i], unpack(args))
