@@ -325,5 +325,5 @@ describe("a region store that refuses TIME", () => {
     expect(clockLines, lines.join("\n")).toHaveLength(1);
     expect(JSON.parse(clockLines[0] ?? "{}")).toMatchObject({ to: "caller", region: "lab" });
     await redis.del(`${storageKey(prefix, "rt-lab", "k")}:region`);
-  });
+  }, 20_000);
 });
