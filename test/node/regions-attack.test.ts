@@ -60,6 +60,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   for (const client of Object.values(direct)) client.disconnect();
+  if (restarted) await stopGroup(restarted, { graceMs: 3_000 });
   await topology?.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -96,7 +97,14 @@ function worker(
     timeoutMs = 2_000,
     homeUrl,
     fallback = true,
-  }: { isolateLeases?: boolean; timeoutMs?: number; homeUrl?: string; fallback?: boolean } = {},
+    minUnits,
+  }: {
+    isolateLeases?: boolean;
+    timeoutMs?: number;
+    homeUrl?: string;
+    fallback?: boolean;
+    minUnits?: number;
+  } = {},
 ): Worker {
   const env = topology.bindings(region);
   const client = (url: string): unknown =>
@@ -112,7 +120,11 @@ function worker(
   const limiter: Limiter = lib.createLimiter({
     store: client(homeUrl ?? (env.UPSTASH_REDIS_REST_URL as string)),
     timeoutMs,
-    regions: { stores, ...(region === "eu" ? {} : { regionOf: () => region }) },
+    regions: {
+      stores,
+      ...(region === "eu" ? {} : { regionOf: () => region }),
+      ...(minUnits === undefined ? {} : { minUnits }),
+    },
     onBreakerChange: (event: { from: string; to: string }) =>
       moves.push(`${event.from}>${event.to}`),
     ...(isolateLeases ? {} : { leases: false }),
@@ -200,6 +212,42 @@ async function steady(
     }),
   );
   return answers;
+}
+
+/** The us region's redis-server as restarted by a test (stopped after the last). */
+let restarted: ReturnType<typeof spawnGroup> | undefined;
+
+/**
+ * Stops us's redis-server with nothing saved and starts another on its port with `dataDir` as
+ * its working directory: empty, or the snapshot a test saved there (an older copy of the data).
+ */
+async function restartUs(dataDir: string) {
+  const url = new URL(topology.databases.us?.redisUrl as string);
+  // (Its own connection, never retried: ioredis would resend SHUTDOWN to the new server.)
+  const killer = new Redis(url.href, {
+    retryStrategy: () => null,
+    autoResendUnfulfilledCommands: false,
+  });
+  killer.on("error", () => undefined);
+  await killer.call("SHUTDOWN", "NOSAVE").catch(() => undefined);
+  killer.disconnect();
+  const before = restarted;
+  restarted = spawnGroup("redis-server", privateRedisArgs(Number(url.port), dataDir), {
+    stdio: "ignore",
+  });
+  if (before) await stopGroup(before, { graceMs: 3_000 });
+  // Up, and the bridge in front of it reconnected (its backoff is at most 1 s).
+  const bridge = topology.databases.us?.bridgeUrl as string;
+  for (let i = 0; i < 100; i++) {
+    const answer = await fetch(bridge, {
+      method: "POST",
+      headers: { authorization: `Bearer ${topology.token}` },
+      body: JSON.stringify(["PING"]),
+    }).then((r) => r.json() as Promise<{ result?: string }>, () => ({}) as { result?: string });
+    if (answer.result === "PONG") return;
+    await sleep(50);
+  }
+  throw new Error("us's redis-server did not come back");
 }
 
 const count = (answers: Answer[], test: (a: Answer) => boolean) => answers.filter(test).length;
@@ -414,20 +462,49 @@ describe("regional leases under attack", () => {
     expect(rest.filter((d) => d.allowed).length).toBeLessThanOrEqual(5 - ids);
   }, 30_000);
 
+  it("a region's database restored to an older copy: its leases end, never over the limit", async () => {
+    run++;
+    const us = worker("us", { isolateLeases: false });
+    // An 80 s window: δ = 10 s, so the lease outlives the restart below.
+    const req = request("rollback", 40, 80_000);
+    for (let i = 0; i < 6; i++) await decide(us, req);
+    await settle([us]);
+    const units = await liveUnits("us", req);
+    expect(units).toBeGreaterThan(0);
+    // A copy of the region's data with the lease unspent (a snapshot; a replica behind its
+    // primary at a failover)…
+    const [, dataDir] = (await direct.us?.config("GET", "dir")) as string[];
+    await direct.us?.call("SAVE");
+    // …then the lease spent there, by a worker that claims no lease…
+    const spender = worker("us", { isolateLeases: false, minUnits: 1_000 });
+    const first: Decided[] = [];
+    for (let i = 0; i < units; i++) first.push(await decide(spender, req));
+    expect(first.map((d) => d.decisions[0]?.source)).toEqual(first.map(() => "region"));
+    // …and the server restarted from that copy: the lease is back, unspent, in its hash.
+    await restartUs(dataDir as string);
+    expect(await liveUnits("us", req)).toBe(units);
+    const again = worker("us", { isolateLeases: false, minUnits: 1_000 });
+    const second: Decided[] = [];
+    for (let i = 0; i < units; i++) second.push(await decide(again, req));
+    // Read by another server than the one that wrote it, the hash's leases end: home decides.
+    expect(second.map((d) => d.decisions[0]?.source)).toEqual(second.map(() => "redis"));
+    const home = worker("eu", { isolateLeases: false });
+    const filled = await Promise.all(Array.from({ length: 50 }, () => decide(home, req)));
+    await settle([us, spender, again, home]);
+    const admitted = [...first, ...second, ...filled].filter((d) => d.allowed).length + 6;
+    expect(admitted).toBeLessThanOrEqual(40);
+    console.log(`rollback: ${units} units spent before the restore; ${admitted} admitted of 40`);
+  }, 30_000);
   it("a region's redis-server restarted with nothing on disk: never over the limit, leases again", async () => {
     run++;
     const workers = [worker("us"), worker("us", { isolateLeases: false })];
     const req = request("restart", 100, 4_000);
     const before = steady(workers, [req], 20, 3_500);
     await sleep(1_500);
-    const url = new URL(topology.databases.us?.redisUrl as string);
     const leasedBefore = await liveUnits("us", req);
     // Down with nothing saved (the topology's servers save nothing), then up on the same port.
-    await direct.us?.call("SHUTDOWN", "NOSAVE").catch(() => undefined);
     const restartDir = mkdtempSync(join(tmpdir(), "edge-limiter-restart-"));
-    const child = spawnGroup("redis-server", privateRedisArgs(Number(url.port), restartDir), {
-      stdio: "ignore",
-    });
+    await restartUs(restartDir);
     try {
       const answers = await before;
       await settle(workers);
@@ -450,8 +527,6 @@ describe("regional leases under attack", () => {
         `restart: leased before ${leasedBefore}, sources ${JSON.stringify(sourcesOf(both))}, busiest ${busiestSpan(all, 4_000 - longestAll)}/100`,
       );
     } finally {
-      direct.us?.disconnect();
-      await stopGroup(child, { graceMs: 3_000 });
       rmSync(restartDir, { recursive: true, force: true });
     }
   }, 30_000);
