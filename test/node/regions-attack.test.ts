@@ -5,9 +5,9 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRegions } from "../../bench/lib/regions-topology.mjs";
 import { startScriptFront } from "../../bench/lib/script-front.mjs";
-import { privateRedisArgs } from "../../scripts/lib/redis.mjs";
-import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
 import { bundleSource } from "../../scripts/lib/measure-env.mjs";
+import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
+import { privateRedisArgs } from "../../scripts/lib/redis.mjs";
 
 // Regional leases (docs/regions.md) as an attacker of their surface sees them: a region's
 // database that loses its data, a grant home applied whose answer never came back, home cut off
@@ -243,7 +243,10 @@ async function restartUs(dataDir: string) {
       method: "POST",
       headers: { authorization: `Bearer ${topology.token}` },
       body: JSON.stringify(["PING"]),
-    }).then((r) => r.json() as Promise<{ result?: string }>, () => ({}) as { result?: string });
+    }).then(
+      (r) => r.json() as Promise<{ result?: string }>,
+      () => ({}) as { result?: string },
+    );
     if (answer.result === "PONG") return;
     await sleep(50);
   }
@@ -473,7 +476,7 @@ describe("regional leases under attack", () => {
     expect(units).toBeGreaterThan(0);
     // A copy of the region's data with the lease unspent (a snapshot; a replica behind its
     // primary at a failover)…
-    const [, dataDir] = (await direct.us?.config("GET", "dir")) as string[];
+    const [, dataDir] = (await (direct.us as Redis).config("GET", "dir")) as string[];
     await direct.us?.call("SAVE");
     // …then the lease spent there, by a worker that claims no lease…
     const spender = worker("us", { isolateLeases: false, minUnits: 1_000 });
