@@ -26,7 +26,7 @@ import { foldConstants } from "./fold-constants";
  *   z     when capacity next frees (region clock), for the headers
  *   t, o  the hash's clock: t the latest time any script read for it, o ms added to TIME
  *         (hash_now). A claim released or ended is kept as -g: a later claim must be larger.
- *   i     the server that last read it (`INFO server`'s run_id): a hash read by another server
+ *   i     the server that last wrote it (`INFO server`'s run_id): a hash read by another server
  *         is an older copy of the data (a restart from a snapshot, a failover to a replica
  *         behind its primary), whose leases may show units already spent: they end (hash_now)
  *
