@@ -26,6 +26,9 @@ import { foldConstants } from "./fold-constants";
  *   z     when capacity next frees (region clock), for the headers
  *   t, o  the hash's clock: t the latest time any script read for it, o ms added to TIME
  *         (hash_now). A claim released or ended is kept as -g: a later claim must be larger.
+ *   i     the server that last wrote it (`INFO server`'s run_id): a hash read by another server
+ *         is an older copy of the data (a restart from a snapshot, a failover to a replica
+ *         behind its primary), whose leases may show units already spent: they end (hash_now)
  *
  * The spend, put and return scripts take one more ARGV, their last: "" for the region's TIME, or
  * the caller's ms on a region store that refuses TIME in scripts (store-clock.ts; the bound that
@@ -47,11 +50,22 @@ end
 -- after the step is later than every time read before it, and a lease granted after it lives
 -- its life on a clock that advances with real time again. (A step back shorter than the time
 -- since the hash was last read goes unseen: docs/regions.md bounds it.) The caller writes t.
+-- The same for a hash another server read last (its i is not this server's run_id): this data
+-- is a copy, restored or replicated, that may be older than the last writes the region made
+-- (spends among them), so its leases may show units already spent; they end as for a step
+-- back. A server whose INFO is refused (or names no run_id) checks nothing (docs/regions.md).
+local function server_id()
+  local info = redis.pcall('INFO', 'server')
+  if type(info) ~= 'string' then return '' end
+  return string.match(info, 'run_id:(%w+)') or ''
+end
+local SERVER = server_id()
 local function hash_now(key, h, leases, time)
   local now = time + (tonumber(h.o) or 0)
   local mark = tonumber(h.t)
-  if mark == nil or now >= mark then return now, leases end
-  now = mark + 1
+  local moved = SERVER ~= '' and h.i ~= nil and h.i ~= SERVER
+  if not moved and (mark == nil or now >= mark) then return now, leases end
+  if mark ~= nil and now < mark then now = mark + 1 end
   local gone = {'x', 'xc'}
   for _, s in ipairs(leases) do
     for _, f in ipairs({'u' .. s, 'e' .. s, 'm' .. s, 'p' .. s}) do gone[#gone + 1] = f end
@@ -59,6 +73,11 @@ local function hash_now(key, h, leases, time)
   for _, f in ipairs(gone) do h[f] = nil end
   redis.call('HDEL', key, unpack(gone))
   local set = {'o', now - time, 't', now}
+  if moved then
+    h.i = SERVER
+    set[#set + 1] = 'i'
+    set[#set + 1] = SERVER
+  end
   if h.g and tonumber(h.g) > 0 then
     h.g = '-' .. h.g
     set[#set + 1] = 'g'
@@ -101,8 +120,8 @@ end
  * put ends that lease at now + its spendable life, before its stamp (regional-leases.ts). status 1 spent, 0 no lease with room (decide at home), -1 denied here
  * (a denial home decided, still true); claim > 0: the caller is to ask home for that many units
  * (off the request path) and put them here. Nothing is spent unless every key could pay.
- * Commands: TIME, then per key HGETALL and HSET (+ PEXPIRE for a new hash; + HDEL and HSET
- * when its clock stepped back).
+ * Commands: INFO (the server's run_id), TIME, then per key HGETALL and HSET (+ PEXPIRE for a new
+ * hash; + HDEL and HSET when its clock stepped back or another server wrote it).
  */
 export const REGION_SPEND_SCRIPT = foldConstants(`#!lua flags=allow-key-locking
 local MAX_UNITS = 1000
@@ -189,6 +208,10 @@ end
 for i = 1, n do
   local w = writes[i]
   local args = {'d', w[3], 'ds', w[4], 't', out[i][9]}
+  if SERVER ~= '' then
+    args[#args + 1] = 'i'
+    args[#args + 1] = SERVER
+  end
   if all and w[1] then
     args[#args + 1] = 'u' .. w[1]
     args[#args + 1] = out[i][3]
@@ -229,8 +252,8 @@ return out
  * put that ran twice must not bring spent units back).
  * Returns {refused (1: the lease was not written, its units go back to home), {stamp, units,
  * "<memberId> <resetMark>", …} of every lease taken out}.
- * Commands: TIME, HGETALL, HSET, HDEL (when any is taken out), PTTL, PEXPIRE (when it grows);
- * + HDEL and HSET when the hash's clock stepped back.
+ * Commands: INFO, TIME, HGETALL, HSET, HDEL (when any is taken out), PTTL, PEXPIRE (when it
+ * grows); + HDEL and HSET when the hash's clock stepped back or another server wrote it.
  */
 export const REGION_PUT_SCRIPT = foldConstants(`#!lua flags=allow-key-locking
 ${READ_HASH}
@@ -242,6 +265,10 @@ local args = {'t', now}
 -- Release the claim this put answers, not a newer one (a late put must not clear it); its
 -- value stays, negated, for the next claim to exceed.
 if h.g == ARGV[10] then args = {'t', now, 'g', '-' .. h.g} end
+if SERVER ~= '' then
+  args[#args + 1] = 'i'
+  args[#args + 1] = SERVER
+end
 -- A lease already written (a put that ran twice) is not written again; one whose end has
 -- passed is refused, and so is one that does not answer the hash's live claim: that claim
 -- was ended by a forget (a reset at home, which may have come after the grant) or by a step
@@ -326,11 +353,18 @@ return 1
  *
  * KEYS[1] the key's hash      ARGV[1] the lease's stamp, ARGV[2] units
  * Returns 1 when they went back into the lease, 0 when it has ended, or when the hash's clock
- * stepped back (hash_now: the next spend or put ends its leases): the caller gives them back to
- * home, by the stamp. Commands: HMGET, TIME, HSET.
+ * stepped back or another server wrote it (hash_now: the next spend or put ends its leases): the
+ * caller gives them back to home, by the stamp. Commands: HMGET, (INFO when the hash names its
+ * server,) TIME, HSET.
  */
 export const REGION_RETURN_SCRIPT = `#!lua flags=allow-key-locking
-local f = redis.call('HMGET', KEYS[1], 'e' .. ARGV[1], 'u' .. ARGV[1], 't', 'o')
+local f = redis.call('HMGET', KEYS[1], 'e' .. ARGV[1], 'u' .. ARGV[1], 't', 'o', 'i')
+-- A hash another server wrote (a restored or replicated copy: hash_now) holds no live lease.
+if f[5] then
+  local info = redis.pcall('INFO', 'server')
+  local server = type(info) == 'string' and string.match(info, 'run_id:(%w+)') or ''
+  if server ~= '' and server ~= f[5] then return 0 end
+end
 local time = tonumber(ARGV[3])
 if ARGV[3] == nil or ARGV[3] == '' then
   local t = redis.call('TIME')
