@@ -518,9 +518,11 @@ describe("regional leases under attack", () => {
       expect(answers.filter((a) => !EXACT.has(a.source))).toEqual([]);
       expect(busiestSpan(admitted, 4_000 - longest)).toBeLessThanOrEqual(100);
       // Up again (an empty database, no scripts cached): the key leases again.
-      const later = await steady(workers, [req], 20, 2_500);
+      // (Its breaker probes again within a second or so; a loaded machine takes longer: the
+      // last 2 s of 4 s are asked to show it.)
+      const later = await steady(workers, [req], 20, 4_000);
       await settle(workers);
-      const tail = later.filter((a) => a.sentAt > Date.now() - 1_000 && a.worker === 1);
+      const tail = later.filter((a) => a.sentAt > Date.now() - 2_000 && a.worker === 1);
       expect(count(tail, (a) => a.source === "region")).toBeGreaterThan(0);
       const both = [...answers, ...later];
       const all = both.filter((a) => a.allowed).map((a) => a.answeredAt);
@@ -532,5 +534,5 @@ describe("regional leases under attack", () => {
     } finally {
       rmSync(restartDir, { recursive: true, force: true });
     }
-  }, 30_000);
+  }, 45_000);
 });
