@@ -7,6 +7,7 @@ import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { Lease } from "../../../src/limiter/lease";
 import { spendableMs } from "../../../src/limiter/lease";
 import type { KeyState } from "../../../src/limiter/lease-keys";
+import { NO_OWN_UNITS } from "../../../src/limiter/lease-own";
 import {
   leaseLifetimeMs,
   leaseUnits,
@@ -53,6 +54,7 @@ describe("lease sizing", () => {
       quietUntil: 0,
       callMs,
       bytes: 0,
+      ...NO_OWN_UNITS,
     });
     // Between a tenth and half a lifetime; half before a call was timed.
     expect(renewAheadMs(state(0, 1, 1), 1_000)).toBe(500);
