@@ -9,7 +9,8 @@
  * counts it against the limit), so a ledger that is wrong can cost fairness, never an
  * over-admission. Where it cannot know, it says no: units of this key admitted here before its
  * state was made, or refunded by the store, make the two differ (not sole), and so does a unit of
- * another isolate.
+ * another isolate. So do calls of its own in flight (answers may arrive out of order): one the
+ * store ran whose answer has not come yet, or one noted whose answer came before this one's.
  */
 import type { KeyState } from "./lease-keys";
 
