@@ -25,6 +25,21 @@ export interface LeaseBookDeps {
   /** A give-back freed capacity of these keys (the denial cache must forget them). */
   capacityFreed: (cacheKeys: string[]) => void;
   onStoreError: ((error: unknown) => void) | undefined;
+  /**
+   * Keep each key's own-units ledger (lease-own.ts), so that a lease may take all that remains
+   * when this isolate holds the whole window. Off where the store's `remaining` is not the
+   * key's window (leases taken from a region's lease).
+   */
+  soleShare?: boolean;
+}
+
+/** What a store decision said besides what remains: for the own-units ledger (lease-own.ts). */
+export interface StoreAnswered {
+  /** The store's clock when it decided, and where it stamped the admissions. */
+  now: number;
+  stamp: number;
+  /** Every policy admitted its cost. */
+  allowed: boolean;
 }
 
 export interface LeaseBook {
@@ -52,13 +67,14 @@ export interface LeaseBook {
   ): Promise<void> | undefined;
   /**
    * The store decided the request (its policies' Redis keys built): note what it said remains,
-   * and lease hot keys.
+   * and lease hot keys. `answered` (a decision of the key's own store) feeds the own-units ledger.
    */
   afterStore(
     policies: readonly ResolvedPolicy[],
     remaining: readonly number[],
     at: number,
     waitUntil: WaitUntil | undefined,
+    answered?: StoreAnswered,
   ): void;
   /**
    * Gives back `cost` spent units of a lease (a refund of a request it paid for): into the lease

@@ -13,6 +13,7 @@
 import { type Lease, samePolicy, spendableMs, type WaitUntil } from "./lease";
 import type { LeaseBook, LeaseBookDeps } from "./lease-book-contract";
 import { createLeaseKeys, type KeyState, noteDemand } from "./lease-keys";
+import { noteAnswer, noteGivenBack, noteOwn } from "./lease-own";
 import { leaseLifetimeMs, leaseWanted } from "./lease-sizing";
 import { nextMemberId } from "./member-id";
 import type { ResolvedPolicy } from "./resolved-policy";
@@ -23,6 +24,7 @@ export type { LeaseBook, LeaseBookDeps } from "./lease-book-contract";
 
 export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
   const { sizing, store, now, timeoutMs } = deps;
+  const ledger = deps.soleShare === true;
   // An evicted key's leases end (their unspent units go back).
   const keys = createLeaseKeys(sizing.maxKeys, (state) => {
     for (const lease of state.leases) void end(lease, undefined);
@@ -81,7 +83,10 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
     const before = lease.givenBack;
     lease.givenBack += unspent;
     const work = store.giveBack(lease, unspent, before).then(
-      () => deps.capacityFreed([lease.policy.cacheKey]),
+      (units) => {
+        if (ledger && state) noteGivenBack(state, units);
+        deps.capacityFreed([lease.policy.cacheKey]);
+      },
       // Not given back: the units stay in the log until their stamp leaves the window (held
       // capacity, never an over-admission).
       (error: unknown) => deps.onStoreError?.(error),
@@ -111,6 +116,10 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         const grant = await store.take(policy, units, lifetime, memberId, waitUntil);
         state.remaining = grant.remaining;
         state.callMs = now() - sentAt;
+        if (ledger) {
+          if (grant.granted) noteOwn(state, units, grant.stamp, grant.now, policy.windowMs);
+          noteAnswer(state, grant.remaining, policy.limit, grant.now, policy.windowMs);
+        }
         if (!grant.granted) return;
         lease = {
           memberId,
@@ -226,12 +235,17 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
       return settleWithin(flight, left, () => undefined);
     },
 
-    afterStore(policies, remaining, at, waitUntil) {
+    afterStore(policies, remaining, at, waitUntil, answered) {
       for (let i = 0; i < policies.length; i++) {
         const policy = policies[i] as ResolvedPolicy;
         if (!policy.lease) continue;
         const state = keys.stateOf(policy.cacheKey, at);
         state.remaining = remaining[i];
+        if (ledger && answered && state.remaining !== undefined) {
+          const { now: storeNow, stamp, allowed } = answered;
+          if (allowed) noteOwn(state, policy.cost, stamp, storeNow, policy.windowMs);
+          noteAnswer(state, state.remaining, policy.limit, storeNow, policy.windowMs);
+        }
         // Decided by the store: its Redis key is built (withStorageKeys).
         if (policy.redisKey !== "") state.policy = policy;
         keys.account(policy.cacheKey);
@@ -249,6 +263,8 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
       lease.givenBack += cost;
       try {
         const units = await store.giveBack(lease, cost, before);
+        const state = keys.get(lease.policy.cacheKey);
+        if (ledger && state) noteGivenBack(state, units);
         deps.capacityFreed([lease.policy.cacheKey]);
         return units;
       } catch (error) {

@@ -6,16 +6,20 @@
  */
 import { stringBytes } from "../owned-string";
 import type { Lease } from "./lease";
+import { NO_OWN_UNITS, type OwnUnits } from "./lease-own";
 import { policyBytes, type ResolvedPolicy } from "./resolved-policy";
 
 /** Most bytes the table may hold (see stateBytes); least recently used keys leave first. */
 export const DEFAULT_LEASE_KEYS_MAX_BYTES = 8 * 1024 * 1024;
-/** A key's state besides its strings and leases: the Map slot, the KeyState, its array. */
-export const KEY_STATE_BYTES = 200;
+/**
+ * A key's state besides its strings and leases: the Map slot, the KeyState (its own-units
+ * ledger too: lease-own.ts), its array.
+ */
+export const KEY_STATE_BYTES = 240;
 /** A lease besides its policy: the Lease object and its numbers. */
 export const LEASE_BYTES = 160;
 
-export interface KeyState {
+export interface KeyState extends OwnUnits {
   /** Live leases, oldest deadline first. */
   leases: Lease[];
   /** Demand (units asked for, admitted or not) in the current and the previous bucket of δ. */
@@ -117,6 +121,7 @@ export function createLeaseKeys(
           quietUntil: 0,
           callMs: 0,
           bytes: 0,
+          ...NO_OWN_UNITS,
         };
       }
       keys.set(cacheKey, state);

@@ -64,6 +64,8 @@ export function createLimiterLeases(
     storeDown: inRegion?.storeDown ?? (() => ctx.breaker.state === "open"),
     capacityFreed: (keys) => capacityFreed(ctx, keys),
     onStoreError: ctx.onStoreError,
+    // A region's grant reports what its regional lease has left, not the key's window.
+    soleShare: inRegion === undefined,
   });
 
   function decided(
@@ -119,6 +121,7 @@ export function createLimiterLeases(
         answer.policies.map((policy) => policy.remaining),
         ctx.now(),
         waitUntil,
+        { now: answer.now, stamp: answer.stamp, allowed: answer.allowed },
       );
     },
 

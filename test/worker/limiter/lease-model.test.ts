@@ -108,3 +108,76 @@ describe.each(LOG_LAYOUTS)("leases against the reference model (%s)", (layout) =
     expect(uses.some((use) => use.source === "lease")).toBe(true);
   });
 });
+
+/**
+ * The end of the budget (docs/leases.md): an isolate whose store answers count only its own
+ * units in the window takes more than a quarter of what remains, up to all of it. Exactness does
+ * not rest on the share (the store grants a lease whole or not at all, counted against the
+ * limit), and this checks it where the rule bites: one isolate alone spends the budget, then two
+ * more join while its big leases are live, all over the limit, across windows and pauses.
+ */
+describe.each(LOG_LAYOUTS)("an isolate alone takes the rest of the budget (%s)", (layout) => {
+  it("stays within the limit in every window when others join, and gives back exactly", async () => {
+    const rnd = prng(layout === "sliding-log" ? 101 : 202);
+    const clock = { t: T0 };
+    const isolates = Array.from({ length: 3 }, () => isolateOn(clock, prefix));
+    const limit = 200;
+    const windowMs = 10_000;
+    const key = `k-${crypto.randomUUID()}`;
+    const rule: LimitRequest = {
+      policy: "model-sole",
+      key,
+      limit,
+      windowMs,
+      algorithm: layout,
+      lease: true,
+    };
+    const uses: Use[] = [];
+    const largest = [0, 0, 0];
+    const admittedBy = [0, 0, 0];
+    const run = async (active: number, steps: number, most: number) => {
+      for (let step = 0; step < steps; step++) {
+        clock.t += rnd() < 0.05 ? Math.floor(rnd() * windowMs) : 5 + Math.floor(rnd() * 20);
+        const fired: Promise<unknown>[] = [];
+        for (const [index, isolate] of isolates.slice(0, active).entries()) {
+          for (let r = 0; r < 1 + Math.floor(rnd() * most); r++) {
+            const cost = rnd() < 0.2 ? 2 : 1;
+            const decided = decideAndRecord(isolate, [{ ...rule, cost }], clock.t, uses);
+            fired.push(
+              decided.then(({ allowed, receipt }) => {
+                if (allowed) admittedBy[index] = (admittedBy[index] ?? 0) + 1;
+                const lease = receipt?.leased?.[0]?.lease;
+                if (lease) largest[index] = Math.max(largest[index] ?? 0, lease.granted);
+              }),
+            );
+          }
+        }
+        await Promise.all(fired);
+        await Promise.all(isolates.map((isolate) => isolate.settle()));
+      }
+    };
+    // Alone until the budget is spent (its leases follow its demand, not a quarter of what is
+    // left), then the others join it, all over the limit, for several windows.
+    await run(1, 60, 12);
+    await run(3, 400, 4);
+    await Promise.all(isolates.map((isolate) => isolate.limiter.endLeases()));
+
+    expect(mostInAnyWindow(uses, rule.policy, windowMs)).toBeLessThanOrEqual(limit);
+    const stored = (await readLog(redis, storageKey(prefix, rule.policy, key, layout))).times
+      .filter((t) => t > clock.t - windowMs)
+      .sort((x, y) => x - y);
+    const model = uses
+      .filter((u) => !u.refunded && u.stamp > clock.t - windowMs)
+      .flatMap((u) => Array.from({ length: u.cost }, () => u.stamp))
+      .sort((x, y) => x - y);
+    expect(stored).toEqual(model);
+    // The rule bit: the first isolate was granted more than a quarter of the limit at once (a
+    // quarter of what remains is at most that); the ones who joined were admitted too.
+    expect(largest[0]).toBeGreaterThan(limit / 4);
+    expect(admittedBy[1]).toBeGreaterThan(0);
+    expect(admittedBy[2]).toBeGreaterThan(0);
+    console.log(
+      `sole (${layout}): admitted ${admittedBy.join("/")} by isolate, largest leases ${largest.join("/")}, limit ${limit}`,
+    );
+  });
+});

@@ -7,6 +7,7 @@ import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { Lease } from "../../../src/limiter/lease";
 import { spendableMs } from "../../../src/limiter/lease";
 import type { KeyState } from "../../../src/limiter/lease-keys";
+import { NO_OWN_UNITS, noteAnswer, noteGivenBack, noteOwn } from "../../../src/limiter/lease-own";
 import {
   leaseLifetimeMs,
   leaseUnits,
@@ -53,6 +54,7 @@ describe("lease sizing", () => {
       quietUntil: 0,
       callMs,
       bytes: 0,
+      ...NO_OWN_UNITS,
     });
     // Between a tenth and half a lifetime; half before a call was timed.
     expect(renewAheadMs(state(0, 1, 1), 1_000)).toBe(500);
@@ -67,6 +69,11 @@ describe("lease sizing", () => {
     expect(leaseWanted(S, state(20, 10, 600), policy, 0, 1_000)).toBe(160);
     // No lease live: a first lease, 1.5 × the demand.
     expect(leaseWanted(S, { ...state(20, 0, 0), leases: [] }, policy, 0, 1_000)).toBe(300);
+    // 100 left at the store: a quarter of it (25), or all of it when the window is this
+    // isolate's alone (its renewal would spend 160).
+    const end = { ...state(20, 10, 600), remaining: 100 };
+    expect(leaseWanted(S, end, policy, 0, 1_000)).toBe(25);
+    expect(leaseWanted(S, { ...end, sole: true }, policy, 0, 1_000)).toBe(100);
   });
 
   it("refuses nonsense options naming the field", () => {
@@ -78,5 +85,32 @@ describe("lease sizing", () => {
       /leases\.minUnits/,
     );
     expect(resolveLeaseSizing(undefined)).toEqual(S);
+  });
+
+  it("is sole only while the store counts this isolate's own units and no others in the window", () => {
+    const state = { ...NO_OWN_UNITS } as KeyState;
+    const W = 10_000;
+    // 10 admitted here at 1 000 (store clock): 90 left of 100 is all its own; 89 is one more.
+    noteOwn(state, 10, 1_000, 1_000, W);
+    noteAnswer(state, 90, 100, 1_000, W);
+    expect(state.sole).toBe(true);
+    noteAnswer(state, 89, 100, 1_000, W);
+    expect(state.sole).toBe(false);
+    // A lease of 20 stamped ahead, then 5 of it given back: 75 left is still all its own.
+    noteOwn(state, 20, 11_000, 10_000, W);
+    noteGivenBack(state, 5);
+    noteAnswer(state, 75, 100, 10_000, W);
+    expect(state.sole).toBe(true);
+    // Its first units are leaving the window: it no longer knows how many of its own are in it.
+    noteAnswer(state, 85, 100, 11_500, W);
+    expect(state.sole).toBe(false);
+    // A window after its last one left, it starts again, knowing.
+    noteOwn(state, 3, 30_000, 30_000, W);
+    noteAnswer(state, 97, 100, 30_000, W);
+    expect(state.sole).toBe(true);
+    // With nothing of its own in the window it is not sole (an empty key is anyone's).
+    const fresh = { ...NO_OWN_UNITS } as KeyState;
+    noteAnswer(fresh, 100, 100, 1_000, W);
+    expect(fresh.sole).toBe(false);
   });
 });
