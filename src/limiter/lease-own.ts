@@ -1,5 +1,5 @@
 /**
- * Whether this isolate holds a key's whole window (docs/leases.md, "The end of the budget"): a
+ * Whether this isolate holds a key's whole window (docs/leases.md, "Sizing"): a
  * ledger, per key, of this isolate's own units in the key's log as its store answers report them
  * (admissions by the store, lease grants, less what it gave back), on the store's clock. When the
  * store's count of the window (limit − remaining) is exactly that ledger, nobody else has a unit
