@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { evaluate, evaluatePolicy } from "../../../src/store/evaluate";
 import { STAMP_AHEAD_MAX_MS, storageKey } from "../../../src/store/keys";
+import { Model } from "../../support/worker/log-model";
 import { prng } from "../../support/worker/prng";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
@@ -13,50 +14,6 @@ const redis = testRedis();
 const prefix = scopedPrefix("ring-limit");
 const store = testStore(30_000);
 const T = 1_700_000_000_000;
-
-interface Admission {
-  id: string;
-  at: number;
-  cost: number;
-  epoch: number;
-}
-
-/** The contract, as plainly as it can be written. */
-class Model {
-  admissions: Admission[] = [];
-  live(now: number, window: number): number[] {
-    const times: number[] = [];
-    for (const a of this.admissions) {
-      if (a.at > now - window) for (let i = 0; i < a.cost; i++) times.push(a.at);
-    }
-    return times.sort((x, y) => x - y);
-  }
-  decide(now: number, limit: number, window: number, cost: number) {
-    const times = this.live(now, window);
-    const count = times.length;
-    const allowed = count + cost <= limit;
-    if (allowed) {
-      const after = [...times, ...Array<number>(cost).fill(now)].sort((x, y) => x - y);
-      return {
-        allowed,
-        remaining: Math.max(0, limit - count - cost),
-        reset: (after[0] ?? now) + window,
-        retryAfterMs: 0,
-      };
-    }
-    const need = count + cost - limit;
-    if (cost > limit) {
-      return {
-        allowed,
-        remaining: Math.max(0, limit - count),
-        reset: now + window,
-        retryAfterMs: window,
-      };
-    }
-    const reset = (times[need - 1] ?? now) + window;
-    return { allowed, remaining: Math.max(0, limit - count), reset, retryAfterMs: reset - now };
-  }
-}
 
 describe("a limit that alternates call by call (a function limit, two versions of a rule)", () => {
   const strlen = async (key: string) => Number(await redis.strlen(key));
