@@ -12,6 +12,7 @@
 //   settles once its answer is back).
 import { createHash } from "node:crypto";
 import http from "node:http";
+import { forward } from "./store-front.mjs";
 
 /** A SHA that names no script: Redis answers NOSCRIPT. */
 const UNKNOWN_SHA = "0".repeat(40);
@@ -92,20 +93,7 @@ export async function startScriptFront(target) {
     } catch {
       // Not JSON: forwarded as it came (the store answers it).
     }
-    /** @type {Record<string, string>} */
-    const headers = {};
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (typeof value === "string" && name !== "host" && name !== "content-length") {
-        headers[name] = value;
-      }
-    }
-    try {
-      const answer = await fetch(`${target}${req.url}`, { method: "POST", headers, body });
-      res.writeHead(answer.status, { "content-type": "application/json" });
-      res.end(Buffer.from(await answer.arrayBuffer()));
-    } catch (error) {
-      res.writeHead(502).end(JSON.stringify({ error: String(error) }));
-    }
+    await forward(target, req, res, body);
     hold?.answered();
   });
   const port = await new Promise((resolve, reject) => {

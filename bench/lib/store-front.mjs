@@ -21,20 +21,7 @@ export async function startCountingProxy(target) {
     } catch {
       counts.commands++;
     }
-    /** @type {Record<string, string>} */
-    const headers = {};
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (typeof value === "string" && name !== "host" && name !== "content-length") {
-        headers[name] = value;
-      }
-    }
-    try {
-      const answer = await fetch(`${target}${req.url}`, { method: "POST", headers, body });
-      res.writeHead(answer.status, { "content-type": "application/json" });
-      res.end(Buffer.from(await answer.arrayBuffer()));
-    } catch (error) {
-      res.writeHead(502).end(JSON.stringify({ error: String(error) }));
-    }
+    await forward(target, req, res, body);
   });
   const port = await listen(server);
   return {
@@ -46,6 +33,31 @@ export async function startCountingProxy(target) {
     },
     close: () => close(server),
   };
+}
+
+/**
+ * Sends a REST request on to the store at `target` with its headers (but Host and
+ * Content-Length) and `body`, and its answer back; a store that cannot be reached is a 502.
+ * @param {string} target
+ * @param {http.IncomingMessage} req
+ * @param {http.ServerResponse} res
+ * @param {Buffer<ArrayBuffer>} body
+ */
+export async function forward(target, req, res, body) {
+  /** @type {Record<string, string>} */
+  const headers = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (typeof value === "string" && name !== "host" && name !== "content-length") {
+      headers[name] = value;
+    }
+  }
+  try {
+    const answer = await fetch(`${target}${req.url}`, { method: "POST", headers, body });
+    res.writeHead(answer.status, { "content-type": "application/json" });
+    res.end(Buffer.from(await answer.arrayBuffer()));
+  } catch (error) {
+    res.writeHead(502).end(JSON.stringify({ error: String(error) }));
+  }
 }
 
 /** A store that accepts connections and requests and never answers. */
