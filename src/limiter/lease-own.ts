@@ -12,7 +12,6 @@
  * another isolate. So do calls of its own in flight (answers may arrive out of order): one the
  * store ran whose answer has not come yet, or one noted whose answer came before this one's.
  */
-import type { KeyState } from "./lease-keys";
 
 /** The ledger's part of a key's state (lease-keys.ts KeyState). */
 export interface OwnUnits {
@@ -44,7 +43,7 @@ export const NO_OWN_UNITS: OwnUnits = {
  * again, knowing (a key quiet here for a window). A millisecond's margin each way: the edge is
  * the script's, and erring costs only a lease's size.
  */
-function expire(state: KeyState, now: number, windowMs: number): void {
+function expire(state: OwnUnits, now: number, windowMs: number): void {
   const edge = now - windowMs;
   if (state.ownFrom > edge + 1) return;
   if (state.ownLast < edge - 1) {
@@ -59,7 +58,7 @@ function expire(state: KeyState, now: number, windowMs: number): void {
 
 /** The store admitted `units` of this isolate stamped `stamp` (a decision or a lease grant). */
 export function noteOwn(
-  state: KeyState,
+  state: OwnUnits,
   units: number,
   stamp: number,
   now: number,
@@ -72,7 +71,7 @@ export function noteOwn(
 }
 
 /** `units` of this isolate's left the log (a give-back the store confirmed). */
-export function noteGivenBack(state: KeyState, units: number): void {
+export function noteGivenBack(state: OwnUnits, units: number): void {
   state.ownUnits = Math.max(0, state.ownUnits - units);
 }
 
@@ -81,7 +80,7 @@ export function noteGivenBack(state: KeyState, units: number): void {
  * admitted, noted first): sole when the window holds this isolate's units and no others.
  */
 export function noteAnswer(
-  state: KeyState,
+  state: OwnUnits,
   remaining: number,
   limit: number,
   now: number,

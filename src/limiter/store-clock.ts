@@ -25,7 +25,7 @@ export interface StoreClock {
    * every script on that client switches to the caller clock for good, this limiter says so
    * once, and the call is made again on `client` (within the same deadline).
    */
-  run<T>(client: ScriptClient, call: ClockedCall<T>): Promise<T>;
+  run<T>(client: ScriptClient, call: ClockedCall<T, ScriptClient>): Promise<T>;
   readonly source: ClockSource;
 }
 

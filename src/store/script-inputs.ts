@@ -6,7 +6,7 @@
 import type { Algorithm } from "./algorithm";
 import { storePolicyIssue } from "./caps";
 import { encodeKeyPart, requestRecordKey, resetMarkKey } from "./keys";
-import type { ScriptArg } from "./script-runner";
+import type { ScriptArg } from "./store-clock";
 
 /**
  * One policy (rule) of a call, as the scripts read it. The limiter passes its resolved policy (a

@@ -10,7 +10,7 @@
 import type { Redis } from "@upstash/redis";
 import { digestHex } from "../digest";
 import { clockSlotOf } from "./clock-slots";
-import { type ClockRun, clockedCall, clockRunOf } from "./store-clock";
+import { type ClockRun, clockedCall, clockRunOf, type ScriptArg } from "./store-clock";
 import { StoreTimeoutError, withDeadline } from "./with-deadline";
 
 /** The narrow slice of the Upstash client the store needs. */
@@ -52,8 +52,6 @@ export class StoreReplyError extends Error {
 }
 
 /** Argument values as the REST protocol carries them. */
-export type ScriptArg = string | number;
-
 // SHA-1 of each script text, computed once per isolate. crypto.subtle is async, so it cannot run
 // at module scope (workerd forbids I/O-like work there): the promise is cached on first use,
 // then replaced by the hex it gave, read synchronously (awaiting the cached promise cost every

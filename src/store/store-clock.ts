@@ -6,7 +6,6 @@
  * clock. The retry itself is the script runner's (script-runner.ts runs every script that reads
  * TIME through clockedCall, below), so no call site can forget it.
  */
-import type { ScriptArg, ScriptClient } from "./script-runner";
 
 /** Whose clock orders the log: the store's (TIME in the script) or the calling isolate's. */
 export type ClockSource = "redis" | "caller";
@@ -79,11 +78,11 @@ function storeWords(error: Error): string {
   return error.message.split(", command was:")[0] ?? "";
 }
 
+/** One ARGV of a script call, as the REST protocol carries it. */
+export type ScriptArg = string | number;
+
 /** A store call given the clock to pass: the caller's ms, or undefined for the Redis clock. */
-export type ClockedCall<T, C extends object = ScriptClient> = (
-  client: C,
-  now: number | undefined,
-) => Promise<T>;
+export type ClockedCall<T, C extends object> = (client: C, now: number | undefined) => Promise<T>;
 
 export interface ClockRun {
   /** The store client's shared state (storeClockOf). */
@@ -181,7 +180,7 @@ function recordRefusal(run: ClockRun, error: unknown): void {
  * the caller's clock within the same deadline. A call that throws rejects, as an async
  * function's would.
  */
-export function runOnClock<T, C extends object = ScriptClient>(
+export function runOnClock<T, C extends object>(
   run: ClockRun,
   client: C,
   call: ClockedCall<T, C>,
