@@ -1,12 +1,13 @@
 /**
- * A request refused by a block (docs/plans.md) before or instead of its decision: the network
- * blocks matched from the isolate's copy (before any key is derived), and the outcome a block
- * answers with, whatever found it (a network block here, a key block in the store).
+ * A request refused by a network block (docs/plans.md) before its decision: the blocks matched
+ * from the isolate's copy (before any key is derived), and what that block decided per rule.
+ * The outcome a block answers with is decide.ts's, whatever found it (a network block here, a
+ * key block in the store).
  */
+import type { ClientIpConfig } from "../config/client-ip-config";
 import type { RuleConfig } from "../config/rule-schema";
 import type { Decision } from "../limiter/types";
 import { trustedAddress } from "./client-ip";
-import type { DecideOptions, RulesOutcome } from "./decide";
 import type { NetworkBlocks, NetworkIdentity } from "./network-blocks";
 
 /** The block a request met (RulesOutcome.blocked). */
@@ -20,11 +21,19 @@ export interface RequestBlock {
   until?: number;
 }
 
+/** What a network block match reads of the decision's options (decide.ts DecideOptions). */
+export interface NetworkBlockOptions {
+  clientIp: ClientIpConfig;
+  /** The request's country and AS number, and its client's own address when read apart. */
+  network?: NetworkIdentity | undefined;
+  waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
+}
+
 /** The network block that refuses this request, if any: enforced rules only (shadow never denies). */
 export async function networkBlock(
   rules: readonly RuleConfig[],
   headers: Headers,
-  options: DecideOptions,
+  options: NetworkBlockOptions,
   blocks: NetworkBlocks,
 ): Promise<{ block: RequestBlock; one: boolean } | undefined> {
   const enforced = rules.filter((rule) => !rule.shadow).map((rule) => rule.name);
@@ -68,15 +77,4 @@ export function networkBlockDecisions(
       windowMs: rule.windowMs,
       algorithm: rule.algorithm,
     }));
-}
-
-export function blockedOutcome(blocked: RequestBlock, decisions: Decision[] = []): RulesOutcome {
-  return {
-    allowed: false,
-    decisions,
-    violated: [blocked.rule],
-    deniedBy: blocked.rule,
-    shadowDenied: [],
-    blocked,
-  };
 }

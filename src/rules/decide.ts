@@ -24,12 +24,7 @@ import type {
   RefundReceipt,
   RequestIdConflict,
 } from "../limiter/types";
-import {
-  blockedOutcome,
-  networkBlock,
-  networkBlockDecisions,
-  type RequestBlock,
-} from "./blocked-request";
+import { networkBlock, networkBlockDecisions, type RequestBlock } from "./blocked-request";
 import { clientKey, missingKeyReason } from "./client-key";
 import type { NetworkBlocks, NetworkIdentity } from "./network-blocks";
 
@@ -293,4 +288,16 @@ export function enforcedDecisions(
       ? { ...decision, allowed: true, retryAfterMs: 0 }
       : decision,
   );
+}
+
+/** A request a block refused (a network block before any key, or a key block in the store). */
+function blockedOutcome(blocked: RequestBlock, decisions: Decision[] = []): RulesOutcome {
+  return {
+    allowed: false,
+    decisions,
+    violated: [blocked.rule],
+    deniedBy: blocked.rule,
+    shadowDenied: [],
+    blocked,
+  };
 }
