@@ -11,7 +11,6 @@
  * Everything else in src/ is internal and may change in any release.
  */
 export { createAnalytics } from "./analytics/create-analytics";
-export type { StatsRule, StatsSpan } from "./analytics/read-stats";
 export type {
   Analytics,
   AnalyticsEngineDatasetLike,
@@ -19,6 +18,8 @@ export type {
   AnalyticsStore,
   IsolateStats,
   RuleMinuteCounts,
+  StatsRule,
+  StatsSpan,
 } from "./analytics/types";
 export type { ClientIpConfig } from "./config/client-ip-config";
 export {

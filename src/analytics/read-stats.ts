@@ -17,25 +17,7 @@ import {
   TOP_KEYS_RETENTION_MINUTES,
   topKey,
 } from "./redis-layout";
-import type { AnalyticsStore, RuleMinuteCounts } from "./types";
-
-export interface StatsRule {
-  rule: string;
-  shadow: boolean;
-  /** The whole span. */
-  totals: RuleMinuteCounts;
-  /** One entry per minute, oldest first; `minute` is its start (Unix ms). */
-  minutes: ({ minute: number } & Omit<RuleMinuteCounts, "sources">)[];
-  /** The most denied client keys over the span (its last hour at most), most first. */
-  topDenied: { key: string; count: number }[];
-}
-
-export interface StatsSpan {
-  /** Start of the oldest minute and end of the newest (Unix ms). */
-  from: number;
-  to: number;
-  rules: StatsRule[];
-}
+import type { AnalyticsStore, RuleMinuteCounts, StatsSpan } from "./types";
 
 export interface ReadStatsOptions {
   prefix: string;

@@ -12,7 +12,6 @@
 import type { Redis } from "@upstash/redis";
 import type { BreakerEvent } from "../limiter/circuit-breaker";
 import type { DecisionSource, LimitRequest, MultiDecision } from "../limiter/types";
-import type { StatsSpan } from "./read-stats";
 
 /** The part of an @upstash/redis client the analytics use: one pipelined call per flush. */
 export type AnalyticsStore = Pick<Redis, "pipeline">;
@@ -133,4 +132,23 @@ export interface IsolateStats {
   decisions: number;
   /** Rule-minutes dropped because the aggregate was full (store down for long). */
   dropped: number;
+}
+
+/** One rule's counts over a span of minutes, as `/check/stats` answers them (read-stats.ts). */
+export interface StatsRule {
+  rule: string;
+  shadow: boolean;
+  /** The whole span. */
+  totals: RuleMinuteCounts;
+  /** One entry per minute, oldest first; `minute` is its start (Unix ms). */
+  minutes: ({ minute: number } & Omit<RuleMinuteCounts, "sources">)[];
+  /** The most denied client keys over the span (its last hour at most), most first. */
+  topDenied: { key: string; count: number }[];
+}
+
+export interface StatsSpan {
+  /** Start of the oldest minute and end of the newest (Unix ms). */
+  from: number;
+  to: number;
+  rules: StatsRule[];
 }
