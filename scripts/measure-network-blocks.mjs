@@ -17,7 +17,7 @@ const outfile = join(dir, "blocks.mjs");
 await build({
   stdin: {
     contents:
-      'export * from "./rules/network-blocks"; export { MAX_NETWORK_BLOCKS } from "./store/plans";',
+      'export * from "./rules/network-blocks"; export * from "./rules/network-values"; export { MAX_NETWORK_BLOCKS } from "./store/plans";',
     resolveDir: srcDir,
     loader: "ts",
   },

@@ -24,7 +24,7 @@ import {
 } from "../limiter/plan-changes";
 import { groupAddress } from "../rules/client-ip";
 import { headerRuleKey } from "../rules/client-key";
-import { normalizeAsn, normalizeCountry, parseNetwork } from "../rules/network-blocks";
+import { normalizeAsn, normalizeCountry, parseNetwork } from "../rules/network-values";
 import type { ReadyRuntime } from "../runtime";
 import { storeUnavailable } from "./admin-route";
 import { authorizedJson } from "./authorized-check";

@@ -1,13 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { blockNetwork, unblockNetwork } from "../../../src/limiter/plan-changes";
+import { type BlocksRefreshFailed, createNetworkBlocks } from "../../../src/rules/network-blocks";
 import {
-  type BlocksRefreshFailed,
-  createNetworkBlocks,
   normalizeAsn,
   normalizeCountry,
   normalizeNetwork,
   parseNetwork,
-} from "../../../src/rules/network-blocks";
+} from "../../../src/rules/network-values";
 import { readNetworkBlocks } from "../../../src/store/plans";
 import { withinDeadline } from "../../../src/store/script-runner";
 import { faultScenario, storeAt } from "../../support/worker/fault-control";
