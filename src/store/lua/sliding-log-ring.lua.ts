@@ -1,5 +1,6 @@
 import { RING_READS_LUA } from "./ring-reads.lua";
 import { RING_REFUND_LUA } from "./ring-refund.lua";
+import { RING_SLOTS_LUA } from "./ring-slots.lua";
 import { compileRingState } from "./ring-state";
 
 /**
@@ -32,7 +33,7 @@ import { compileRingState } from "./ring-state";
  * written whole at its full size (GET and SET, once), so whatever sequence wrote it, its MEMORY
  * USAGE stays within the full ring's (458 800 B at limit 100 000).
  */
-export const SLIDING_LOG_RING_LUA = `${RING_READS_LUA}${RING_REFUND_LUA}${compileRingState(`
+export const SLIDING_LOG_RING_LUA = `${RING_SLOTS_LUA}${RING_READS_LUA}${RING_REFUND_LUA}${compileRingState(`
 ALG['sliding-log'] = {
   check = ringCheck,
   commit = function(p, now)
