@@ -50,13 +50,12 @@ export type { LeaseOptions } from "./limiter/lease-sizing";
 export {
   blockKey,
   blockNetwork,
-  listPlanEntries,
   type PlanChange,
-  type PlanEntry,
   setOverride,
   unblockKey,
   unblockNetwork,
 } from "./limiter/plan-changes";
+export { listPlanEntries, type PlanEntry } from "./limiter/plan-listing";
 export type { RegionsOptions } from "./limiter/regional-leases";
 export type {
   ClockChangeEvent,

@@ -16,12 +16,11 @@ import type { Env } from "../env";
 import {
   blockNetwork,
   changeKeyBlocks,
-  listPlanEntries,
-  MAX_LIST_COUNT,
   type PlanChange,
   setOverride,
   unblockNetwork,
 } from "../limiter/plan-changes";
+import { listPlanEntries, MAX_LIST_COUNT } from "../limiter/plan-listing";
 import { groupAddress } from "../rules/client-ip";
 import { headerRuleKey } from "../rules/client-key";
 import { normalizeAsn, normalizeCountry, parseNetwork } from "../rules/network-values";

@@ -1,12 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { OVERRIDE_CLAIM_MAX_MS } from "../../../src/limiter/key-blocks";
-import {
-  blockKey,
-  listPlanEntries,
-  setOverride,
-  unblockKey,
-} from "../../../src/limiter/plan-changes";
+import { blockKey, setOverride, unblockKey } from "../../../src/limiter/plan-changes";
+import { listPlanEntries } from "../../../src/limiter/plan-listing";
 import type { LimitRequest } from "../../../src/limiter/types";
 import type { Algorithm } from "../../../src/store/algorithm";
 import { storageKey } from "../../../src/store/keys";

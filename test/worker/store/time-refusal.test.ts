@@ -6,13 +6,8 @@
 import { describe, expect, it, vi } from "vitest";
 import { createAnalytics } from "../../../src/analytics/create-analytics";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import {
-  blockKey,
-  blockNetwork,
-  listPlanEntries,
-  planOf,
-  setOverride,
-} from "../../../src/limiter/plan-changes";
+import { blockKey, blockNetwork, planOf, setOverride } from "../../../src/limiter/plan-changes";
+import { listPlanEntries } from "../../../src/limiter/plan-listing";
 import { clockSlotOf } from "../../../src/store/clock-slots";
 import { evaluate } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
