@@ -6,7 +6,7 @@
 // that worker's own workerd process (/proc/<pid>/stat, bench/lib/workerd-cpu.mjs) over the
 // decisions it answered. Prints the medians and their ratio. Node only.
 //
-//   node scripts/measure-analytics-cpu.mjs [decisions per round, default 3000]
+//   node bench/measure-analytics-cpu.mjs [decisions per round, default 3000]
 import path from "node:path";
 import {
   serveWorker,
@@ -14,8 +14,8 @@ import {
   startPrivateRedis,
   tempDir,
   wranglerBundle,
-} from "../bench/lib/infra.mjs";
-import { withWorkerdCpu } from "../bench/lib/workerd-cpu.mjs";
+} from "./lib/infra.mjs";
+import { withWorkerdCpu } from "./lib/workerd-cpu.mjs";
 
 const DECISIONS = Number(process.argv[2] ?? 3000);
 const ROUNDS = 3;
