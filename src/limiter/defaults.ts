@@ -1,16 +1,18 @@
 /**
- * The limiter's defaults, in a leaf file that imports nothing: the implementation reads them, and
- * config/ fills in LIMITER_CONFIG with them without loading any implementation file.
+ * The limiter's defaults: the implementation reads them, and config/ fills in LIMITER_CONFIG with
+ * them. The two the store also needs are the store's own (store/ imports nothing above it).
  */
+import { DEFAULT_UNIT_COST } from "../store/script-inputs";
+import { DEFAULT_STORE_TIMEOUT_MS } from "../store/with-deadline";
 
 /** The longest a decision waits for the store (docs/failure-modes.md "Why 500 ms"). */
-export const DEFAULT_LIMITER_TIMEOUT_MS = 500;
+export const DEFAULT_LIMITER_TIMEOUT_MS = DEFAULT_STORE_TIMEOUT_MS;
 
 /** Prefix of every Redis key the limiter (and analytics) writes. */
 export const DEFAULT_PREFIX = "edge-limiter";
 
 /** Units one request consumes. */
-export const DEFAULT_COST = 1;
+export const DEFAULT_COST = DEFAULT_UNIT_COST;
 
 /** What a decision is when the store cannot answer: admitted (the fallback still limits). */
 export const DEFAULT_FAIL_MODE = "open";

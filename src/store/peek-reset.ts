@@ -4,13 +4,12 @@
  * these; the limiter never does.
  */
 
-import { DEFAULT_COST } from "../limiter/defaults";
 import { type Algorithm, isLogAlgorithm } from "./algorithm";
 import { storePolicyIssue } from "./caps";
 import type { PolicyAnswer } from "./evaluate";
 import { POLICY_NAME, RECORD_TTL_MAX_MS, resetMarkKey, storageKey } from "./keys";
 import { PEEK_SCRIPT } from "./lua/peek.lua";
-import { PolicyBoundsError } from "./script-inputs";
+import { DEFAULT_UNIT_COST, PolicyBoundsError } from "./script-inputs";
 import {
   type ReadOnlyScriptClient,
   runReadOnlyScript,
@@ -53,7 +52,7 @@ export interface PeekRequest extends QuotaKey {
  */
 export async function peekQuota(client: QuotaClient, request: PeekRequest): Promise<PolicyAnswer> {
   const algorithm = request.algorithm ?? "sliding-log";
-  const cost = request.cost ?? DEFAULT_COST;
+  const cost = request.cost ?? DEFAULT_UNIT_COST;
   const policy = { algorithm, limit: request.limit, windowMs: request.windowMs, cost };
   const issue = storePolicyIssue([policy]);
   if (issue) throw new PolicyBoundsError("peek", 0, issue.field, issue.detail);

@@ -12,6 +12,9 @@ import type { ScriptArg } from "./store-clock";
  * One policy (rule) of a call, as the scripts read it. The limiter passes its resolved policy (a
  * superset: name, cache key, fail mode) as it is: no copy per store call.
  */
+/** Units one request consumes when it names no cost. */
+export const DEFAULT_UNIT_COST = 1;
+
 export interface StorePolicy {
   /** Its Redis key: `storageKey(prefix, policy, clientKey, algorithm)`. */
   redisKey: string;

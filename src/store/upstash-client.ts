@@ -4,7 +4,7 @@
  * abort signal or by the time it has left.
  */
 import { Redis, type RedisConfigCloudflare } from "@upstash/redis/cloudflare";
-import { DEFAULT_LIMITER_TIMEOUT_MS } from "../limiter/defaults";
+import { DEFAULT_STORE_TIMEOUT_MS } from "./with-deadline";
 
 export interface StoreClientOptions {
   /** Upstash REST URL (or the local bridge's). */
@@ -84,7 +84,7 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
   // first await, so no other call can see it; it is cleared when taken and after the call.
   let nextSignal: AbortSignal | undefined;
   const pipelined = options.autoPipeline ?? false;
-  const defaultTimeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
+  const defaultTimeoutMs = options.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   const make = (timeoutMs: number, scriptsOnly: boolean) =>
     new Redis({
       url: options.url,

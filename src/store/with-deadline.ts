@@ -5,6 +5,9 @@
  */
 
 /** The store did not answer within the decision's deadline. */
+/** The longest a decision waits for the store (docs/failure-modes.md "Why 500 ms"). */
+export const DEFAULT_STORE_TIMEOUT_MS = 500;
+
 export class StoreTimeoutError extends Error {
   override name = "StoreTimeoutError";
   constructor(timeoutMs: number) {
