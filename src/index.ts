@@ -5,9 +5,9 @@
  * - `createLimiter()`: the limiter behind it, to decide in your own code;
  * - `createStoreClient()`: the @upstash/redis client configured for a decision on the request path;
  * - `createAnalytics()`: per-rule counts for a limiter's decisions (`onDecision`);
- * and `fromEnv`, the store from UPSTASH_REDIS_REST_URL / _TOKEN, for `rateLimit({ store })`;
- * plans changed at run time (docs/plans.md): `setOverride`, `blockKey`, `blockNetwork` and
- * their removals, `listPlanEntries`, and `networkBlocksFrom` for the middleware.
+ * and `fromEnv`, the store from UPSTASH_REDIS_REST_URL / _TOKEN, for `rateLimit({ store })`.
+ * What is done to a limiter's keys besides deciding (peek, reset, overrides, key and network
+ * blocks, the network blocks' copy for the middleware) are methods of the `Limiter`.
  * Everything else in src/ is internal and may change in any release.
  */
 export { createAnalytics } from "./analytics/create-analytics";
@@ -47,15 +47,17 @@ export {
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
 export type { LeaseOptions } from "./limiter/lease-sizing";
-export {
-  blockKey,
-  blockNetwork,
-  type PlanChange,
-  setOverride,
-  unblockKey,
-  unblockNetwork,
+export type { NetworkBlocksOptions } from "./limiter/network-block-copies";
+export type { Peek } from "./limiter/peek";
+export type {
+  KeyBlocksAdmin,
+  NetworkBlock,
+  NetworkBlocksAdmin,
+  Overrides,
+  PlanChange,
+  PlanKey,
 } from "./limiter/plan-changes";
-export { listPlanEntries, type PlanEntry } from "./limiter/plan-listing";
+export type { PlanEntry, PlanListing, PlanPage, Plans } from "./limiter/plan-listing";
 export type { RegionsOptions } from "./limiter/regional-leases";
 export type {
   ClockChangeEvent,
@@ -72,8 +74,9 @@ export type {
   RefundOutcome,
   RefundReceipt,
   RequestIdConflict,
+  ResetOutcome,
+  ResetRequest,
 } from "./limiter/types";
-export { type NetworkBlocksOptions, networkBlocksFrom } from "./network-blocks-from";
 export type { RequestBlock } from "./rules/blocked-request";
 export type { ShadowDenyEvent } from "./rules/decide";
 export type {

@@ -13,10 +13,8 @@ import { parseWorkerConfig, type WorkerConfig } from "./config/worker-config";
 import type { Env } from "./env";
 import { createLimiter } from "./limiter/create-limiter";
 import type { Limiter } from "./limiter/types";
-import { networkBlocksFrom } from "./network-blocks-from";
 import { type CompiledRule, compileRules } from "./rules/match";
 import type { NetworkBlocks } from "./rules/network-blocks";
-import type { QuotaClient } from "./store/peek-reset";
 import { createStoreClient } from "./store/upstash-client";
 
 /** What one isolate builds once from its bindings: the parsed config, rules and the limiter. */
@@ -29,14 +27,10 @@ export type Runtime =
       /** The rules by name (what /check looks up). */
       rulesByName: ReadonlyMap<string, RuleConfig>;
       limiter: Limiter;
-      /** The store itself, for the admin routes (read a quota, reset a key). */
-      store: QuotaClient;
       /** This isolate's counts, when `analytics.enabled` (GET /check/stats reads them back). */
       analytics: Analytics | undefined;
       /** A request's region (docs/regions.md), or undefined: home. */
       regionOf: (request: Request) => string | undefined;
-      /** Each region's store (the admin reset reaches them too); empty without regions. */
-      regionStores: readonly ReturnType<typeof createStoreClient>[];
       /** This isolate's copy of the network blocks, when `networkBlocks` is on (docs/plans.md). */
       networkBlocks: NetworkBlocks | undefined;
     }
@@ -149,16 +143,12 @@ function buildRuntime(env: Env): Runtime {
     rules: compileRules(config.rules),
     rulesByName: new Map(config.rules.map((rule) => [rule.name, rule])),
     limiter,
-    store,
     analytics,
     regionOf: regions.regionOf,
-    regionStores: Object.values(regions.stores ?? {}),
     networkBlocks: config.networkBlocks
-      ? networkBlocksFrom(store, {
-          prefix: config.prefix,
+      ? limiter.networkBlocks({
           refreshMs: config.networkBlocks.refreshMs,
           timeoutMs: config.timeoutMs,
-          clock: config.clock,
         })
       : undefined,
   };

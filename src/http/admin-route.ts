@@ -1,21 +1,14 @@
 /**
  * Peek at one key's quota without consuming it (a decision route: LIMITER_TOKEN), or reset it
- * (an admin route: LIMITER_ADMIN_TOKEN). The one place in http/ that reads the store directly (a quota's
- * state as stored, not a decision).
+ * (an admin route: LIMITER_ADMIN_TOKEN): HTTP over the limiter's `peek` and `reset`.
  */
 import type { Context } from "hono";
-import { boundedKey } from "../bounded-key";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import type { Env } from "../env";
 import { DEFAULT_COST } from "../limiter/defaults";
-import { planOf } from "../limiter/plan-changes";
+import type { Peek } from "../limiter/peek";
 import type { LimitRequest } from "../limiter/types";
 import type { ReadyRuntime } from "../runtime";
-import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
-import { storageKey } from "../store/keys";
-import { peekQuota, resetQuota } from "../store/peek-reset";
-import { regionForget } from "../store/region-lease";
-import { withinDeadline } from "../store/script-runner";
 import { authorizeCheck } from "./authorized-check";
 import { problemResponse } from "./problem";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
@@ -31,71 +24,28 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
   const authorized = await authorizedSingleCheck(c, "decision");
   if (!authorized.ok) return authorized.response;
   const { runtime, limitRequest } = authorized;
-  const algorithm = limitRequest.algorithm ?? DEFAULT_ALGORITHM;
-  if (!isLogAlgorithm(algorithm)) {
-    // The O(1) algorithms' state is a counter or a time, readable only by re-running their
-    // arithmetic; an approximate answer is worse than none for an admin tool. Say so.
-    return problemResponse(400, {
-      title: "Bad Request",
-      detail: `peek supports the sliding logs only (sliding-log, sliding-log-zset); this check uses "${algorithm}"`,
-      field: limitRequest.policy.startsWith(ADHOC_POLICY_PREFIX) ? "algorithm" : "rule",
-    });
-  }
+  let peek: Peek;
   try {
-    // A rule with overrides: the key's own limit, or its block (docs/plans.md).
-    const plan = limitRequest.overrides
-      ? await planOf(runtime.store, {
-          prefix: runtime.config.prefix,
-          clock: runtime.config.clock,
-          policy: limitRequest.policy,
-          key: limitRequest.key,
-        })
-      : undefined;
-    const limit = plan?.limit ?? limitRequest.limit;
-    const cost = limitRequest.cost ?? DEFAULT_COST;
-    if (plan?.blockedUntil !== undefined || cost > limit) {
-      const blocked = plan?.blockedUntil !== undefined;
-      return c.json({
-        allowed: false,
-        limit,
-        remaining: 0,
-        reset: blocked ? (plan?.blockedUntil ?? 0) : Date.now() + limitRequest.windowMs,
-        retryAfterMs: blocked ? 0 : limitRequest.windowMs,
-        source: blocked ? "block" : "redis",
-        policy: limitRequest.policy,
-        algorithm,
-        ...(blocked ? { blocked: true } : {}),
-      });
-    }
-    const quota = await peekQuota(runtime.store, {
-      prefix: runtime.config.prefix,
-      policy: limitRequest.policy,
-      // As the limiter counts it (a key spelling a digest is digested: bounded-key.ts).
-      key: await boundedKey(limitRequest.key),
-      limit,
-      windowMs: limitRequest.windowMs,
-      cost,
-      ...(runtime.config.clock === "caller" ? { now: Date.now() } : {}),
-    });
-    const decision = {
-      ...quota,
-      limit,
-      policy: limitRequest.policy,
-      windowMs: limitRequest.windowMs,
-      resetAfterMs: Math.max(0, quota.reset - quota.now),
-      source: "redis" as const,
-      algorithm,
-    };
-    const { allowed, remaining, reset, retryAfterMs, policy, source } = decision;
-    // The headers as /check spells them (a record: Headers would lower-case the names).
-    return c.json(
-      { allowed, limit, remaining, reset, retryAfterMs, source, policy, algorithm },
-      200,
-      rateLimitHeaderRecord([{ ...decision, allowed: true }], false),
-    );
+    peek = await runtime.limiter.peek(limitRequest);
   } catch (error) {
     return storeUnavailable(error);
   }
+  if (!peek.peeked) {
+    // An approximate answer is worse than none for an admin tool: the limiter says so.
+    return problemResponse(400, {
+      title: "Bad Request",
+      detail: peek.detail,
+      field: limitRequest.policy.startsWith(ADHOC_POLICY_PREFIX) ? "algorithm" : "rule",
+    });
+  }
+  const { allowed, limit, remaining, reset, retryAfterMs, source, policy, algorithm } = peek;
+  const body = { allowed, limit, remaining, reset, retryAfterMs, source, policy, algorithm };
+  // A block, or an override below the cost: nothing was read, so no headers.
+  if (peek.blocked || (limitRequest.cost ?? DEFAULT_COST) > limit) {
+    return c.json({ ...body, ...(peek.blocked ? { blocked: true } : {}) });
+  }
+  // The headers as /check spells them (a record: Headers would lower-case the names).
+  return c.json(body, 200, rateLimitHeaderRecord([{ ...peek, allowed: true }], false));
 }
 
 /**
@@ -107,40 +57,10 @@ export async function resetHandler(c: Context<{ Bindings: Env }>): Promise<Respo
   if (!authorized.ok) return authorized.response;
   const { runtime, limitRequest } = authorized;
   try {
-    const existed = await resetQuota(runtime.store, {
-      prefix: runtime.config.prefix,
-      policy: limitRequest.policy,
-      // As the limiter counts it (a key spelling a digest is digested: bounded-key.ts).
-      key: await boundedKey(limitRequest.key),
-      algorithm: limitRequest.algorithm ?? DEFAULT_ALGORITHM,
-    });
-    // This isolate may still remember the key as exhausted; forget it. Other isolates keep a
-    // cached denial until it would have expired anyway (at most the Retry-After they
-    // announced): documented in docs/check-api.md.
-    runtime.limiter.forget(limitRequest);
-    // The regions' leases of the key and their held denials go too (docs/regions.md). A region
-    // that does not answer keeps them until they end (at most 0.9 of a lease's life).
-    if (runtime.regionStores.length > 0) {
-      const redisKey = storageKey(
-        runtime.config.prefix,
-        limitRequest.policy,
-        await boundedKey(limitRequest.key),
-        limitRequest.algorithm ?? DEFAULT_ALGORITHM,
-      );
-      const forgotten = await Promise.allSettled(
-        runtime.regionStores.map((store) =>
-          withinDeadline(store, runtime.config.timeoutMs, (client) =>
-            regionForget(client, redisKey),
-          ),
-        ),
-      );
-      for (const outcome of forgotten) {
-        if (outcome.status === "rejected") {
-          console.error(
-            JSON.stringify({ event: "region-reset-failed", error: String(outcome.reason) }),
-          );
-        }
-      }
+    const { existed, regionsFailed } = await runtime.limiter.reset(limitRequest);
+    // A region that did not answer keeps the key's leases until they end (docs/regions.md).
+    for (const { error } of regionsFailed) {
+      console.error(JSON.stringify({ event: "region-reset-failed", error: String(error) }));
     }
     return c.json({ reset: true, existed, policy: limitRequest.policy }, 200);
   } catch (error) {

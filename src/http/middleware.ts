@@ -104,14 +104,15 @@ export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
    */
   regionOf?: (c: Context<E>) => string | undefined;
   /**
-   * Network blocks (IP/CIDR, country, ASN) set at run time (docs/plans.md): a copy from
-   * `networkBlocksFrom(store)`, shared by every middleware that takes it. A blocked request gets
+   * Network blocks (IP/CIDR, country, ASN) set at run time (docs/plans.md): `true` for the
+   * limiter's own copy (`limiter.networkBlocks()`, shared by every middleware on that limiter),
+   * or a copy of your own (`limiter.networkBlocks({ refreshMs })`). A blocked request gets
    * a 403 problem+json. They match the client's own address (as "ip" rules read it: `ipOf`, the
    * connection's, CF-Connecting-IP on Cloudflare) even when every rule is keyed by a header or
    * `key`. Key blocks need nothing here: rules with `overrides: true` read them.
    * @default none checked
    */
-  networkBlocks?: NetworkBlocks;
+  networkBlocks?: NetworkBlocks | true;
   /**
    * Request headers naming a request id (the first present wins): a retry carrying it within
    * the window is counted once and gets the original answer. Off by default: a client repeating
@@ -243,7 +244,8 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       requestId: requestIdFrom(c.req.raw.headers, requestIdHeaders),
       waitUntil: waitUntilOf(c),
       region: options.regionOf?.(c),
-      networkBlocks: options.networkBlocks,
+      networkBlocks:
+        options.networkBlocks === true ? limiter.networkBlocks() : options.networkBlocks,
       network: own
         ? { ...requestNetwork(c.req.raw), ip: trustedAddress(own, clientIp) }
         : undefined,

@@ -13,14 +13,8 @@ import {
   unknownField,
 } from "../config/validation";
 import type { Env } from "../env";
-import {
-  blockNetwork,
-  changeKeyBlocks,
-  type PlanChange,
-  setOverride,
-  unblockNetwork,
-} from "../limiter/plan-changes";
-import { listPlanEntries, MAX_LIST_COUNT } from "../limiter/plan-listing";
+import type { PlanChange } from "../limiter/plan-changes";
+import { MAX_LIST_COUNT } from "../limiter/plan-listing";
 import { groupAddress } from "../rules/client-ip";
 import { headerRuleKey } from "../rules/client-key";
 import { normalizeAsn, normalizeCountry, parseNetwork } from "../rules/network-values";
@@ -48,15 +42,12 @@ export async function overrideHandler(c: Context<{ Bindings: Env }>): Promise<Re
   if (body.limit !== null && typeof body.limit !== "number")
     return bad("limit", "must be an integer or null");
   const key = await ruleKey(rule.rule, body.key, runtime);
+  const { name, algorithm } = rule.rule;
+  const limit = body.limit;
   return answer(runtime, [rule.rule], key, () =>
-    setOverride(runtime.store, {
-      prefix: runtime.config.prefix,
-      clock: runtime.config.clock,
-      policy: rule.rule.name,
-      key,
-      limit: body.limit as number | null,
-      algorithm: rule.rule.algorithm,
-    }),
+    limit === null
+      ? runtime.limiter.overrides.remove(name, key)
+      : runtime.limiter.overrides.set(name, key, { limit, algorithm }),
   );
 }
 
@@ -107,13 +98,9 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
     }
     // One script call for every rule's field: a refusal or a failure writes none of them.
     const changed = await storeCall(() =>
-      changeKeyBlocks(runtime.store, {
-        prefix: runtime.config.prefix,
-        clock: runtime.config.clock,
-        keys,
-        block,
-        seconds: seconds as number | undefined,
-      }),
+      block
+        ? runtime.limiter.blocks.add(keys, { seconds: seconds as number | undefined })
+        : runtime.limiter.blocks.remove(keys),
     );
     if (changed.ok) for (const { rule, key } of keys) forgetHere(runtime, rule, key);
     return changeAnswer(changed, rules);
@@ -131,20 +118,14 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
   const parsed = networkValue(kind, body[kind]);
   if (!parsed.ok) return bad(kind, parsed.detail);
   const { value } = parsed;
-  const target = {
-    prefix: runtime.config.prefix,
-    clock: runtime.config.clock,
-    kind,
-    value,
-    policy: rule?.name,
-  };
+  const target = { by: kind, value, policy: rule?.name };
+  // This isolate's copy (the limiter's) reloads on its next request; the others' within their
+  // refresh.
   const changed = await storeCall(() =>
     block
-      ? blockNetwork(runtime.store, { ...target, seconds: seconds as number | undefined })
-      : unblockNetwork(runtime.store, target),
+      ? runtime.limiter.networks.add({ ...target, seconds: seconds as number | undefined })
+      : runtime.limiter.networks.remove(target),
   );
-  // This isolate's copy reloads on its next request; the others' within their refresh.
-  runtime.networkBlocks.invalidate();
   if (!changed.ok) return changeAnswer(changed, rule ? [rule] : runtime.config.rules);
   return Response.json({
     ok: true,
@@ -206,14 +187,7 @@ export async function plansListHandler(c: Context<{ Bindings: Env }>): Promise<R
   if (rule !== undefined && !runtime.rulesByName.has(rule))
     return bad("rule", "must name a configured rule");
   try {
-    const page = await listPlanEntries(runtime.store, {
-      prefix: runtime.config.prefix,
-      clock: runtime.config.clock,
-      what,
-      cursor,
-      count,
-      policy: rule,
-    });
+    const page = await runtime.limiter.plans.list({ what, cursor, count, policy: rule });
     return Response.json(page);
   } catch (error) {
     return storeUnavailable(error);

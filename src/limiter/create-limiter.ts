@@ -4,9 +4,12 @@
  * request once (resolved-policy.ts), the denial cache, single flight, the circuit breaker, the
  * degraded path with its local fallback limiter (degraded.ts, fallback-limiter.ts), the clock
  * policy (store-clock.ts), every Decision builder (decisions.ts) and the refund of a receipt
- * (refund-receipt.ts); context.ts holds what lives as long as the limiter. Its public types are
+ * (refund-receipt.ts), and what else is done to a limiter's keys (peek.ts, reset.ts,
+ * plan-changes.ts, plan-listing.ts, network-block-copies.ts); context.ts holds what lives as
+ * long as the limiter. Its public types are
  * in types.ts: config/, rules/ and http/ import only that file. It may import store/ and nothing
- * else of src/ (no config/, rules/ or http/).
+ * else of src/ (no config/ or http/), except rules/network-blocks.ts: the copy of the network
+ * blocks a limiter hands out (network-block-copies.ts) is built there, where it is matched.
  *
  * This file: createLimiter, the decision flow of docs/failure-modes.md, step by step — a
  * lease this isolate holds (docs/leases.md), the denial cache, single flight, the breaker, the
@@ -27,9 +30,14 @@ import { createKeyBlocks } from "./key-blocks";
 import type { WaitUntil } from "./lease";
 import { createLimiterLeases } from "./lease-limiter";
 import { nextMemberId } from "./member-id";
+import { createNetworkBlockCopies } from "./network-block-copies";
+import { peekRequest } from "./peek";
+import { createPlanChanges } from "./plan-changes";
+import { createPlanListing } from "./plan-listing";
 import { refundReceipt } from "./refund-receipt";
 import { createRegionBooks } from "./region-books";
 import { createRegionalLeases } from "./regional-leases";
+import { resetKey } from "./reset";
 import {
   policyBytes,
   type ResolvedPolicy,
@@ -51,6 +59,7 @@ import type { Decision, Limiter, LimiterOptions, LimitRequest, MultiDecision } f
  *   policy: "api", key: userId, limit: 100, windowMs: 60_000,
  * });
  * if (!decision.allowed) return c.text("slow down", 429);
+ * await limiter.overrides.set("api", userId, { limit: 10_000 }); // on the same prefix and store
  * ```
  */
 export function createLimiter(options: LimiterOptions): Limiter {
@@ -71,6 +80,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const regionBooks = regional && createRegionBooks(ctx, options.leases, regional);
   // Every isolate lease book: home's, and one per region this isolate decided in.
   const allBooks = () => [leases, ...(regionBooks?.built() ?? [])];
+  const forget: Limiter["forget"] = (request) => forgetRequest(ctx, request, allBooks(), keyBlocks);
+  // What is done to keys besides deciding (docs/plans.md, docs/check-api.md): on this
+  // limiter's prefix, clock and store (one module each).
+  const networkCopies = createNetworkBlockCopies(ctx);
+  const planChanges = createPlanChanges(ctx, networkCopies.invalidate);
 
   async function decide(
     policies: ResolvedPolicy[],
@@ -279,8 +293,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
     async endLeases() {
       await Promise.all(allBooks().map((book) => book?.endAll() ?? Promise.resolve()));
     },
-    forget(request) {
-      forgetRequest(ctx, request, allBooks(), keyBlocks);
-    },
+    forget,
+    peek: (request) => peekRequest(ctx, request),
+    reset: (request) => resetKey(ctx, request, forget, options.regions?.stores),
+    ...planChanges,
+    plans: createPlanListing(ctx),
+    networkBlocks: networkCopies.of,
   };
 }

@@ -1,8 +1,10 @@
 /**
- * Plans changed at run time (docs/plans.md): a policy's limit for one client key, a key's block,
- * a network block. The store reads overrides and key blocks in the decision script of a policy
- * with `overrides: true`; network blocks are matched by the HTTP surfaces from each isolate's copy
- * (rules/network-blocks.ts). Results are returned, never thrown, except a store failure.
+ * Plans changed at run time (docs/plans.md), as the limiter's `overrides`, `blocks` and
+ * `networks`: a policy's limit for one client key, a key's block, a network block, written under
+ * the limiter's own prefix and on its clock. The store reads overrides and key blocks in the
+ * decision script of a policy with `overrides: true`; network blocks are matched by the HTTP
+ * surfaces from each isolate's copy (network-block-copies.ts). Results are returned, never
+ * thrown, except a store failure (the promise rejects).
  */
 import { boundedKey } from "../bounded-key";
 import { type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
@@ -22,22 +24,26 @@ import {
   readPlan,
   writePlan,
 } from "../store/plans";
-import type { ScriptClient } from "../store/script-runner";
-import type { ClockSource } from "../store/store-clock";
-import { DEFAULT_PREFIX } from "./defaults";
+import type { LimiterContext } from "./context";
 
 /** Longest block with an end (s): a year. Without `seconds` a block lasts until removed. */
 export const MAX_BLOCK_SECONDS = 365 * 86_400;
 
-export interface PlanTarget {
-  /** The limiter's prefix. @default "edge-limiter" */
-  prefix?: string | undefined;
-  /** The limiter's `clock` ("caller" for a store without TIME in scripts). @default "redis" */
-  clock?: ClockSource | undefined;
+/** One client key in one policy, as the limiter counts it (a rule's key: hashed header, grouped address). */
+export interface PlanKey {
   /** The policy (rule) name. */
   policy: string;
-  /** The client key as the limiter counts it (a rule's key: hashed header, grouped address). */
+  /** The client key. */
   key: string;
+}
+
+/** A network block: who it names, and for which policy. */
+export interface NetworkBlock {
+  by: NetworkBlockKind;
+  /** An address or CIDR ("ip"), a country code ("country"), an AS number ("asn"), normalized. */
+  value: string;
+  /** One policy; undefined: every rule. */
+  policy?: string | undefined;
 }
 
 /** A change refused (bad input, a full hash), or made: what was there before. */
@@ -45,145 +51,173 @@ export type PlanChange =
   | { ok: true; existed: boolean }
   | { ok: false; field: string; detail: string };
 
+/** `limiter.overrides`: a policy's limit for one client key. */
+export interface Overrides {
+  /**
+   * Sets the key's limit in that policy (read by a request with `overrides: true`). The limit is
+   * checked against the algorithm's bounds (`algorithm`: the policy's, default "sliding-log");
+   * 0 (or any limit below the cost) denies every request.
+   */
+  set(
+    policy: string,
+    key: string,
+    override: { limit: number; algorithm?: Algorithm | undefined },
+  ): Promise<PlanChange>;
+  /** Removes the key's override: the request's own limit applies again. */
+  remove(policy: string, key: string): Promise<PlanChange>;
+}
+
+/** `limiter.blocks`: key blocks, read beside the overrides. */
+export interface KeyBlocksAdmin {
+  /**
+   * Blocks the keys (one, or several policies' keys at once, all or none: one script call) for
+   * `seconds` (1 to MAX_BLOCK_SECONDS) or until removed. `existed`: any of them was.
+   */
+  add(
+    keys: PlanKey | readonly PlanKey[],
+    options?: { seconds?: number | undefined },
+  ): Promise<PlanChange>;
+  remove(keys: PlanKey | readonly PlanKey[]): Promise<PlanChange>;
+}
+
+/** `limiter.networks`: network blocks (IP/CIDR, country, ASN). */
+export interface NetworkBlocksAdmin {
+  /**
+   * Blocks the network for `seconds` or until removed. This isolate's copies
+   * (`limiter.networkBlocks()`) reload on their next request; other isolates' within their
+   * refresh.
+   */
+  add(block: NetworkBlock & { seconds?: number | undefined }): Promise<PlanChange>;
+  remove(block: NetworkBlock): Promise<PlanChange>;
+}
+
 /**
- * Sets a policy's limit for one client key (`limit` null removes it). The limit is checked
- * against the policy's algorithm's bounds; 0 (or any limit below the cost) denies every request.
+ * The limiter's plan changes. `networkChanged` runs after a network block was written (or
+ * refused by the store): this isolate's copies must not keep deciding from before it.
  */
-export async function setOverride(
-  store: ScriptClient,
-  target: PlanTarget & { limit: number | null; algorithm?: Algorithm | undefined },
-): Promise<PlanChange> {
-  const issue = targetIssue(target);
-  if (issue) return issue;
-  const max = maxLimitOf(target.algorithm ?? DEFAULT_ALGORITHM);
-  const { limit } = target;
-  if (limit !== null && !(Number.isSafeInteger(limit) && limit >= 0 && limit <= max)) {
-    return { ok: false, field: "limit", detail: `must be null or an integer from 0 to ${max}` };
-  }
-  const written = await writePlan(store, {
-    hash: plansKey(target.prefix ?? DEFAULT_PREFIX),
-    field: overrideField(target.policy, await boundedKey(target.key)),
-    value: limit === null ? null : String(limit),
-    max: MAX_PLAN_ENTRIES,
-    maxBytes: MAX_PLAN_BYTES,
-    clock: target.clock,
-  });
-  return planAnswer(written);
-}
-
-/** Blocks one client key in one policy, for `seconds` or until unblocked. */
-export function blockKey(
-  store: ScriptClient,
-  target: PlanTarget & { seconds?: number | undefined },
-): Promise<PlanChange> {
-  return changeKeyBlocks(store, { ...target, keys: [target], block: true });
-}
-
-export function unblockKey(store: ScriptClient, target: PlanTarget): Promise<PlanChange> {
-  return changeKeyBlocks(store, { ...target, keys: [target], block: false });
-}
-
-/**
- * Blocks (or unblocks) several policies' keys at once, all or none: one script call, so a
- * refusal (a full hash) or a store failure leaves none of them written. `existed`: any of them.
- */
-export async function changeKeyBlocks(
-  store: ScriptClient,
-  change: {
-    prefix?: string | undefined;
-    clock?: ClockSource | undefined;
-    keys: readonly { policy: string; key: string }[];
-    block: boolean;
-    seconds?: number | undefined;
-  },
-): Promise<PlanChange> {
-  for (const target of change.keys) {
+export function createPlanChanges(
+  ctx: LimiterContext,
+  networkChanged: () => void,
+): { overrides: Overrides; blocks: KeyBlocksAdmin; networks: NetworkBlocksAdmin } {
+  const clockOf = () => ({ clock: ctx.clock.source });
+  async function setOverride(
+    target: PlanKey,
+    limit: number | null,
+    algorithm: Algorithm | undefined,
+  ): Promise<PlanChange> {
     const issue = targetIssue(target);
     if (issue) return issue;
+    const max = maxLimitOf(algorithm ?? DEFAULT_ALGORITHM);
+    if (limit !== null && !(Number.isSafeInteger(limit) && limit >= 0 && limit <= max)) {
+      // (The HTTP route's wording: its `"limit": null` is `remove`.)
+      return { ok: false, field: "limit", detail: `must be null or an integer from 0 to ${max}` };
+    }
+    const written = await writePlan(ctx.store, {
+      hash: plansKey(ctx.prefix),
+      field: overrideField(target.policy, await boundedKey(target.key)),
+      value: limit === null ? null : String(limit),
+      max: MAX_PLAN_ENTRIES,
+      maxBytes: MAX_PLAN_BYTES,
+      ...clockOf(),
+    });
+    return planAnswer(written);
   }
-  const issue = change.block ? secondsIssue(change.seconds) : undefined;
-  if (issue) return issue;
-  const fields: string[] = [];
-  for (const { policy, key } of change.keys)
-    fields.push(keyBlockField(policy, await boundedKey(key)));
-  const written = await writePlan(store, {
-    hash: plansKey(change.prefix ?? DEFAULT_PREFIX),
-    field: fields,
-    value: change.block ? "0" : null,
-    ttlMs: change.block && change.seconds !== undefined ? change.seconds * 1000 : 0,
-    max: MAX_PLAN_ENTRIES,
-    maxBytes: MAX_PLAN_BYTES,
-    clock: change.clock,
-  });
-  return planAnswer(written);
-}
 
-export interface NetworkTarget {
-  prefix?: string | undefined;
-  clock?: ClockSource | undefined;
-  kind: NetworkBlockKind;
-  /** An address or CIDR ("ip"), a country code ("country"), an AS number ("asn"), normalized. */
-  value: string;
-  /** One policy; undefined: every rule. */
-  policy?: string | undefined;
-}
+  async function changeKeyBlocks(
+    given: PlanKey | readonly PlanKey[],
+    block: boolean,
+    seconds: number | undefined,
+  ): Promise<PlanChange> {
+    const keys: readonly PlanKey[] = Array.isArray(given) ? given : [given as PlanKey];
+    if (keys.length === 0) return { ok: false, field: "key", detail: "name at least one key" };
+    for (const target of keys) {
+      const issue = targetIssue(target);
+      if (issue) return issue;
+    }
+    const issue = block ? secondsIssue(seconds) : undefined;
+    if (issue) return issue;
+    const fields: string[] = [];
+    for (const { policy, key } of keys) fields.push(keyBlockField(policy, await boundedKey(key)));
+    const written = await writePlan(ctx.store, {
+      hash: plansKey(ctx.prefix),
+      field: fields,
+      value: block ? "0" : null,
+      ttlMs: block && seconds !== undefined ? seconds * 1000 : 0,
+      max: MAX_PLAN_ENTRIES,
+      maxBytes: MAX_PLAN_BYTES,
+      ...clockOf(),
+    });
+    return planAnswer(written);
+  }
 
-/** Blocks a network (IP/CIDR, country, ASN), for `seconds` or until unblocked. */
-export async function blockNetwork(
-  store: ScriptClient,
-  target: NetworkTarget & { seconds?: number | undefined },
-): Promise<PlanChange> {
-  const issue = policyIssue(target.policy) ?? secondsIssue(target.seconds);
-  if (issue) return issue;
-  const written = await writePlan(store, {
-    hash: networkBlocksKey(target.prefix ?? DEFAULT_PREFIX),
-    field: networkBlockField(target.kind, target.value, target.policy),
-    value: "0",
-    ttlMs: target.seconds === undefined ? 0 : target.seconds * 1000,
-    max: MAX_NETWORK_BLOCKS,
-    clock: target.clock,
-  });
-  return written.full
-    ? full(MAX_NETWORK_BLOCKS, "network blocks")
-    : { ok: true, existed: written.existed };
-}
+  async function changeNetwork(
+    target: NetworkBlock,
+    block: boolean,
+    seconds: number | undefined,
+  ): Promise<PlanChange> {
+    const issue =
+      networkIssue(target) ??
+      policyIssue(target.policy) ??
+      (block ? secondsIssue(seconds) : undefined);
+    if (issue) return issue;
+    try {
+      const written = await writePlan(ctx.store, {
+        hash: networkBlocksKey(ctx.prefix),
+        field: networkBlockField(target.by, target.value, target.policy),
+        value: block ? "0" : null,
+        ...(block ? { ttlMs: seconds === undefined ? 0 : seconds * 1000 } : {}),
+        max: MAX_NETWORK_BLOCKS,
+        ...clockOf(),
+      });
+      if (block && written.full) return full(MAX_NETWORK_BLOCKS, "network blocks");
+      return { ok: true, existed: written.existed };
+    } finally {
+      networkChanged();
+    }
+  }
 
-export async function unblockNetwork(
-  store: ScriptClient,
-  target: NetworkTarget,
-): Promise<PlanChange> {
-  const issue = policyIssue(target.policy);
-  if (issue) return issue;
-  const written = await writePlan(store, {
-    hash: networkBlocksKey(target.prefix ?? DEFAULT_PREFIX),
-    field: networkBlockField(target.kind, target.value, target.policy),
-    value: null,
-    max: MAX_NETWORK_BLOCKS,
-    clock: target.clock,
-  });
-  return { ok: true, existed: written.existed };
+  return {
+    overrides: {
+      set: (policy, key, override) =>
+        setOverride({ policy, key }, override?.limit ?? Number.NaN, override?.algorithm),
+      remove: (policy, key) => setOverride({ policy, key }, null, undefined),
+    },
+    blocks: {
+      add: (keys, options) => changeKeyBlocks(keys, true, options?.seconds),
+      remove: (keys) => changeKeyBlocks(keys, false, undefined),
+    },
+    networks: {
+      add: (block) => changeNetwork(block, true, block?.seconds),
+      remove: (block) => changeNetwork(block, false, undefined),
+    },
+  };
 }
 
 /** One key's override and key block in one policy, as the decision script would read them now. */
 export async function planOf(
-  store: ScriptClient,
-  target: PlanTarget,
-): Promise<{ limit: number | undefined; blockedUntil: number | undefined }> {
-  const read = await readPlan(
-    store,
-    target.prefix ?? DEFAULT_PREFIX,
-    target.policy,
-    await boundedKey(target.key),
-    { clock: target.clock },
-  );
-  return { limit: read.limit, blockedUntil: read.blockedUntil };
+  ctx: LimiterContext,
+  target: PlanKey,
+): Promise<{ now: number; limit: number | undefined; blockedUntil: number | undefined }> {
+  return readPlan(ctx.store, ctx.prefix, target.policy, await boundedKey(target.key), {
+    clock: ctx.clock.source,
+  });
 }
 
-function targetIssue(target: PlanTarget): PlanChange | undefined {
-  const issue = policyIssue(target.policy);
+function targetIssue(target: PlanKey): PlanChange | undefined {
+  const issue = policyIssue(target?.policy);
   if (issue) return issue;
   if (typeof target.key !== "string" || target.key.length === 0) {
     return { ok: false, field: "key", detail: "must be a non-empty string" };
+  }
+  return undefined;
+}
+
+function networkIssue(target: NetworkBlock): PlanChange | undefined {
+  if (target?.by !== "ip" && target?.by !== "country" && target?.by !== "asn") {
+    return { ok: false, field: "by", detail: 'must be "ip", "country" or "asn"' };
+  }
+  if (typeof target.value !== "string" || target.value.length === 0) {
+    return { ok: false, field: target.by, detail: "must be a non-empty string" };
   }
   return undefined;
 }

@@ -1,12 +1,10 @@
 /**
- * The plans as listed (docs/plans.md, `GET /check/plans`): one page of overrides, key blocks or
- * network blocks at a time, bounded by the store's page and ended blocks left out. Changing them
- * is plan-changes.ts.
+ * The plans as listed (docs/plans.md, `limiter.plans.list`, `GET /check/plans`): one page of
+ * overrides, key blocks or network blocks at a time, bounded by the store's page and ended blocks
+ * left out. Changing them is plan-changes.ts.
  */
 import { listPlans, type NetworkBlockKind, networkBlocksKey, plansKey } from "../store/plans";
-import type { ScriptClient } from "../store/script-runner";
-import type { ClockSource } from "../store/store-clock";
-import { DEFAULT_PREFIX } from "./defaults";
+import type { LimiterContext } from "./context";
 
 /** One listed plan: an override, a key block or a network block. */
 export interface PlanEntry {
@@ -26,60 +24,74 @@ export interface PlanEntry {
 /** Most entries one listing page asks the store for (HSCAN COUNT). */
 export const MAX_LIST_COUNT = 1_000;
 
-/**
- * One page of the plans (`what` "overrides", "blocks" for key blocks, "network"), ended blocks
- * left out. `cursor` "0" starts; the answer's "0" ends.
- */
-export async function listPlanEntries(
-  store: ScriptClient,
-  options: {
-    prefix?: string | undefined;
-    what: "overrides" | "blocks" | "network";
-    cursor: string;
-    count: number;
-    policy?: string | undefined;
-    clock?: ClockSource | undefined;
-  },
-): Promise<{ cursor: string; entries: PlanEntry[] }> {
-  const prefix = options.prefix ?? DEFAULT_PREFIX;
-  const network = options.what === "network";
-  const hash = network ? networkBlocksKey(prefix) : plansKey(prefix);
-  // Policy names hold no glob characters (POLICY_NAME): a pattern of them matches literally.
-  const policy = options.policy ?? "*";
-  const pattern = network
-    ? `*|${policy}|*`
-    : `${options.what === "overrides" ? "o" : "b"}|${policy}|*`;
-  const page = await listPlans(store, hash, options.cursor, pattern, options.count, {
-    clock: options.clock,
-  });
-  const entries: PlanEntry[] = [];
-  for (const { field, value } of page.entries) {
-    const first = field.indexOf("|");
-    const second = field.indexOf("|", first + 1);
-    const kind = field.slice(0, first);
-    const name = field.slice(first + 1, second);
-    const rest = field.slice(second + 1);
-    const number = Number(value);
-    if (kind === "o") {
-      entries.push({
-        type: "override",
-        by: "key",
-        policy: name,
-        value: decode(rest),
-        limit: number,
-      });
-      continue;
-    }
-    const entry: PlanEntry = {
-      type: "block",
-      by: kind === "b" ? "key" : (kind as NetworkBlockKind),
-      value: kind === "b" ? decode(rest) : rest,
-    };
-    if (name !== "*") entry.policy = name;
-    if (number > 0) entry.until = number;
-    entries.push(entry);
+/** What `limiter.plans.list` lists, and from where. */
+export interface PlanListing {
+  /** "overrides", "blocks" (key blocks) or "network" (network blocks). */
+  what: "overrides" | "blocks" | "network";
+  /** "0" starts; the page's cursor continues. @default "0" */
+  cursor?: string | undefined;
+  /** Entries the store is asked for (1 to MAX_LIST_COUNT): a page may hold fewer. @default 100 */
+  count?: number | undefined;
+  /** One policy's entries only. @default every policy */
+  policy?: string | undefined;
+}
+
+/** One page of plans; its `cursor` "0" ends the listing. */
+export interface PlanPage {
+  cursor: string;
+  entries: PlanEntry[];
+}
+
+/** `limiter.plans`. */
+export interface Plans {
+  /**
+   * One page of the plans, ended blocks left out. Rejects on a store failure (a bad cursor or
+   * count is the store's error too: give the cursor a page answered).
+   */
+  list(listing: PlanListing): Promise<PlanPage>;
+}
+
+export function createPlanListing(ctx: LimiterContext): Plans {
+  return {
+    async list(listing) {
+      const network = listing.what === "network";
+      const hash = network ? networkBlocksKey(ctx.prefix) : plansKey(ctx.prefix);
+      // Policy names hold no glob characters (POLICY_NAME): a pattern of them matches literally.
+      const policy = listing.policy ?? "*";
+      const pattern = network
+        ? `*|${policy}|*`
+        : `${listing.what === "overrides" ? "o" : "b"}|${policy}|*`;
+      const page = await listPlans(
+        ctx.store,
+        hash,
+        listing.cursor ?? "0",
+        pattern,
+        listing.count ?? 100,
+        { clock: ctx.clock.source },
+      );
+      return { cursor: page.cursor, entries: page.entries.map(entryOf) };
+    },
+  };
+}
+
+function entryOf({ field, value }: { field: string; value: string }): PlanEntry {
+  const first = field.indexOf("|");
+  const second = field.indexOf("|", first + 1);
+  const kind = field.slice(0, first);
+  const name = field.slice(first + 1, second);
+  const rest = field.slice(second + 1);
+  const number = Number(value);
+  if (kind === "o") {
+    return { type: "override", by: "key", policy: name, value: decode(rest), limit: number };
   }
-  return { cursor: page.cursor, entries };
+  const entry: PlanEntry = {
+    type: "block",
+    by: kind === "b" ? "key" : (kind as NetworkBlockKind),
+    value: kind === "b" ? decode(rest) : rest,
+  };
+  if (name !== "*") entry.policy = name;
+  if (number > 0) entry.until = number;
+  return entry;
 }
 
 function decode(part: string): string {

@@ -2,9 +2,16 @@
  * The limiter's public types: what callers pass in and get back. config/, http/ and the rules
  * import these, never the implementation (create-limiter.ts).
  */
+
+import type { NetworkBlocks } from "../rules/network-blocks";
 import type { Algorithm } from "../store/algorithm";
 import type { LeaseSpend, WaitUntil } from "./lease";
+import type { NetworkBlocksOptions } from "./network-block-copies";
+import type { Peek } from "./peek";
+import type { KeyBlocksAdmin, NetworkBlocksAdmin, Overrides } from "./plan-changes";
+import type { Plans } from "./plan-listing";
 import type { RegionalSpend } from "./regional-leases";
+import type { ResetOutcome, ResetRequest } from "./reset";
 import type { ResolvedPolicy } from "./resolved-policy";
 
 /**
@@ -222,8 +229,44 @@ export interface Limiter {
   endLeases(): Promise<void>;
   /** Forget this isolate's cached denial of a key (after a reset or refund done elsewhere). */
   forget(request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs" | "algorithm">): void;
+  /**
+   * What this request would get now, counting nothing: the sliding logs only (another algorithm
+   * answers `peeked: false`, saying why). A policy with `overrides` is peeked at the key's
+   * override, or answered blocked (`source: "block"`). Rejects with PolicyBoundsError, like
+   * `limit`, for a request out of bounds, and on a store failure (no breaker, no fallback: an
+   * admin look, not a decision).
+   */
+  peek(request: LimitRequest): Promise<Peek>;
+  /**
+   * Forgets the key's count and the request ids decided on it (the next request starts with the
+   * whole limit), this isolate's memory of it (`forget`) and every region's leases of it. The
+   * limit and window name the cached denial to forget; the algorithm, which count (each has its
+   * own). Rejects with PolicyBoundsError like `limit`, and when home's store fails; a region
+   * that fails is reported in `regionsFailed`.
+   */
+  reset(request: ResetRequest): Promise<ResetOutcome>;
+  /**
+   * A policy's limit for one client key (docs/plans.md), read by requests with `overrides: true`.
+   * Results are returned (`ok: false` names the field); a store failure rejects. An isolate
+   * that remembers a denial or block of the key (this one included, until `forget`) applies the
+   * change within OVERRIDE_CLAIM_MAX_MS (1 s).
+   */
+  overrides: Overrides;
+  /** Key blocks (docs/plans.md): read with the overrides; as `overrides` for results. */
+  blocks: KeyBlocksAdmin;
+  /** Network blocks (docs/plans.md): matched from each isolate's copy (`networkBlocks`). */
+  networks: NetworkBlocksAdmin;
+  /** The overrides, key blocks and network blocks as stored, a page at a time. */
+  plans: Plans;
+  /**
+   * This isolate's copy of the network blocks, for the middleware's `networkBlocks` option:
+   * built once per limiter and options (the same object for the same options), loaded from this
+   * limiter's store under its prefix, on its clock.
+   */
+  networkBlocks(options?: NetworkBlocksOptions): NetworkBlocks;
 }
 
 // The limiter's defaults live in defaults.ts (a leaf: config/ reads them without loading the
 // implementation); re-exported here for the limiter's own files.
 export { DEFAULT_LIMITER_TIMEOUT_MS } from "./defaults";
+export type { ResetOutcome, ResetRequest };

@@ -113,7 +113,7 @@ export async function peekQuota(client: QuotaClient, request: PeekRequest): Prom
  * under is not replayed (lua/scripts.ts readRecord). One script, so both happen or neither.
  * Commands: UNLINK + SET. True if the key existed.
  */
-export async function resetQuota(client: QuotaClient, key: QuotaKey): Promise<boolean> {
+export async function resetQuota(client: ScriptClient, key: QuotaKey): Promise<boolean> {
   const policyKey = storageKey(key.prefix, key.policy, key.key, key.algorithm);
   const keys = [policyKey, resetMarkKey(policyKey)];
   const existed = await runScript<unknown>(client, RESET_SCRIPT, keys, [
