@@ -38,16 +38,16 @@ async function billed(
   limit: number,
   clock: "redis" | "caller" = "redis",
   overrides = false,
-  /** Before counting: what the admin sets (overrides, blocks), with the store and prefix. */
-  // biome-ignore lint/suspicious/noExplicitAny: the bundled store client
-  setup?: (store: any, prefix: string) => Promise<void>,
+  /** Before counting: what the admin sets (overrides, blocks), through the limiter. */
+  // biome-ignore lint/suspicious/noExplicitAny: the bundled limiter
+  setup?: (limiter: any) => Promise<void>,
 ): Promise<Tally> {
   const bridge = env.bridge as { url: string };
   const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
   const prefix = `billed${run++}`;
   const limiter = lib.createLimiter({ store, prefix, clock });
   await limiter.limit({ policy: "warm", key: "warm", limit: 10, windowMs: 60_000, overrides });
-  await setup?.(store, prefix);
+  await setup?.(limiter);
   env.cli("CONFIG", "RESETSTAT");
   let allowed = 0;
   for (const key of keys) {
@@ -129,14 +129,9 @@ describe("billed commands per decision with plans (docs/plans.md): one HMGET mor
       1_000,
       "redis",
       true,
-      async (store, prefix) => {
+      async (limiter) => {
         for (let i = 0; i < 40; i++) {
-          await lib.setOverride(store, {
-            prefix,
-            policy: "shape",
-            key: `ostored:${i}`,
-            limit: 2_000,
-          });
+          await limiter.overrides.set("shape", `ostored:${i}`, { limit: 2_000 });
         }
       },
     );
@@ -149,9 +144,9 @@ describe("billed commands per decision with plans (docs/plans.md): one HMGET mor
       100,
       "redis",
       true,
-      async (store, prefix) => {
+      async (limiter) => {
         for (let i = 0; i < 4; i++)
-          await lib.blockKey(store, { prefix, policy: "shape", key: `oblocked:${i}` });
+          await limiter.blocks.add({ policy: "shape", key: `oblocked:${i}` });
       },
     );
     expect(tally.allowed).toBe(0);

@@ -55,5 +55,18 @@ export function createApp(store: StoreSettings) {
     });
     return c.json({ allowed: decision.allowed }, decision.allowed ? 200 : 429);
   });
+  // What is done to a key besides deciding: methods of the same limiter (its prefix and store).
+  app.post("/direct/override", async (c) => {
+    const key = c.req.query("key") ?? "anonymous";
+    const changed = await limiter.overrides.set("direct", key, { limit: 5 });
+    const peek = await limiter.peek({
+      policy: "direct",
+      key,
+      limit: 1,
+      windowMs: 60_000,
+      overrides: true,
+    });
+    return c.json({ changed: changed.ok, remaining: peek.peeked ? peek.remaining : null });
+  });
   return app;
 }

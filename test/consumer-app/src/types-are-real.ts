@@ -10,6 +10,9 @@ rateLimit({ limiter, rules: { name: "x", limit: "3", window: "1m" } });
 // @ts-expect-error no such option
 createLimiter({ store: undefined as never, notAnOption: true });
 
+// @ts-expect-error an override's limit is a number
+limiter.overrides.set("x", "k", { limit: "3" });
+
 export function allowedOf(result: RateLimitResult): boolean {
   // @ts-expect-error decisions is an array of Decision
   return result.decisions.allowed;

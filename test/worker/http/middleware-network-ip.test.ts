@@ -1,6 +1,7 @@
 import { type Context, Hono } from "hono";
 import { beforeAll, describe, expect, it } from "vitest";
-import { blockNetwork, networkBlocksFrom, rateLimit } from "../../../src/index";
+import { createLimiter, rateLimit } from "../../../src/index";
+import { plansAdmin } from "../../support/worker/plans-admin";
 import { scopedPrefix, testStore } from "../../support/worker/redis";
 
 // Network blocks through the middleware outside Cloudflare: they match the client's own address
@@ -12,7 +13,7 @@ const store = testStore(2_000);
 const BLOCKED = "203.0.113.0/24";
 
 beforeAll(async () => {
-  const set = await blockNetwork(store, { prefix, kind: "ip", value: BLOCKED });
+  const set = await plansAdmin(store, prefix).networks.add({ by: "ip", value: BLOCKED });
   expect(set.ok).toBe(true);
 });
 
@@ -28,6 +29,7 @@ const named: Record<Keyed, string> = {
 
 function app(keyed: Keyed, ipOf?: (c: Context) => string | undefined) {
   const a = new Hono();
+  const limiter = createLimiter({ store, prefix });
   a.use(
     rateLimit({
       rules:
@@ -35,9 +37,8 @@ function app(keyed: Keyed, ipOf?: (c: Context) => string | undefined) {
           ? { name: "api", limit: 100, window: "1m", key: "header:x-api-key" }
           : { name: "api", limit: 100, window: "1m" },
       ...(keyed === "key function" ? { key: (c: Context) => c.req.header("x-api-key") } : {}),
-      store,
-      limiterOptions: { prefix },
-      networkBlocks: networkBlocksFrom(store, { prefix }),
+      limiter,
+      networkBlocks: limiter.networkBlocks(),
       ...(ipOf ? { ipOf } : {}),
     }),
   );

@@ -1,14 +1,7 @@
 import { Hono } from "hono";
 import { describe, expect, inject, it } from "vitest";
-import {
-  blockKey,
-  blockNetwork,
-  createStoreClient,
-  networkBlocksFrom,
-  type RateLimitVariables,
-  rateLimit,
-  setOverride,
-} from "../../../src/index";
+import { createStoreClient, type RateLimitVariables, rateLimit } from "../../../src/index";
+import { plansAdmin } from "../../support/worker/plans-admin";
 import { scopedPrefix } from "../../support/worker/redis";
 
 // The middleware with plans (docs/plans.md): a rule with `overrides: true` takes a key's
@@ -26,7 +19,8 @@ function app(handler?: () => Response) {
       key: (c) => c.req.header("X-Key"),
       store: { url: inject("bridgeUrl"), token: inject("bridgeToken") },
       limiterOptions: { prefix },
-      networkBlocks: networkBlocksFrom(store, { prefix }),
+      // The copy of the limiter this middleware builds (one per app: one per isolate).
+      networkBlocks: true,
       ...(handler ? { handler } : {}),
     }),
   );
@@ -38,10 +32,10 @@ describe("the middleware with plans", () => {
   it("applies a key's override and answers a blocked key 403, even with a custom handler", async () => {
     const [one, two] = [app(), app(() => new Response("custom", { status: 429 }))];
     const key = `mw-${crypto.randomUUID()}`;
-    await setOverride(store, { prefix, policy: "plan", key, limit: 4 });
+    await plansAdmin(store, prefix).overrides.set("plan", key, { limit: 4 });
     const res = await one.request("/", { headers: { "X-Key": key } });
     expect(res.headers.get("RateLimit-Policy")).toBe('"plan";q=4;w=60');
-    await blockKey(store, { prefix, policy: "plan", key });
+    await plansAdmin(store, prefix).blocks.add({ policy: "plan", key });
     const refused = await two.request("/", { headers: { "X-Key": key } });
     expect(refused.status).toBe(403);
     expect(await refused.json()).toMatchObject({ policy: "plan", blocked: { by: "key" } });
@@ -68,14 +62,14 @@ describe("the middleware with plans", () => {
     expect((await hono.request("/", pro)).headers.get("RateLimit-Policy")).toBe(
       '"tiered";q=20;w=60',
     );
-    await setOverride(store, { prefix, policy: "tiered", key, limit: 500 });
+    await plansAdmin(store, prefix).overrides.set("tiered", key, { limit: 500 });
     expect((await hono.request("/", pro)).headers.get("RateLimit-Policy")).toBe(
       '"tiered";q=500;w=60',
     );
   });
 
   it("refuses a blocked network before any key is derived", async () => {
-    await blockNetwork(store, { prefix, kind: "ip", value: "192.0.2.0/24" });
+    await plansAdmin(store, prefix).networks.add({ by: "ip", value: "192.0.2.0/24" });
     const refused = await app().request("/", {
       headers: { "X-Key": "anyone", "CF-Connecting-IP": "192.0.2.200" },
     });

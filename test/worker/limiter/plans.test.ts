@@ -1,13 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { OVERRIDE_CLAIM_MAX_MS } from "../../../src/limiter/key-blocks";
-import { blockKey, setOverride, unblockKey } from "../../../src/limiter/plan-changes";
-import { listPlanEntries } from "../../../src/limiter/plan-listing";
 import type { LimitRequest } from "../../../src/limiter/types";
 import type { Algorithm } from "../../../src/store/algorithm";
 import { storageKey } from "../../../src/store/keys";
 import { plansKey, writePlan } from "../../../src/store/plans";
 import { logCount } from "../../support/worker/log-state";
+import { plansAdmin } from "../../support/worker/plans-admin";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
 const redis = testRedis();
@@ -58,7 +57,7 @@ describe("limit overrides read inside the decision script", () => {
         remaining: 1,
       });
       expect(
-        await setOverride(admin, { prefix, policy: "plan", key, limit: 5, algorithm }),
+        await plansAdmin(admin, prefix).overrides.set("plan", key, { limit: 5, algorithm }),
       ).toEqual({ ok: true, existed: false });
       // A's change applies at B's next store decision: the headers' limit is the override's.
       const raised = await b.limiter.limit(request(key, 2, algorithm));
@@ -67,7 +66,7 @@ describe("limit overrides read inside the decision script", () => {
         expect((await a.limiter.limit(request(key, 2, algorithm))).allowed).toBe(true);
       const denied = await b.limiter.limit(request(key, 2, algorithm));
       expect(denied).toMatchObject({ allowed: false, limit: 5, source: "redis" });
-      expect(await setOverride(admin, { prefix, policy: "plan", key, limit: null })).toEqual({
+      expect(await plansAdmin(admin, prefix).overrides.remove("plan", key)).toEqual({
         ok: true,
         existed: true,
       });
@@ -84,7 +83,7 @@ describe("limit overrides read inside the decision script", () => {
   it("an override of 0 denies without counting; a rule without `overrides` ignores overrides", async () => {
     const a = isolate();
     const key = `k-${crypto.randomUUID()}`;
-    await setOverride(admin, { prefix, policy: "plan", key, limit: 0 });
+    await plansAdmin(admin, prefix).overrides.set("plan", key, { limit: 0 });
     const denied = await a.limiter.limit(request(key, 10));
     expect(denied).toMatchObject({ allowed: false, limit: 0, remaining: 0 });
     expect(denied.retryAfterMs).toBeGreaterThan(0);
@@ -98,13 +97,16 @@ describe("limit overrides read inside the decision script", () => {
   it("token-bucket: the override is its capacity; 0 refuses everything", async () => {
     const a = isolate();
     const key = `k-${crypto.randomUUID()}`;
-    await setOverride(admin, { prefix, policy: "plan", key, limit: 7, algorithm: "token-bucket" });
+    await plansAdmin(admin, prefix).overrides.set("plan", key, {
+      limit: 7,
+      algorithm: "token-bucket",
+    });
     expect(await a.limiter.limit(request(key, 2, "token-bucket"))).toMatchObject({
       allowed: true,
       limit: 7,
       remaining: 6,
     });
-    await setOverride(admin, { prefix, policy: "plan", key, limit: 0 });
+    await plansAdmin(admin, prefix).overrides.set("plan", key, { limit: 0 });
     expect(await a.limiter.limit(request(key, 2, "token-bucket"))).toMatchObject({
       allowed: false,
       limit: 0,
@@ -114,7 +116,7 @@ describe("limit overrides read inside the decision script", () => {
   it("an override below the cost denies; a cost within it is admitted", async () => {
     const a = isolate();
     const key = `k-${crypto.randomUUID()}`;
-    await setOverride(admin, { prefix, policy: "plan", key, limit: 3 });
+    await plansAdmin(admin, prefix).overrides.set("plan", key, { limit: 3 });
     expect((await a.limiter.limit(request(key, 10, "sliding-log", { cost: 4 }))).allowed).toBe(
       false,
     );
@@ -127,19 +129,20 @@ describe("limit overrides read inside the decision script", () => {
   it("refuses an override past the algorithm's bounds, naming the field", async () => {
     const key = `k-${crypto.randomUUID()}`;
     expect(
-      await setOverride(admin, {
-        prefix,
-        policy: "plan",
-        key,
+      await plansAdmin(admin, prefix).overrides.set("plan", key, {
         limit: 9_000,
         algorithm: "sliding-log-zset",
       }),
     ).toMatchObject({ ok: false, field: "limit" });
-    expect(await setOverride(admin, { prefix, policy: "plan", key, limit: -1 })).toMatchObject({
-      ok: false,
-      field: "limit",
-    });
-    expect(await setOverride(admin, { prefix, policy: "bad name", key, limit: 1 })).toMatchObject({
+    expect(await plansAdmin(admin, prefix).overrides.set("plan", key, { limit: -1 })).toMatchObject(
+      {
+        ok: false,
+        field: "limit",
+      },
+    );
+    expect(
+      await plansAdmin(admin, prefix).overrides.set("bad name", key, { limit: 1 }),
+    ).toMatchObject({
       ok: false,
       field: "rule",
     });
@@ -159,7 +162,7 @@ describe("overrides stay exact", () => {
   it("a burst of 300 through two isolates at an override of 50 (rule: 10) admits exactly 50", async () => {
     const [a, b] = [isolate(), isolate()];
     const key = `k-${crypto.randomUUID()}`;
-    await setOverride(admin, { prefix, policy: "plan", key, limit: 50 });
+    await plansAdmin(admin, prefix).overrides.set("plan", key, { limit: 50 });
     const decisions = await Promise.all(
       Array.from({ length: 300 }, (_, i) => (i % 2 ? a : b).limiter.limit(request(key, 10))),
     );
@@ -170,7 +173,7 @@ describe("overrides stay exact", () => {
   it("a request id's retry is replayed with the limit it was decided by", async () => {
     const a = isolate();
     const key = `k-${crypto.randomUUID()}`;
-    await setOverride(admin, { prefix, policy: "plan", key, limit: 8 });
+    await plansAdmin(admin, prefix).overrides.set("plan", key, { limit: 8 });
     const first = await a.limiter.limitAll([request(key, 2)], { requestId: `r-${key}` });
     const retry = await a.limiter.limitAll([request(key, 2)], { requestId: `r-${key}` });
     expect(first.decisions[0]).toMatchObject({ allowed: true, limit: 8, remaining: 7 });
@@ -186,7 +189,7 @@ describe("key blocks", () => {
     const b = isolate();
     const key = `k-${crypto.randomUUID()}`;
     expect((await b.limiter.limit(request(key, 5))).allowed).toBe(true);
-    expect(await blockKey(admin, { prefix, policy: "plan", key })).toEqual({
+    expect(await plansAdmin(admin, prefix).blocks.add({ policy: "plan", key })).toEqual({
       ok: true,
       existed: false,
     });
@@ -200,7 +203,7 @@ describe("key blocks", () => {
     expect(refused.decisions[0]).toMatchObject({ allowed: false, source: "block" });
     expect(await logCount(redis, storageKey(prefix, "plan", key))).toBe(1);
     // Unblocked through A: B answers the block from memory at most OVERRIDE_CLAIM_MAX_MS.
-    await unblockKey(admin, { prefix, policy: "plan", key });
+    await plansAdmin(admin, prefix).blocks.remove({ policy: "plan", key });
     expect((await b.limiter.limitAll([request(key, 5)])).blocked).toBeDefined();
     b.tick(OVERRIDE_CLAIM_MAX_MS);
     expect(await b.limiter.limit(request(key, 5))).toMatchObject({ allowed: true, remaining: 3 });
@@ -210,11 +213,11 @@ describe("key blocks", () => {
   it("a block with an end says when; a reset (forget) in this isolate drops its memory of it", async () => {
     const a = isolate();
     const key = `k-${crypto.randomUUID()}`;
-    await blockKey(admin, { prefix, policy: "plan", key, seconds: 30 });
+    await plansAdmin(admin, prefix).blocks.add({ policy: "plan", key }, { seconds: 30 });
     const refused = await a.limiter.limitAll([request(key, 5)]);
     expect(refused.blocked?.until).toBeGreaterThan(Date.now() + 20_000);
     expect(refused.decisions[0]?.retryAfterMs).toBeGreaterThan(20_000);
-    await unblockKey(admin, { prefix, policy: "plan", key });
+    await plansAdmin(admin, prefix).blocks.remove({ policy: "plan", key });
     a.limiter.forget(request(key, 5));
     expect((await a.limiter.limit(request(key, 5))).allowed).toBe(true);
   });
@@ -222,18 +225,13 @@ describe("key blocks", () => {
   it("lists overrides and blocks page by page, decoded, with the store's end of a block", async () => {
     const own = scopedPrefix("plans-list");
     for (let i = 0; i < 5; i++) {
-      await setOverride(admin, { prefix: own, policy: "list", key: `user ${i}`, limit: 100 + i });
+      await plansAdmin(admin, own).overrides.set("list", `user ${i}`, { limit: 100 + i });
     }
-    await blockKey(admin, { prefix: own, policy: "list", key: "abuser", seconds: 60 });
+    await plansAdmin(admin, own).blocks.add({ policy: "list", key: "abuser" }, { seconds: 60 });
     const seen: unknown[] = [];
     let cursor = "0";
     do {
-      const page = await listPlanEntries(admin, {
-        prefix: own,
-        what: "overrides",
-        cursor,
-        count: 2,
-      });
+      const page = await plansAdmin(admin, own).plans.list({ what: "overrides", cursor, count: 2 });
       seen.push(...page.entries);
       cursor = page.cursor;
     } while (cursor !== "0");
@@ -245,8 +243,7 @@ describe("key blocks", () => {
       value: "user 3",
       limit: 103,
     });
-    const blocks = await listPlanEntries(admin, {
-      prefix: own,
+    const blocks = await plansAdmin(admin, own).plans.list({
       what: "blocks",
       cursor: "0",
       count: 100,

@@ -1,7 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
 import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import { blockNetwork, setOverride, unblockNetwork } from "../../../src/limiter/plan-changes";
 import { refusesStoreClock } from "../../../src/limiter/store-clock";
 import type { ClockChangeEvent } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
@@ -9,6 +8,7 @@ import { peekQuota } from "../../../src/store/peek-reset";
 import { readNetworkBlocks } from "../../../src/store/plans";
 import { counting, faultScenario, storeAt } from "../../support/worker/fault-control";
 import { logCount } from "../../support/worker/log-state";
+import { plansAdmin } from "../../support/worker/plans-admin";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
 import { workerWith } from "../../support/worker/worker-harness";
 
@@ -68,7 +68,7 @@ describe("a store that refuses TIME in scripts", () => {
     const client = storeAt(store.url, 2_000);
     const own = `${prefix}-plans`;
     expect(
-      await blockNetwork(client, { prefix: own, kind: "country", value: "XX", seconds: 60 }),
+      await plansAdmin(client, own).networks.add({ by: "country", value: "XX", seconds: 60 }),
     ).toEqual({
       ok: true,
       existed: false,
@@ -76,7 +76,7 @@ describe("a store that refuses TIME in scripts", () => {
     const read = await readNetworkBlocks(client, own);
     expect(read.entries).toEqual([{ field: "country|*|XX", value: expect.any(String) }]);
     expect(Number(read.entries[0]?.value)).toBeGreaterThan(Date.now() + 50_000);
-    await setOverride(client, { prefix: own, policy: "rt-plan", key: "k", limit: 1 });
+    await plansAdmin(client, own).overrides.set("rt-plan", "k", { limit: 1 });
     const limiter = createLimiter({
       store: client,
       prefix: own,
@@ -97,8 +97,8 @@ describe("a store that refuses TIME in scripts", () => {
     });
     // Refused once, by the first script that met it.
     expect((await store.stats()).refusedTime).toBe(1);
-    await unblockNetwork(client, { prefix: own, kind: "country", value: "XX" });
-    await setOverride(client, { prefix: own, policy: "rt-plan", key: "k", limit: null });
+    await plansAdmin(client, own).networks.remove({ by: "country", value: "XX" });
+    await plansAdmin(client, own).overrides.remove("rt-plan", "k");
   });
 
   it("refunds on the caller clock once switched", async () => {

@@ -1,5 +1,4 @@
 import { describe, expect, it } from "vitest";
-import { blockNetwork, unblockNetwork } from "../../../src/limiter/plan-changes";
 import { type BlocksRefreshFailed, createNetworkBlocks } from "../../../src/rules/network-blocks";
 import {
   normalizeAsn,
@@ -10,6 +9,7 @@ import {
 import { readNetworkBlocks } from "../../../src/store/plans";
 import { withinDeadline } from "../../../src/store/script-runner";
 import { faultScenario, storeAt } from "../../support/worker/fault-control";
+import { plansAdmin } from "../../support/worker/plans-admin";
 import { scopedPrefix, testStore } from "../../support/worker/redis";
 
 const prefix = scopedPrefix("network-blocks");
@@ -91,16 +91,15 @@ describe("network block values", () => {
 describe("an isolate's copy of the network blocks", () => {
   it("matches IPv4 and IPv6 prefixes of every length, countries and ASNs, per rule or for all", async () => {
     const own = scopedPrefix("network-blocks-match");
-    await blockNetwork(store, { prefix: own, kind: "ip", value: "10.0.0.0/8" });
-    await blockNetwork(store, { prefix: own, kind: "ip", value: "192.0.2.7" });
-    await blockNetwork(store, {
-      prefix: own,
-      kind: "ip",
+    await plansAdmin(store, own).networks.add({ by: "ip", value: "10.0.0.0/8" });
+    await plansAdmin(store, own).networks.add({ by: "ip", value: "192.0.2.7" });
+    await plansAdmin(store, own).networks.add({
+      by: "ip",
       value: "2001:db8:ffff::/48",
       policy: "web",
     });
-    await blockNetwork(store, { prefix: own, kind: "country", value: "KP" });
-    await blockNetwork(store, { prefix: own, kind: "asn", value: "64496", policy: "api" });
+    await plansAdmin(store, own).networks.add({ by: "country", value: "KP" });
+    await plansAdmin(store, own).networks.add({ by: "asn", value: "64496", policy: "api" });
     const { blocks } = isolateCopy(own);
     expect(await blocks.match({ ip: "10.200.3.4" }, ["api"])).toEqual({
       by: "ip",
@@ -131,7 +130,7 @@ describe("an isolate's copy of the network blocks", () => {
     const client = { ip: "198.51.100.1" };
     expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
     expect(copy.loads()).toBe(1);
-    await blockNetwork(store, { prefix: own, kind: "ip", value: "198.51.100.0/24" });
+    await plansAdmin(store, own).networks.add({ by: "ip", value: "198.51.100.0/24" });
     copy.tick(500);
     expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
     expect(copy.loads()).toBe(1);
@@ -139,7 +138,7 @@ describe("an isolate's copy of the network blocks", () => {
     // At refreshMs the copy no longer decides: this very request waits for the refresh.
     expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toMatchObject({ by: "ip" });
     expect(copy.loads()).toBe(2);
-    await unblockNetwork(store, { prefix: own, kind: "ip", value: "198.51.100.0/24" });
+    await plansAdmin(store, own).networks.remove({ by: "ip", value: "198.51.100.0/24" });
     copy.blocks.invalidate();
     expect(await copy.blocks.match(client, ["api"], copy.waitUntil)).toBeUndefined();
     expect(copy.loads()).toBe(3);
@@ -152,7 +151,7 @@ describe("an isolate's copy of the network blocks", () => {
     const client = { ip: "203.0.113.5" };
     expect(await two.blocks.match(client, ["api"], two.waitUntil)).toBeUndefined();
     // Through the first isolate: the store, then its own copy dropped (as the admin route does).
-    await blockNetwork(store, { prefix: own, kind: "ip", value: "203.0.113.0/24" });
+    await plansAdmin(store, own).networks.add({ by: "ip", value: "203.0.113.0/24" });
     one.blocks.invalidate();
     expect(await one.blocks.match(client, ["api"], one.waitUntil)).toMatchObject({ by: "ip" });
     // The second was idle for 1.5 s: its one request is decided on a fresh copy, not the old.
@@ -169,7 +168,7 @@ describe("an isolate's copy of the network blocks", () => {
     const copy = isolateCopy(own, 1_000);
     const client = { country: "ZZ" };
     await copy.blocks.match(client, ["api"], copy.waitUntil);
-    await blockNetwork(store, { prefix: own, kind: "country", value: "ZZ" });
+    await plansAdmin(store, own).networks.add({ by: "country", value: "ZZ" });
     copy.tick(899);
     await copy.blocks.match(client, ["api"], copy.waitUntil);
     expect(copy.loads()).toBe(1);
@@ -192,7 +191,7 @@ describe("an isolate's copy of the network blocks", () => {
     const copy = isolateCopy(own, 1_000);
     const client = { asn: 64_511 };
     await copy.blocks.match(client, ["api"]);
-    await blockNetwork(store, { prefix: own, kind: "asn", value: "64511" });
+    await plansAdmin(store, own).networks.add({ by: "asn", value: "64511" });
     copy.tick(5_000);
     const answers = await Promise.all(
       Array.from({ length: 8 }, () => copy.blocks.match(client, ["api"], copy.waitUntil)),
@@ -229,7 +228,7 @@ describe("an isolate's copy of the network blocks", () => {
     });
     const first = blocks.match({ ip: "192.0.2.50" }, ["api"]);
     await read;
-    await blockNetwork(store, { prefix: own, kind: "ip", value: "192.0.2.50" });
+    await plansAdmin(store, own).networks.add({ by: "ip", value: "192.0.2.50" });
     blocks.invalidate();
     const second = blocks.match({ ip: "192.0.2.50" }, ["api"]);
     release();
@@ -244,7 +243,7 @@ describe("an isolate's copy of the network blocks", () => {
 
   it("a block with an end stops matching at its end, on the isolate's clock", async () => {
     const own = scopedPrefix("network-blocks-end");
-    await blockNetwork(store, { prefix: own, kind: "country", value: "XX", seconds: 60 });
+    await plansAdmin(store, own).networks.add({ by: "country", value: "XX", seconds: 60 });
     const copy = isolateCopy(own, 3_600_000);
     const hit = await copy.blocks.match({ country: "XX" }, ["api"]);
     expect(hit?.until).toBeGreaterThan(Date.now() + 50_000);
@@ -276,7 +275,7 @@ describe("an isolate's copy of the network blocks", () => {
 
   it("a refresh the store does not answer within the timeout: the old copy decides, warned", async () => {
     const own = scopedPrefix("network-blocks-hang");
-    await blockNetwork(store, { prefix: own, kind: "ip", value: "192.0.2.0/28" });
+    await plansAdmin(store, own).networks.add({ by: "ip", value: "192.0.2.0/28" });
     const scenario = await faultScenario("forward");
     const faulty = storeAt(scenario.url, 10_000);
     let clock = 0;
@@ -293,7 +292,7 @@ describe("an isolate's copy of the network blocks", () => {
     });
     const client = { ip: "192.0.2.3" };
     expect(await blocks.match(client, ["api"])).toMatchObject({ by: "ip" });
-    await unblockNetwork(store, { prefix: own, kind: "ip", value: "192.0.2.0/28" });
+    await plansAdmin(store, own).networks.remove({ by: "ip", value: "192.0.2.0/28" });
     await scenario.set("hang");
     clock += 2_000;
     // The refresh hangs: the request waits for it (up to the timeout), then the copy it had decides.

@@ -6,8 +6,6 @@
 import { describe, expect, it, vi } from "vitest";
 import { createAnalytics } from "../../../src/analytics/create-analytics";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import { blockKey, blockNetwork, planOf, setOverride } from "../../../src/limiter/plan-changes";
-import { listPlanEntries } from "../../../src/limiter/plan-listing";
 import { clockSlotOf } from "../../../src/store/clock-slots";
 import { evaluate } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
@@ -26,6 +24,7 @@ import { regionPut, regionReturn, regionSpend } from "../../../src/store/region-
 import { runScript } from "../../../src/store/script-runner";
 import { counting, faultScenario, storeAt } from "../../support/worker/fault-control";
 import { logCount } from "../../support/worker/log-state";
+import { plansAdmin } from "../../support/worker/plans-admin";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
 const redis = testRedis();
@@ -96,18 +95,22 @@ describe("each script family, first on a store that refuses TIME", () => {
     const { front, client } = await refusingStore();
     const own = `${prefix}-plans`;
     // The block's end is the store's now + 60 s: the first script here that reads the clock.
-    expect(await blockKey(client, { prefix: own, policy: "rt", key: "k", seconds: 60 })).toEqual({
+    expect(
+      await plansAdmin(client, own).blocks.add({ policy: "rt", key: "k" }, { seconds: 60 }),
+    ).toEqual({
       ok: true,
       existed: false,
     });
     expect((await front.stats()).refusedTime).toBe(1);
-    await setOverride(client, { prefix: own, policy: "rt", key: "other", limit: 7 });
-    expect(await planOf(client, { prefix: own, policy: "rt", key: "other" })).toEqual({
+    await plansAdmin(client, own).overrides.set("rt", "other", { limit: 7 });
+    const other = { policy: "rt", key: "other", limit: 5, windowMs: 60_000, overrides: true };
+    expect(await plansAdmin(client, own).peek(other)).toMatchObject({
+      peeked: true,
       limit: 7,
-      blockedUntil: undefined,
+      remaining: 7,
+      source: "redis",
     });
-    const overrides = await listPlanEntries(client, {
-      prefix: own,
+    const overrides = await plansAdmin(client, own).plans.list({
       what: "overrides",
       cursor: "0",
       count: 100,
@@ -115,8 +118,7 @@ describe("each script family, first on a store that refuses TIME", () => {
     expect(overrides.entries).toEqual([
       expect.objectContaining({ type: "override", policy: "rt", limit: 7 }),
     ]);
-    const blocks = await listPlanEntries(client, {
-      prefix: own,
+    const blocks = await plansAdmin(client, own).plans.list({
       what: "blocks",
       cursor: "0",
       count: 100,
@@ -128,10 +130,9 @@ describe("each script family, first on a store that refuses TIME", () => {
 
   it("plans: a listing is the first script (its page's now is the caller's)", async () => {
     const own = `${prefix}-list`;
-    await setOverride(testStore(), { prefix: own, policy: "rt", key: "k", limit: 3 });
+    await plansAdmin(testStore(), own).overrides.set("rt", "k", { limit: 3 });
     const { front, client } = await refusingStore();
-    const page = await listPlanEntries(client, {
-      prefix: own,
+    const page = await plansAdmin(client, own).plans.list({
       what: "overrides",
       cursor: "0",
       count: 100,
@@ -143,7 +144,7 @@ describe("each script family, first on a store that refuses TIME", () => {
   it("network blocks: set with an end and read back (the isolates' copy)", async () => {
     const own = `${prefix}-net`;
     const { front, client } = await refusingStore();
-    await blockNetwork(client, { prefix: own, kind: "asn", value: "64500", seconds: 60 });
+    await plansAdmin(client, own).networks.add({ by: "asn", value: "64500", seconds: 60 });
     const read = await readNetworkBlocks(client, own);
     expect(read.entries).toEqual([{ field: "asn|*|64500", value: expect.any(String) }]);
     expect((await front.stats()).refusedTime).toBe(1);
