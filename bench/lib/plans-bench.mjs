@@ -1,6 +1,6 @@
 // @ts-check
 // Plans: what limit overrides and key blocks add to a decision's bill (our `overrides: true`,
-// src/limiter/plan-changes.ts), side by side with @upstash/ratelimit 2.2.0's dynamic limits and
+// set through the limiter's `overrides` and `blocks`), side by side with @upstash/ratelimit 2.2.0's dynamic limits and
 // deny list, same traffic, one run. Library level, in Node: billed commands do not depend on
 // the runtime. Our createLimiter and plan changes are bundled from src/ by esbuild; the anchor
 // is its Ratelimit; each talks to the project's REST bridge through its real @upstash/redis
@@ -36,7 +36,7 @@ const TIMEOUT_MS = 500;
 /** The anchor's deny list keys (node_modules/@upstash/ratelimit/dist/index.js, checkDenyList). */
 const denyListKey = (/** @type {string} */ prefix) => `${prefix}:denyList:all`;
 const denyListStatusKey = (/** @type {string} */ prefix) => `${prefix}:ipDenyListStatus`;
-/** How often an isolate refreshes its copy of the network blocks (networkBlocksFrom's default). */
+/** How often an isolate refreshes its copy of the network blocks (limiter.networkBlocks()'s default). */
 const REFRESH_MS = 1_000;
 /**
  * An idle isolate's network blocks: a copy with a short refreshMs (standing in for the default
@@ -171,8 +171,6 @@ export async function runPlansBench({ tmp, stats, bridge, quick, progress = () =
   // Its own bundle: the anchor's deny-list cache is module state, not shared with other sections.
   const lib = await bundleForNode(tmp, "plans", [
     `export { createLimiter } from "./src/limiter/create-limiter.ts";`,
-    `export { blockKey, blockNetwork, setOverride } from "./src/limiter/plan-changes.ts";`,
-    `export { networkBlocksFrom } from "./src/network-blocks-from.ts";`,
     `export { createStoreClient } from "./src/store/upstash-client.ts";`,
     `export { Ratelimit } from "@upstash/ratelimit";`,
     `export { Redis } from "@upstash/redis/cloudflare";`,
@@ -281,11 +279,12 @@ export async function runPlansBench({ tmp, stats, bridge, quick, progress = () =
  * @returns {Promise<IdleNetwork>}
  */
 async function idleNetwork(lib, store, stats, prefix, quick) {
-  const copy = lib.networkBlocksFrom(store, {
-    prefix,
-    refreshMs: IDLE.refreshMs,
-    timeoutMs: TIMEOUT_MS,
-  });
+  // The isolate holding the copy, and another one the blocks are set through (a change made
+  // through the copy's own limiter would reload it at once).
+  const copy = lib
+    .createLimiter({ store, prefix, timeoutMs: TIMEOUT_MS })
+    .networkBlocks({ refreshMs: IDLE.refreshMs, timeoutMs: TIMEOUT_MS });
+  const admin = lib.createLimiter({ store, prefix, timeoutMs: TIMEOUT_MS });
   // The first load (and its script) before anything is counted.
   await copy.match({ ip: "10.250.1.1" }, [POLICY]);
   const requests = quick ? IDLE.requests.quick : IDLE.requests.full;
@@ -300,7 +299,7 @@ async function idleNetwork(lib, store, stats, prefix, quick) {
   const byCommand = {};
   for (let i = 0; i < requests; i++) {
     const ip = `10.250.0.${i}`;
-    const set = await lib.blockNetwork(store, { prefix, kind: "ip", value: ip });
+    const set = await admin.networks.add({ by: "ip", value: ip });
     if (!set.ok) throw new Error(`plans bench: a network block was refused: ${set.detail}`);
     await delay(IDLE.gapMs);
     const before = await stats.snapshot();
@@ -389,14 +388,11 @@ async function prepare(lib, { store, redis, prefix, contender, cache, index }) {
     };
     if (contender.override) {
       for (let k = 0; k < KEYS; k++) {
-        made(
-          await lib.setOverride(store, { prefix, policy: POLICY, key: keyOf(k), limit: OVERRIDE }),
-        );
+        made(await limiter.overrides.set(POLICY, keyOf(k), { limit: OVERRIDE }));
       }
     }
     if (contender.block) {
-      for (const k of blocked)
-        made(await lib.blockKey(store, { prefix, policy: POLICY, key: keyOf(k) }));
+      for (const k of blocked) made(await limiter.blocks.add({ policy: POLICY, key: keyOf(k) }));
     }
     // The isolate's copy (loaded by the warm-up's first match, refreshed every REFRESH_MS while
     // decisions come), matched before the limiter as src/rules/decide.ts does.
@@ -404,13 +400,9 @@ async function prepare(lib, { store, redis, prefix, contender, cache, index }) {
     let networkBlocks;
     if (contender.network) {
       for (const k of blocked) {
-        made(await lib.blockNetwork(store, { prefix, kind: "ip", value: ipOf(k), policy: POLICY }));
+        made(await limiter.networks.add({ by: "ip", value: ipOf(k), policy: POLICY }));
       }
-      networkBlocks = lib.networkBlocksFrom(store, {
-        prefix,
-        refreshMs: REFRESH_MS,
-        timeoutMs: TIMEOUT_MS,
-      });
+      networkBlocks = limiter.networkBlocks({ refreshMs: REFRESH_MS, timeoutMs: TIMEOUT_MS });
     }
     const overrides = contender.overrides === true;
     return async (k) => {
@@ -563,7 +555,7 @@ export function plansMarkdown(result) {
       `as fast as they are answered, limit ${t.limit} per ${t.windowMs / 1000} s: a third of ` +
       `each key's requests are over its limit. Stored plans: a limit of ${t.override} (ours: ` +
       "an override of every key; the anchor: its dynamic limit, one for all keys); " +
-      `${t.blocked} of the ${t.keys} keys blocked (ours: \`blockKey\`, no end, or their IPs ` +
+      `${t.blocked} of the ${t.keys} keys blocked (ours: \`limiter.blocks.add\`, no end, or their IPs ` +
       "blocked in the network blocks; the anchor: their IPs on its deny list; every request " +
       "passes its key's IP and a country). Then, with the caches on, the **held** key: " +
       `${tail.decisions} more decisions on key ${tail.key} (over its limit, not blocked), ` +
