@@ -1,5 +1,5 @@
 // @ts-check
-// An isolate's copy of the network blocks at their cap (src/rules/network-blocks.ts): the heap it
+// An isolate's copy of the network blocks at their cap (src/net/network-blocks.ts): the heap it
 // retains, the time to build it from a read, and the time one request's match takes, for the worst
 // spread the cap allows (10 000 CIDRs over every IPv4 length 1-32 and IPv6 length 1-128, so a
 // request looks up one network per length of its family). Also the bytes of the read itself (what

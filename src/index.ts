@@ -77,14 +77,14 @@ export type {
   ResetOutcome,
   ResetRequest,
 } from "./limiter/types";
-export type { RequestBlock } from "./rules/blocked-request";
-export type { ShadowDenyEvent } from "./rules/decide";
 export type {
   BlocksRefreshFailed,
   NetworkBlockHit,
   NetworkBlocks,
   NetworkIdentity,
-} from "./rules/network-blocks";
+} from "./net/network-blocks";
+export type { RequestBlock } from "./rules/blocked-request";
+export type { ShadowDenyEvent } from "./rules/decide";
 export type { RefundFailedEvent } from "./rules/refund-on-error";
 export { ALGORITHMS, type Algorithm } from "./store/algorithm";
 export { PolicyBoundsError } from "./store/script-inputs";

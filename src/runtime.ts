@@ -13,8 +13,8 @@ import { parseWorkerConfig, type WorkerConfig } from "./config/worker-config";
 import type { Env } from "./env";
 import { createLimiter } from "./limiter/create-limiter";
 import type { Limiter } from "./limiter/types";
+import type { NetworkBlocks } from "./net/network-blocks";
 import { type CompiledRule, compileRules } from "./rules/match";
-import type { NetworkBlocks } from "./rules/network-blocks";
 import { createStoreClient } from "./store/upstash-client";
 
 /** What one isolate builds once from its bindings: the parsed config, rules and the limiter. */

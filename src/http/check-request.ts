@@ -27,7 +27,7 @@ import {
   type Validated,
 } from "../config/validation";
 import type { LimitRequest } from "../limiter/types";
-import { groupAddress } from "../rules/client-ip";
+import { groupAddress } from "../net/ip-address";
 import { ruleRequest } from "../rules/decide";
 import { type Algorithm, DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
 import { createPolicyMemo } from "./policy-memo";

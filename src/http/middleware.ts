@@ -8,10 +8,10 @@ import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-conf
 import { invalid, type Validated } from "../config/validation";
 import { parseRules } from "../config/worker-config";
 import type { Limiter } from "../limiter/types";
+import type { NetworkBlocks } from "../net/network-blocks";
 import { trustedAddress } from "../rules/client-ip";
 import { type RulesOutcome, requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
 import { applyingRules, compileRules } from "../rules/match";
-import type { NetworkBlocks } from "../rules/network-blocks";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
 import { ipHeaders, ownAddressHeaders } from "./ip-headers";
 import { runLimited } from "./limit-pipeline";

@@ -15,9 +15,9 @@ import {
 import type { Env } from "../env";
 import type { PlanChange } from "../limiter/plan-changes";
 import { MAX_LIST_COUNT } from "../limiter/plan-listing";
-import { groupAddress } from "../rules/client-ip";
+import { groupAddress } from "../net/ip-address";
+import { normalizeAsn, normalizeCountry, parseNetwork } from "../net/network-values";
 import { headerRuleKey } from "../rules/client-key";
-import { normalizeAsn, normalizeCountry, parseNetwork } from "../rules/network-values";
 import type { ReadyRuntime } from "../runtime";
 import { storeUnavailable } from "./admin-route";
 import { authorizedJson } from "./authorized-check";

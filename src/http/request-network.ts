@@ -1,5 +1,5 @@
 /** What network blocks read of an incoming request besides its address: `request.cf`. */
-import type { NetworkIdentity } from "../rules/network-blocks";
+import type { NetworkIdentity } from "../net/network-blocks";
 
 /** The request's country and AS number as Cloudflare's edge set them (absent locally). */
 export function requestNetwork(request: Request): Omit<NetworkIdentity, "ip"> {

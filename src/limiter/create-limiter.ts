@@ -6,10 +6,9 @@
  * policy (store-clock.ts), every Decision builder (decisions.ts) and the refund of a receipt
  * (refund-receipt.ts), and what else is done to a limiter's keys (peek.ts, reset.ts,
  * plan-changes.ts, plan-listing.ts, network-block-copies.ts); context.ts holds what lives as
- * long as the limiter. Its public types are in types.ts: config/, rules/ and http/ import only
- * that file. It may import store/ and nothing else of src/ (no config/ or http/), except
- * rules/network-blocks.ts: the copy of the network blocks a limiter hands out
- * (network-block-copies.ts) is built there, where it is matched.
+ * long as the limiter. Its public types are in types.ts. It may import store/, net/ (the
+ * copy of the network blocks it hands out is built and matched there) and the leaf files of
+ * src/; nothing above it (npm run lint enforces the layers: docs/development.md "Layout").
  *
  * This file: createLimiter, the decision flow of docs/failure-modes.md, step by step — a
  * lease this isolate holds (docs/leases.md), the denial cache, single flight, the breaker, the

@@ -1,6 +1,6 @@
 /**
  * `limiter.networkBlocks()`: this isolate's copy of the network blocks under the limiter's
- * prefix (rules/network-blocks.ts matches a request against it), loaded from the limiter's store
+ * prefix (net/network-blocks.ts matches a request against it), loaded from the limiter's store
  * on its clock. One copy per limiter and options, so every middleware and route of an isolate
  * shares its refreshes; the limiter's own network block changes invalidate them all.
  */
@@ -8,7 +8,7 @@ import {
   type BlocksRefreshFailed,
   createNetworkBlocks,
   type NetworkBlocks,
-} from "../rules/network-blocks";
+} from "../net/network-blocks";
 import { readNetworkBlocks } from "../store/plans";
 import { withinDeadline } from "../store/script-runner";
 import type { LimiterContext } from "./context";

@@ -3,7 +3,7 @@
  * import these, never the implementation (create-limiter.ts).
  */
 
-import type { NetworkBlocks } from "../rules/network-blocks";
+import type { NetworkBlocks } from "../net/network-blocks";
 import type { Algorithm } from "../store/algorithm";
 import type { LeaseSpend, WaitUntil } from "./lease";
 import type { NetworkBlocksOptions } from "./network-block-copies";

@@ -7,8 +7,8 @@
 import type { ClientIpConfig } from "../config/client-ip-config";
 import type { RuleConfig } from "../config/rule-schema";
 import type { Decision } from "../limiter/types";
+import type { NetworkBlocks, NetworkIdentity } from "../net/network-blocks";
 import { trustedAddress } from "./client-ip";
-import type { NetworkBlocks, NetworkIdentity } from "./network-blocks";
 
 /** The block a request met (RulesOutcome.blocked). */
 export interface RequestBlock {

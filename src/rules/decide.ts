@@ -24,9 +24,9 @@ import type {
   RefundReceipt,
   RequestIdConflict,
 } from "../limiter/types";
+import type { NetworkBlocks, NetworkIdentity } from "../net/network-blocks";
 import { networkBlock, networkBlockDecisions, type RequestBlock } from "./blocked-request";
 import { clientKey, missingKeyReason } from "./client-key";
-import type { NetworkBlocks, NetworkIdentity } from "./network-blocks";
 
 /** The client key of every request that lacks key material, under `missingKey: "shared"`. */
 export const MISSING_KEY = "(missing)";

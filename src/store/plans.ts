@@ -6,7 +6,7 @@
  *   and a key block (`b|<policy>|<key>` → until). The evaluate script of a policy with
  *   `overrides` reads both with one HMGET (lua/scripts.ts): no extra round trip.
  * - `<prefix>:blocks`: network blocks (`ip|<policy or *>|<cidr>`, `country|…|<CC>`,
- *   `asn|…|<number>` → until), which every isolate copies and refreshes (rules/network-blocks.ts):
+ *   `asn|…|<number>` → until), which every isolate copies and refreshes (net/network-blocks.ts):
  *   they are matched before any key is known.
  * `until` is the store's clock in ms when the block ends; 0: until it is removed. Client keys are
  * encoded as in Redis keys (encodeKeyPart): no `|` in them, so a field splits at its first two.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { groupAddress } from "../../../src/rules/client-ip";
+import { groupAddress } from "../../../src/net/ip-address";
 import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
 import { postJson, workerWith } from "../../support/worker/worker-harness";

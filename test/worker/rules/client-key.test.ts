@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { MAX_KEY_LENGTH } from "../../../src/bounded-key";
 import type { ClientIpConfig } from "../../../src/config/client-ip-config";
 import { digestHex } from "../../../src/digest";
-import { groupAddress } from "../../../src/rules/client-ip";
+import { groupAddress } from "../../../src/net/ip-address";
 import {
   clientKey,
   HEADER_KEY_CACHE_BYTES,

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { type BlocksRefreshFailed, createNetworkBlocks } from "../../../src/rules/network-blocks";
+import { type BlocksRefreshFailed, createNetworkBlocks } from "../../../src/net/network-blocks";
 import {
   normalizeAsn,
   normalizeCountry,
   normalizeNetwork,
   parseNetwork,
-} from "../../../src/rules/network-values";
+} from "../../../src/net/network-values";
 import { readNetworkBlocks } from "../../../src/store/plans";
 import { withinDeadline } from "../../../src/store/script-runner";
 import { faultScenario, storeAt } from "../../support/worker/fault-control";

@@ -8,7 +8,7 @@
  * deciding (a warning, a retry refreshMs later); a copy that was never loaded blocks nothing (a
  * store outage must not refuse everyone).
  */
-import { groupAddress } from "./client-ip";
+import { groupAddress } from "./ip-address";
 
 /** What a network block names (the store's fields spell these). */
 export type NetworkBlockKind = "ip" | "country" | "asn";

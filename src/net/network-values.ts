@@ -3,8 +3,9 @@
  * address or CIDR, a country, an AS number, each refused with a reason or normalized to the one
  * form the store holds and a copy matches (network-blocks.ts).
  */
-import { groupAddress } from "./client-ip";
+
 import { countryCode } from "./country-codes";
+import { groupAddress } from "./ip-address";
 
 /**
  * An address or CIDR as blocks store it (the form `find` looks up), or why it is refused:
