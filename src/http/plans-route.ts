@@ -13,10 +13,9 @@ import {
   unknownField,
 } from "../config/validation";
 import type { Env } from "../env";
-import type { PlanChange } from "../limiter/plan-changes";
+import type { NetworkChange, PlanChange } from "../limiter/plan-changes";
 import { MAX_LIST_COUNT } from "../limiter/plan-listing";
 import { groupAddress } from "../net/ip-address";
-import { normalizeAsn, normalizeCountry, parseNetwork } from "../net/network-values";
 import { headerRuleKey } from "../rules/client-key";
 import type { ReadyRuntime } from "../runtime";
 import { storeUnavailable } from "./admin-route";
@@ -115,10 +114,7 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
     if (!rule) return bad("rule", "must name a configured rule (or be left out: every rule)");
   }
   const [kind] = targets as ["ip" | "country" | "asn"];
-  const parsed = networkValue(kind, body[kind]);
-  if (!parsed.ok) return bad(kind, parsed.detail);
-  const { value } = parsed;
-  const target = { by: kind, value, policy: rule?.name };
+  const target = { by: kind, value: body[kind] as string | number, policy: rule?.name };
   // This isolate's copy (the limiter's) reloads on its next request; the others' within their
   // refresh.
   const changed = await storeCall(() =>
@@ -130,35 +126,9 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
   return Response.json({
     ok: true,
     existed: changed.existed,
-    [kind]: value,
+    [kind]: changed.value,
     rule: rule?.name ?? null,
   });
-}
-
-/** A network block's value as stored (normalized), or why it is refused (docs/plans.md). */
-function networkValue(
-  kind: "ip" | "country" | "asn",
-  given: unknown,
-): { ok: true; value: string } | { ok: false; detail: string } {
-  if (kind === "ip") {
-    return typeof given === "string"
-      ? parseNetwork(given)
-      : { ok: false, detail: "must be an IPv4 or IPv6 address or CIDR (a string)" };
-  }
-  const value =
-    kind === "country"
-      ? typeof given === "string"
-        ? normalizeCountry(given)
-        : undefined
-      : normalizeAsn(given);
-  if (value !== undefined) return { ok: true, value };
-  return {
-    ok: false,
-    detail:
-      kind === "country"
-        ? "must be an ISO 3166-1 alpha-2 code (GB, not UK or GBR), XX (unknown) or T1 (Tor)"
-        : 'must be an AS number from 1 to 4294967295 (13335 or "AS13335")',
-  };
 }
 
 /**
@@ -255,7 +225,9 @@ function forgetHere(runtime: ReadyRuntime, rule: RuleConfig, key: string): void 
 }
 
 /** A store failure as a change that was not made (503). */
-async function storeCall(change: () => Promise<PlanChange>): Promise<PlanChange | StoreDown> {
+async function storeCall<T extends PlanChange | NetworkChange>(
+  change: () => Promise<T>,
+): Promise<T | StoreDown> {
   try {
     return await change();
   } catch (error) {
@@ -265,7 +237,10 @@ async function storeCall(change: () => Promise<PlanChange>): Promise<PlanChange 
 
 type StoreDown = { ok: false; field: ""; detail: ""; down: unknown };
 
-function changeAnswer(changed: PlanChange | StoreDown, rules: readonly RuleConfig[]): Response {
+function changeAnswer(
+  changed: PlanChange | NetworkChange | StoreDown,
+  rules: readonly RuleConfig[],
+): Response {
   if ("down" in changed) return storeUnavailable(changed.down);
   if (!changed.ok) {
     return changed.field === "body"

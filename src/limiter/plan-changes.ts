@@ -7,6 +7,7 @@
  * thrown, except a store failure (the promise rejects).
  */
 import { boundedKey } from "../bounded-key";
+import { networkValue } from "../net/network-values";
 import { type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
 import { maxLimitOf } from "../store/caps";
 import { POLICY_NAME } from "../store/keys";
@@ -40,8 +41,12 @@ export interface PlanKey {
 /** A network block: who it names, and for which policy. */
 export interface NetworkBlock {
   by: NetworkBlockKind;
-  /** An address or CIDR ("ip"), a country code ("country"), an AS number ("asn"), normalized. */
-  value: string;
+  /**
+   * An address or CIDR ("ip": "192.0.2.0/24", "2001:db8::/32"), a country code ("country": "GB",
+   * "XX" unknown, "T1" Tor), an AS number ("asn": 13335 or "AS13335"); normalized before it is
+   * stored, so any spelling of one network is one block.
+   */
+  value: string | number;
   /** One policy; undefined: every rule. */
   policy?: string | undefined;
 }
@@ -49,6 +54,14 @@ export interface NetworkBlock {
 /** A change refused (bad input, a full hash), or made: what was there before. */
 export type PlanChange =
   | { ok: true; existed: boolean }
+  | { ok: false; field: string; detail: string };
+
+/** A change refused: the field at fault and why (nothing was written). */
+type PlanRefusal = Extract<PlanChange, { ok: false }>;
+
+/** A network block's change: on success also the value as stored (normalized). */
+export type NetworkChange =
+  | { ok: true; existed: boolean; value: string }
   | { ok: false; field: string; detail: string };
 
 /** `limiter.overrides`: a policy's limit for one client key. */
@@ -87,8 +100,8 @@ export interface NetworkBlocksAdmin {
    * (`limiter.networkBlocks()`) reload on their next request; other isolates' within their
    * refresh.
    */
-  add(block: NetworkBlock & { seconds?: number | undefined }): Promise<PlanChange>;
-  remove(block: NetworkBlock): Promise<PlanChange>;
+  add(block: NetworkBlock & { seconds?: number | undefined }): Promise<NetworkChange>;
+  remove(block: NetworkBlock): Promise<NetworkChange>;
 }
 
 /**
@@ -154,23 +167,25 @@ export function createPlanChanges(
     target: NetworkBlock,
     block: boolean,
     seconds: number | undefined,
-  ): Promise<PlanChange> {
-    const issue =
-      networkIssue(target) ??
-      policyIssue(target.policy) ??
-      (block ? secondsIssue(seconds) : undefined);
+  ): Promise<NetworkChange> {
+    const by = networkIssue(target);
+    if (by) return by;
+    const normalized = networkValue(target.by, target.value);
+    if (!normalized.ok) return { ok: false, field: target.by, detail: normalized.detail };
+    const { value } = normalized;
+    const issue = policyIssue(target.policy) ?? (block ? secondsIssue(seconds) : undefined);
     if (issue) return issue;
     try {
       const written = await writePlan(ctx.store, {
         hash: networkBlocksKey(ctx.prefix),
-        field: networkBlockField(target.by, target.value, target.policy),
+        field: networkBlockField(target.by, value, target.policy),
         value: block ? "0" : null,
         ...(block ? { ttlMs: seconds === undefined ? 0 : seconds * 1000 } : {}),
         max: MAX_NETWORK_BLOCKS,
         ...clockOf(),
       });
       if (block && written.full) return full(MAX_NETWORK_BLOCKS, "network blocks");
-      return { ok: true, existed: written.existed };
+      return { ok: true, existed: written.existed, value };
     } finally {
       networkChanged();
     }
@@ -212,24 +227,21 @@ function targetIssue(target: PlanKey): PlanChange | undefined {
   return undefined;
 }
 
-function networkIssue(target: NetworkBlock): PlanChange | undefined {
+function networkIssue(target: NetworkBlock): PlanRefusal | undefined {
   if (target?.by !== "ip" && target?.by !== "country" && target?.by !== "asn") {
     return { ok: false, field: "by", detail: 'must be "ip", "country" or "asn"' };
-  }
-  if (typeof target.value !== "string" || target.value.length === 0) {
-    return { ok: false, field: target.by, detail: "must be a non-empty string" };
   }
   return undefined;
 }
 
-function policyIssue(policy: string | undefined): PlanChange | undefined {
+function policyIssue(policy: string | undefined): PlanRefusal | undefined {
   if (policy !== undefined && (typeof policy !== "string" || !POLICY_NAME.test(policy))) {
     return { ok: false, field: "rule", detail: "must be 1 to 64 of A-Z a-z 0-9 _ . -" };
   }
   return undefined;
 }
 
-function secondsIssue(seconds: number | undefined): PlanChange | undefined {
+function secondsIssue(seconds: number | undefined): PlanRefusal | undefined {
   if (
     seconds !== undefined &&
     !(Number.isSafeInteger(seconds) && seconds >= 1 && seconds <= MAX_BLOCK_SECONDS)
@@ -256,7 +268,7 @@ function planAnswer(written: PlanWriteAnswer): PlanChange {
   return { ok: true, existed: written.existed };
 }
 
-function full(max: number, what: string): PlanChange {
+function full(max: number, what: string): PlanRefusal {
   return {
     ok: false,
     field: "body",

@@ -86,3 +86,29 @@ export function normalizeAsn(value: unknown): string | undefined {
     ? String(asn)
     : undefined;
 }
+
+/** A network block's value as stored (normalized), or why it is refused (docs/plans.md). */
+export function networkValue(
+  kind: "ip" | "country" | "asn",
+  given: unknown,
+): { ok: true; value: string } | { ok: false; detail: string } {
+  if (kind === "ip") {
+    return typeof given === "string"
+      ? parseNetwork(given)
+      : { ok: false, detail: "must be an IPv4 or IPv6 address or CIDR (a string)" };
+  }
+  const value =
+    kind === "country"
+      ? typeof given === "string"
+        ? normalizeCountry(given)
+        : undefined
+      : normalizeAsn(given);
+  if (value !== undefined) return { ok: true, value };
+  return {
+    ok: false,
+    detail:
+      kind === "country"
+        ? "must be an ISO 3166-1 alpha-2 code (GB, not UK or GBR), XX (unknown) or T1 (Tor)"
+        : 'must be an AS number from 1 to 4294967295 (13335 or "AS13335")',
+  };
+}

@@ -74,6 +74,35 @@ describe("one handle: plans on the limiter's own prefix", () => {
       await limiter.networks.add({ by: "mac" as "ip", value: "00:11:22:33:44:55" }),
     ).toMatchObject({ ok: false, field: "by" });
   });
+
+  it("normalizes a network's value before it is stored, and refuses one that is none", async () => {
+    const limiter = createLimiter({ store: testStore(), prefix });
+    // Any spelling of one network is one block: the answer says which it is as stored.
+    expect(await limiter.networks.add({ by: "ip", value: "192.0.2.77/24" })).toMatchObject({
+      ok: true,
+      value: "192.0.2.0/24",
+    });
+    expect(await limiter.networks.add({ by: "asn", value: 13335 })).toMatchObject({
+      ok: true,
+      value: "13335",
+    });
+    expect(await limiter.networks.remove({ by: "asn", value: "AS13335" })).toEqual({
+      ok: true,
+      existed: true,
+      value: "13335",
+    });
+    expect(await limiter.networks.add({ by: "country", value: "UK" })).toMatchObject({
+      ok: false,
+      field: "country",
+    });
+    expect(await limiter.networks.add({ by: "ip", value: "0.0.0.0/0" })).toMatchObject({
+      ok: false,
+      field: "ip",
+    });
+    const listed = await limiter.plans.list({ what: "network" });
+    expect(listed.entries.map((entry) => entry.value)).toEqual(["192.0.2.0/24"]);
+    await limiter.networks.remove({ by: "ip", value: "192.0.2.0/24" });
+  });
 });
 
 describe("peek", () => {
@@ -202,6 +231,7 @@ describe("networkBlocks()", () => {
     expect(await limiter.networks.add({ by: "ip", value: "192.0.2.0/24" })).toEqual({
       ok: true,
       existed: false,
+      value: "192.0.2.0/24",
     });
     expect(await copy.match({ ip: "192.0.2.9" }, ["api"])).toMatchObject({
       by: "ip",
