@@ -6,15 +6,14 @@
 import { waitUntil } from "cloudflare:workers";
 import { createAnalytics } from "./analytics/create-analytics";
 import type { Analytics } from "./analytics/types";
-import { regionPicker } from "./config/regions-config";
 import type { RuleConfig } from "./config/rule-schema";
 import type { Validated } from "./config/validation";
 import { parseWorkerConfig, type WorkerConfig } from "./config/worker-config";
 import type { Env } from "./env";
+import { createRules, type RuleSet } from "./http/rule-set";
 import { createLimiter } from "./limiter/create-limiter";
 import type { Limiter } from "./limiter/types";
 import type { NetworkBlocks } from "./net/network-blocks";
-import { type CompiledRule, compileRules } from "./rules/match";
 import { createStoreClient } from "./store/upstash-client";
 
 /** What one isolate builds once from its bindings: the parsed config, rules and the limiter. */
@@ -22,15 +21,11 @@ export type Runtime =
   | {
       ok: true;
       config: WorkerConfig;
-      /** The rules with their `match` compiled, in config order. */
-      rules: CompiledRule[];
-      /** The rules by name (what /check looks up). */
-      rulesByName: ReadonlyMap<string, RuleConfig>;
+      /** The rules as the routes decide with them: matching, keys, /check, the proxy. */
+      rules: RuleSet;
       limiter: Limiter;
       /** This isolate's counts, when `analytics.enabled` (GET /check/stats reads them back). */
       analytics: Analytics | undefined;
-      /** A request's region (docs/regions.md), or undefined: home. */
-      regionOf: (request: Request) => string | undefined;
       /** This isolate's copy of the network blocks, when `networkBlocks` is on (docs/plans.md). */
       networkBlocks: NetworkBlocks | undefined;
     }
@@ -140,11 +135,9 @@ function buildRuntime(env: Env): Runtime {
   return {
     ok: true,
     config,
-    rules: compileRules(config.rules),
-    rulesByName: new Map(config.rules.map((rule) => [rule.name, rule])),
+    rules: createRules(config, { region: env.LIMITER_REGION }),
     limiter,
     analytics,
-    regionOf: regions.regionOf,
     networkBlocks: config.networkBlocks
       ? limiter.networkBlocks({
           refreshMs: config.networkBlocks.refreshMs,
@@ -158,13 +151,10 @@ type RegionsBuilt =
   | {
       ok: true;
       stores: Record<string, ReturnType<typeof createStoreClient>> | undefined;
-      regionOf: (request: Request) => string | undefined;
     }
   | { ok: false; field: string; detail: string };
 
-const HOME = () => undefined;
-
-/** Each region's store client from its bindings, and how a request's region is picked. */
+/** Each region's store client from its bindings (the rule set picks a request's region). */
 function buildRegions(env: Env, config: WorkerConfig): RegionsBuilt {
   const names = Object.keys(config.regions);
   const pinned = env.LIMITER_REGION?.trim() || undefined;
@@ -175,7 +165,7 @@ function buildRegions(env: Env, config: WorkerConfig): RegionsBuilt {
       detail: `names no region of LIMITER_CONFIG's regions (${names.join(", ") || "none"})`,
     };
   }
-  if (names.length === 0) return { ok: true, stores: undefined, regionOf: HOME };
+  if (names.length === 0) return { ok: true, stores: undefined };
   const stores: Record<string, ReturnType<typeof createStoreClient>> = {};
   for (const [name, region] of Object.entries(config.regions)) {
     const urlBinding = `UPSTASH_REDIS_REST_URL_${region.store}` as const;
@@ -200,12 +190,7 @@ function buildRegions(env: Env, config: WorkerConfig): RegionsBuilt {
       return { ok: false, field: urlBinding, detail: (error as Error).message };
     }
   }
-  const pick = regionPicker(config.regions, pinned);
-  return {
-    ok: true,
-    stores,
-    regionOf: (request) => pick((request as { cf?: { colo?: unknown; continent?: unknown } }).cf),
-  };
+  return { ok: true, stores };
 }
 
 /**

@@ -3,15 +3,12 @@
  * (an admin route: LIMITER_ADMIN_TOKEN): HTTP over the limiter's `peek` and `reset`.
  */
 import type { Context } from "hono";
-import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import type { Env } from "../env";
-import { DEFAULT_COST } from "../limiter/defaults";
 import type { Peek } from "../limiter/peek";
 import type { LimitRequest } from "../limiter/types";
 import type { ReadyRuntime } from "../runtime";
 import { authorizeCheck } from "./authorized-check";
 import { problemResponse } from "./problem";
-import { rateLimitHeaderRecord } from "./rate-limit-headers";
 import type { TokenScope } from "./token-scope";
 
 /**
@@ -23,7 +20,7 @@ import type { TokenScope } from "./token-scope";
 export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
   const authorized = await authorizedSingleCheck(c, "decision");
   if (!authorized.ok) return authorized.response;
-  const { runtime, limitRequest } = authorized;
+  const { runtime, limitRequest, named } = authorized;
   let peek: Peek;
   try {
     peek = await runtime.limiter.peek(limitRequest);
@@ -35,17 +32,18 @@ export async function peekHandler(c: Context<{ Bindings: Env }>): Promise<Respon
     return problemResponse(400, {
       title: "Bad Request",
       detail: peek.detail,
-      field: limitRequest.policy.startsWith(ADHOC_POLICY_PREFIX) ? "algorithm" : "rule",
+      field: named ? "rule" : "algorithm",
     });
   }
   const { allowed, limit, remaining, reset, retryAfterMs, source, policy, algorithm } = peek;
   const body = { allowed, limit, remaining, reset, retryAfterMs, source, policy, algorithm };
   // A block, or an override below the cost: nothing was read, so no headers.
-  if (peek.blocked || (limitRequest.cost ?? DEFAULT_COST) > limit) {
+  // (A parsed check always carries its cost: the rule's, the body's, or 1.)
+  if (peek.blocked || (limitRequest.cost ?? 1) > limit) {
     return c.json({ ...body, ...(peek.blocked ? { blocked: true } : {}) });
   }
   // The headers as /check spells them (a record: Headers would lower-case the names).
-  return c.json(body, 200, rateLimitHeaderRecord([{ ...peek, allowed: true }], false));
+  return c.json(body, 200, runtime.rules.headers([{ ...peek, allowed: true }]));
 }
 
 /**
@@ -77,6 +75,8 @@ async function authorizedSingleCheck(
       ok: true;
       runtime: ReadyRuntime;
       limitRequest: LimitRequest;
+      /** The body named a configured rule (else an ad-hoc limit). */
+      named: boolean;
     }
   | { ok: false; response: Response }
 > {
@@ -93,7 +93,7 @@ async function authorizedSingleCheck(
       }),
     };
   }
-  return { ok: true, runtime: authorized.runtime, limitRequest };
+  return { ok: true, runtime: authorized.runtime, limitRequest, named: authorized.check.named };
 }
 
 /** 503 for an admin route whose store did not answer (logged once, with the error). */

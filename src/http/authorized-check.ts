@@ -3,11 +3,10 @@
  * bearer token of the route's scope, the worker's config, the content type, the size cap and
  * strict validation of the body. Nothing is counted unless this returns ok.
  */
-import { mayHoldLoneSurrogate } from "../config/validation";
 import type { Env } from "../env";
-import { headerRuleKey } from "../rules/client-key";
 import { getRuntime, type ReadyRuntime } from "../runtime";
-import { type CheckRequest, parseCheckBody } from "./check-request";
+import type { CheckRequest } from "./check-request";
+import { readJsonBody } from "./json-body";
 import { misconfiguredForOperator, problemResponse } from "./problem";
 import { type TokenScope, tokenRefusal } from "./token-scope";
 
@@ -33,12 +32,7 @@ export async function authorizeCheck(
   const read = await authorizedJson(request, env, scope);
   if (!read.ok) return read;
   const { runtime, json, body } = read;
-  const check = parseCheckBody(
-    json,
-    runtime.rulesByName,
-    runtime.config.clientIp,
-    !mayHoldLoneSurrogate(body),
-  );
+  const check = await runtime.rules.parseCheck(json, body);
   if (!check.ok) {
     return {
       ok: false,
@@ -49,7 +43,7 @@ export async function authorizeCheck(
       }),
     };
   }
-  return { ok: true, runtime, check: await keyHeaderRules(check.value) };
+  return { ok: true, runtime, check: check.value };
 }
 
 /**
@@ -61,6 +55,7 @@ export async function authorizedJson(
   request: Request,
   env: Env,
   scope: TokenScope,
+  fields?: readonly string[],
 ): Promise<
   | { ok: true; runtime: ReadyRuntime; json: unknown; body: string }
   | { ok: false; response: Response }
@@ -87,87 +82,10 @@ export async function authorizedJson(
     return refuse(misconfiguredForOperator(undefined, runtime));
   }
 
-  const contentType = request.headers.get("Content-Type") ?? "";
-  if (!/^application\/json\s*(;|$)/i.test(contentType)) {
-    return refuse(
-      problemResponse(415, {
-        title: "Unsupported Media Type",
-        detail: "send Content-Type: application/json",
-      }),
-    );
-  }
-  // A declared length within the cap is enforced by the runtime (a body longer than its
-  // Content-Length is an error): read it in one native call, the common case, here rather than
-  // through readBody's own promise. Before touching `request.body`, which builds a
-  // stream object in workerd that this path never needs.
-  const length = request.headers.get("Content-Length");
-  const declared = Number(length ?? "0");
-  const body =
-    length !== null && Number.isSafeInteger(declared) && declared <= MAX_CHECK_BODY_BYTES
-      ? await request.text()
-      : await readBody(request, declared);
-  if (body === "too-large") {
-    return refuse(
-      problemResponse(413, {
-        title: "Payload Too Large",
-        detail: `a check body is at most ${MAX_CHECK_BODY_BYTES} bytes`,
-      }),
-    );
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(body);
-  } catch {
-    return refuse(
-      problemResponse(400, {
-        title: "Bad Request",
-        detail: "body is not valid JSON",
-        field: "body",
-      }),
-    );
-  }
-  return { ok: true, runtime, json, body };
-}
-
-/**
- * A header rule's key given raw (the customer's API key, as the client sends it) keyed as the
- * proxy keys that header: hashed. So /check, peek and reset reach the proxy's log for it.
- */
-async function keyHeaderRules(check: CheckRequest): Promise<CheckRequest> {
-  if (!check.headerKeyed) return check;
-  const requests = [...check.requests];
-  for (const i of check.headerKeyed) {
-    const request = requests[i];
-    if (request) requests[i] = { ...request, key: await headerRuleKey(request.key) };
-  }
-  return { ...check, requests };
-}
-
-/**
- * Reads at most MAX_CHECK_BODY_BYTES, so a huge body is never buffered: a body declared too
- * large, or one without a usable Content-Length (`declared` is its value, 0 when absent).
- */
-async function readBody(incoming: Request, declared: number): Promise<string | "too-large"> {
-  if (declared > MAX_CHECK_BODY_BYTES) return "too-large";
-  if (!incoming.body) return "";
-  const reader = incoming.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_CHECK_BODY_BYTES) {
-      await reader.cancel();
-      return "too-large";
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return new TextDecoder().decode(bytes);
+  const read = await readJsonBody(request, {
+    maxBytes: MAX_CHECK_BODY_BYTES,
+    ...(fields ? { fields } : {}),
+  });
+  if (!read.ok) return read;
+  return { ok: true, runtime, json: read.json, body: read.text };
 }

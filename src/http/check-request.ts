@@ -64,6 +64,8 @@ const optionalLeaseSchema = v.optional(v.boolean("must be true or false"), false
 export interface CheckRequest {
   /** The policies, in the order the body names them. */
   requests: LimitRequest[];
+  /** The body named configured rules (`rule`/`rules`); false: an ad-hoc limit. */
+  named: boolean;
   /** The body named `"rules"`: the answer lists every policy's decision. */
   multi: boolean;
   requestId?: string;
@@ -127,6 +129,7 @@ export function parseCheckBody(
     value: {
       requests: requests.value,
       multi: body.rules !== undefined,
+      named,
       ...(requestId.output !== undefined ? { requestId: requestId.output } : {}),
       ...(marks.shadow.size > 0 ? { shadow: marks.shadow } : {}),
       ...(marks.headerKeyed.length > 0 ? { headerKeyed: marks.headerKeyed } : {}),

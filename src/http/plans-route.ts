@@ -6,17 +6,8 @@
  */
 import type { Context } from "hono";
 import type { RuleConfig } from "../config/rule-schema";
-import {
-  illFormedString,
-  isPlainObject,
-  mayHoldLoneSurrogate,
-  unknownField,
-} from "../config/validation";
 import type { Env } from "../env";
 import type { NetworkChange, PlanChange } from "../limiter/plan-changes";
-import { MAX_LIST_COUNT } from "../limiter/plan-listing";
-import { groupAddress } from "../net/ip-address";
-import { headerRuleKey } from "../rules/client-key";
 import type { ReadyRuntime } from "../runtime";
 import { storeUnavailable } from "./admin-route";
 import { authorizedJson } from "./authorized-check";
@@ -24,6 +15,12 @@ import { authorizedReader } from "./dashboard-auth";
 import { problemResponse } from "./problem";
 
 type Body = Record<string, unknown>;
+
+/**
+ * The most entries one page may ask for: the limiter's own cap on a page (plans.list clamps to
+ * it), refused here with a reason rather than clamped.
+ */
+const MAX_LIST_COUNT = 1_000;
 
 /** The largest cursor HSCAN takes (2^64 - 1). */
 const MAX_CURSOR = 18_446_744_073_709_551_615n;
@@ -40,7 +37,7 @@ export async function overrideHandler(c: Context<{ Bindings: Env }>): Promise<Re
   if (body.limit === undefined) return bad("limit", "is required (null removes the override)");
   if (body.limit !== null && typeof body.limit !== "number")
     return bad("limit", "must be an integer or null");
-  const key = await ruleKey(rule.rule, body.key, runtime);
+  const key = await runtime.rules.keyOf(rule.rule, body.key);
   const { name, algorithm } = rule.rule;
   const limit = body.limit;
   return answer(runtime, [rule.rule], key, () =>
@@ -93,7 +90,7 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
     }
     const keys: { rule: RuleConfig; policy: string; key: string }[] = [];
     for (const rule of rules) {
-      keys.push({ rule, policy: rule.name, key: await ruleKey(rule, body.key, runtime) });
+      keys.push({ rule, policy: rule.name, key: await runtime.rules.keyOf(rule, body.key) });
     }
     // One script call for every rule's field: a refusal or a failure writes none of them.
     const changed = await storeCall(() =>
@@ -110,7 +107,7 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
   }
   let rule: RuleConfig | undefined;
   if (body.rule !== undefined) {
-    rule = typeof body.rule === "string" ? runtime.rulesByName.get(body.rule) : undefined;
+    rule = typeof body.rule === "string" ? runtime.rules.rule(body.rule) : undefined;
     if (!rule) return bad("rule", "must name a configured rule (or be left out: every rule)");
   }
   const [kind] = targets as ["ip" | "country" | "asn"];
@@ -154,7 +151,7 @@ export async function plansListHandler(c: Context<{ Bindings: Env }>): Promise<R
     return bad("count", `must be an integer from 1 to ${MAX_LIST_COUNT}`);
   }
   const rule = c.req.query("rule");
-  if (rule !== undefined && !runtime.rulesByName.has(rule))
+  if (rule !== undefined && !runtime.rules.rule(rule))
     return bad("rule", "must name a configured rule");
   try {
     const page = await runtime.limiter.plans.list({ what, cursor, count, policy: rule });
@@ -169,19 +166,9 @@ async function adminBody(
   c: Context<{ Bindings: Env }>,
   fields: readonly string[],
 ): Promise<{ ok: true; runtime: ReadyRuntime; body: Body } | { ok: false; response: Response }> {
-  const read = await authorizedJson(c.req.raw, c.env, "admin");
+  const read = await authorizedJson(c.req.raw, c.env, "admin", fields);
   if (!read.ok) return read;
-  if (!isPlainObject(read.json))
-    return { ok: false, response: bad("body", "must be a JSON object") };
-  // As /check: a lone surrogate cannot be keyed faithfully (a header rule's hash would fold it
-  // into U+FFFD, one key for many), so it is refused, naming where it is.
-  const illFormed = mayHoldLoneSurrogate(read.body)
-    ? illFormedString(read.json, "body")
-    : undefined;
-  if (illFormed) return { ok: false, response: bad(illFormed.field, illFormed.detail) };
-  const extra = unknownField(read.json, fields);
-  if (extra) return { ok: false, response: bad(extra, "unknown field") };
-  return { ok: true, runtime: read.runtime, body: read.json };
+  return { ok: true, runtime: read.runtime, body: read.json as Body };
 }
 
 /** A configured rule that reads overrides (key blocks live beside them). */
@@ -189,7 +176,7 @@ function optedRule(
   runtime: ReadyRuntime,
   name: unknown,
 ): { ok: true; rule: RuleConfig } | { ok: false; response: Response } {
-  const rule = typeof name === "string" ? runtime.rulesByName.get(name) : undefined;
+  const rule = typeof name === "string" ? runtime.rules.rule(name) : undefined;
   if (!rule) return { ok: false, response: bad("rule", "must name a configured rule") };
   if (!rule.overrides) {
     return {
@@ -198,13 +185,6 @@ function optedRule(
     };
   }
   return { ok: true, rule };
-}
-
-/** A raw key as the proxy keys it for this rule. */
-async function ruleKey(rule: RuleConfig, raw: string, runtime: ReadyRuntime): Promise<string> {
-  if (rule.key === "ip") return groupAddress(raw, runtime.config.clientIp) ?? raw;
-  if (rule.key.startsWith("header:")) return headerRuleKey(raw);
-  return raw;
 }
 
 async function answer(

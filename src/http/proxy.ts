@@ -3,14 +3,10 @@
  * the origin fetched when it passes.
  */
 import type { Env } from "../env";
-import { requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
-import { applyingRules } from "../rules/match";
+import type { ShadowDenyEvent } from "../rules/decide";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
 import { getRuntime } from "../runtime";
-import { runLimited } from "./limit-pipeline";
-import { refusal } from "./limited-response";
 import { misconfigured, problemResponse } from "./problem";
-import { requestNetwork } from "./request-network";
 
 /**
  * The worker in front of an origin: decide every rule that matches, then either answer 429
@@ -37,25 +33,15 @@ export async function proxyResponse(
   // consuming anything.
   const target = originUrl(env.ORIGIN_URL, url);
   if (!target) return noOrigin();
-  const rules = applyingRules(runtime.rules, incoming.method, url.pathname);
-  if (rules.length === 0) return fetchOrigin(incoming, target);
-
-  const { config } = runtime;
-  return runLimited({
-    rules,
-    headers: incoming.headers,
+  return runtime.rules.guard(incoming, {
     limiter: runtime.limiter,
-    clientIp: config.clientIp,
-    requestId: requestIdFrom(incoming.headers, config.requestIdHeaders),
+    url,
     waitUntil,
-    region: runtime.regionOf(incoming),
     networkBlocks: runtime.networkBlocks,
-    network: runtime.networkBlocks ? requestNetwork(incoming) : undefined,
-    legacyHeaders: config.legacyHeaders,
     onShadowDeny: logShadowDeny,
     onRefundFailed: logRefundFailed,
     forward: () => fetchOrigin(incoming, target),
-    refuse: async (outcome) => {
+    onRefused: async (outcome) => {
       // A network block never reached the limiter (whose hook counts the rest): counted here,
       // under the blocked network as the key.
       const block = outcome.blocked;
@@ -73,7 +59,6 @@ export async function proxyResponse(
       }
       // The request body is never read: cancel it so the client's upload stops.
       await incoming.body?.cancel().catch(() => {});
-      return refusal(undefined, outcome, config.legacyHeaders);
     },
   });
 }

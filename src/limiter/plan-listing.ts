@@ -66,7 +66,8 @@ export function createPlanListing(ctx: LimiterContext): Plans {
         hash,
         listing.cursor ?? "0",
         pattern,
-        listing.count ?? 100,
+        // Bounded whatever the caller asks: one page is at most MAX_LIST_COUNT entries.
+        Math.min(Math.max(1, Math.trunc(listing.count ?? 100) || 1), MAX_LIST_COUNT),
         { clock: ctx.clock.source },
       );
       return { cursor: page.cursor, entries: page.entries.map(entryOf) };
