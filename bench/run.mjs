@@ -139,7 +139,7 @@ const median = (values) => {
  * @typedef {{ id: string, name: string, bundle: "ours" | "anchor", bindings: Record<string, string>, extra?: object }} Contender
  */
 const OURS_CONFIG = JSON.stringify({ rules: [], timeoutMs: 500, failMode: "open" });
-// The same on the caller's clock (src/config/worker-config.ts `clock`): no TIME in the scripts.
+// The same on the caller's clock (src/config/limiter-config.ts `clock`): no TIME in the scripts.
 const OURS_CALLER_CLOCK_CONFIG = JSON.stringify({
   rules: [],
   timeoutMs: 500,

@@ -34,7 +34,7 @@ await build({
 const { compileRules, applyingRules, pathReadings } = await import(outfile);
 rmSync(dir, { recursive: true, force: true });
 
-/** A rule as parseWorkerConfig reads it (only what match.ts looks at). @param {string} path */
+/** A rule as parseConfig reads it (only what match.ts looks at). @param {string} path */
 const rule = (path) => ({ name: "r", limit: 1, windowMs: 60_000, match: { paths: [path] } });
 
 /**

@@ -1,14 +1,14 @@
 /**
  * The worker's composition root: its bindings (LIMITER_CONFIG, the Upstash secrets) become the
- * parsed WorkerConfig, the compiled rules, the store client and the limiter (createLimiter's
- * LimiterOptions are built here from the WorkerConfig), once per isolate and configuration.
+ * parsed LimiterConfig, the compiled rules, the store client and the limiter (createLimiter's
+ * LimiterOptions are built here from the LimiterConfig), once per isolate and configuration.
  */
 import { waitUntil } from "cloudflare:workers";
 import { createAnalytics } from "./analytics/create-analytics";
 import type { Analytics } from "./analytics/types";
+import { type LimiterConfig, parseConfig } from "./config/limiter-config";
 import type { RuleConfig } from "./config/rule-schema";
 import type { Validated } from "./config/validation";
-import { parseWorkerConfig, type WorkerConfig } from "./config/worker-config";
 import type { Env } from "./env";
 import { createRules, type RuleSet } from "./http/rule-set";
 import { createLimiter } from "./limiter/create-limiter";
@@ -20,7 +20,7 @@ import { createStoreClient } from "./store/upstash-client";
 export type Runtime =
   | {
       ok: true;
-      config: WorkerConfig;
+      config: LimiterConfig;
       /** The rules as the routes decide with them: matching, keys, /check, the proxy. */
       rules: RuleSet;
       limiter: Limiter;
@@ -83,7 +83,7 @@ function bySignature(env: Env): Runtime {
 }
 
 function buildRuntime(env: Env): Runtime {
-  const parsed: Validated<WorkerConfig> = parseWorkerConfig(env.LIMITER_CONFIG, {
+  const parsed: Validated<LimiterConfig> = parseConfig(env.LIMITER_CONFIG, {
     required: true,
   });
   if (!parsed.ok) return parsed;
@@ -155,7 +155,7 @@ type RegionsBuilt =
   | { ok: false; field: string; detail: string };
 
 /** Each region's store client from its bindings (the rule set picks a request's region). */
-function buildRegions(env: Env, config: WorkerConfig): RegionsBuilt {
+function buildRegions(env: Env, config: LimiterConfig): RegionsBuilt {
   const names = Object.keys(config.regions);
   const pinned = env.LIMITER_REGION?.trim() || undefined;
   if (pinned !== undefined && !names.includes(pinned)) {
@@ -200,7 +200,7 @@ function buildRegions(env: Env, config: WorkerConfig): RegionsBuilt {
  */
 function buildAnalytics(
   env: Env,
-  config: WorkerConfig,
+  config: LimiterConfig,
   store: ReturnType<typeof createStoreClient>,
 ): Analytics | { ok: false; field: string; detail: string } | undefined {
   const settings = config.analytics;

@@ -5,8 +5,8 @@
  */
 import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
+import { parseRules } from "../config/limiter-config";
 import { invalid, type Validated } from "../config/validation";
-import { parseRules } from "../config/worker-config";
 import type { Limiter } from "../limiter/types";
 import type { NetworkBlocks } from "../net/network-blocks";
 import { trustedAddress } from "../rules/client-ip";

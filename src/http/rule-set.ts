@@ -6,10 +6,10 @@
  * one rule set serves any limiter.
  */
 
+import type { LimiterConfig } from "../config/limiter-config";
 import { regionPicker } from "../config/regions-config";
 import type { RuleConfig } from "../config/rule-schema";
 import { mayHoldLoneSurrogate, type Validated } from "../config/validation";
-import type { WorkerConfig } from "../config/worker-config";
 import type { WaitUntil } from "../limiter/lease";
 import type { Limiter } from "../limiter/types";
 import { groupAddress } from "../net/ip-address";
@@ -24,9 +24,6 @@ import { runLimited } from "./limit-pipeline";
 import { refusal } from "./limited-response";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
 import { requestNetwork } from "./request-network";
-
-/** What `parseConfig` reads: the rules and every setting (docs/configuration.md). */
-export type LimiterConfig = WorkerConfig;
 
 export interface RuleSetOptions {
   /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { parseConfig, parseRules } from "../../../src/config/limiter-config";
 import type { Validated } from "../../../src/config/validation";
-import { parseRules, parseWorkerConfig } from "../../../src/config/worker-config";
 
 /**
  * What a failed parse names, the field as JSON (which escapes a lone surrogate: raw, one in an
@@ -43,7 +43,7 @@ describe("LIMITER_CONFIG strings that are not well-formed UTF-16", () => {
   for (const [label, input, field] of cases) {
     it(`names "${field}" for ${label}, as an object and as JSON`, () => {
       for (const raw of [input, JSON.stringify(input)]) {
-        expect(outcome(parseWorkerConfig(raw))).toEqual({
+        expect(outcome(parseConfig(raw))).toEqual({
           field: JSON.stringify(field),
           wellFormed: true,
         });

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { parseWorkerConfig } from "../../../src/config/worker-config";
+import { parseConfig } from "../../../src/config/limiter-config";
 
 describe("LIMITER_CONFIG failure-handling knobs", () => {
   it("defaults: cache 10000, fallback on at the full limit, breaker 3 / 1 s / 30 s, single flight", () => {
-    const parsed = parseWorkerConfig({});
+    const parsed = parseConfig({});
     expect(parsed.ok && parsed.value).toMatchObject({
       timeoutMs: 500,
       failMode: "open",
@@ -15,7 +15,7 @@ describe("LIMITER_CONFIG failure-handling knobs", () => {
   });
 
   it("takes every knob", () => {
-    const parsed = parseWorkerConfig(
+    const parsed = parseConfig(
       JSON.stringify({
         denialCache: { maxEntries: 0 },
         fallback: { enabled: false, fraction: 0.25 },
@@ -43,6 +43,6 @@ describe("LIMITER_CONFIG failure-handling knobs", () => {
     [{ fallback: [] }, "fallback"],
     [{ denialCache: [] }, "denialCache"],
   ])("rejects %j, naming %s", (config, field) => {
-    expect(parseWorkerConfig(config)).toMatchObject({ ok: false, field });
+    expect(parseConfig(config)).toMatchObject({ ok: false, field });
   });
 });

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { parseWorkerConfig } from "../../../src/config/worker-config";
+import { parseConfig } from "../../../src/config/limiter-config";
 
 // The config of plans (docs/plans.md): a rule's `overrides`, and `networkBlocks`.
-const parse = (config: unknown) => parseWorkerConfig(JSON.stringify(config));
+const parse = (config: unknown) => parseConfig(JSON.stringify(config));
 
 describe("plans in LIMITER_CONFIG", () => {
   it("reads overrides (off by default) and networkBlocks (off; true is the default refresh)", () => {

@@ -7,8 +7,8 @@
  */
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../../src/config/limiter-config";
 import { regionPicker } from "../../../src/config/regions-config";
-import { parseWorkerConfig } from "../../../src/config/worker-config";
 import type { Env } from "../../../src/env";
 import app from "../../../src/worker";
 import { scopedPrefix } from "../../support/worker/redis";
@@ -58,13 +58,13 @@ async function call(env: Env, path: string, init?: RequestInit) {
 
 describe("regions in LIMITER_CONFIG", () => {
   it("takes regions with colos (upper-cased) and continents, both optional", () => {
-    const parsed = parseWorkerConfig({ regions });
+    const parsed = parseConfig({ regions });
     expect(parsed.ok && parsed.value.regions).toEqual({
       us: { store: "US", continents: ["NA"], colos: ["IAD", "EWR"] },
       eu: { store: "EU", continents: ["EU"], colos: [] },
       lab: { store: "LAB", continents: [], colos: [] },
     });
-    expect(parseWorkerConfig({}).ok && parseWorkerConfig({})).toMatchObject({
+    expect(parseConfig({}).ok && parseConfig({})).toMatchObject({
       value: { regions: {} },
     });
   });
@@ -79,21 +79,21 @@ describe("regions in LIMITER_CONFIG", () => {
     [{ regions: { "a b": { store: "US" } } }, "regions.a b"],
     [{ isolateLeases: "no" }, "isolateLeases"],
   ])("refuses %j, naming %s", (config, field) => {
-    expect(parseWorkerConfig(config)).toMatchObject({ ok: false, field });
+    expect(parseConfig(config)).toMatchObject({ ok: false, field });
   });
 
   it("turns isolate leases off with isolateLeases: false (on by default)", () => {
-    expect(parseWorkerConfig({}).ok && parseWorkerConfig({})).toMatchObject({
+    expect(parseConfig({}).ok && parseConfig({})).toMatchObject({
       value: { isolateLeases: true },
     });
-    expect(parseWorkerConfig({ isolateLeases: false })).toMatchObject({
+    expect(parseConfig({ isolateLeases: false })).toMatchObject({
       ok: true,
       value: { isolateLeases: false },
     });
   });
 
   it("picks a colo's region first, then a continent's; a pinned worker always its own", () => {
-    const parsed = parseWorkerConfig({ regions });
+    const parsed = parseConfig({ regions });
     if (!parsed.ok) throw new Error(parsed.detail);
     const pick = regionPicker(parsed.value.regions, undefined);
     expect(pick({ colo: "IAD", continent: "EU" })).toBe("us");

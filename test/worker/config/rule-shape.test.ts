@@ -1,7 +1,7 @@
 import { describe, expect, expectTypeOf, it } from "vitest";
+import { parseConfig, parseRules } from "../../../src/config/limiter-config";
 import type { RuleInput } from "../../../src/config/rule-schema";
 import type { Validated } from "../../../src/config/validation";
-import { parseRules, parseWorkerConfig } from "../../../src/config/worker-config";
 import { parseCheckBody } from "../../../src/http/check-request";
 import type { RateLimitRule } from "../../../src/index";
 
@@ -33,7 +33,7 @@ describe("the fields a rule and a /check body share are refused in the same word
       // Fixed-window: its limit cap is the config's own (the sliding log's is smaller).
       const ruleWith = { ...rule, algorithm: "fixed-window", ...bad };
       const checkWith = { ...check, algorithm: "fixed-window", ...bad };
-      const fromConfig = detail(parseWorkerConfig({ rules: [ruleWith] }));
+      const fromConfig = detail(parseConfig({ rules: [ruleWith] }));
       const fromMiddleware = detail(parseRules([ruleWith]));
       const fromCheck = detail(parseCheckBody(checkWith, new Map()));
       expect(fromConfig).not.toBe("accepted");

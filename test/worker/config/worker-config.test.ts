@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseWorkerConfig } from "../../../src/config/worker-config";
+import { parseConfig } from "../../../src/config/limiter-config";
 
 describe("a required LIMITER_CONFIG that holds nothing", () => {
   it("absent is 'not set'; set but empty or only whitespace is 'blank' (it is set)", () => {
@@ -11,7 +11,7 @@ describe("a required LIMITER_CONFIG that holds nothing", () => {
       ["\n\t ", /^is blank: /],
     ];
     for (const [raw, detail] of cases) {
-      const parsed = parseWorkerConfig(raw, { required: true });
+      const parsed = parseConfig(raw, { required: true });
       expect(parsed, JSON.stringify(raw)).toMatchObject({ ok: false, field: "LIMITER_CONFIG" });
       expect(parsed.ok ? "" : parsed.detail, JSON.stringify(raw)).toMatch(detail);
     }

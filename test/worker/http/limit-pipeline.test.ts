@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CLIENT_IP } from "../../../src/config/client-ip-config";
+import { parseRules } from "../../../src/config/limiter-config";
 import type { RuleConfig } from "../../../src/config/rule-schema";
-import { parseRules } from "../../../src/config/worker-config";
 import { type LimitedExchange, runLimited } from "../../../src/http/limit-pipeline";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { RulesOutcome, ShadowDenyEvent } from "../../../src/rules/decide";

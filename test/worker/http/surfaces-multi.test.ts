@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
-import { parseWorkerConfig } from "../../../src/config/worker-config";
+import { parseConfig } from "../../../src/config/limiter-config";
 import { adhocPolicyName } from "../../../src/http/check-request";
 import { createLimiter, rateLimit } from "../../../src/index";
 import { ALGORITHMS } from "../../../src/store/algorithm";
@@ -354,13 +354,13 @@ describe("peek and reset per algorithm", () => {
 
 describe("config: algorithm, refundOn, requestIdHeaders", () => {
   it("fills the defaults", () => {
-    const parsed = parseWorkerConfig({ rules: [{ name: "a", limit: 1, window: "1m" }] });
+    const parsed = parseConfig({ rules: [{ name: "a", limit: 1, window: "1m" }] });
     expect(parsed).toMatchObject({
       ok: true,
       value: { requestIdHeaders: [], rules: [{ algorithm: "sliding-log" }] },
     });
     expect(parsed.ok && "refundOn" in (parsed.value.rules[0] ?? {})).toBe(false);
-    const full = parseWorkerConfig({
+    const full = parseConfig({
       requestIdHeaders: ["Idempotency-Key", "cf-ray"],
       rules: [{ name: "a", limit: 1, window: "1m", algorithm: "token-bucket", refundOn: "5xx" }],
     });
@@ -394,7 +394,7 @@ describe("config: algorithm, refundOn, requestIdHeaders", () => {
   ];
   for (const [label, input, field] of bad) {
     it(`names "${field}" for ${label}`, () => {
-      const parsed = parseWorkerConfig(input);
+      const parsed = parseConfig(input);
       expect(parsed.ok).toBe(false);
       expect(!parsed.ok && parsed.field).toBe(field);
     });

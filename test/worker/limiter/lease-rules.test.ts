@@ -4,7 +4,7 @@
  * Real Redis and bridge; limiters as isolates on a manual clock (the caller clock).
  */
 import { describe, expect, it } from "vitest";
-import { parseRules } from "../../../src/config/worker-config";
+import { parseRules } from "../../../src/config/limiter-config";
 import { parseCheckBody } from "../../../src/http/check-request";
 import type { LimitRequest } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";

@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from "vitest";
-import { parseRules } from "../../../src/config/worker-config";
+import { parseRules } from "../../../src/config/limiter-config";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { decideRules } from "../../../src/rules/decide";
 import { storeAt } from "../../support/worker/fault-control";

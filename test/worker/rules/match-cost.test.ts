@@ -2,8 +2,8 @@
 // accepts: linear in the path (counted in matcher steps, not timed), the path read up to
 // MAX_MATCHED_PATH_LENGTH and a longer one applying to every rule (never escaping one).
 import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../../src/config/limiter-config";
 import { MAX_PATH_PATTERN_LENGTH } from "../../../src/config/rule-schema";
-import { parseWorkerConfig } from "../../../src/config/worker-config";
 import {
   applyingRules,
   compilePattern,
@@ -50,7 +50,7 @@ describe("path matching cost", () => {
 
   it("the config takes patterns of up to 256 characters and names a longer one's cap", () => {
     const withPath = (path: string) =>
-      parseWorkerConfig({ rules: [{ name: "r", limit: 1, window: "1m", match: { path } }] });
+      parseConfig({ rules: [{ name: "r", limit: 1, window: "1m", match: { path } }] });
     expect(withPath(`/${"*x/".repeat(85)}`.slice(0, MAX_PATH_PATTERN_LENGTH)).ok).toBe(true);
     const long = withPath(`/${"a".repeat(MAX_PATH_PATTERN_LENGTH)}`);
     expect(long).toMatchObject({
@@ -77,7 +77,7 @@ describe("path matching cost", () => {
   });
 
   it("matches every reading of a hostile path at the bound in a bounded number of steps", () => {
-    const parsed = parseWorkerConfig({
+    const parsed = parseConfig({
       rules: patterns.map((path, i) => ({
         name: `r${i}`,
         limit: 1,
@@ -101,7 +101,7 @@ describe("path matching cost", () => {
   });
 
   it("a path longer than the bound applies to every rule whose methods fit", () => {
-    const parsed = parseWorkerConfig({
+    const parsed = parseConfig({
       rules: [
         { name: "login", limit: 1, window: "1m", match: { path: "/login", methods: ["POST"] } },
         { name: "api", limit: 1, window: "1m", match: { path: "/api/*" } },

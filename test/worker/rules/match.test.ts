@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseWorkerConfig } from "../../../src/config/worker-config";
+import { parseConfig } from "../../../src/config/limiter-config";
 import {
   applyingRules,
   type CompiledRule,
@@ -21,7 +21,7 @@ const run = crypto.randomUUID().slice(0, 8);
 
 describe("LIMITER_CONFIG validation", () => {
   it("fills documented defaults", () => {
-    const parsed = parseWorkerConfig('{"rules":[{"name":"api","limit":5,"window":"10s"}]}');
+    const parsed = parseConfig('{"rules":[{"name":"api","limit":5,"window":"10s"}]}');
     // toMatchObject: the resilience knobs (resilience-config.ts) have their own tests.
     expect(parsed).toMatchObject({
       ok: true,
@@ -48,7 +48,7 @@ describe("LIMITER_CONFIG validation", () => {
   });
 
   it("accepts a TOML table as wrangler hands it (an object)", () => {
-    const parsed = parseWorkerConfig({
+    const parsed = parseConfig({
       rules: [{ name: "api", limit: 5, window: 1000, match: { path: "/api/*", methods: ["get"] } }],
     });
     expect(parsed.ok && parsed.value.rules[0]?.match).toEqual({
@@ -116,7 +116,7 @@ describe("LIMITER_CONFIG validation", () => {
   ];
   for (const [label, input, field] of bad) {
     it(`names "${field}" for ${label}`, () => {
-      const parsed = parseWorkerConfig(input);
+      const parsed = parseConfig(input);
       expect(parsed.ok).toBe(false);
       expect(!parsed.ok && parsed.field).toBe(field);
     });
@@ -137,7 +137,7 @@ describe("rule matching", () => {
   });
 
   it("a trailing slash or another letter case does not dodge a rule (opt out: caseSensitive)", () => {
-    const parsed = parseWorkerConfig({
+    const parsed = parseConfig({
       rules: [
         { name: "login", limit: 1, window: "1m", match: { path: "/login", methods: ["POST"] } },
         { name: "user", limit: 1, window: "1m", match: { path: "/users/:id/" } },
@@ -164,7 +164,7 @@ describe("rule matching", () => {
   });
 
   it("counts every path spelling common servers route to the rule's path", () => {
-    const parsed = parseWorkerConfig({
+    const parsed = parseConfig({
       rules: [
         { name: "login", limit: 1, window: "1m", match: { path: "/login", methods: ["POST"] } },
         { name: "api", limit: 1, window: "1m", match: { path: "/api/*" } },
@@ -212,7 +212,7 @@ describe("rule matching", () => {
   });
 
   it("a GET rule counts HEAD (frameworks serve HEAD with the GET handler)", () => {
-    const parsed = parseWorkerConfig({
+    const parsed = parseConfig({
       rules: [
         { name: "get", limit: 1, window: "1m", match: { path: "/x", methods: ["GET"] } },
         { name: "post", limit: 1, window: "1m", match: { path: "/x", methods: ["POST"] } },
@@ -226,7 +226,7 @@ describe("rule matching", () => {
   });
 
   it("matches methods case-insensitively and every method when none is given", () => {
-    const parsed = parseWorkerConfig({
+    const parsed = parseConfig({
       rules: [
         { name: "post", limit: 1, window: "1m", match: { path: "/x", methods: ["POST"] } },
         { name: "any", limit: 1, window: "1m" },

@@ -1,11 +1,11 @@
 import { describe, expect, inject, it } from "vitest";
+import { parseConfig, parseRules } from "../../../src/config/limiter-config";
 import {
   MAX_LIMIT,
   MAX_RING_COST,
   MAX_ZSET_COST,
   MAX_ZSET_LIMIT,
 } from "../../../src/config/limits";
-import { parseRules, parseWorkerConfig } from "../../../src/config/worker-config";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { nextMemberId } from "../../../src/limiter/member-id";
 import { evaluate, evaluatePolicy } from "../../../src/store/evaluate";
@@ -147,7 +147,7 @@ describe("caps in LIMITER_CONFIG and rules given in code", () => {
   ];
   for (const [label, rules, field] of cases) {
     it(`names ${field} for ${label}`, () => {
-      for (const parsed of [parseWorkerConfig({ rules }), parseRules(rules)]) {
+      for (const parsed of [parseConfig({ rules }), parseRules(rules)]) {
         expect(parsed.ok).toBe(false);
         expect(!parsed.ok && parsed.field).toBe(field);
       }
@@ -155,7 +155,7 @@ describe("caps in LIMITER_CONFIG and rules given in code", () => {
   }
 
   it("takes every cap exactly", () => {
-    const parsed = parseWorkerConfig({
+    const parsed = parseConfig({
       rules: [
         {
           name: "log",

@@ -61,7 +61,7 @@ const networkBlocksSchema = v.pipe(
   ),
 );
 
-const workerConfigSchema = plainObject(
+const configSchema = plainObject(
   {
     /** The rules every proxied request is decided against (docs/configuration.md). */
     rules: v.optional(v.array(ruleSchema, "must be an array"), []),
@@ -119,12 +119,12 @@ const workerConfigSchema = plainObject(
 );
 
 /**
- * The worker's LIMITER_CONFIG as read (defaults filled in). Not createLimiter's LimiterOptions:
- * runtime.ts builds those from it.
+ * LIMITER_CONFIG as read (defaults filled in): the rules and every setting (docs/configuration.md).
+ * Not createLimiter's LimiterOptions: the worker's runtime builds those from it.
  */
-export type WorkerConfig = v.InferOutput<typeof workerConfigSchema>;
+export type LimiterConfig = v.InferOutput<typeof configSchema>;
 
-export interface ParseWorkerConfigOptions {
+export interface ParseConfigOptions {
   /**
    * The deployed worker's reading: an absent or blank LIMITER_CONFIG, or one without `rules`, is
    * an error (a forgotten var must not leave the proxy running unprotected). `"rules": []` is
@@ -138,10 +138,10 @@ export interface ParseWorkerConfigOptions {
  * LIMITER_CONFIG: a JSON string (from `npm start`, or a wrangler var) or an object (a TOML table
  * in wrangler.toml). Validated once per isolate; the first wrong field is named.
  */
-export function parseWorkerConfig(
+export function parseConfig(
   raw: unknown,
-  options: ParseWorkerConfigOptions = {},
-): Validated<WorkerConfig> {
+  options: ParseConfigOptions = {},
+): Validated<LimiterConfig> {
   if (options.required && (raw === undefined || raw === null)) {
     return invalid("LIMITER_CONFIG", "is not set: without rules the worker would limit nothing");
   }
@@ -163,13 +163,13 @@ export function parseWorkerConfig(
   if (options.required && isPlainObject(input) && input.rules === undefined) {
     return invalid("rules", 'is required (write "rules": [] for a worker that only serves /check)');
   }
-  const result = v.safeParse(workerConfigSchema, input);
+  const result = v.safeParse(configSchema, input);
   if (!result.success) return firstIssue(result.issues, "LIMITER_CONFIG");
   return ruleListIssue(result.output.rules) ?? { ok: true, value: result.output };
 }
 
 /** Validates rules given in code (the middleware) with the same schema as LIMITER_CONFIG. */
 export function parseRules(raw: unknown): Validated<RuleConfig[]> {
-  const parsed = parseWorkerConfig({ rules: raw });
+  const parsed = parseConfig({ rules: raw });
   return parsed.ok ? { ok: true, value: parsed.value.rules } : parsed;
 }
