@@ -5,12 +5,18 @@
  */
 import type { ScriptClient } from "../store/script-runner";
 import { type CircuitBreaker, createCircuitBreaker } from "./circuit-breaker";
-import { DEFAULT_CLOCK, DEFAULT_FAIL_MODE, DEFAULT_PREFIX } from "./defaults";
+import {
+  DEFAULT_CLOCK,
+  DEFAULT_FAIL_MODE,
+  DEFAULT_LIMITER_TIMEOUT_MS,
+  DEFAULT_PREFIX,
+} from "./defaults";
 import { createDenialCache, type DenialCache } from "./denial-cache";
 import { createFallbackLimiter, type FallbackLimiter } from "./fallback-limiter";
+import type { LimiterOptions } from "./limiter-options";
 import { createSingleFlight, type SingleFlight } from "./single-flight";
 import { createStoreClock, type StoreClock } from "./store-clock";
-import { DEFAULT_LIMITER_TIMEOUT_MS, type FailMode, type LimiterOptions } from "./types";
+import type { FailMode } from "./types";
 
 export interface LimiterContext {
   readonly store: ScriptClient;

@@ -26,13 +26,15 @@ import { createLimiterContext } from "./context";
 import { conflicted, denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
 import { createKeyBlocks } from "./key-blocks";
-import type { WaitUntil } from "./lease";
 import { createLimiterLeases } from "./lease-limiter";
+import type { Limiter } from "./limiter-api";
+import type { LimiterOptions } from "./limiter-options";
 import { nextMemberId } from "./member-id";
 import { createNetworkBlockCopies } from "./network-block-copies";
 import { peekRequest } from "./peek";
 import { createPlanChanges } from "./plan-changes";
 import { createPlanListing } from "./plan-listing";
+import type { CountedReceipt } from "./receipt-state";
 import { refundReceipt } from "./refund-receipt";
 import { createRegionBooks } from "./region-books";
 import { createRegionalLeases } from "./regional-leases";
@@ -44,7 +46,7 @@ import {
   resolvePolicies,
   withStorageKeys,
 } from "./resolved-policy";
-import type { Decision, Limiter, LimiterOptions, LimitRequest, MultiDecision } from "./types";
+import type { Decision, LimitRequest, MultiDecision, WaitUntil } from "./types";
 
 /**
  * The limiter: decides `limit` / `limitAll` requests against the store, exactly, with the denial
@@ -283,11 +285,14 @@ export function createLimiter(options: LimiterOptions): Limiter {
       // without asking the store, and not a store failure.
       const refused = receiptIssue(receipt, refundOptions?.policies);
       if (refused) return Promise.resolve({ refunded: false, units: [], error: String(refused) });
-      const paidInRegion = regionBooks?.paid(receipt);
-      if (paidInRegion) return paidInRegion.refund(receipt, refundOptions?.policies);
-      if (receipt.leased && leases) return leases.refund(receipt, refundOptions?.policies);
-      if (receipt.regional && regional) return regional.refund(receipt, refundOptions?.policies);
-      return refundReceipt(ctx, receipt, refundOptions?.policies);
+      // Checked above: a receipt this limiter made, with its record of how it was counted.
+      const counted = receipt as CountedReceipt;
+      const only = refundOptions?.policies;
+      const paidInRegion = regionBooks?.paid(counted);
+      if (paidInRegion) return paidInRegion.refund(counted, only);
+      if (counted.leased && leases) return leases.refund(counted, only);
+      if (counted.regional && regional) return regional.refund(counted, only);
+      return refundReceipt(ctx, counted, only);
     },
     async endLeases() {
       await Promise.all(allBooks().map((book) => book?.endAll() ?? Promise.resolve()));

@@ -6,6 +6,7 @@ import type { EvaluateAnswer, PolicyAnswer } from "../store/evaluate";
 import type { Exhaustion } from "./denial-cache";
 import type { FallbackDecision } from "./fallback-limiter";
 import type { Lease } from "./lease";
+import type { CountedReceipt } from "./receipt-state";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { Decision, MultiDecision } from "./types";
 
@@ -262,9 +263,10 @@ export function fromEvaluation(
   const decided: MultiDecision = { allowed: answer.allowed, decisions, replayed: answer.replayed };
   if (deniedBy !== undefined) decided.deniedBy = deniedBy;
   if (answer.allowed && !answer.replayed) {
-    const receipt: NonNullable<MultiDecision["receipt"]> = {
+    const receipt: CountedReceipt = {
       memberId,
       policies: policies.map((policy) => policy.name),
+      costs: policies.map((policy) => policy.cost),
       resolved: policies,
       at: answer.now,
     };

@@ -3,10 +3,11 @@
  * asks of it — spend from live leases, wait for a key's lease call, learn from a store answer,
  * refund, end and drop leases.
  */
-import type { LeaseSpend, WaitUntil } from "./lease";
+import type { LeaseSpend } from "./lease";
 import type { LeaseSizing } from "./lease-sizing";
 import type { LeaseStore } from "./lease-store";
 import type { ResolvedPolicy } from "./resolved-policy";
+import type { WaitUntil } from "./types";
 
 export interface LeaseBookDeps {
   sizing: LeaseSizing;

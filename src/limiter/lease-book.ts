@@ -10,7 +10,7 @@
  * or nothing: every policy's lease pays, or the store decides), and every policy whose algorithm
  * cannot be leased exactly (only the log can: see LEASABLE).
  */
-import { type Lease, samePolicy, spendableMs, type WaitUntil } from "./lease";
+import { type Lease, samePolicy, spendableMs } from "./lease";
 import type { LeaseBook, LeaseBookDeps } from "./lease-book-contract";
 import { createLeaseKeys, type KeyState, noteDemand } from "./lease-keys";
 import { noteAnswer, noteGivenBack, noteOwn } from "./lease-own";
@@ -18,9 +18,9 @@ import { leaseLifetimeMs, leaseWanted } from "./lease-sizing";
 import { nextMemberId } from "./member-id";
 import type { ResolvedPolicy } from "./resolved-policy";
 import { settleWithin } from "./settle-within";
+import type { WaitUntil } from "./types";
 
 // What a lease book is given and does: lease-book-contract.ts.
-export type { LeaseBook, LeaseBookDeps } from "./lease-book-contract";
 
 export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
   const { sizing, store, now, timeoutMs } = deps;

@@ -7,12 +7,14 @@
 import type { EvaluateAnswer } from "../store/evaluate";
 import { capacityFreed, type LimiterContext } from "./context";
 import { fromLease } from "./decisions";
-import type { LeaseSpend, WaitUntil } from "./lease";
-import { createLeaseBook, type LeaseBook } from "./lease-book";
+import type { LeaseSpend } from "./lease";
+import { createLeaseBook } from "./lease-book";
+import type { LeaseBook } from "./lease-book-contract";
 import { type LeaseOptions, resolveLeaseSizing } from "./lease-sizing";
 import { createLeaseStore, type LeaseStore } from "./lease-store";
+import { type CountedReceipt, countedReceipt } from "./receipt-state";
 import type { ResolvedPolicy } from "./resolved-policy";
-import type { MultiDecision, RefundOutcome, RefundReceipt } from "./types";
+import type { MultiDecision, RefundOutcome, WaitUntil } from "./types";
 
 export interface LimiterLeases {
   /**
@@ -31,7 +33,7 @@ export interface LimiterLeases {
     waitUntil: WaitUntil | undefined,
   ): void;
   /** Refund of a request leases paid for (receipt.leased). */
-  refund(receipt: RefundReceipt, only: readonly string[] | undefined): Promise<RefundOutcome>;
+  refund(receipt: CountedReceipt, only: readonly string[] | undefined): Promise<RefundOutcome>;
   endAll(): Promise<void>;
   readonly book: LeaseBook;
 }
@@ -84,14 +86,15 @@ export function createLimiterLeases(
       allowed: true,
       decisions,
       replayed: false,
-      receipt: {
+      receipt: countedReceipt({
         memberId: first.lease.memberId,
         policies: policies.map((policy) => policy.name),
+        costs: policies.map((policy) => policy.cost),
         resolved: policies,
         at: first.lease.stamp,
         leased: spends,
         ...(inRegion ? { leasedIn: inRegion.region } : {}),
-      },
+      }),
     };
   }
 

@@ -7,8 +7,9 @@ import { evaluate } from "../store/evaluate";
 import { refund } from "../store/refund";
 import { withinDeadline } from "../store/script-runner";
 import type { LimiterContext } from "./context";
-import type { Lease, WaitUntil } from "./lease";
+import type { Lease } from "./lease";
 import type { ResolvedPolicy } from "./resolved-policy";
+import type { WaitUntil } from "./types";
 
 /** What the store answered to a lease request. */
 export interface LeaseGrant {

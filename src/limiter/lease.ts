@@ -1,28 +1,4 @@
-/**
- * What a lease is (docs/leases.md): units of one key recorded in the log at a stamp in the
- * future, spent in this isolate with no round trip until a deadline.
- *
- * Why it stays exact: a lease of k units is recorded in the log as k admissions stamped at
- * s = t + δ (t: the store's now when it granted, δ: the lease's lifetime), and its units are
- * spent only until t + δ, so every use u has a stamp s ≥ u, at most δ later. Any later decision
- * counts every stamp inside its window, and for any span [a, a + W) of uses, the last grant among
- * them counted all their stamps (each ≥ a) with its own against the limit. Isolate-side, a lease
- * ends at sentAt + 0.9 δ on this isolate's clock, where sentAt is taken before the call was sent:
- * no later than t + δ (the same conversion the denial cache makes), with a tenth of δ to spare
- * for an isolate clock that lags (spendableMs).
- */
-import { ALGORITHMS, type Algorithm, isLogAlgorithm } from "../store/algorithm";
 import type { ResolvedPolicy } from "./resolved-policy";
-
-/**
- * The algorithms a lease is exact for: the logs (both layouts), whose admissions are times that can be stamped in
- * the future and whose members a lease can give back exactly. The O(1) algorithms count, not
- * stamp: a future stamp means nothing to them, so `lease: true` with one of them is refused by
- * the config, /check and the middleware (and ignored by the limiter: decided by the store).
- */
-export const LEASABLE: ReadonlySet<Algorithm> = new Set<Algorithm>(
-  ALGORITHMS.filter(isLogAlgorithm),
-);
 
 /**
  * How long a lease of this lifetime is spent: all but its last tenth (at least 1 ms). The tenth
@@ -100,6 +76,3 @@ export interface LeaseSpend {
   readonly lease: Lease;
   readonly cost: number;
 }
-
-/** Keeps background work (a lease call, a give-back) alive past the response. */
-export type WaitUntil = (promise: Promise<unknown>) => void;

@@ -1,5 +1,5 @@
 /**
- * createLimiter's options (public: re-exported by types.ts, which config/, rules/ and http/ read).
+ * createLimiter's options (public: the package entry exports them).
  */
 import type { ScriptClient } from "../store/script-runner";
 import type { ClockChangeEvent, ClockSource } from "../store/store-clock";
@@ -7,7 +7,6 @@ import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
 import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
 import type { LeaseOptions } from "./lease-sizing";
-import type { RegionsOptions } from "./regional-leases";
 import type { FailMode, LimitRequest, MultiDecision } from "./types";
 
 export interface FallbackOptions extends FallbackLimiterOptions {
@@ -110,4 +109,21 @@ export interface LimiterOptions {
    * @default none
    */
   onDecision?: (requests: readonly LimitRequest[], decided: MultiDecision) => void;
+}
+
+export interface RegionsOptions {
+  /** Each region's name and its own store client (createStoreClient). */
+  stores: Readonly<Record<string, ScriptClient>>;
+  /**
+   * The longest a decision waits for a region's store before it asks home instead.
+   * @default the limiter's timeoutMs
+   */
+  timeoutMs?: number;
+  /**
+   * The longest a regional lease lives: δ = min(maxLifetimeMs, window / 8).
+   * @default 10000
+   */
+  maxLifetimeMs?: number;
+  /** A lease below this many units is not asked for. @default 2 */
+  minUnits?: number;
 }

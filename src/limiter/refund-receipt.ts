@@ -5,11 +5,12 @@
 import { refund } from "../store/refund";
 import { withinDeadline } from "../store/script-runner";
 import { capacityFreed, type LimiterContext } from "./context";
-import type { RefundOutcome, RefundReceipt } from "./types";
+import type { CountedReceipt } from "./receipt-state";
+import type { RefundOutcome } from "./types";
 
 export async function refundReceipt(
   ctx: LimiterContext,
-  receipt: RefundReceipt,
+  receipt: CountedReceipt,
   only: readonly string[] | undefined,
 ): Promise<RefundOutcome> {
   const picked =

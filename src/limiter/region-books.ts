@@ -6,12 +6,12 @@
  * from a denial home decided.
  */
 import type { LimiterContext } from "./context";
-import type { WaitUntil } from "./lease";
 import { createLimiterLeases, type LimiterLeases } from "./lease-limiter";
 import type { LeaseOptions } from "./lease-sizing";
+import type { CountedReceipt } from "./receipt-state";
 import type { RegionalLeases } from "./regional-leases";
 import type { ResolvedPolicy } from "./resolved-policy";
-import type { MultiDecision, RefundReceipt } from "./types";
+import type { MultiDecision, WaitUntil } from "./types";
 
 export interface RegionBooks {
   /** The request decided in `region`, or undefined: ask home. */
@@ -21,7 +21,7 @@ export interface RegionBooks {
     waitUntil: WaitUntil | undefined,
   ): Promise<MultiDecision | undefined>;
   /** The book whose leases paid a receipt (receipt.leasedIn), if this isolate built it. */
-  paid(receipt: RefundReceipt): LimiterLeases | undefined;
+  paid(receipt: CountedReceipt): LimiterLeases | undefined;
   /** Every book built so far, in the order they were built. */
   built(): Iterable<LimiterLeases>;
 }

@@ -14,11 +14,12 @@ import {
 } from "../store/region-lease";
 import { withinDeadline } from "../store/script-runner";
 import type { LimiterContext } from "./context";
-import { policyFingerprint, spendableMs, type WaitUntil } from "./lease";
+import { policyFingerprint, spendableMs } from "./lease";
 import { nextMemberId } from "./member-id";
 import type { RegionStores } from "./region-stores";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { RoundTrip } from "./round-trip";
+import type { WaitUntil } from "./types";
 
 /** RegionsOptions as resolved and checked (regional-leases.ts). */
 export interface RegionalSizing {

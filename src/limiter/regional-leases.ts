@@ -23,46 +23,22 @@
  * breakers are region-stores.ts, what home writes into a region regional-grant.ts, and isolate
  * leases over a region regional-lease-store.ts.
  */
+
+import { LEASABLE } from "../store/algorithm";
 import { STAMP_AHEAD_MAX_MS } from "../store/keys";
 import { regionReturn, regionSpend } from "../store/region-lease";
-import type { ScriptClient } from "../store/script-runner";
 import type { CircuitBreaker, CircuitBreakerOptions } from "./circuit-breaker";
 import type { LimiterContext } from "./context";
 import { fromRegion, regionDenied } from "./decisions";
-import { LEASABLE, type WaitUntil } from "./lease";
 import type { LeaseStore } from "./lease-store";
+import type { RegionsOptions } from "./limiter-options";
+import { type CountedReceipt, countedReceipt, type RegionalSpend } from "./receipt-state";
 import { createRegionStores } from "./region-stores";
 import { createRegionalGrants } from "./regional-grant";
 import { regionalLeaseStore } from "./regional-lease-store";
 import type { ResolvedPolicy } from "./resolved-policy";
 import { createRoundTrip } from "./round-trip";
-import type { MultiDecision, RefundOutcome, RefundReceipt } from "./types";
-
-export interface RegionsOptions {
-  /** Each region's name and its own store client (createStoreClient). */
-  stores: Readonly<Record<string, ScriptClient>>;
-  /**
-   * The longest a decision waits for a region's store before it asks home instead.
-   * @default the limiter's timeoutMs
-   */
-  timeoutMs?: number;
-  /**
-   * The longest a regional lease lives: δ = min(maxLifetimeMs, window / 8).
-   * @default 10000
-   */
-  maxLifetimeMs?: number;
-  /** A lease below this many units is not asked for. @default 2 */
-  minUnits?: number;
-}
-
-/** Where a request paid from regional leases took each policy's units (RefundReceipt.regional). */
-export interface RegionalSpend {
-  region: string;
-  /** Per policy, the stamp of the lease it was paid from, and its reset mark at home. */
-  stamps: readonly number[];
-  memberIds: readonly string[];
-  resetMarks: readonly string[];
-}
+import type { MultiDecision, RefundOutcome, WaitUntil } from "./types";
 
 export interface RegionalLeases {
   /** Whether this request is one for its region: a known region, every policy leasable. */
@@ -84,7 +60,7 @@ export interface RegionalLeases {
     sentAt: number,
     waitUntil: WaitUntil | undefined,
   ): void;
-  refund(receipt: RefundReceipt, only: readonly string[] | undefined): Promise<RefundOutcome>;
+  refund(receipt: CountedReceipt, only: readonly string[] | undefined): Promise<RefundOutcome>;
   /**
    * Isolate leases taken from a region's leases (lease-store.ts's interface): a take spends k
    * units of a live regional lease and lives no longer than it; a give-back returns units into
@@ -175,9 +151,10 @@ export function createRegionalLeases(
             const answer = answers[i] as (typeof answers)[number];
             return fromRegion(policy, answer.remaining, answer.waitMs, at);
           }),
-          receipt: {
+          receipt: countedReceipt({
             memberId: answers[0]?.memberId || "region",
             policies: policies.map((policy) => policy.name),
+            costs: policies.map((policy) => policy.cost),
             resolved: policies,
             at: answers[0]?.stamp ?? 0,
             regional: {
@@ -186,7 +163,7 @@ export function createRegionalLeases(
               memberIds: answers.map((answer) => answer.memberId),
               resetMarks: answers.map((answer) => answer.resetMark),
             },
-          },
+          }),
         };
       }
       if (answers.some((answer) => answer.status === "denied")) {

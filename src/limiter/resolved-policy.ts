@@ -6,12 +6,11 @@
  * and the store (never a store failure, never the breaker, never the clock).
  */
 import { ownedString, stringBytes } from "../owned-string";
-import { DEFAULT_ALGORITHM } from "../store/algorithm";
+import { DEFAULT_ALGORITHM, LEASABLE } from "../store/algorithm";
 import { storePolicyIssue } from "../store/caps";
 import { POLICY_NAME, storageKey } from "../store/keys";
 import { PolicyBoundsError, type PolicyField, type StorePolicy } from "../store/script-inputs";
 import { DEFAULT_COST } from "./defaults";
-import { LEASABLE } from "./lease";
 import type { FailMode, LimitRequest, RefundReceipt } from "./types";
 
 /**
@@ -159,7 +158,13 @@ export function receiptIssue(
   receipt: RefundReceipt,
   only: readonly string[] | undefined,
 ): PolicyBoundsError | undefined {
-  const { memberId, at, resolved } = (receipt ?? {}) as Partial<RefundReceipt>;
+  // The limiter's record beside the public fields (receipt-state.ts), read as untrusted.
+  const { memberId, at, resolved, leased } = (receipt ?? {}) as {
+    memberId?: unknown;
+    at?: unknown;
+    resolved?: readonly ResolvedPolicy[];
+    leased?: unknown;
+  };
   if (typeof memberId !== "string" || memberId.length === 0 || !Array.isArray(resolved)) {
     return new PolicyBoundsError("refund", 0, "policy", "is not a receipt limitAll returned");
   }
@@ -177,7 +182,7 @@ export function receiptIssue(
     } as unknown as LimitRequest);
     if (issue) return new PolicyBoundsError("refund", index, issue[0], issue[1]);
     // (A request paid from leases never asked the store: its Redis keys are not built yet.)
-    if (typeof policy.redisKey !== "string" || (policy.redisKey.length === 0 && !receipt.leased)) {
+    if (typeof policy.redisKey !== "string" || (policy.redisKey.length === 0 && !leased)) {
       return new PolicyBoundsError("refund", index, "key", "is not a receipt's Redis key");
     }
   }

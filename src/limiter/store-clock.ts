@@ -7,6 +7,7 @@
  * limiter is told.
  */
 import type { ScriptClient } from "../store/script-runner";
+import type { ClockChangeEvent, ClockSource } from "../store/store-clock";
 import {
   type ClockedCall,
   type ClockRun,
@@ -15,7 +16,6 @@ import {
   runOnClock,
   storeClockOf,
 } from "../store/store-clock";
-import type { ClockChangeEvent, ClockSource } from "./types";
 
 export { refusesStoreClock };
 

@@ -1,18 +1,9 @@
 /**
- * The limiter's public types: what callers pass in and get back. config/, http/ and the rules
- * import these, never the implementation (create-limiter.ts).
+ * The limiter's public data types: what callers pass in and get back, plain data that imports
+ * no implementation file (the `Limiter` itself, with its methods, is in limiter-api.ts).
  */
 
-import type { NetworkBlocks } from "../net/network-blocks";
 import type { Algorithm } from "../store/algorithm";
-import type { LeaseSpend, WaitUntil } from "./lease";
-import type { NetworkBlocksOptions } from "./network-block-copies";
-import type { Peek } from "./peek";
-import type { KeyBlocksAdmin, NetworkBlocksAdmin, Overrides } from "./plan-changes";
-import type { Plans } from "./plan-listing";
-import type { RegionalSpend } from "./regional-leases";
-import type { ResetOutcome, ResetRequest } from "./reset";
-import type { ResolvedPolicy } from "./resolved-policy";
 
 /**
  * Where a decision came from. "lease": spent from a lease this isolate holds (docs/leases.md);
@@ -54,10 +45,8 @@ export interface Decision {
 export type FailMode = "open" | "closed";
 // Whose clock orders the log, and the event of a store refusing its own: the store's clock
 // policy (store/store-clock.ts) defines them, one per store client.
-export type { ClockChangeEvent, ClockSource } from "../store/store-clock";
 
 // The limiter's options (createLimiter's argument) live in limiter-options.ts.
-export type { FallbackOptions, LimiterOptions } from "./limiter-options";
 
 export interface LimitRequest {
   /** Policy (rule) name: part of the Redis key and of the headers. [A-Za-z0-9_.-]+ */
@@ -108,29 +97,23 @@ export interface LimitAllOptions {
 }
 
 /**
- * What `refund` needs to give back what one admitted request consumed. Pass it back as it is;
- * only `policies` is meant to be read.
+ * What `refund` needs to give back what one admitted request consumed. Pass it back as it is:
+ * the limiter keeps its own record of how each policy was counted in it, beside these fields.
  */
 export interface RefundReceipt {
   /** The evaluation's member id (the log's members are `<memberId>.<n>`). */
   memberId: string;
   /** The policies' names, in request order. */
   policies: string[];
-  /**
-   * Every policy as it was evaluated (Redis key, algorithm, limit, window, cost, denial-cache
-   * key), parallel to `policies`.
-   */
-  resolved: readonly ResolvedPolicy[];
+  /** What the request consumed of each policy, parallel to `policies`. */
+  costs: number[];
   /** The store's clock when it decided: the window the request was counted in. */
   at: number;
   requestId?: string;
-  /** Internal: for a request paid from leases, where each policy's units came from. */
-  leased?: readonly LeaseSpend[];
-  /** Internal: for a request paid from regional leases, which region and leases paid. */
-  regional?: RegionalSpend;
-  /** Internal: for a request paid from isolate leases taken from a region, that region. */
-  leasedIn?: string;
 }
+
+/** Keeps a promise alive past the response (`ctx.waitUntil`). */
+export type WaitUntil = (promise: Promise<unknown>) => void;
 
 /** One request decided against several policies, all or nothing. */
 export interface MultiDecision {
@@ -187,86 +170,3 @@ export interface RefundOutcome {
   /** Set when the store could not be asked or failed. */
   error?: string;
 }
-
-export interface Limiter {
-  /**
-   * Decide one request. Never throws on a store failure: those become fail-open / fail-closed
-   * decisions. Rejects with PolicyBoundsError (its `field` and `index` name what), before the
-   * denial cache, the breaker and any store call, for a request the store must not be asked
-   * with: a policy name outside [A-Za-z0-9_.-]{1,64}, a key that is not a non-empty string, an
-   * unknown algorithm or fail mode, a limit, window (integer ms, 1 to 7 days) or cost (integer,
-   * 1 to limit) out of bounds, or past the caps of store/caps.ts (docs/check-api.md "Limits"). Such a
-   * request is never a store failure: it does not move the breaker or the clock.
-   */
-  limit(
-    request: LimitRequest,
-    options?: Pick<LimitAllOptions, "waitUntil" | "region">,
-  ): Promise<Decision>;
-  /**
-   * Decide one request against several policies in one store call, all or nothing: if any
-   * denies, none consumes. Never throws. The policies must be distinct (policy, key, algorithm):
-   * the script checks every entry against the same stored count, so the same one twice would be
-   * admitted twice (the config and /check refuse duplicate rule names for this reason).
-   * Rejects with PolicyBoundsError, like `limit`, for any policy out of bounds (`index` is its
-   * position in `requests`).
-   */
-  limitAll(requests: readonly LimitRequest[], options?: LimitAllOptions): Promise<MultiDecision>;
-  /**
-   * Give back what an admitted request consumed (all its policies, or the named ones): exact for
-   * the sliding log, best effort for the others (see src/store/refund.ts). Forgets this
-   * isolate's cached denials of those keys. Never throws: a receipt that is not one `limitAll`
-   * returned (a field out of the bounds `limit` checks) answers `refunded: false` with the
-   * PolicyBoundsError as `error`, without asking the store (not a store failure).
-   */
-  refund(
-    receipt: RefundReceipt,
-    options?: { policies?: readonly string[] },
-  ): Promise<RefundOutcome>;
-  /**
-   * Ends every lease this limiter holds now and gives back their unspent units (before an
-   * isolate goes away, and in tests). Never throws.
-   */
-  endLeases(): Promise<void>;
-  /** Forget this isolate's cached denial of a key (after a reset or refund done elsewhere). */
-  forget(request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs" | "algorithm">): void;
-  /**
-   * What this request would get now, counting nothing: the sliding logs only (another algorithm
-   * answers `peeked: false`, saying why). A policy with `overrides` is peeked at the key's
-   * override, or answered blocked (`source: "block"`). Rejects with PolicyBoundsError, like
-   * `limit`, for a request out of bounds, and on a store failure (no breaker, no fallback: an
-   * admin look, not a decision).
-   */
-  peek(request: LimitRequest): Promise<Peek>;
-  /**
-   * Forgets the key's count and the request ids decided on it (the next request starts with the
-   * whole limit), this isolate's memory of it (`forget`) and every region's leases of it. The
-   * limit and window name the cached denial to forget; the algorithm, which count (each has its
-   * own). Rejects with PolicyBoundsError like `limit`, and when home's store fails; a region
-   * that fails is reported in `regionsFailed`.
-   */
-  reset(request: ResetRequest): Promise<ResetOutcome>;
-  /**
-   * A policy's limit for one client key (docs/plans.md), read by requests with `overrides: true`.
-   * Results are returned (`ok: false` names the field); a store failure rejects. An isolate
-   * that remembers a denial or block of the key (this one included, until `forget`) applies the
-   * change within OVERRIDE_CLAIM_MAX_MS (1 s).
-   */
-  overrides: Overrides;
-  /** Key blocks (docs/plans.md): read with the overrides; as `overrides` for results. */
-  blocks: KeyBlocksAdmin;
-  /** Network blocks (docs/plans.md): matched from each isolate's copy (`networkBlocks`). */
-  networks: NetworkBlocksAdmin;
-  /** The overrides, key blocks and network blocks as stored, a page at a time. */
-  plans: Plans;
-  /**
-   * This isolate's copy of the network blocks, for the middleware's `networkBlocks` option:
-   * built once per limiter and options (the same object for the same options), loaded from this
-   * limiter's store under its prefix, on its clock.
-   */
-  networkBlocks(options?: NetworkBlocksOptions): NetworkBlocks;
-}
-
-// The limiter's defaults live in defaults.ts (a leaf: config/ reads them without loading the
-// implementation); re-exported here for the limiter's own files.
-export { DEFAULT_LIMITER_TIMEOUT_MS } from "./defaults";
-export type { ResetOutcome, ResetRequest };

@@ -35,3 +35,13 @@ export const DEFAULT_ALGORITHM: Algorithm = "sliding-log";
 export function isLogAlgorithm(algorithm: Algorithm): boolean {
   return algorithm === "sliding-log" || algorithm === "sliding-log-zset";
 }
+
+/**
+ * The algorithms a lease is exact for: the logs (both layouts), whose admissions are times that can be stamped in
+ * the future and whose members a lease can give back exactly. The O(1) algorithms count, not
+ * stamp: a future stamp means nothing to them, so `lease: true` with one of them is refused by
+ * the config, /check and the middleware (and ignored by the limiter: decided by the store).
+ */
+export const LEASABLE: ReadonlySet<Algorithm> = new Set<Algorithm>(
+  ALGORITHMS.filter(isLogAlgorithm),
+);

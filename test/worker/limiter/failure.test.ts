@@ -3,10 +3,10 @@ import { describe, expect, inject, it } from "vitest";
 import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { createFallbackLimiter } from "../../../src/limiter/fallback-limiter";
-import type { LimiterOptions } from "../../../src/limiter/types";
+import type { LimiterOptions } from "../../../src/limiter/limiter-options";
 import { storageKey } from "../../../src/store/keys";
 import type { ScriptClient } from "../../../src/store/script-runner";
-import app from "../../../src/worker";
+import app from "../../../worker/worker";
 import {
   counting,
   type FaultScenario,

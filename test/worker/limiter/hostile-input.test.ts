@@ -5,10 +5,12 @@
 import { describe, expect, it } from "vitest";
 import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import type { ClockChangeEvent, LimitRequest, RefundReceipt } from "../../../src/limiter/types";
+import type { CountedReceipt } from "../../../src/limiter/receipt-state";
+import type { LimitRequest, RefundReceipt } from "../../../src/limiter/types";
 import { MAX_LIMIT, MAX_WINDOW_MS } from "../../../src/store/caps";
 import { peekQuota } from "../../../src/store/peek-reset";
 import { PolicyBoundsError } from "../../../src/store/script-inputs";
+import type { ClockChangeEvent } from "../../../src/store/store-clock";
 import { counting } from "../../support/worker/fault-control";
 import { deleteKeys, scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
@@ -117,7 +119,10 @@ describe("a limit() caller's hostile numbers", () => {
     const calls = counted.calls();
     const tampered = {
       ...receipt,
-      resolved: receipt.resolved.map((policy) => ({ ...policy, windowMs: 1e12 })),
+      resolved: (receipt as CountedReceipt).resolved.map((policy) => ({
+        ...policy,
+        windowMs: 1e12,
+      })),
     };
     const refused = await limiter.refund(tampered);
     expect(refused).toMatchObject({ refunded: false, units: [] });

@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { digestHex } from "../../../src/digest";
 import { createLimiter, type RateLimitVariables, rateLimit } from "../../../src/index";
 import { storageKey } from "../../../src/store/keys";
-import app from "../../../src/worker";
+import app from "../../../worker/worker";
 import { readLog } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 import { baseEnv } from "../../support/worker/worker-harness";

@@ -13,6 +13,7 @@
  * A failing seed replays: the seed is in the test name.
  */
 import { describe, expect, it } from "vitest";
+import type { CountedReceipt } from "../../../src/limiter/receipt-state";
 import type { LimitRequest, MultiDecision } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
 import { LOG_LAYOUTS, readLog } from "../../support/worker/log-state";
@@ -78,7 +79,9 @@ describe.each(LOG_LAYOUTS)("leases against the reference model (%s)", (layout) =
         const receipt = decided.receipt;
         if (!receipt) continue;
         const outcome = await (isolates[isolate]?.limiter.refund(receipt) ?? Promise.reject());
-        refunds.push(`${receipt.leased ? "lease" : "store"}:${outcome.units.join("+")}`);
+        refunds.push(
+          `${(receipt as CountedReceipt).leased ? "lease" : "store"}:${outcome.units.join("+")}`,
+        );
         // The model follows what the limiter reports it gave back, per policy.
         for (const [p, use] of (recordedUses.get(decided) ?? []).entries()) {
           const given = outcome.units[p] ?? 0;
@@ -146,7 +149,7 @@ describe.each(LOG_LAYOUTS)("an isolate alone takes the rest of the budget (%s)",
             fired.push(
               decided.then(({ allowed, receipt }) => {
                 if (allowed) admittedBy[index] = (admittedBy[index] ?? 0) + 1;
-                const lease = receipt?.leased?.[0]?.lease;
+                const lease = (receipt as CountedReceipt | undefined)?.leased?.[0]?.lease;
                 if (lease) largest[index] = Math.max(largest[index] ?? 0, lease.granted);
               }),
             );

@@ -5,6 +5,7 @@
  * its unspent units given back. Real Redis behind the bridge, a limiter on a manual clock.
  */
 import { describe, expect, it } from "vitest";
+import type { CountedReceipt } from "../../../src/limiter/receipt-state";
 import type { LimitRequest } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
 import { LOG_LAYOUTS, type LogLayout, readLog } from "../../support/worker/log-state";
@@ -65,7 +66,9 @@ describe.each(LOG_LAYOUTS)(
       // The new limit's own leases may pay now; never more than it in the window.
       const rest = await fire(a, lowered, 10);
       for (const decided of rest.filter((d) => d.decisions[0]?.source === "lease")) {
-        expect(decided.receipt?.leased?.[0]?.lease.policy.limit).toBe(20);
+        expect(
+          (decided.receipt as CountedReceipt | undefined)?.leased?.[0]?.lease.policy.limit,
+        ).toBe(20);
       }
       const admitted = admittedFirst + rest.filter((d) => d.allowed).length;
       expect(admitted).toBe(5);

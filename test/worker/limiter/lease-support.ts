@@ -5,12 +5,10 @@
  */
 import { inject } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import type {
-  Limiter,
-  LimiterOptions,
-  LimitRequest,
-  MultiDecision,
-} from "../../../src/limiter/types";
+import type { Limiter } from "../../../src/limiter/limiter-api";
+import type { LimiterOptions } from "../../../src/limiter/limiter-options";
+import type { CountedReceipt } from "../../../src/limiter/receipt-state";
+import type { LimitRequest, MultiDecision } from "../../../src/limiter/types";
 import { counting, storeAt } from "../../support/worker/fault-control";
 
 /** A manual clock every isolate and the store read (caller clock). */
@@ -90,7 +88,10 @@ export async function decideAndRecord(
         policy: request.policy,
         at,
         // A lease-paid request's units sit at its leases' stamps (one lease per policy).
-        stamp: decided.receipt?.leased?.[i]?.lease.stamp ?? decided.receipt?.at ?? Number.NaN,
+        stamp:
+          (decided.receipt as CountedReceipt | undefined)?.leased?.[i]?.lease.stamp ??
+          decided.receipt?.at ??
+          Number.NaN,
         cost: request.cost ?? 1,
         source: decided.decisions[i]?.source ?? "?",
         refunded: false,

@@ -1,7 +1,8 @@
 import { describe, expect, inject, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { createFallbackLimiter } from "../../../src/limiter/fallback-limiter";
-import type { LimiterOptions, LimitRequest } from "../../../src/limiter/types";
+import type { LimiterOptions } from "../../../src/limiter/limiter-options";
+import type { LimitRequest } from "../../../src/limiter/types";
 import type { Algorithm } from "../../../src/store/algorithm";
 import { storageKey } from "../../../src/store/keys";
 import { counting, faultScenario, storeAt } from "../../support/worker/fault-control";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import type { LimiterOptions } from "../../../src/limiter/types";
+import type { LimiterOptions } from "../../../src/limiter/limiter-options";
 import { storageKey } from "../../../src/store/keys";
 import { faultScenario, manualClock, storeAt } from "../../support/worker/fault-control";
 import { logCount } from "../../support/worker/log-state";

@@ -2,10 +2,10 @@ import { describe, expect, it, vi } from "vitest";
 import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { refusesStoreClock } from "../../../src/limiter/store-clock";
-import type { ClockChangeEvent } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
 import { peekQuota } from "../../../src/store/peek-reset";
 import { readNetworkBlocks } from "../../../src/store/plans";
+import type { ClockChangeEvent } from "../../../src/store/store-clock";
 import { counting, faultScenario, storeAt } from "../../support/worker/fault-control";
 import { logCount } from "../../support/worker/log-state";
 import { plansAdmin } from "../../support/worker/plans-admin";
@@ -72,6 +72,7 @@ describe("a store that refuses TIME in scripts", () => {
     ).toEqual({
       ok: true,
       existed: false,
+      value: "XX",
     });
     const read = await readNetworkBlocks(client, own);
     expect(read.entries).toEqual([{ field: "country|*|XX", value: expect.any(String) }]);

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { MAX_ZSET_LIMIT } from "../../../src/config/limits";
 import { ALGORITHMS, type Algorithm } from "../../../src/store/algorithm";
+import { MAX_ZSET_LIMIT } from "../../../src/store/caps";
 import { evaluatePolicy } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
 import { deleteKeys, testRedis, testStore } from "../../support/worker/redis";

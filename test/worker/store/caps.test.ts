@@ -1,13 +1,8 @@
 import { describe, expect, inject, it } from "vitest";
 import { parseConfig, parseRules } from "../../../src/config/limiter-config";
-import {
-  MAX_LIMIT,
-  MAX_RING_COST,
-  MAX_ZSET_COST,
-  MAX_ZSET_LIMIT,
-} from "../../../src/config/limits";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { nextMemberId } from "../../../src/limiter/member-id";
+import { MAX_LIMIT, MAX_RING_COST, MAX_ZSET_COST, MAX_ZSET_LIMIT } from "../../../src/store/caps";
 import { evaluate, evaluatePolicy } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
 import { PolicyBoundsError } from "../../../src/store/script-inputs";
