@@ -8,7 +8,7 @@
 //   node bench/ab-cpu.mjs [--ref=<name>=<git ref>]… [--bundle=<name>=<path.js>]…
 //     [--with=ours,anchorMinimal,floor] [--rate=N] [--seconds=S] [--reps=R]
 //
-// --ref builds src/worker.ts as it was at that ref (git archive, this checkout's node_modules);
+// --ref builds worker/worker.ts as it was at that ref (git archive, this checkout's node_modules);
 // --bundle serves a bundle built elsewhere; --with adds this checkout's workers (ours as
 // deployed, the minimal anchor, the floor). --rate=N offers N requests/s (default: flat out,
 // where throughput is reported too). Defaults: 2 s slices at a rate, 4 s flat out; 8 reps.

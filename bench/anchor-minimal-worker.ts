@@ -1,6 +1,6 @@
 // The minimal anchor for `npm run bench`'s workerd CPU section: @upstash/ratelimit slidingWindow behind the
 // thinnest /check a team would write by hand: a token check, JSON in, JSON out. Bench-only; never
-// deployed. Built and served like src/worker.ts (wrangler deploy --dry-run, then workerd).
+// deployed. Built and served like worker/worker.ts (wrangler deploy --dry-run, then workerd).
 //
 // Deliberately thin, so "our worker as deployed ÷ this" is what a user pays for choosing us over
 // writing this: no framework, a plain string compare of the token (not constant-time), no body

@@ -1,5 +1,5 @@
 // The anchor for `npm run bench`: @upstash/ratelimit behind the same POST /check contract as
-// src/worker.ts, built and served the same way (wrangler deploy --dry-run, then workerd alone).
+// worker/worker.ts, built and served the same way (wrangler deploy --dry-run, then workerd alone).
 // Bench-only; never deployed.
 //
 // Everything around the limiter is *our* HTTP layer (bearer check, body validation, headers), so
@@ -13,9 +13,9 @@
 
 import { MultiRegionRatelimit, Ratelimit } from "@upstash/ratelimit";
 import { Redis } from "@upstash/redis/cloudflare";
-import { bearerTokenMatches } from "../src/http/bearer-token";
 import { parseCheckBody } from "../src/http/check-request";
 import { rateLimitHeaders } from "../src/http/rate-limit-headers";
+import { bearerTokenMatches } from "../worker/bearer-token";
 
 interface AnchorEnv {
   UPSTASH_REDIS_REST_URL: string;

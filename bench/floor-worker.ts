@@ -1,6 +1,6 @@
 // The floor for `npm run bench`'s workerd CPU section: the least a /check worker can
 // cost when it makes the store calls a limiter with a denial cache makes, and does nothing else.
-// Bench-only; never deployed. Built and served like src/worker.ts.
+// Bench-only; never deployed. Built and served like worker/worker.ts.
 //
 // Per request: a plain token compare, the body read and parsed, then either an answer from a
 // per-isolate map of keys the store found full (no store call: what both limiters' denial

@@ -33,7 +33,7 @@ const outfile = path.join(tmp, "workers.mjs");
 await build({
   stdin: {
     contents: [
-      `export { default as ours } from "./src/worker.ts";`,
+      `export { default as ours } from "./worker/worker.ts";`,
       `export { default as anchorMinimal } from "./bench/anchor-minimal-worker.ts";`,
       `export { default as anchorSliding } from "./bench/anchor-worker.ts";`,
     ].join("\n"),

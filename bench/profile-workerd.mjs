@@ -1,5 +1,5 @@
 // @ts-check
-// Where our worker's CPU goes inside workerd itself: src/worker.ts built as it deploys,
+// Where our worker's CPU goes inside workerd itself: worker/worker.ts built as it deploys,
 // served by workerd with its V8 inspector on, the mixed /check load (or the proxy load) for a few
 // seconds with the CPU profiler running; self time by source file and function of the bundle.
 //

@@ -111,7 +111,7 @@ const MEMORY_LIMITS = [10, 100, 1000, 8000];
 const started = Date.now();
 // --cpu-rotations=N overrides the CPU section's rotations (iterating on CPU with --only=cpu).
 const cpuRotationsArg = process.argv.find((a) => a.startsWith("--cpu-rotations="));
-// --baseline=<git ref>: src/worker.ts at that ref joins the CPU section (before/after in one run).
+// --baseline=<git ref>: worker/worker.ts at that ref joins the CPU section (before/after in one run).
 const baselineRef = process.argv.find((a) => a.startsWith("--baseline="))?.slice(11);
 if (cpuRotationsArg) PLAN.cpuRotations = Number(cpuRotationsArg.slice(16));
 // A quick run never overwrites the committed full run's figures.
@@ -133,7 +133,7 @@ const median = (values) => {
 };
 
 /**
- * The contenders behind /check: src/worker.ts as deployed, once per algorithm it offers (found in
+ * The contenders behind /check: worker/worker.ts as deployed, once per algorithm it offers (found in
  * src/store/algorithm.ts when it runs, so new ones join without editing this file; `ours` is the
  * default sliding log), and bench/anchor-worker.ts with each of the anchor's algorithms.
  * @typedef {{ id: string, name: string, bundle: "ours" | "anchor", bindings: Record<string, string>, extra?: object }} Contender

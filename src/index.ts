@@ -1,13 +1,17 @@
 /**
- * The package's public surface, and all of it: `import { rateLimit } from "edge-limiter"`.
- * Four entry points and the types they take and return (docs/development.md "Public API"):
- * - `rateLimit()`: the Hono middleware;
- * - `createLimiter()`: the limiter behind it, to decide in your own code;
- * - `createStoreClient()`: the @upstash/redis client configured for a decision on the request path;
- * - `createAnalytics()`: per-rule counts for a limiter's decisions (`onDecision`);
- * and `fromEnv`, the store from UPSTASH_REDIS_REST_URL / _TOKEN, for `rateLimit({ store })`.
- * What is done to a limiter's keys besides deciding (peek, reset, overrides, key and network
- * blocks, the network blocks' copy for the middleware) are methods of the `Limiter`.
+ * The package's public surface, and all of it: `import { rateLimit } from "edge-limiter"`
+ * (docs/development.md "Public API", which lists every name; test/node/public-api.test.ts holds
+ * this file to that list). The values, and the types they take and return:
+ * - `rateLimit()`: the Hono middleware, and `fromEnv`, its store from the bindings;
+ * - `createLimiter()`: the limiter, to decide in your own code; what is done to its keys
+ *   besides deciding (peek, reset, overrides, key and network blocks) are its methods;
+ * - `createStoreClient()`: the @upstash/redis client configured for the request path;
+ * - `createAnalytics()`: per-rule counts of a limiter's decisions (`onDecision`);
+ * - for an HTTP surface of your own (the worker in this repository is one): `parseConfig` (a
+ *   LIMITER_CONFIG-shaped configuration), `createRules` (what a surface decides with: matching,
+ *   keys, the /check contract, the pipeline in front of an origin), `readJsonBody` and
+ *   `problemResponse`;
+ * - the errors `MissingStoreSettingError` and `PolicyBoundsError`.
  * Everything else in src/ is internal and may change in any release.
  */
 export { createAnalytics } from "./analytics/create-analytics";
@@ -23,60 +27,64 @@ export type {
 } from "./analytics/types";
 export type { ClientIpConfig } from "./config/client-ip-config";
 export {
-  MAX_LIMIT,
-  MAX_LOG_COST,
-  MAX_LOG_LIMIT,
-  MAX_RING_COST,
-  MAX_ZSET_COST,
-  MAX_ZSET_LIMIT,
-} from "./config/limits";
+  type LimiterConfig,
+  type ParseConfigOptions,
+  parseConfig,
+} from "./config/limiter-config";
+export type { RuleConfig } from "./config/rule-schema";
+export type { Validated } from "./config/validation";
+export type { CheckRequest } from "./http/check-request";
+export { type JsonBody, type JsonBodyOptions, readJsonBody } from "./http/json-body";
+export { type Problem, problemResponse } from "./http/problem";
 export {
-  type RateLimitOptions,
-  type RateLimitResult,
-  type RateLimitRule,
-  type RateLimitVariables,
-  rateLimit,
-} from "./http/middleware";
-export {
-  fromEnv,
-  type MiddlewareLimiterOptions,
-  MissingStoreSettingError,
-  type StoreConfig,
-  type StoreInput,
-} from "./http/middleware-store";
+  createRules,
+  type GuardExchange,
+  type RuleSet,
+  type RuleSetOptions,
+} from "./http/rule-set";
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
 export type { LeaseOptions } from "./limiter/lease-sizing";
+export type { Limiter } from "./limiter/limiter-api";
+export type { FallbackOptions, LimiterOptions, RegionsOptions } from "./limiter/limiter-options";
 export type { NetworkBlocksOptions } from "./limiter/network-block-copies";
 export type { Peek } from "./limiter/peek";
 export type {
   KeyBlocksAdmin,
   NetworkBlock,
   NetworkBlocksAdmin,
+  NetworkChange,
   Overrides,
   PlanChange,
   PlanKey,
 } from "./limiter/plan-changes";
 export type { PlanEntry, PlanListing, PlanPage, Plans } from "./limiter/plan-listing";
-export type { RegionsOptions } from "./limiter/regional-leases";
+export type { ResetOutcome, ResetRequest } from "./limiter/reset";
 export type {
-  ClockChangeEvent,
-  ClockSource,
   Decision,
   DecisionSource,
   FailMode,
-  FallbackOptions,
   LimitAllOptions,
-  Limiter,
-  LimiterOptions,
   LimitRequest,
   MultiDecision,
   RefundOutcome,
   RefundReceipt,
   RequestIdConflict,
-  ResetOutcome,
-  ResetRequest,
 } from "./limiter/types";
+export {
+  type RateLimitOptions,
+  type RateLimitResult,
+  type RateLimitVariables,
+  rateLimit,
+} from "./middleware/middleware";
+export {
+  fromEnv,
+  type MiddlewareLimiterOptions,
+  MissingStoreSettingError,
+  type StoreConfig,
+  type StoreInput,
+} from "./middleware/middleware-store";
+export type { RateLimitRule } from "./middleware/per-request-rules";
 export type {
   BlocksRefreshFailed,
   NetworkBlockHit,
@@ -86,8 +94,9 @@ export type {
 export type { RequestBlock } from "./rules/blocked-request";
 export type { ShadowDenyEvent } from "./rules/decide";
 export type { RefundFailedEvent } from "./rules/refund-on-error";
-export { ALGORITHMS, type Algorithm } from "./store/algorithm";
+export type { Algorithm } from "./store/algorithm";
 export { PolicyBoundsError } from "./store/script-inputs";
+export type { ClockChangeEvent, ClockSource } from "./store/store-clock";
 export {
   createStoreClient,
   type StoreClient,

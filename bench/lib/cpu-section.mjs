@@ -3,11 +3,11 @@
 // process, the same mixed load on each in turn (alternated: A B C…, then …C B A), the process's
 // CPU time over the decisions it answered; medians and ratios.
 //
-//   ours           src/worker.ts as deployed, a /check-only config (no rules)
+//   ours           worker/worker.ts as deployed, a /check-only config (no rules)
 //   anchorMinimal  @upstash/ratelimit slidingWindow behind a minimal /check (anchor-minimal-worker.ts)
 //   floor          the same store calls and nothing else (floor-worker.ts): what no limiter can cut
 //   anchorSliding  the like-for-like anchor: slidingWindow behind our /check code (anchor-worker.ts)
-//   oursProxy      src/worker.ts as a proxy: two rules, a local origin, the mixed load as GETs
+//   oursProxy      worker/worker.ts as a proxy: two rules, a local origin, the mixed load as GETs
 //   oursForward    the same proxy (its own process), paths no rule matches: forwarding alone
 //   oursMiniflare, anchorMinimalMiniflare   ours and anchorMinimal served through Miniflare
 //
@@ -25,7 +25,7 @@ export const median = (values) => {
 };
 
 export const CPU_CONTENDERS = [
-  { id: "ours", name: "edge-limiter, src/worker.ts as deployed (/check)" },
+  { id: "ours", name: "edge-limiter, worker/worker.ts as deployed (/check)" },
   { id: "anchorMinimal", name: "@upstash/ratelimit slidingWindow, minimal /check front" },
   { id: "floor", name: "the same store calls and nothing else (bench/floor-worker.ts)" },
   { id: "anchorSliding", name: "@upstash/ratelimit slidingWindow behind our /check code" },
@@ -72,7 +72,7 @@ export async function measureWorkerdCpu({
     : [
         ...CPU_CONTENDERS,
         ...(workers.oursBaseline
-          ? [{ id: "oursBaseline", name: "src/worker.ts at --baseline" }]
+          ? [{ id: "oursBaseline", name: "worker/worker.ts at --baseline" }]
           : []),
       ].filter((c) => workers[c.id]);
   const order = contenders.map((c) => c.id);

@@ -104,7 +104,7 @@ export function compatibilityDate() {
 }
 
 /**
- * Builds src/worker.ts (via wrangler.toml), bench/anchor-worker.ts (the anchor behind our /check
+ * Builds worker/worker.ts (via wrangler.toml), bench/anchor-worker.ts (the anchor behind our /check
  * code), bench/anchor-minimal-worker.ts (the anchor behind a minimal /check front) and
  * bench/floor-worker.ts (the same store calls and nothing else), the last three via generated
  * configs with the same compatibility date.
@@ -133,7 +133,7 @@ export async function buildWorkers(tmp) {
 }
 
 /**
- * src/worker.ts as it was at a git ref (`npm run bench -- --baseline=<ref>`: before and after a
+ * worker/worker.ts as it was at a git ref (`npm run bench -- --baseline=<ref>`: before and after a
  * change in one run), built from `git archive <ref>` with this checkout's node_modules.
  * @param {string} tmp
  * @param {string} ref

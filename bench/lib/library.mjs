@@ -35,12 +35,12 @@ export const cloudflareWorkersStub = {
 };
 
 /**
- * Bundles src/runtime.ts plus the anchor's modules into one Node ESM file and imports it.
+ * Bundles worker/runtime.ts plus the anchor's modules into one Node ESM file and imports it.
  * @param {string} tmp
  */
 export function loadLibraries(tmp) {
   return bundleForNode(tmp, "library", [
-    `export { getRuntime } from "./src/runtime.ts";`,
+    `export { getRuntime } from "./worker/runtime.ts";`,
     `export { ALGORITHMS } from "./src/store/algorithm.ts";`,
     `export { Ratelimit } from "@upstash/ratelimit";`,
     `export { Redis } from "@upstash/redis/cloudflare";`,

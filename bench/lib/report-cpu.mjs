@@ -55,7 +55,7 @@ export function cpuSection(r) {
     "",
   );
   L.push(
-    "- **ours**: src/worker.ts as deployed, a /check-only config (no rules).",
+    "- **ours**: worker/worker.ts as deployed, a /check-only config (no rules).",
     "- **anchorMinimal**: `bench/anchor-minimal-worker.ts`: @upstash/ratelimit slidingWindow " +
       "(ephemeral cache on, module-scope instances) behind the thinnest /check a team would " +
       "write: a plain string compare of the token, `request.json()`, a few typeof checks, JSON " +
@@ -66,7 +66,7 @@ export function cpuSection(r) {
       "request, the subrequest and the answer, which no limiter can cut.",
     "- **anchorSliding**: the like-for-like anchor (`bench/anchor-worker.ts`), slidingWindow " +
       "behind our /check code (token check, validation, headers).",
-    "- **oursProxy**: src/worker.ts as a proxy in front of a local origin, two rules (the " +
+    "- **oursProxy**: worker/worker.ts as a proxy in front of a local origin, two rules (the " +
       "mixed load as GETs, the client in a header); **oursForward**: the same worker, paths no " +
       "rule matches (forwarding alone).",
     "- **oursMiniflare**, **anchorMinimalMiniflare**: ours and anchorMinimal served through " +
@@ -78,7 +78,7 @@ export function cpuSection(r) {
       "(`stripCfConnectingIp`). No deployed worker pays either.",
     ...(r.baselineRef
       ? [
-          `- **oursBaseline**: src/worker.ts at \`${r.baselineRef}\` (before the cuts measured here), ` +
+          `- **oursBaseline**: worker/worker.ts at \`${r.baselineRef}\` (before the cuts measured here), ` +
             "built from `git archive` with the same dependencies.",
         ]
       : []),
@@ -256,7 +256,7 @@ export function cpuSection(r) {
       "synchronously in constant time against the configured token's code units kept per " +
       "isolate (it was a SHA-256 of both sides per request through async Web Crypto; " +
       "`test/worker/http/bearer-token.test.ts` pins no early exit); an exact `POST /check` and " +
-      "every path outside /check skip Hono's dispatch and context (`src/worker.ts`; /check/* " +
+      "every path outside /check skip Hono's dispatch and context (`worker/worker.ts`; /check/* " +
       "and %-escaped paths still routed by Hono; `check-fast-path.test.ts`); the /check answer " +
       "is one Response built in one step; a body with a declared length is read " +
       "without touching `request.body`; ORIGIN_URL is parsed once per isolate, not per " +

@@ -5,7 +5,7 @@
 import { performance } from "node:perf_hooks";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
 import { createLimiter } from "../../src/limiter/create-limiter";
-import type { LimiterOptions } from "../../src/limiter/types";
+import type { LimiterOptions } from "../../src/limiter/limiter-options";
 import type { ScriptClient } from "../../src/store/script-runner";
 import { createStoreClient } from "../../src/store/upstash-client";
 import { type FaultServer, startFaultServer } from "../../test/support/fault-servers";

@@ -5,13 +5,15 @@
  * checks across fields and rules follow (ruleListIssue).
  */
 import * as v from "valibot";
+import { DEFAULT_COST } from "../limiter/defaults";
 import { isLogAlgorithm } from "../store/algorithm";
-import { ADHOC_POLICY_PREFIX, boundsIssue, POLICY_NAME } from "./limits";
+import { boundsIssue } from "../store/caps";
+import { POLICY_NAME } from "../store/keys";
+import { ADHOC_POLICY_PREFIX } from "./limits";
 import {
   algorithmSchema,
   costFits,
   costSchema,
-  DEFAULT_COST,
   failModeSchema,
   limitSchema,
   plainObject,

@@ -3,17 +3,11 @@
  * body share: one definition each, so a bound is checked and worded the same wherever it appears.
  */
 import * as v from "valibot";
+import { MAX_KEY_LENGTH } from "../bounded-key";
 import { ALGORITHMS, type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
+import { limitRange, MAX_LIMIT, MAX_WINDOW_MS, MIN_WINDOW_MS, maxLimitOf } from "../store/caps";
 import { DURATION_FORMS, parseDuration } from "./duration";
-import {
-  limitRange,
-  MAX_KEY_LENGTH,
-  MAX_LIMIT,
-  MAX_REQUEST_ID_LENGTH,
-  MAX_WINDOW_MS,
-  MIN_WINDOW_MS,
-  maxLimitOf,
-} from "./limits";
+import { MAX_REQUEST_ID_LENGTH } from "./limits";
 import { isPlainObject } from "./validation";
 
 /** An integer in [min, max]; every failure says the range. */
@@ -74,7 +68,6 @@ export const limitSchemaOf = (algorithm: Algorithm) => LIMITS[algorithm];
 export const limitSchema = integerIn(1, MAX_LIMIT);
 
 /** The cost of one request when none is given (stated once, in limiter/defaults.ts). */
-export { DEFAULT_COST } from "../limiter/defaults";
 
 /** A cost: an integer; from 1 to the policy's limit, which costFits checks (another field). */
 export const costSchema = v.pipe(

@@ -3,8 +3,9 @@
  * answered as JSON with the rate-limit headers, 200, 429, 403 for a block or 409 for a request id
  * reused with other parameters. Built once: the JSON and the headers in one Response.
  */
-import type { WaitUntil } from "../limiter/lease";
-import type { Decision, LimitAllOptions, Limiter, MultiDecision } from "../limiter/types";
+
+import type { Limiter } from "../limiter/limiter-api";
+import type { Decision, LimitAllOptions, MultiDecision, WaitUntil } from "../limiter/types";
 import { enforcedDecisions, limitWithShadow } from "../rules/decide";
 import type { CheckRequest } from "./check-request";
 import { requestIdConflict } from "./limited-response";

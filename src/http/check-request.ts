@@ -7,14 +7,13 @@
  */
 import * as v from "valibot";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
-import { ADHOC_POLICY_PREFIX, boundsIssue } from "../config/limits";
+import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import { LEASE_NEEDS_LOG, type RuleConfig } from "../config/rule-schema";
 import {
   algorithmSchema,
   clientKeySchema,
   costFits,
   costSchema,
-  DEFAULT_COST,
   limitSchemaOf,
   requestIdSchema,
   windowSchema,
@@ -26,10 +25,12 @@ import {
   unknownField,
   type Validated,
 } from "../config/validation";
+import { DEFAULT_COST } from "../limiter/defaults";
 import type { LimitRequest } from "../limiter/types";
 import { groupAddress } from "../net/ip-address";
 import { ruleRequest } from "../rules/decide";
 import { type Algorithm, DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
+import { boundsIssue } from "../store/caps";
 import { createPolicyMemo } from "./policy-memo";
 
 const FIELDS = [

@@ -26,25 +26,12 @@ export function problemResponse(
  * 503 for a configuration that does not validate: which requests are limited is unknown, so
  * every one is refused rather than let through unprotected. This is the public answer (the
  * proxy, the middleware): it names the setting, never why, since the reason may quote a secret
- * (the Upstash client's error quotes the store URL). The reason goes to the operator's log
- * (once) and to /check callers holding the token (misconfiguredForOperator).
+ * (the Upstash client's error quotes the store URL). The reason goes to the operator's log.
  */
 export function misconfigured(_c: Context | undefined, issue: { field: string }): Response {
   return problemResponse(503, {
     title: "Limiter misconfigured",
     detail: `${issue.field} is invalid: the operator's log says why`,
-    field: issue.field,
-  });
-}
-
-/** The 503 for a caller holding the /check token: names the wrong field and why. */
-export function misconfiguredForOperator(
-  _c: Context | undefined,
-  issue: { field: string; detail: string },
-): Response {
-  return problemResponse(503, {
-    title: "Limiter misconfigured",
-    detail: `${issue.field} ${issue.detail}`,
     field: issue.field,
   });
 }

@@ -15,10 +15,10 @@
 import type { ClientIpConfig } from "../config/client-ip-config";
 import { MAX_REQUEST_ID_LENGTH } from "../config/limits";
 import type { RuleConfig } from "../config/rule-schema";
+import type { Limiter } from "../limiter/limiter-api";
 import type {
   Decision,
   LimitAllOptions,
-  Limiter,
   LimitRequest,
   MultiDecision,
   RefundReceipt,

@@ -3,7 +3,7 @@
  * that say `refundOn: "5xx"`, so a client is not charged for the server's errors.
  */
 import type { RuleConfig } from "../config/rule-schema";
-import type { Limiter } from "../limiter/types";
+import type { Limiter } from "../limiter/limiter-api";
 import type { RulesOutcome } from "./decide";
 
 /** A refund the store did not carry out: what to log (the library itself writes nothing). */
@@ -48,9 +48,9 @@ export async function refundOnServerError(
       // prove it took off, and a token bucket that refilled a fraction of a token since the
       // request rounds it down to 0 while the bucket is full again. Remaining + cost is what
       // the client has at least (a window that moved on meanwhile can only have more).
-      for (const policy of receipt.resolved) {
-        if (policies.includes(policy.name)) givenBack.set(policy.name, policy.cost);
-      }
+      receipt.policies.forEach((name, i) => {
+        if (policies.includes(name)) givenBack.set(name, receipt.costs[i] ?? 0);
+      });
     }),
   );
   if (givenBack.size === 0) return outcome;

@@ -1,5 +1,5 @@
 // docs/deploy.md works the first time: `wrangler deploy --dry-run` of this repo's worker
-// (wrangler.toml, main = src/worker.ts) bundles it without an account and binds the committed
+// (wrangler.toml, main = worker/worker.ts) bundles it without an account and binds the committed
 // LIMITER_CONFIG. What the worker then does with that config is the workerd tests' business (they
 // run with the same wrangler.toml).
 import { execFile } from "node:child_process";

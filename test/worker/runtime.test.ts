@@ -1,8 +1,8 @@
 import { Hono } from "hono";
 import { describe, expect, inject, it, vi } from "vitest";
-import type { Env } from "../../src/env";
 import { createLimiter, rateLimit } from "../../src/index";
-import { getRuntime } from "../../src/runtime";
+import type { Env } from "../../worker/env";
+import { getRuntime } from "../../worker/runtime";
 import { testStore, uniquePrefix } from "../support/worker/redis";
 import { workerWith } from "../support/worker/worker-harness";
 

@@ -52,7 +52,7 @@ export async function faultScenario(mode: FaultMode, delayMs = 0): Promise<Fault
 
 /**
  * The worker's store client, pointed at a URL (a fault scenario, or the bridge): without the
- * auto-pipeline, as src/runtime.ts builds it, unless `autoPipeline` says otherwise.
+ * auto-pipeline, as worker/runtime.ts builds it, unless `autoPipeline` says otherwise.
  */
 export function storeAt(url: string, timeoutMs: number, autoPipeline = false): StoreClient {
   return createStoreClient({ url, token: inject("bridgeToken"), timeoutMs, autoPipeline });

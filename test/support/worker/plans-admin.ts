@@ -3,7 +3,7 @@
  * store client and prefix, apart from the limiters that decide (their caches stay their own).
  */
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import type { Limiter } from "../../../src/limiter/types";
+import type { Limiter } from "../../../src/limiter/limiter-api";
 import type { ScriptClient } from "../../../src/store/script-runner";
 
 const admins = new WeakMap<ScriptClient, Map<string, Limiter>>();

@@ -1,8 +1,8 @@
 /// <reference path="../provided.d.ts" />
 import { createExecutionContext, env } from "cloudflare:test";
 import { inject } from "vitest";
-import type { Env } from "../../../src/env";
-import app from "../../../src/worker";
+import type { Env } from "../../../worker/env";
+import app from "../../../worker/worker";
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -9,8 +9,8 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../src/config/limiter-config";
 import { regionPicker } from "../../../src/config/regions-config";
-import type { Env } from "../../../src/env";
-import app from "../../../src/worker";
+import type { Env } from "../../../worker/env";
+import app from "../../../worker/worker";
 import { scopedPrefix } from "../../support/worker/redis";
 import { baseEnv } from "../../support/worker/worker-harness";
 

@@ -3,7 +3,7 @@ import {
   bearerTokenMatches,
   type CodeUnits,
   constantTimeEquals,
-} from "../../../src/http/bearer-token";
+} from "../../../worker/bearer-token";
 
 const TOKEN = "s3cret-tøken-42";
 

@@ -4,8 +4,8 @@
 // a fast path is still a 500 problem.
 import { createExecutionContext } from "cloudflare:test";
 import { afterAll, describe, expect, it } from "vitest";
-import type { Env } from "../../../src/env";
-import app from "../../../src/worker";
+import type { Env } from "../../../worker/env";
+import app from "../../../worker/worker";
 import { deleteKeys, testRedis } from "../../support/worker/redis";
 import { baseEnv, originUrl, workerWith } from "../../support/worker/worker-harness";
 

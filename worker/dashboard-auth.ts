@@ -4,10 +4,12 @@
  * a browser, HTTP Basic with the token as the password (any user name). Compared in constant
  * time by bearer-token.ts. A refusal challenges with Basic, so a browser asks for the password.
  */
+
+import { problemResponse } from "edge-limiter";
 import type { Context } from "hono";
-import type { Env } from "../env";
-import { getRuntime, type ReadyRuntime } from "../runtime";
-import { misconfiguredForOperator, problemResponse } from "./problem";
+import type { Env } from "./env";
+import { misconfigured } from "./problems";
+import { getRuntime, type ReadyRuntime } from "./runtime";
 import { tokenRefusal } from "./token-scope";
 
 export async function authorizedReader(
@@ -33,7 +35,7 @@ export async function authorizedReader(
     };
   }
   const runtime = getRuntime(c.env);
-  if (!runtime.ok) return { ok: false, response: misconfiguredForOperator(c, runtime) };
+  if (!runtime.ok) return { ok: false, response: misconfigured(runtime, "operator") };
   return { ok: true, runtime };
 }
 

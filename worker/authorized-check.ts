@@ -3,11 +3,12 @@
  * bearer token of the route's scope, the worker's config, the content type, the size cap and
  * strict validation of the body. Nothing is counted unless this returns ok.
  */
-import type { Env } from "../env";
-import { getRuntime, type ReadyRuntime } from "../runtime";
-import type { CheckRequest } from "./check-request";
-import { readJsonBody } from "./json-body";
-import { misconfiguredForOperator, problemResponse } from "./problem";
+
+import type { CheckRequest } from "edge-limiter";
+import { problemResponse, readJsonBody } from "edge-limiter";
+import type { Env } from "./env";
+import { misconfigured } from "./problems";
+import { getRuntime, type ReadyRuntime } from "./runtime";
 import { type TokenScope, tokenRefusal } from "./token-scope";
 
 /** A check body is a few fields; anything bigger is refused before it is read. */
@@ -79,7 +80,7 @@ export async function authorizedJson(
   const runtime = getRuntime(env);
   if (!runtime.ok) {
     // Only past the token: the reason may quote a secret (the public gets the generic 503).
-    return refuse(misconfiguredForOperator(undefined, runtime));
+    return refuse(misconfigured(runtime, "operator"));
   }
 
   const read = await readJsonBody(request, {

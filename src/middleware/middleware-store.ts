@@ -4,7 +4,8 @@
  */
 import type { Context, Env as HonoEnv } from "hono";
 import { createLimiter } from "../limiter/create-limiter";
-import type { Limiter, LimiterOptions } from "../limiter/types";
+import type { Limiter } from "../limiter/limiter-api";
+import type { LimiterOptions } from "../limiter/limiter-options";
 import { createStoreClient, type StoreClient } from "../store/upstash-client";
 
 /** An Upstash database (or the local bridge) by its REST URL and token. */

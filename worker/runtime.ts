@@ -4,17 +4,20 @@
  * LimiterOptions are built here from the LimiterConfig), once per isolate and configuration.
  */
 import { waitUntil } from "cloudflare:workers";
-import { createAnalytics } from "./analytics/create-analytics";
-import type { Analytics } from "./analytics/types";
-import { type LimiterConfig, parseConfig } from "./config/limiter-config";
-import type { RuleConfig } from "./config/rule-schema";
-import type { Validated } from "./config/validation";
+import {
+  type Analytics,
+  createAnalytics,
+  createLimiter,
+  createRules,
+  createStoreClient,
+  type Limiter,
+  type LimiterConfig,
+  type NetworkBlocks,
+  parseConfig,
+  type RuleSet,
+  type Validated,
+} from "edge-limiter";
 import type { Env } from "./env";
-import { createRules, type RuleSet } from "./http/rule-set";
-import { createLimiter } from "./limiter/create-limiter";
-import type { Limiter } from "./limiter/types";
-import type { NetworkBlocks } from "./net/network-blocks";
-import { createStoreClient } from "./store/upstash-client";
 
 /** What one isolate builds once from its bindings: the parsed config, rules and the limiter. */
 export type Runtime =

@@ -2,20 +2,16 @@
  * The worker's entry: its routes (/check and below, everything else through the proxy) and the
  * last-resort error answer. Each route's handler is in src/http/.
  */
+
+import { problemResponse } from "edge-limiter";
 import { type Context, Hono } from "hono";
+import { peekHandler, resetHandler } from "./admin-route";
+import { checkResponse } from "./check-route";
+import { dashboardHandler } from "./dashboard-route";
 import type { Env } from "./env";
-import { peekHandler, resetHandler } from "./http/admin-route";
-import { checkResponse } from "./http/check-route";
-import { dashboardHandler } from "./http/dashboard-route";
-import {
-  blockHandler,
-  overrideHandler,
-  plansListHandler,
-  unblockHandler,
-} from "./http/plans-route";
-import { problemResponse } from "./http/problem";
-import { proxyResponse } from "./http/proxy";
-import { statsHandler } from "./http/stats-route";
+import { blockHandler, overrideHandler, plansListHandler, unblockHandler } from "./plans-route";
+import { proxyResponse } from "./proxy";
+import { statsHandler } from "./stats-route";
 
 type Handler = (c: Context<{ Bindings: Env }>) => Promise<Response> | Response;
 

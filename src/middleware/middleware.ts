@@ -7,15 +7,17 @@ import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
 import { parseRules } from "../config/limiter-config";
 import { invalid, type Validated } from "../config/validation";
-import type { Limiter } from "../limiter/types";
+import { runLimited } from "../http/limit-pipeline";
+import { outcomeHeaders, refusal, withRateLimitHeaders } from "../http/limited-response";
+import { misconfigured } from "../http/problem";
+import { requestNetwork } from "../http/request-network";
+import type { Limiter } from "../limiter/limiter-api";
 import type { NetworkBlocks } from "../net/network-blocks";
 import { trustedAddress } from "../rules/client-ip";
 import { type RulesOutcome, requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
 import { applyingRules, compileRules } from "../rules/match";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
 import { ipHeaders, ownAddressHeaders } from "./ip-headers";
-import { runLimited } from "./limit-pipeline";
-import { outcomeHeaders, refusal, withRateLimitHeaders } from "./limited-response";
 import {
   limiterForStore,
   type MiddlewareLimiterOptions,
@@ -23,8 +25,6 @@ import {
   type StoreInput,
 } from "./middleware-store";
 import { type RateLimitRule, splitPerRequest, withRequestValues } from "./per-request-rules";
-import { misconfigured } from "./problem";
-import { requestNetwork } from "./request-network";
 import { waitUntilOf } from "./wait-until";
 
 /**
@@ -32,7 +32,6 @@ import { waitUntilOf } from "./wait-until";
  * (docs/configuration.md; config/rule-schema.ts, where every field is documented and checked),
  * whose `limit` and `cost` may also be functions of the context (per-request-rules.ts).
  */
-export type { RateLimitRule } from "./per-request-rules";
 
 /** What `c.get("rateLimit")` holds after the middleware ran (see RulesOutcome). */
 export type RateLimitResult = RulesOutcome;

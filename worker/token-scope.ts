@@ -4,8 +4,9 @@
  * the dashboard) and decides too: admin ⊇ decision, so an operator needs one token, while a
  * service that only asks "may user X proceed?" cannot reset, override or unblock anyone.
  */
-import type { Env } from "../env";
+
 import { bearerTokenMatches } from "./bearer-token";
+import type { Env } from "./env";
 
 /** "decision": /check and /check/peek; "admin": every route that changes or lists state. */
 export type TokenScope = "decision" | "admin";

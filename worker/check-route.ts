@@ -3,9 +3,9 @@
  * and a key; the answer is the limiter's decision as JSON, with the rate-limit headers
  * (the rule set's answerCheck: the /check contract is the library's).
  */
-import type { Env } from "../env";
-import type { WaitUntil } from "../limiter/lease";
+
 import { authorizeCheck } from "./authorized-check";
+import type { Env } from "./env";
 
 /**
  * POST /check (docs/check-api.md), without a Hono context: worker.ts answers it here directly,
@@ -15,7 +15,7 @@ import { authorizeCheck } from "./authorized-check";
 export async function checkResponse(
   request: Request,
   env: Env,
-  waitUntil?: WaitUntil,
+  waitUntil?: (promise: Promise<unknown>) => void,
 ): Promise<Response> {
   const authorized = await authorizeCheck(request, env, "decision");
   if (!authorized.ok) return authorized.response;

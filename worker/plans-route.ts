@@ -4,15 +4,15 @@
  * keyed as the proxy keys it (a header rule's value hashed, an "ip" rule's address grouped), so
  * the change reaches the log the proxy counts in.
  */
+
+import type { NetworkChange, PlanChange, RuleConfig } from "edge-limiter";
+import { problemResponse } from "edge-limiter";
 import type { Context } from "hono";
-import type { RuleConfig } from "../config/rule-schema";
-import type { Env } from "../env";
-import type { NetworkChange, PlanChange } from "../limiter/plan-changes";
-import type { ReadyRuntime } from "../runtime";
 import { storeUnavailable } from "./admin-route";
 import { authorizedJson } from "./authorized-check";
 import { authorizedReader } from "./dashboard-auth";
-import { problemResponse } from "./problem";
+import type { Env } from "./env";
+import type { ReadyRuntime } from "./runtime";
 
 type Body = Record<string, unknown>;
 

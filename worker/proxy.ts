@@ -2,11 +2,12 @@
  * The worker's proxy: an incoming request translated to the limit pipeline (limit-pipeline.ts),
  * the origin fetched when it passes.
  */
-import type { Env } from "../env";
-import type { ShadowDenyEvent } from "../rules/decide";
-import type { RefundFailedEvent } from "../rules/refund-on-error";
-import { getRuntime } from "../runtime";
-import { misconfigured, problemResponse } from "./problem";
+
+import type { RefundFailedEvent, ShadowDenyEvent } from "edge-limiter";
+import { problemResponse } from "edge-limiter";
+import type { Env } from "./env";
+import { misconfigured } from "./problems";
+import { getRuntime } from "./runtime";
 
 /**
  * The worker in front of an origin: decide every rule that matches, then either answer 429
@@ -26,7 +27,7 @@ export async function proxyResponse(
   if (!runtime.ok) {
     // Which requests are limited is unknown without a valid config: refuse them all rather
     // than run unprotected.
-    return misconfigured(undefined, runtime);
+    return misconfigured(runtime, "public");
   }
   const url = new URL(incoming.url);
   // Known before any rule is decided: a request with nowhere to go is answered without

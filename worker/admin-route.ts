@@ -2,13 +2,13 @@
  * Peek at one key's quota without consuming it (a decision route: LIMITER_TOKEN), or reset it
  * (an admin route: LIMITER_ADMIN_TOKEN): HTTP over the limiter's `peek` and `reset`.
  */
+
+import type { LimitRequest, Peek } from "edge-limiter";
+import { problemResponse } from "edge-limiter";
 import type { Context } from "hono";
-import type { Env } from "../env";
-import type { Peek } from "../limiter/peek";
-import type { LimitRequest } from "../limiter/types";
-import type { ReadyRuntime } from "../runtime";
 import { authorizeCheck } from "./authorized-check";
-import { problemResponse } from "./problem";
+import type { Env } from "./env";
+import type { ReadyRuntime } from "./runtime";
 import type { TokenScope } from "./token-scope";
 
 /**

@@ -2,10 +2,11 @@
  * GET /check/stats: what the analytics counted, per rule and minute, as JSON (docs/analytics.md); the dashboard's data. This isolate's pending counts are flushed first, so
  * what it decided is in the answer to the request.
  */
+
+import { problemResponse } from "edge-limiter";
 import type { Context } from "hono";
-import type { Env } from "../env";
 import { authorizedReader } from "./dashboard-auth";
-import { problemResponse } from "./problem";
+import type { Env } from "./env";
 
 export const MAX_STATS_MINUTES = 1_440;
 const DEFAULT_STATS_MINUTES = 60;

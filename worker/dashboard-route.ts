@@ -3,9 +3,9 @@
  * LIMITER_ADMIN_TOKEN (a browser logs in with HTTP Basic, the token as password).
  */
 import type { Context } from "hono";
-import type { Env } from "../env";
 import { authorizedReader } from "./dashboard-auth";
 import { DASHBOARD_HTML } from "./dashboard-page";
+import type { Env } from "./env";
 
 // Nothing but this page's own inline script and style, and fetches to this origin: a proof, in
 // the browser, that the page loads nothing from elsewhere.
