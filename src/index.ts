@@ -44,7 +44,7 @@ export {
 } from "./http/rule-set";
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
-export type { LeaseOptions } from "./limiter/lease-sizing";
+export type { LeaseOptions } from "./limiter/leases/lease-sizing";
 export type { Limiter } from "./limiter/limiter-api";
 export type { FallbackOptions, LimiterOptions, RegionsOptions } from "./limiter/limiter-options";
 export type { NetworkBlocksOptions } from "./limiter/network-block-copies";

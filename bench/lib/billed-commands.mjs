@@ -17,7 +17,7 @@ const QUIET_MS = 300;
 /** …or after this long (then the row says `settled: false`). */
 const SETTLE_MAX_MS = 5_000;
 /** A lease ends (and gives back its unspent units) at its deadline, up to one lifetime (1 s for a
- * 1-minute window: src/limiter/lease-sizing.ts) after its grant, in a timer: quiet before that
+ * 1-minute window: src/limiter/leases/lease-sizing.ts) after its grant, in a timer: quiet before that
  * means nothing. */
 const LEASE_LIFETIME_MS = 1_000;
 

@@ -8,8 +8,12 @@ import type { BreakerEvent } from "../limiter/circuit-breaker";
 import { DEFAULT_COST, DEFAULT_PREFIX } from "../limiter/defaults";
 import type { LimitRequest, MultiDecision } from "../limiter/types";
 import { Aggregate, type Outcome } from "./aggregate";
+import {
+  DEFAULT_FLUSH_INTERVAL_MS,
+  DEFAULT_RETENTION_MINUTES,
+  DEFAULT_TOP_KEYS,
+} from "./analytics-defaults";
 import { writeDecisionPoint } from "./analytics-engine-sink";
-import { DEFAULT_FLUSH_INTERVAL_MS, DEFAULT_RETENTION_MINUTES, DEFAULT_TOP_KEYS } from "./defaults";
 import { readStats } from "./read-stats";
 import { flushPending, MINUTE_MS } from "./redis-layout";
 import type { Analytics, AnalyticsOptions, IsolateStats } from "./types";

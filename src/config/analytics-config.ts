@@ -7,7 +7,7 @@ import {
   DEFAULT_FLUSH_INTERVAL_MS,
   DEFAULT_RETENTION_MINUTES,
   DEFAULT_TOP_KEYS,
-} from "../analytics/defaults";
+} from "../analytics/analytics-defaults";
 import { integerIn, plainObject } from "./schema-parts";
 
 export const ANALYTICS_SINKS = ["redis", "analytics-engine"] as const;

@@ -9,7 +9,7 @@ import { storageKey } from "../store/keys";
 import { capacityFreed, type LimiterContext } from "./context";
 import { rememberAnswer } from "./denial-cache";
 import { type KeyBlocks, OVERRIDE_CLAIM_MAX_MS } from "./key-blocks";
-import type { createLimiterLeases } from "./lease-limiter";
+import type { createLimiterLeases } from "./leases/isolate-leases";
 import { denialCacheKey, type ResolvedPolicy } from "./resolved-policy";
 import type { LimitRequest } from "./types";
 

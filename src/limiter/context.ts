@@ -5,6 +5,7 @@
  */
 import type { ScriptClient } from "../store/script-runner";
 import { type CircuitBreaker, createCircuitBreaker } from "./circuit-breaker";
+import { createStoreClock, type StoreClock } from "./clock-policy";
 import {
   DEFAULT_CLOCK,
   DEFAULT_FAIL_MODE,
@@ -15,7 +16,6 @@ import { createDenialCache, type DenialCache } from "./denial-cache";
 import { createFallbackLimiter, type FallbackLimiter } from "./fallback-limiter";
 import type { LimiterOptions } from "./limiter-options";
 import { createSingleFlight, type SingleFlight } from "./single-flight";
-import { createStoreClock, type StoreClock } from "./store-clock";
 import type { FailMode } from "./types";
 
 export interface LimiterContext {

@@ -3,7 +3,7 @@
  * folder owns everything between a LimitRequest and a Decision that is not Redis: resolving the
  * request once (resolved-policy.ts), the denial cache, single flight, the circuit breaker, the
  * degraded path with its local fallback limiter (degraded.ts, fallback-limiter.ts), the clock
- * policy (store-clock.ts), every Decision builder (decisions.ts) and the refund of a receipt
+ * policy (clock-policy.ts), every Decision builder (decisions.ts) and the refund of a receipt
  * (refund-receipt.ts), and what else is done to a limiter's keys (peek.ts, reset.ts,
  * plan-changes.ts, plan-listing.ts, network-block-copies.ts); context.ts holds what lives as
  * long as the limiter. Its public types are in types.ts. It may import store/, net/ (the
@@ -26,7 +26,9 @@ import { createLimiterContext } from "./context";
 import { conflicted, denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
 import { createKeyBlocks } from "./key-blocks";
-import { createLimiterLeases } from "./lease-limiter";
+import { createLimiterLeases } from "./leases/isolate-leases";
+import { createRegionBooks } from "./leases/isolate-leases-in-region";
+import { createRegionalLeases } from "./leases/regional-leases";
 import type { Limiter } from "./limiter-api";
 import type { LimiterOptions } from "./limiter-options";
 import { nextMemberId } from "./member-id";
@@ -36,8 +38,6 @@ import { createPlanChanges } from "./plan-changes";
 import { createPlanListing } from "./plan-listing";
 import type { CountedReceipt } from "./receipt-state";
 import { refundReceipt } from "./refund-receipt";
-import { createRegionBooks } from "./region-books";
-import { createRegionalLeases } from "./regional-leases";
 import { resetKey } from "./reset";
 import {
   policyBytes,
@@ -70,14 +70,14 @@ export function createLimiter(options: LimiterOptions): Limiter {
   // Plans (docs/plans.md): the hash the policies with `overrides` read, and the blocks seen.
   const plans = plansKey(ctx.prefix);
   const keyBlocks = createKeyBlocks();
-  // Leases (lease-limiter.ts): steps 0 and 6 below, the refund and endLeases.
+  // Leases (isolate-leases.ts): steps 0 and 6 below, the refund and endLeases.
   const leases = createLimiterLeases(ctx, options.leases);
   // Regional leases (regional-leases.ts): step 0 for a request in a region.
   const regional = options.regions
     ? createRegionalLeases(ctx, options.regions, options.breaker)
     : undefined;
   const regionOf = options.regions?.regionOf;
-  // Isolate leases on top of regional ones (region-books.ts): step 0 for a request in a region.
+  // Isolate leases on top of regional ones (isolate-leases-in-region.ts): step 0 for a request in a region.
   const regionBooks = regional && createRegionBooks(ctx, options.leases, regional);
   // Every isolate lease book: home's, and one per region this isolate decided in.
   const allBooks = () => [leases, ...(regionBooks?.built() ?? [])];

@@ -5,7 +5,7 @@
 import type { EvaluateAnswer, PolicyAnswer } from "../store/evaluate";
 import type { Exhaustion } from "./denial-cache";
 import type { FallbackDecision } from "./fallback-limiter";
-import type { Lease } from "./lease";
+import type { Lease } from "./leases/lease";
 import type { CountedReceipt } from "./receipt-state";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { Decision, MultiDecision } from "./types";
@@ -110,7 +110,7 @@ export function blockedRequest(
 }
 
 /**
- * Paid from a lease this isolate holds (lease-book.ts), no round trip. `remaining` is what the
+ * Paid from a lease this isolate holds (isolate-lease-book.ts), no round trip. `remaining` is what the
  * store last reported plus what is left in this isolate's leases of the key (an estimate: other
  * isolates spend too); `reset` is the grant's, aged on the isolate clock.
  */

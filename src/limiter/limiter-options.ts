@@ -6,7 +6,7 @@ import type { ClockChangeEvent, ClockSource } from "../store/store-clock";
 import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
 import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
-import type { LeaseOptions } from "./lease-sizing";
+import type { LeaseOptions } from "./leases/lease-sizing";
 import type { FailMode, LimitRequest, MultiDecision } from "./types";
 
 export interface FallbackOptions extends FallbackLimiterOptions {

@@ -3,7 +3,7 @@
  * record of how each policy was counted, which a caller passes back untouched. Only the limiter
  * reads these; a receipt handed back is checked before any is used (checkReceipt).
  */
-import type { LeaseSpend } from "./lease";
+import type { LeaseSpend } from "./leases/lease";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { RefundReceipt } from "./types";
 

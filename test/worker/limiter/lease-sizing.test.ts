@@ -1,13 +1,18 @@
 /**
- * Lease sizing (src/limiter/lease-sizing.ts): the lifetime tied to the window, the units from the
+ * Lease sizing (src/limiter/leases/lease-sizing.ts): the lifetime tied to the window, the units from the
  * local demand and the remaining budget, and options refused naming the field.
  */
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import type { Lease } from "../../../src/limiter/lease";
-import { spendableMs } from "../../../src/limiter/lease";
-import type { KeyState } from "../../../src/limiter/lease-keys";
-import { NO_OWN_UNITS, noteAnswer, noteGivenBack, noteOwn } from "../../../src/limiter/lease-own";
+import type { KeyState } from "../../../src/limiter/leases/isolate-lease-keys";
+import {
+  NO_OWN_UNITS,
+  noteAnswer,
+  noteGivenBack,
+  noteOwn,
+} from "../../../src/limiter/leases/isolate-lease-own";
+import type { Lease } from "../../../src/limiter/leases/lease";
+import { spendableMs } from "../../../src/limiter/leases/lease";
 import {
   leaseLifetimeMs,
   leaseUnits,
@@ -15,7 +20,7 @@ import {
   renewAheadMs,
   resolveLeaseSizing,
   DEFAULT_LEASE_SIZING as S,
-} from "../../../src/limiter/lease-sizing";
+} from "../../../src/limiter/leases/lease-sizing";
 import type { ResolvedPolicy } from "../../../src/limiter/resolved-policy";
 import { testStore } from "../../support/worker/redis";
 

@@ -7,9 +7,9 @@
  */
 import { describe, expect, inject, it } from "vitest";
 import { createLimiterContext } from "../../../src/limiter/context";
-import { createLeaseBook } from "../../../src/limiter/lease-book";
-import { resolveLeaseSizing } from "../../../src/limiter/lease-sizing";
-import { createLeaseStore, type LeaseStore } from "../../../src/limiter/lease-store";
+import { createLeaseBook } from "../../../src/limiter/leases/isolate-lease-book";
+import { createLeaseStore, type LeaseStore } from "../../../src/limiter/leases/isolate-lease-store";
+import { resolveLeaseSizing } from "../../../src/limiter/leases/lease-sizing";
 import { nextMemberId } from "../../../src/limiter/member-id";
 import { resolvePolicy, withStorageKeys } from "../../../src/limiter/resolved-policy";
 import { evaluatePolicy } from "../../../src/store/evaluate";

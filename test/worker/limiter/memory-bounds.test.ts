@@ -3,7 +3,7 @@ import { DIGESTED_KEY_PREFIX, MAX_KEY_LENGTH } from "../../../src/bounded-key";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { createDenialCache } from "../../../src/limiter/denial-cache";
 import { createFallbackLimiter } from "../../../src/limiter/fallback-limiter";
-import { createLeaseKeys } from "../../../src/limiter/lease-keys";
+import { createLeaseKeys } from "../../../src/limiter/leases/isolate-lease-keys";
 import { resolvePolicy, withStorageKeys } from "../../../src/limiter/resolved-policy";
 import { createSingleFlight } from "../../../src/limiter/single-flight";
 import { manualClock, storeAt } from "../../support/worker/fault-control";

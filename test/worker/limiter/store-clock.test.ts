@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
+import { refusesStoreClock } from "../../../src/limiter/clock-policy";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import { refusesStoreClock } from "../../../src/limiter/store-clock";
 import { storageKey } from "../../../src/store/keys";
 import { peekQuota } from "../../../src/store/peek-reset";
 import { readNetworkBlocks } from "../../../src/store/plans";

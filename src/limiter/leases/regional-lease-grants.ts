@@ -4,22 +4,22 @@
  * spend. Why a granted lease stays exact is the header of regional-leases.ts; this file is where
  * the stamp and the lease's end are set.
  */
-import { evaluate } from "../store/evaluate";
-import { refund } from "../store/refund";
+import { evaluate } from "../../store/evaluate";
+import { refund } from "../../store/refund";
 import {
   type RegionSpendAnswer,
   type RegionSpendItem,
   regionPut,
   type TakenLease,
-} from "../store/region-lease";
-import { withinDeadline } from "../store/script-runner";
-import type { LimiterContext } from "./context";
+} from "../../store/region-lease";
+import { withinDeadline } from "../../store/script-runner";
+import type { LimiterContext } from "../context";
+import { nextMemberId } from "../member-id";
+import type { ResolvedPolicy } from "../resolved-policy";
+import type { WaitUntil } from "../types";
 import { policyFingerprint, spendableMs } from "./lease";
-import { nextMemberId } from "./member-id";
+import type { RoundTrip } from "./region-round-trip";
 import type { RegionStores } from "./region-stores";
-import type { ResolvedPolicy } from "./resolved-policy";
-import type { RoundTrip } from "./round-trip";
-import type { WaitUntil } from "./types";
 
 /** RegionsOptions as resolved and checked (regional-leases.ts). */
 export interface RegionalSizing {

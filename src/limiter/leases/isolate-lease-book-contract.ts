@@ -1,13 +1,14 @@
 /**
- * A lease book's contract (lease-book.ts implements it): what it is given, and what the limiter
+ * A lease book's contract (isolate-lease-book.ts implements it): what it is given, and what the limiter
  * asks of it — spend from live leases, wait for a key's lease call, learn from a store answer,
  * refund, end and drop leases.
  */
+
+import type { ResolvedPolicy } from "../resolved-policy";
+import type { WaitUntil } from "../types";
+import type { LeaseStore } from "./isolate-lease-store";
 import type { LeaseSpend } from "./lease";
 import type { LeaseSizing } from "./lease-sizing";
-import type { LeaseStore } from "./lease-store";
-import type { ResolvedPolicy } from "./resolved-policy";
-import type { WaitUntil } from "./types";
 
 export interface LeaseBookDeps {
   sizing: LeaseSizing;
@@ -27,14 +28,14 @@ export interface LeaseBookDeps {
   capacityFreed: (cacheKeys: string[]) => void;
   onStoreError: ((error: unknown) => void) | undefined;
   /**
-   * Keep each key's own-units ledger (lease-own.ts), so that a lease may take all that remains
+   * Keep each key's own-units ledger (isolate-lease-own.ts), so that a lease may take all that remains
    * when this isolate holds the whole window. Off where the store's `remaining` is not the
    * key's window (leases taken from a region's lease).
    */
   soleShare?: boolean;
 }
 
-/** What a store decision said besides what remains: for the own-units ledger (lease-own.ts). */
+/** What a store decision said besides what remains: for the own-units ledger (isolate-lease-own.ts). */
 export interface StoreAnswered {
   /** The store's clock when it decided, and where it stamped the admissions. */
   now: number;

@@ -20,25 +20,25 @@
  * request of that policy, and ended by the first request of another (which goes home).
  *
  * This file decides a request in its region and refunds one paid there; the regions' stores and
- * breakers are region-stores.ts, what home writes into a region regional-grant.ts, and isolate
+ * breakers are region-stores.ts, what home writes into a region regional-lease-grants.ts, and isolate
  * leases over a region regional-lease-store.ts.
  */
 
-import { LEASABLE } from "../store/algorithm";
-import { STAMP_AHEAD_MAX_MS } from "../store/keys";
-import { regionReturn, regionSpend } from "../store/region-lease";
-import type { CircuitBreaker, CircuitBreakerOptions } from "./circuit-breaker";
-import type { LimiterContext } from "./context";
-import { fromRegion, regionDenied } from "./decisions";
-import type { LeaseStore } from "./lease-store";
-import type { RegionsOptions } from "./limiter-options";
-import { type CountedReceipt, countedReceipt, type RegionalSpend } from "./receipt-state";
+import { LEASABLE } from "../../store/algorithm";
+import { STAMP_AHEAD_MAX_MS } from "../../store/keys";
+import { regionReturn, regionSpend } from "../../store/region-lease";
+import type { CircuitBreaker, CircuitBreakerOptions } from "../circuit-breaker";
+import type { LimiterContext } from "../context";
+import { fromRegion, regionDenied } from "../decisions";
+import type { RegionsOptions } from "../limiter-options";
+import { type CountedReceipt, countedReceipt, type RegionalSpend } from "../receipt-state";
+import type { ResolvedPolicy } from "../resolved-policy";
+import type { MultiDecision, RefundOutcome, WaitUntil } from "../types";
+import type { LeaseStore } from "./isolate-lease-store";
+import { createRoundTrip } from "./region-round-trip";
 import { createRegionStores } from "./region-stores";
-import { createRegionalGrants } from "./regional-grant";
+import { createRegionalGrants } from "./regional-lease-grants";
 import { regionalLeaseStore } from "./regional-lease-store";
-import type { ResolvedPolicy } from "./resolved-policy";
-import { createRoundTrip } from "./round-trip";
-import type { MultiDecision, RefundOutcome, WaitUntil } from "./types";
 
 export interface RegionalLeases {
   /** Whether this request is one for its region: a known region, every policy leasable. */
@@ -62,7 +62,7 @@ export interface RegionalLeases {
   ): void;
   refund(receipt: CountedReceipt, only: readonly string[] | undefined): Promise<RefundOutcome>;
   /**
-   * Isolate leases taken from a region's leases (lease-store.ts's interface): a take spends k
+   * Isolate leases taken from a region's leases (isolate-lease-store.ts's interface): a take spends k
    * units of a live regional lease and lives no longer than it; a give-back returns units into
    * it while it lives, else to home by its stamp.
    */

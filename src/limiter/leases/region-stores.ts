@@ -17,17 +17,17 @@
  * at all; and a region a load slows as much as home (a burst) does not compare worse, since both
  * figures rise.
  */
-import type { ScriptClient } from "../store/script-runner";
-import { withinDeadline } from "../store/script-runner";
-import { type ClockRun, storeClockOf, withClock } from "../store/store-clock";
-import { StoreTimeoutError } from "../store/with-deadline";
+import type { ScriptClient } from "../../store/script-runner";
+import { withinDeadline } from "../../store/script-runner";
+import { type ClockRun, storeClockOf, withClock } from "../../store/store-clock";
+import { StoreTimeoutError } from "../../store/with-deadline";
 import {
   type CircuitBreaker,
   type CircuitBreakerOptions,
   createCircuitBreaker,
-} from "./circuit-breaker";
-import type { LimiterContext } from "./context";
-import { createRoundTrip, type RoundTrip } from "./round-trip";
+} from "../circuit-breaker";
+import type { LimiterContext } from "../context";
+import { createRoundTrip, type RoundTrip } from "./region-round-trip";
 
 export interface RegionStores {
   /** Whether `region` is one of `regions.stores`. */
@@ -76,7 +76,7 @@ export function createRegionStores(
   breakerOptions: CircuitBreakerOptions | undefined,
   home: RoundTrip,
 ): RegionStores {
-  // Each region's store on its own clock policy (store-clock.ts): its TIME until it refuses it,
+  // Each region's store on its own clock policy (clock-policy.ts): its TIME until it refuses it,
   // then the isolate's clock (the limiter's `now`) for that store only; said once, naming it.
   const stores = new Map(
     Object.entries(clients).map(([name, client]) => [

@@ -1,13 +1,13 @@
 /**
- * Isolate leases taken from a region's leases: lease-store.ts's interface over a region, so the
+ * Isolate leases taken from a region's leases: isolate-lease-store.ts's interface over a region, so the
  * lease book works unchanged one level down. A take spends k units of a live regional lease and
  * lives no longer than it (the proof in regional-leases.ts); a give-back returns units into it
  * while it lives, else to home by its stamp.
  */
-import { regionReturn, regionSpend } from "../store/region-lease";
-import type { LeaseStore } from "./lease-store";
+import { regionReturn, regionSpend } from "../../store/region-lease";
+import type { LeaseStore } from "./isolate-lease-store";
 import type { RegionStores } from "./region-stores";
-import type { RegionalGrants } from "./regional-grant";
+import type { RegionalGrants } from "./regional-lease-grants";
 
 export function regionalLeaseStore(
   region: string,

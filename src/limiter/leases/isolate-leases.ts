@@ -1,20 +1,20 @@
 /**
  * The limiter's side of leases: the lease book built from the limiter's context, and the three
  * hooks create-limiter.ts calls — decide a request from leases, tell the book what the store
- * answered, refund a request leases paid for. The book (lease-book.ts) keeps the leases; this
+ * answered, refund a request leases paid for. The book (isolate-lease-book.ts) keeps the leases; this
  * file turns its spends into decisions and receipts.
  */
-import type { EvaluateAnswer } from "../store/evaluate";
-import { capacityFreed, type LimiterContext } from "./context";
-import { fromLease } from "./decisions";
+import type { EvaluateAnswer } from "../../store/evaluate";
+import { capacityFreed, type LimiterContext } from "../context";
+import { fromLease } from "../decisions";
+import { type CountedReceipt, countedReceipt } from "../receipt-state";
+import type { ResolvedPolicy } from "../resolved-policy";
+import type { MultiDecision, RefundOutcome, WaitUntil } from "../types";
+import { createLeaseBook } from "./isolate-lease-book";
+import type { LeaseBook } from "./isolate-lease-book-contract";
+import { createLeaseStore, type LeaseStore } from "./isolate-lease-store";
 import type { LeaseSpend } from "./lease";
-import { createLeaseBook } from "./lease-book";
-import type { LeaseBook } from "./lease-book-contract";
 import { type LeaseOptions, resolveLeaseSizing } from "./lease-sizing";
-import { createLeaseStore, type LeaseStore } from "./lease-store";
-import { type CountedReceipt, countedReceipt } from "./receipt-state";
-import type { ResolvedPolicy } from "./resolved-policy";
-import type { MultiDecision, RefundOutcome, WaitUntil } from "./types";
 
 export interface LimiterLeases {
   /**
@@ -38,7 +38,7 @@ export interface LimiterLeases {
   readonly book: LeaseBook;
 }
 
-/** Leases taken from a region's leases, not from home (region-books.ts). */
+/** Leases taken from a region's leases, not from home (isolate-leases-in-region.ts). */
 export interface RegionLeaseSource {
   region: string;
   store: LeaseStore;

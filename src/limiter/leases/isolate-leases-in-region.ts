@@ -5,13 +5,13 @@
  * took from the region, else from the region's leases in one near round trip, or denied there
  * from a denial home decided.
  */
-import type { LimiterContext } from "./context";
-import { createLimiterLeases, type LimiterLeases } from "./lease-limiter";
+import type { LimiterContext } from "../context";
+import type { CountedReceipt } from "../receipt-state";
+import type { ResolvedPolicy } from "../resolved-policy";
+import type { MultiDecision, WaitUntil } from "../types";
+import { createLimiterLeases, type LimiterLeases } from "./isolate-leases";
 import type { LeaseOptions } from "./lease-sizing";
-import type { CountedReceipt } from "./receipt-state";
 import type { RegionalLeases } from "./regional-leases";
-import type { ResolvedPolicy } from "./resolved-policy";
-import type { MultiDecision, WaitUntil } from "./types";
 
 export interface RegionBooks {
   /** The request decided in `region`, or undefined: ask home. */

@@ -1,15 +1,15 @@
 /**
  * The two store calls a lease makes, and nothing else: take k units stamped in the future, and
  * give back n unspent units of a lease. Each is one script call within the limiter's deadline, on
- * the limiter's clock. The lease book (lease-book.ts) never sees Redis: only this interface.
+ * the limiter's clock. The lease book (isolate-lease-book.ts) never sees Redis: only this interface.
  */
-import { evaluate } from "../store/evaluate";
-import { refund } from "../store/refund";
-import { withinDeadline } from "../store/script-runner";
-import type { LimiterContext } from "./context";
+import { evaluate } from "../../store/evaluate";
+import { refund } from "../../store/refund";
+import { withinDeadline } from "../../store/script-runner";
+import type { LimiterContext } from "../context";
+import type { ResolvedPolicy } from "../resolved-policy";
+import type { WaitUntil } from "../types";
 import type { Lease } from "./lease";
-import type { ResolvedPolicy } from "./resolved-policy";
-import type { WaitUntil } from "./types";
 
 /** What the store answered to a lease request. */
 export interface LeaseGrant {

@@ -1,4 +1,4 @@
-import type { ResolvedPolicy } from "./resolved-policy";
+import type { ResolvedPolicy } from "../resolved-policy";
 
 /**
  * How long a lease of this lifetime is spent: all but its last tenth (at least 1 ms). The tenth

@@ -1,19 +1,19 @@
 /**
  * The lease book's per-key state, per isolate: a bounded table (least recently used leaves
  * first, its leases ended) of each leased key's live leases, its recent demand, what the store
- * last said remains, and its one lease call in flight. The lease book (lease-book.ts) decides
+ * last said remains, and its one lease call in flight. The lease book (isolate-lease-book.ts) decides
  * with it.
  */
-import { stringBytes } from "../owned-string";
+import { stringBytes } from "../../owned-string";
+import { policyBytes, type ResolvedPolicy } from "../resolved-policy";
+import { NO_OWN_UNITS, type OwnUnits } from "./isolate-lease-own";
 import type { Lease } from "./lease";
-import { NO_OWN_UNITS, type OwnUnits } from "./lease-own";
-import { policyBytes, type ResolvedPolicy } from "./resolved-policy";
 
 /** Most bytes the table may hold (see stateBytes); least recently used keys leave first. */
 export const DEFAULT_LEASE_KEYS_MAX_BYTES = 8 * 1024 * 1024;
 /**
  * A key's state besides its strings and leases: the Map slot, the KeyState (its own-units
- * ledger too: lease-own.ts), its array.
+ * ledger too: isolate-lease-own.ts), its array.
  */
 export const KEY_STATE_BYTES = 240;
 /** A lease besides its policy: the Lease object and its numbers. */

@@ -2,13 +2,13 @@
  * Lease sizing (docs/leases.md): how long a lease lives, how many units it asks for, and when a
  * key is hot enough in this isolate to lease at all. Pure arithmetic: no clock, no store.
  */
-import { MAX_ZSET_COST } from "../store/caps";
-import { STAMP_AHEAD_MAX_MS } from "../store/keys";
+import { MAX_ZSET_COST } from "../../store/caps";
+import { STAMP_AHEAD_MAX_MS } from "../../store/keys";
 
-import { DEFAULT_LEASES } from "./defaults";
+import { DEFAULT_LEASES } from "../defaults";
+import type { ResolvedPolicy } from "../resolved-policy";
+import { demand, demandRate, type KeyState } from "./isolate-lease-keys";
 import { spendableMs } from "./lease";
-import { demand, demandRate, type KeyState } from "./lease-keys";
-import type { ResolvedPolicy } from "./resolved-policy";
 
 /**
  * The longest an isolate lease may live: its last tenth is the slack for an isolate clock that
@@ -160,7 +160,7 @@ export function leaseWanted(
   if (live > 0 && live >= (expected * ahead) / lifetime && coveredUntil - at > ahead) return 0;
   const maxUnits = Math.min(MAX_ZSET_COST, policy.limit);
   // A quarter of what remains leaves the rest to other isolates; when the store's last answer
-  // counted only this isolate's units in the window (lease-own.ts), there are none to leave it
+  // counted only this isolate's units in the window (isolate-lease-own.ts), there are none to leave it
   // to, and the end of the budget is a lease or two, not a quarter at a time (about 13 lease
   // calls and 7 store decisions per key). The billed bench's busy shape at 1000: 20.0-20.1 store
   // calls per 1000 decisions with the quarter alone, 10.1 with this (docs/leases.md).

@@ -10,17 +10,18 @@
  * or nothing: every policy's lease pays, or the store decides), and every policy whose algorithm
  * cannot be leased exactly (only the log can: see LEASABLE).
  */
-import { type Lease, samePolicy, spendableMs } from "./lease";
-import type { LeaseBook, LeaseBookDeps } from "./lease-book-contract";
-import { createLeaseKeys, type KeyState, noteDemand } from "./lease-keys";
-import { noteAnswer, noteGivenBack, noteOwn } from "./lease-own";
-import { leaseLifetimeMs, leaseWanted } from "./lease-sizing";
-import { nextMemberId } from "./member-id";
-import type { ResolvedPolicy } from "./resolved-policy";
-import { settleWithin } from "./settle-within";
-import type { WaitUntil } from "./types";
 
-// What a lease book is given and does: lease-book-contract.ts.
+import { nextMemberId } from "../member-id";
+import type { ResolvedPolicy } from "../resolved-policy";
+import { settleWithin } from "../settle-within";
+import type { WaitUntil } from "../types";
+import type { LeaseBook, LeaseBookDeps } from "./isolate-lease-book-contract";
+import { createLeaseKeys, type KeyState, noteDemand } from "./isolate-lease-keys";
+import { noteAnswer, noteGivenBack, noteOwn } from "./isolate-lease-own";
+import { type Lease, samePolicy, spendableMs } from "./lease";
+import { leaseLifetimeMs, leaseWanted } from "./lease-sizing";
+
+// What a lease book is given and does: isolate-lease-book-contract.ts.
 
 export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
   const { sizing, store, now, timeoutMs } = deps;

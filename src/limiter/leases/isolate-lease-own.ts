@@ -13,7 +13,7 @@
  * store ran whose answer has not come yet, or one noted whose answer came before this one's.
  */
 
-/** The ledger's part of a key's state (lease-keys.ts KeyState). */
+/** The ledger's part of a key's state (isolate-lease-keys.ts KeyState). */
 export interface OwnUnits {
   /** This isolate's units in the key's log since the ledger started. */
   ownUnits: number;
