@@ -91,8 +91,8 @@ export type {
   NetworkBlocks,
   NetworkIdentity,
 } from "./net/network-blocks";
-export type { RequestBlock } from "./rules/blocked-request";
 export type { ShadowDenyEvent } from "./rules/decide";
+export type { RequestBlock } from "./rules/outcome";
 export type { RefundFailedEvent } from "./rules/refund-on-error";
 export type { Algorithm } from "./store/algorithm";
 export { PolicyBoundsError } from "./store/script-inputs";

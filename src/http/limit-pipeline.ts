@@ -14,7 +14,9 @@
  * applies to: decide, forward or refuse, refund on 5xx, add the headers.
  */
 import type { RuleConfig } from "../config/rule-schema";
-import { type DecideOptions, decideRules, type RulesOutcome } from "../rules/decide";
+import { networkBlockOutcome } from "../rules/blocked-request";
+import { type DecideOptions, decideRules } from "../rules/decide";
+import type { RulesOutcome } from "../rules/outcome";
 import { type RefundFailedEvent, refundOnServerError } from "../rules/refund-on-error";
 import { outcomeHeaders, withRateLimitHeaders } from "./limited-response";
 
@@ -46,6 +48,11 @@ export interface LimitedExchange extends DecideOptions {
  * after any refund (the cost given back is in `remaining`).
  */
 export async function runLimited(exchange: LimitedExchange): Promise<Response> {
+  // A network block refuses before any key is derived or anything counted.
+  const blocked = exchange.networkBlocks
+    ? await networkBlockOutcome(exchange.rules, exchange.headers, exchange, exchange.networkBlocks)
+    : undefined;
+  if (blocked) return exchange.refuse(blocked);
   const outcome = await decideRules(exchange.rules, exchange.headers, exchange);
   if (!outcome.allowed) return exchange.refuse(outcome);
   const response = await exchange.forward(outcome);

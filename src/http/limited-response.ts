@@ -4,8 +4,8 @@
  */
 import type { Context } from "hono";
 import type { RequestIdConflict } from "../limiter/types";
-import type { RequestBlock } from "../rules/blocked-request";
-import { enforcedDecisions, type RulesOutcome } from "../rules/decide";
+import { enforcedDecisions } from "../rules/decide";
+import type { RequestBlock, RulesOutcome } from "../rules/outcome";
 import { problemResponse } from "./problem";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
 

@@ -13,9 +13,10 @@ import { misconfigured } from "../http/problem";
 import { requestNetwork } from "../http/request-network";
 import type { Limiter } from "../limiter/limiter-api";
 import type { NetworkBlocks } from "../net/network-blocks";
-import { trustedAddress } from "../rules/client-ip";
-import { type RulesOutcome, requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
+import { trustedAddress } from "../rules/client-key";
+import { requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
 import { applyingRules, compileRules } from "../rules/match";
+import type { RulesOutcome } from "../rules/outcome";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
 import { ipHeaders, ownAddressHeaders } from "./ip-headers";
 import {

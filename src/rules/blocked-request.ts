@@ -8,18 +8,8 @@ import type { ClientIpConfig } from "../config/client-ip-config";
 import type { RuleConfig } from "../config/rule-schema";
 import type { Decision } from "../limiter/types";
 import type { NetworkBlocks, NetworkIdentity } from "../net/network-blocks";
-import { trustedAddress } from "./client-ip";
-
-/** The block a request met (RulesOutcome.blocked). */
-export interface RequestBlock {
-  /** The enforced rule blocked (for a block of every rule: the first applying). */
-  rule: string;
-  by: "key" | "ip" | "country" | "asn";
-  /** The network blocked (a CIDR or address, a country, an AS number); absent for a key. */
-  value?: string;
-  /** When the block ends (unix ms); absent: until it is removed. */
-  until?: number;
-}
+import { trustedAddress } from "./client-key";
+import type { RequestBlock, RulesOutcome } from "./outcome";
 
 /** What a network block match reads of the decision's options (decide.ts DecideOptions). */
 export interface NetworkBlockOptions {
@@ -29,8 +19,32 @@ export interface NetworkBlockOptions {
   waitUntil?: ((promise: Promise<unknown>) => void) | undefined;
 }
 
-/** The network block that refuses this request, if any: enforced rules only (shadow never denies). */
-export async function networkBlock(
+/**
+ * The outcome of a request a network block refuses, before any key is derived or anything
+ * counted; undefined when none does. Enforced rules only (a shadow rule never denies).
+ */
+export async function networkBlockOutcome(
+  rules: readonly RuleConfig[],
+  headers: Headers,
+  options: NetworkBlockOptions,
+  blocks: NetworkBlocks,
+): Promise<RulesOutcome | undefined> {
+  const blocked = await networkBlock(rules, headers, options, blocks);
+  if (!blocked) return undefined;
+  const { block } = blocked;
+  const decisions = networkBlockDecisions(rules, block, blocked.one);
+  return {
+    allowed: false,
+    decisions,
+    violated: [block.rule],
+    deniedBy: block.rule,
+    shadowDenied: [],
+    blocked: block,
+  };
+}
+
+/** The network block that refuses this request, if any. */
+async function networkBlock(
   rules: readonly RuleConfig[],
   headers: Headers,
   options: NetworkBlockOptions,
@@ -55,7 +69,7 @@ export async function networkBlock(
  * What a network block decided for each enforced rule it refused (the analytics count them, as
  * source "block"): nothing was asked or counted.
  */
-export function networkBlockDecisions(
+function networkBlockDecisions(
   rules: readonly RuleConfig[],
   block: RequestBlock,
   /** The block names one rule (else every rule). */

@@ -22,54 +22,13 @@ import type {
   LimitRequest,
   MultiDecision,
   RefundReceipt,
-  RequestIdConflict,
 } from "../limiter/types";
 import type { NetworkBlocks, NetworkIdentity } from "../net/network-blocks";
-import { networkBlock, networkBlockDecisions, type RequestBlock } from "./blocked-request";
 import { clientKey, missingKeyReason } from "./client-key";
+import type { RequestBlock, RulesOutcome } from "./outcome";
 
 /** The client key of every request that lacks key material, under `missingKey: "shared"`. */
 export const MISSING_KEY = "(missing)";
-
-/**
- * What the rules that apply to one request decided together (the middleware's public
- * `RateLimitResult`). Not the limiter's MultiDecision: this one also knows the shadow rules, a
- * missing key, and the receipts a refund needs.
- */
-export interface RulesOutcome {
-  /** True when every enforced rule allowed (shadow rules never deny). */
-  allowed: boolean;
-  /** One truthful decision per evaluated rule, in rule order. */
-  decisions: Decision[];
-  /** Enforced rules that denied: the policies a 429 names. */
-  violated: string[];
-  /** The enforced rule that denied with the longest wait (the one Retry-After honours). */
-  deniedBy?: string;
-  /** Shadow rules that would have denied (logged, never enforced). */
-  shadowDenied: string[];
-  /** The enforced rules' answer is the stored one of an earlier request with this request id. */
-  replayed?: boolean;
-  /**
-   * The request id was decided with other parameters for the enforced rules (they changed since:
-   * a deploy): nothing was counted, `allowed` is false (answered 409).
-   */
-  conflict?: RequestIdConflict;
-  /**
-   * Set when a rule with `missingKey: "deny"` found no key material: nothing was counted.
-   * `reason` says what is missing (the header, the address, or the app's key function's key).
-   */
-  missingKey?: { rule: string; key: string; reason: string };
-  /**
-   * What a refund needs (one receipt for the enforced rules, one for the shadow rules), when
-   * the store counted the request now; see `refundOnServerError`.
-   */
-  receipts?: RefundReceipt[];
-  /**
-   * Set when the request is blocked (docs/plans.md): by its client key in `rule` (the store
-   * said so), or by its address, country or AS number. Nothing was counted (answered 403).
-   */
-  blocked?: RequestBlock;
-}
 
 /**
  * How to decide. Optional members may be present as undefined, so a caller passes what it holds
@@ -119,15 +78,6 @@ export async function decideRules(
   headers: Headers,
   options: DecideOptions,
 ): Promise<RulesOutcome> {
-  if (options.networkBlocks) {
-    const blocked = await networkBlock(rules, headers, options, options.networkBlocks);
-    if (blocked) {
-      return blockedOutcome(
-        blocked.block,
-        networkBlockDecisions(rules, blocked.block, blocked.one),
-      );
-    }
-  }
   const keyed: { rule: RuleConfig; key: string }[] = [];
   // One derivation per key spec: rules sharing "header:x-api-key" hash the header once.
   const bySpec = new Map<string, Promise<string | undefined>>();
@@ -198,7 +148,16 @@ export async function decideRules(
     if (shadowReceipt) options.waitUntil?.(options.limiter.refund(shadowReceipt));
     const block: RequestBlock = { rule: keyBlock.policy, by: "key" };
     if (keyBlock.until !== undefined) block.until = keyBlock.until;
-    return { ...blockedOutcome(block), decisions };
+    // A block's outcome, as a network block's (blocked-request.ts): no rule counted, 403.
+    const { rule } = block;
+    return {
+      allowed: false,
+      decisions,
+      violated: [rule],
+      deniedBy: rule,
+      shadowDenied: [],
+      blocked: block,
+    };
   }
   return {
     allowed: enforcedDecided?.allowed ?? true,
@@ -288,16 +247,4 @@ export function enforcedDecisions(
       ? { ...decision, allowed: true, retryAfterMs: 0 }
       : decision,
   );
-}
-
-/** A request a block refused (a network block before any key, or a key block in the store). */
-function blockedOutcome(blocked: RequestBlock, decisions: Decision[] = []): RulesOutcome {
-  return {
-    allowed: false,
-    decisions,
-    violated: [blocked.rule],
-    deniedBy: blocked.rule,
-    shadowDenied: [],
-    blocked,
-  };
 }

@@ -4,7 +4,7 @@
  */
 import type { RuleConfig } from "../config/rule-schema";
 import type { Limiter } from "../limiter/limiter-api";
-import type { RulesOutcome } from "./decide";
+import type { RulesOutcome } from "./outcome";
 
 /** A refund the store did not carry out: what to log (the library itself writes nothing). */
 export interface RefundFailedEvent {
