@@ -1,17 +1,15 @@
 /**
- * src/http/: the HTTP surfaces, each translating HTTP to the rules layer (src/rules/) and back:
- * the proxy (proxy.ts) and the Hono middleware (middleware.ts), which share this pipeline; the
- * /check decision service (check-route.ts; its token and body checks in authorized-check.ts and
- * check-request.ts) and its admin routes (admin-route.ts); and what they answer with
- * (limited-response.ts, rate-limit-headers.ts, problem.ts; bearer-token.ts checks the token). Nothing here decides: which rules apply, under which key, and what they
- * decided is rules/'s; counting is the limiter's. http/ may import rules/, config/, the limiter's
- * public types (limiter/types.ts), runtime.ts and env.ts (the worker's per-isolate state), the
- * list of algorithms (store/algorithm.ts) and, for the admin routes only, store/peek-reset.ts
- * (peek and reset read one key's state as stored) and limiter/plan-changes.ts (the plans'
- * reads and writes, public API too); no other implementation file of the limiter.
+ * src/http/: what every HTTP surface shares (the worker's proxy and /check, the middleware, a
+ * surface of your own): the rule set a surface decides with (rule-set.ts), this pipeline, the
+ * /check contract (check-request.ts in, check-answer.ts out), reading a JSON body
+ * (json-body.ts), and what they answer with (limited-response.ts, rate-limit-headers.ts,
+ * problem.ts). Nothing here decides: which rules apply, under which key, and what they decided
+ * is rules/'s; counting is the limiter's. It imports rules/ and the layers below it (npm run
+ * lint holds the layers: docs/development.md "Layout").
  *
  * This file: the one sequence the proxy and the middleware both run for a request some rule
- * applies to: decide, forward or refuse, refund on 5xx, add the headers.
+ * applies to: a network block's refusal first, then decide, forward or refuse, refund on 5xx,
+ * add the headers.
  */
 import type { RuleConfig } from "../config/rule-schema";
 import { networkBlockOutcome } from "../rules/blocked-request";

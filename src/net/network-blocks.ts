@@ -15,7 +15,7 @@ export type NetworkBlockKind = "ip" | "country" | "asn";
 
 /** Who is asking, as far as a network block can tell. */
 export interface NetworkIdentity {
-  /** The client's address (the trusted one: client-ip.ts). */
+  /** The client's address (the trusted one: rules/client-key.ts). */
   ip?: string | undefined;
   /** `request.cf.country`: ISO 3166-1 alpha-2. */
   country?: string | undefined;

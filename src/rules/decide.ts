@@ -1,13 +1,12 @@
 /**
  * src/rules/: what a request's rules decide, with no HTTP in it. This folder owns matching a
  * request to its rules (match.ts, path-readings.ts), the client key each rule counts under
- * (client-key.ts, client-ip.ts), deciding every applying rule in one limiter call (this file)
- * and giving a request back when the origin failed (refund-on-error.ts); blocks: the network
- * blocks every isolate copies (network-blocks.ts) and a blocked request's outcome
- * (blocked-request.ts). It takes the parts of an incoming request it needs (method, path,
- * headers) as plain values, so the proxy, the middleware and tests drive it alike. It may import config/ (rule types, parsing), the
- * limiter's public types (limiter/types.ts) and digest.ts; nothing from http/, and no
- * implementation file of the limiter or the store: the Limiter it calls is handed in.
+ * (client-key.ts), deciding every applying rule in one limiter call (this file), a request a
+ * network block refuses (blocked-request.ts; the copy it matches is net/'s) and giving a request
+ * back when the origin failed (refund-on-error.ts). It takes the parts of an incoming request it
+ * needs (method, path, headers) as plain values, so the proxy, the middleware and tests drive it
+ * alike. It imports config/, the limiter's public types and net/; the Limiter it calls is handed
+ * in (npm run lint holds the layers).
  *
  * This file: one request's applying rules → one RulesOutcome. Keys are resolved first, then the
  * enforced rules and the shadow rules are each decided by one `limiter.limitAll` call.

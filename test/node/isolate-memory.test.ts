@@ -28,7 +28,7 @@ beforeAll(async () => {
         export { createDenialCache } from "./src/limiter/denial-cache";
         export { createFallbackLimiter } from "./src/limiter/fallback-limiter";
         export { createSingleFlight } from "./src/limiter/single-flight";
-        export { createLeaseKeys } from "./src/limiter/lease-keys";
+        export { createLeaseKeys } from "./src/limiter/leases/isolate-lease-keys";
         export { resolvePolicy, withStorageKeys } from "./src/limiter/resolved-policy";
         export { Aggregate } from "./src/analytics/aggregate";
       `,
