@@ -8,15 +8,14 @@
  * lint holds the layers: docs/development.md "Layout").
  *
  * This file: the one sequence the proxy and the middleware both run for a request some rule
- * applies to: a network block's refusal first, then decide, forward or refuse, refund on 5xx,
- * add the headers.
+ * applies to: decide (a network block's refusal first: rules/decide.ts), forward or refuse,
+ * refund on 5xx, add the headers.
  */
 import type { RuleConfig } from "../config/rule-schema";
-import { networkBlockOutcome } from "../rules/blocked-request";
 import { type DecideOptions, decideRules } from "../rules/decide";
 import type { RulesOutcome } from "../rules/outcome";
 import { type RefundFailedEvent, refundOnServerError } from "../rules/refund-on-error";
-import { outcomeHeaders, withRateLimitHeaders } from "./limited-response";
+import { outcomeHeaders, withRateLimitHeaders } from "./rate-limit-headers";
 
 /**
  * One incoming request some rule applies to, as a surface hands it over: what to decide it by,
@@ -46,11 +45,7 @@ export interface LimitedExchange extends DecideOptions {
  * after any refund (the cost given back is in `remaining`).
  */
 export async function runLimited(exchange: LimitedExchange): Promise<Response> {
-  // A network block refuses before any key is derived or anything counted.
-  const blocked = exchange.networkBlocks
-    ? await networkBlockOutcome(exchange.rules, exchange.headers, exchange, exchange.networkBlocks)
-    : undefined;
-  if (blocked) return exchange.refuse(blocked);
+  // A network block refuses before any key is derived or anything counted (decideRules).
   const outcome = await decideRules(exchange.rules, exchange.headers, exchange);
   if (!outcome.allowed) return exchange.refuse(outcome);
   const response = await exchange.forward(outcome);

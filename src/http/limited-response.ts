@@ -1,33 +1,13 @@
 /**
- * What a limited surface (the proxy, the middleware) answers: a passed response with the
- * rate-limit headers added, or the refusal (429 problem+json, 400 for a missing key).
+ * What a limited surface (the proxy, the middleware) answers a refused request with: 429
+ * problem+json, 403 for a block, 400 for a missing key, 409 for a conflicting request id, each
+ * with the rate-limit headers (rate-limit-headers.ts).
  */
 import type { Context } from "hono";
 import type { RequestIdConflict } from "../limiter/types";
-import { enforcedDecisions } from "../rules/decide";
 import type { RequestBlock, RulesOutcome } from "../rules/outcome";
 import { problemResponse } from "./problem";
-import { rateLimitHeaderRecord } from "./rate-limit-headers";
-
-/** The rate-limit headers for an outcome (shared by the proxy and the middleware). */
-export function outcomeHeaders(outcome: RulesOutcome, legacy: boolean): Record<string, string> {
-  return rateLimitHeaderRecord(enforcedDecisions(outcome), legacy);
-}
-
-/**
- * The response with the rate-limit headers added. Always a new Response around the same body
- * stream (a fetch() response's headers are immutable): status, statusText and every header,
- * each Set-Cookie included, carry over; nothing is buffered.
- */
-export function withRateLimitHeaders(
-  response: Response,
-  headers: Record<string, string>,
-): Response {
-  if (headers["RateLimit-Policy"] === undefined) return response;
-  const out = new Response(response.body, response);
-  for (const [name, value] of Object.entries(headers)) out.headers.set(name, value);
-  return out;
-}
+import { outcomeHeaders } from "./rate-limit-headers";
 
 // The request field a conflicting policy field is (in /check's body and in a rule alike).
 const FIELD_NAMES: Record<RequestIdConflict["field"], string> = {

@@ -1,5 +1,10 @@
-/** The rate-limit response headers, built from decisions (every surface sets them here). */
+/**
+ * The rate-limit response headers: built from decisions (every surface sets them here), from a
+ * request's outcome, and added to a passed response.
+ */
 import type { Decision } from "../limiter/types";
+import { enforcedDecisions } from "../rules/decide";
+import type { RulesOutcome } from "../rules/outcome";
 
 /** What the headers read of a decision (a caller may build one by hand). */
 export type HeaderDecision = Pick<
@@ -65,4 +70,24 @@ export function rateLimitHeaderRecord(
 /** Whole seconds, rounded up, at least `min`. */
 function seconds(ms: number, min = 1): number {
   return Math.max(min, Math.ceil(ms / 1000));
+}
+
+/** The rate-limit headers for an outcome (shared by the proxy and the middleware). */
+export function outcomeHeaders(outcome: RulesOutcome, legacy: boolean): Record<string, string> {
+  return rateLimitHeaderRecord(enforcedDecisions(outcome), legacy);
+}
+
+/**
+ * The response with the rate-limit headers added. Always a new Response around the same body
+ * stream (a fetch() response's headers are immutable): status, statusText and every header,
+ * each Set-Cookie included, carry over; nothing is buffered.
+ */
+export function withRateLimitHeaders(
+  response: Response,
+  headers: Record<string, string>,
+): Response {
+  if (headers["RateLimit-Policy"] === undefined) return response;
+  const out = new Response(response.body, response);
+  for (const [name, value] of Object.entries(headers)) out.headers.set(name, value);
+  return out;
 }

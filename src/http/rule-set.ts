@@ -15,16 +15,16 @@ import type { WaitUntil } from "../limiter/types";
 import { groupAddress } from "../net/ip-address";
 import type { NetworkBlocks } from "../net/network-blocks";
 import { headerRuleKey } from "../rules/client-key";
-import { requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
-import { applyingRules, compileRules } from "../rules/match";
+import type { ShadowDenyEvent } from "../rules/decide";
+import { applyingRules, type CompiledRule, compileRules } from "../rules/match";
 import type { RulesOutcome } from "../rules/outcome";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
 import { answerCheck } from "./check-answer";
 import { type CheckRequest, parseCheckBody } from "./check-request";
+import { type RequestCf, requestCf, requestIdFrom, requestNetwork } from "./incoming-request";
 import { runLimited } from "./limit-pipeline";
 import { refusal } from "./limited-response";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
-import { requestNetwork } from "./request-network";
 
 export interface RuleSetOptions {
   /**
@@ -98,6 +98,7 @@ export function createRules(config: LimiterConfig, options: RuleSetOptions = {})
   const byName = new Map(config.rules.map((rule) => [rule.name, rule]));
   const pick = regionPicker(config.regions, options.region?.trim() || undefined);
   const { clientIp, legacyHeaders, requestIdHeaders } = config;
+  const guarded: GuardedRules = { compiled, pick, clientIp, legacyHeaders, requestIdHeaders };
 
   const keyOf = (rule: RuleConfig, raw: string): Promise<string> => {
     if (rule.key === "ip") return Promise.resolve(groupAddress(raw, clientIp) ?? raw);
@@ -109,7 +110,7 @@ export function createRules(config: LimiterConfig, options: RuleSetOptions = {})
     config,
     rule: (name) => byName.get(name),
     applying: (method, path) => applyingRules(compiled, method, path),
-    regionOf: (request) => pick(cfOf(request)),
+    regionOf: (request) => pick(requestCf(request)),
     keyOf,
 
     async parseCheck(json, text) {
@@ -126,38 +127,57 @@ export function createRules(config: LimiterConfig, options: RuleSetOptions = {})
     },
 
     answerCheck: (limiter, check, request, waitUntil) =>
-      answerCheck(limiter, check, { region: pick(cfOf(request)), waitUntil, legacyHeaders }),
+      answerCheck(limiter, check, { region: pick(requestCf(request)), waitUntil, legacyHeaders }),
 
-    guard(request, exchange) {
-      const path = (exchange.url ?? new URL(request.url)).pathname;
-      const rules = applyingRules(compiled, request.method, path);
-      if (rules.length === 0) return exchange.forward();
-      const { networkBlocks, onRefused } = exchange;
-      return runLimited({
-        rules,
-        headers: request.headers,
-        limiter: exchange.limiter,
-        clientIp,
-        requestId: requestIdFrom(request.headers, requestIdHeaders),
-        waitUntil: exchange.waitUntil,
-        region: pick(cfOf(request)),
-        networkBlocks,
-        network: networkBlocks ? requestNetwork(request) : undefined,
-        legacyHeaders,
-        onShadowDeny: exchange.onShadowDeny,
-        onRefundFailed: exchange.onRefundFailed,
-        forward: () => exchange.forward(),
-        refuse: async (outcome) => {
-          await onRefused?.(outcome);
-          return refusal(undefined, outcome, legacyHeaders);
-        },
-      });
-    },
+    guard: (request, exchange) => guardRequest(request, exchange, guarded),
 
     headers: (decisions) => rateLimitHeaderRecord(decisions, false),
   };
 }
 
-function cfOf(request: Request): { colo?: unknown; continent?: unknown } | undefined {
-  return (request as { cf?: { colo?: unknown; continent?: unknown } }).cf;
+/** What `guard` reads of its rule set. */
+interface GuardedRules {
+  compiled: readonly CompiledRule[];
+  pick: (cf: RequestCf | undefined) => string | undefined;
+  clientIp: LimiterConfig["clientIp"];
+  legacyHeaders: boolean;
+  requestIdHeaders: readonly string[];
+}
+
+/**
+ * The request in front of an origin: its applying rules, what it is read for once (its region,
+ * request id and network identity: incoming-request.ts), then the one pipeline.
+ */
+function guardRequest(
+  request: Request,
+  exchange: GuardExchange,
+  rules: GuardedRules,
+): Promise<Response> {
+  const path = (exchange.url ?? new URL(request.url)).pathname;
+  const applying = applyingRules(rules.compiled, request.method, path);
+  if (applying.length === 0) return exchange.forward();
+  const { networkBlocks, onRefused } = exchange;
+  const { clientIp, legacyHeaders } = rules;
+  const region = rules.pick(requestCf(request));
+  const requestId = requestIdFrom(request.headers, rules.requestIdHeaders);
+  const network = networkBlocks ? requestNetwork(request, request.headers, clientIp) : undefined;
+  return runLimited({
+    rules: applying,
+    headers: request.headers,
+    limiter: exchange.limiter,
+    clientIp,
+    requestId,
+    waitUntil: exchange.waitUntil,
+    region,
+    networkBlocks,
+    network,
+    legacyHeaders,
+    onShadowDeny: exchange.onShadowDeny,
+    onRefundFailed: exchange.onRefundFailed,
+    forward: () => exchange.forward(),
+    refuse: async (outcome) => {
+      await onRefused?.(outcome);
+      return refusal(undefined, outcome, legacyHeaders);
+    },
+  });
 }

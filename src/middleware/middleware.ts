@@ -7,14 +7,14 @@ import type { Context, Env as HonoEnv, MiddlewareHandler } from "hono";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
 import { parseRules } from "../config/limiter-config";
 import { invalid, type Validated } from "../config/validation";
+import { requestIdFrom, requestNetwork } from "../http/incoming-request";
 import { runLimited } from "../http/limit-pipeline";
-import { outcomeHeaders, refusal, withRateLimitHeaders } from "../http/limited-response";
+import { refusal } from "../http/limited-response";
 import { misconfigured } from "../http/problem";
-import { requestNetwork } from "../http/request-network";
+import { outcomeHeaders, withRateLimitHeaders } from "../http/rate-limit-headers";
 import type { Limiter } from "../limiter/limiter-api";
 import type { NetworkBlocks } from "../net/network-blocks";
-import { trustedAddress } from "../rules/client-key";
-import { requestIdFrom, type ShadowDenyEvent } from "../rules/decide";
+import type { ShadowDenyEvent } from "../rules/decide";
 import { applyingRules, compileRules } from "../rules/match";
 import type { RulesOutcome } from "../rules/outcome";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
@@ -246,9 +246,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       region: options.regionOf?.(c),
       networkBlocks:
         options.networkBlocks === true ? limiter.networkBlocks() : options.networkBlocks,
-      network: own
-        ? { ...requestNetwork(c.req.raw), ip: trustedAddress(own, clientIp) }
-        : undefined,
+      network: own ? requestNetwork(c.req.raw, own, clientIp) : undefined,
       legacyHeaders: legacy,
       onShadowDeny: options.onShadowDeny,
       onRefundFailed: options.onRefundFailed,

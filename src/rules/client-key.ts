@@ -6,9 +6,64 @@
  */
 import { MAX_KEY_LENGTH } from "../bounded-key";
 import type { ClientIpConfig } from "../config/client-ip-config";
+import type { RuleConfig } from "../config/rule-schema";
 import { digestHex } from "../digest";
 import { groupAddress } from "../net/ip-address";
 import { ownedString, stringBytes } from "../owned-string";
+import type { RulesOutcome } from "./outcome";
+
+/** The client key of every request that lacks key material, under `missingKey: "shared"`. */
+export const MISSING_KEY = "(missing)";
+
+/** A request's rules, each with the client key it counts under. */
+export interface KeyedRules {
+  keyed: { rule: RuleConfig; key: string }[];
+}
+
+/**
+ * Every rule's client key for one request, in rule order: a rule without key material counts
+ * under MISSING_KEY (`missingKey: "shared"`), drops out (`"skip"`) or refuses the request
+ * (`"deny"`: `missing` names the rule and why, and nothing is counted anywhere). `keyOf` (the
+ * middleware's key function) replaces every rule's spec.
+ */
+export async function ruleKeys(
+  rules: readonly RuleConfig[],
+  headers: Headers,
+  clientIp: ClientIpConfig,
+  keyOf: ((rule: RuleConfig) => Promise<string | undefined>) | undefined,
+): Promise<KeyedRules | { missing: NonNullable<RulesOutcome["missingKey"]> }> {
+  const keyed: KeyedRules["keyed"] = [];
+  // One derivation per key spec: rules sharing "header:x-api-key" hash the header once.
+  const bySpec = new Map<string, Promise<string | undefined>>();
+  for (const rule of rules) {
+    let key: string | undefined;
+    if (keyOf) key = await keyOf(rule);
+    else {
+      let derived = bySpec.get(rule.key);
+      if (!derived) {
+        derived = clientKey(rule.key, headers, clientIp);
+        bySpec.set(rule.key, derived);
+      }
+      key = await derived;
+    }
+    if (key !== undefined) keyed.push({ rule, key });
+    else if (rule.missingKey === "shared") keyed.push({ rule, key: MISSING_KEY });
+    else if (rule.missingKey === "deny") {
+      return {
+        missing: {
+          rule: rule.name,
+          key: rule.key,
+          // A key function overrides the rule's spec: it, not the spec's header, found nothing.
+          reason: keyOf
+            ? "the app's key function returned no key"
+            : missingKeyReason(rule.key, headers, clientIp),
+        },
+      };
+    }
+    // "skip": the rule does not apply to this request.
+  }
+  return { keyed };
+}
 
 /** The grouped client address, or undefined when there is none to trust. */
 export function clientIp(headers: Headers, config: ClientIpConfig): string | undefined {

@@ -1,18 +1,20 @@
 /**
  * src/rules/: what a request's rules decide, with no HTTP in it. This folder owns matching a
  * request to its rules (match.ts, path-readings.ts), the client key each rule counts under
- * (client-key.ts), deciding every applying rule in one limiter call (this file), a request a
- * network block refuses (blocked-request.ts; the copy it matches is net/'s) and giving a request
+ * (client-key.ts), deciding a request (this file: a network block's refusal, then every
+ * applying rule in one limiter call; the blocks' copy it matches is net/'s) and giving a request
  * back when the origin failed (refund-on-error.ts). It takes the parts of an incoming request it
  * needs (method, path, headers) as plain values, so the proxy, the middleware and tests drive it
  * alike. It imports config/, the limiter's public types and net/; the Limiter it calls is handed
  * in (npm run lint holds the layers).
  *
- * This file: one request's applying rules → one RulesOutcome. Keys are resolved first, then the
- * enforced rules and the shadow rules are each decided by one `limiter.limitAll` call.
+ * This file: one request's applying rules → one RulesOutcome, in one pass: a network block
+ * matched from the isolate's copy refuses first (before any key is derived), then the keys are
+ * resolved (client-key.ts), then the enforced rules and the shadow rules are each decided by one
+ * `limiter.limitAll` call. A block's outcome is the same whatever found it (a network block
+ * here, a key block in the store).
  */
 import type { ClientIpConfig } from "../config/client-ip-config";
-import { MAX_REQUEST_ID_LENGTH } from "../config/limits";
 import type { RuleConfig } from "../config/rule-schema";
 import type { Limiter } from "../limiter/limiter-api";
 import type {
@@ -23,11 +25,8 @@ import type {
   RefundReceipt,
 } from "../limiter/types";
 import type { NetworkBlocks, NetworkIdentity } from "../net/network-blocks";
-import { clientKey, missingKeyReason } from "./client-key";
+import { ruleKeys } from "./client-key";
 import type { RequestBlock, RulesOutcome } from "./outcome";
-
-/** The client key of every request that lacks key material, under `missingKey: "shared"`. */
-export const MISSING_KEY = "(missing)";
 
 /**
  * How to decide. Optional members may be present as undefined, so a caller passes what it holds
@@ -47,9 +46,8 @@ export interface DecideOptions {
   /** The isolate's copy of the network blocks (docs/plans.md). @default none checked */
   networkBlocks?: NetworkBlocks | undefined;
   /**
-   * The request's country and AS number (`request.cf`), for network blocks; and its client's
-   * own address when the surface reads it apart from the headers (the middleware: the
-   * connection's). No `ip`: the trusted address in `headers` (clientIp).
+   * The request's country, AS number and client address (trusted, ungrouped), for network
+   * blocks: given with `networkBlocks` (http/incoming-request.ts reads it).
    */
   network?: NetworkIdentity | undefined;
   /** Called once per shadow rule that would have denied (the worker logs it). @default none */
@@ -77,39 +75,23 @@ export async function decideRules(
   headers: Headers,
   options: DecideOptions,
 ): Promise<RulesOutcome> {
-  const keyed: { rule: RuleConfig; key: string }[] = [];
-  // One derivation per key spec: rules sharing "header:x-api-key" hash the header once.
-  const bySpec = new Map<string, Promise<string | undefined>>();
-  const keyFor = (rule: RuleConfig) => {
-    let key = bySpec.get(rule.key);
-    if (!key) {
-      key = clientKey(rule.key, headers, options.clientIp);
-      bySpec.set(rule.key, key);
-    }
-    return key;
-  };
-  for (const rule of rules) {
-    const key = options.keyOf ? await options.keyOf(rule) : await keyFor(rule);
-    if (key !== undefined) keyed.push({ rule, key });
-    else if (rule.missingKey === "shared") keyed.push({ rule, key: MISSING_KEY });
-    else if (rule.missingKey === "deny") {
-      return {
-        allowed: false,
-        decisions: [],
-        violated: [],
-        shadowDenied: [],
-        missingKey: {
-          rule: rule.name,
-          key: rule.key,
-          // A key function overrides the rule's spec: it, not the spec's header, found nothing.
-          reason: options.keyOf
-            ? "the app's key function returned no key"
-            : missingKeyReason(rule.key, headers, options.clientIp),
-        },
-      };
-    }
-    // "skip": the rule does not apply to this request.
+  // A network block refuses before any key is derived or anything counted.
+  const blocked = options.networkBlocks
+    ? await networkBlockOutcome(rules, options, options.networkBlocks)
+    : undefined;
+  if (blocked) return blocked;
+  const keys = await ruleKeys(rules, headers, options.clientIp, options.keyOf);
+  if ("missing" in keys) {
+    return {
+      allowed: false,
+      decisions: [],
+      violated: [],
+      shadowDenied: [],
+      missingKey: keys.missing,
+    };
   }
+  const { keyed } = keys;
+  const requests = keyed.map(({ rule, key }) => ruleRequest(rule, key));
 
   const shadowRules = new Set(keyed.filter(({ rule }) => rule.shadow).map(({ rule }) => rule.name));
   const limitOptions: LimitAllOptions = {
@@ -119,7 +101,7 @@ export async function decideRules(
   };
   const { enforcedDecided, shadowDecided, decisions, shadowDenied } = await limitWithShadow(
     options.limiter,
-    keyed.map(({ rule, key }) => ruleRequest(rule, key)),
+    requests,
     shadowRules,
     limitOptions,
   );
@@ -147,7 +129,7 @@ export async function decideRules(
     if (shadowReceipt) options.waitUntil?.(options.limiter.refund(shadowReceipt));
     const block: RequestBlock = { rule: keyBlock.policy, by: "key" };
     if (keyBlock.until !== undefined) block.until = keyBlock.until;
-    // A block's outcome, as a network block's (blocked-request.ts): no rule counted, 403.
+    // A block's outcome, as a network block's (networkBlockOutcome): no rule counted, 403.
     const { rule } = block;
     return {
       allowed: false,
@@ -167,6 +149,50 @@ export async function decideRules(
     ...(enforcedDecided?.replayed ? { replayed: true } : {}),
     ...(enforcedDecided?.conflict ? { conflict: enforcedDecided.conflict } : {}),
     ...(receipts.length > 0 ? { receipts } : {}),
+  };
+}
+
+/**
+ * The outcome of a request a network block refuses, before any key is derived or anything
+ * counted; undefined when none does. Enforced rules only (a shadow rule never denies).
+ */
+async function networkBlockOutcome(
+  rules: readonly RuleConfig[],
+  options: Pick<DecideOptions, "network" | "waitUntil">,
+  blocks: NetworkBlocks,
+): Promise<RulesOutcome | undefined> {
+  const enforced = rules.filter((rule) => !rule.shadow).map((rule) => rule.name);
+  const [first] = enforced;
+  if (first === undefined) return undefined;
+  const hit = await blocks.match(options.network ?? {}, enforced, options.waitUntil);
+  if (!hit) return undefined;
+  const block: RequestBlock = { rule: hit.rule ?? first, by: hit.by, value: hit.value };
+  if (hit.until !== undefined) block.until = hit.until;
+  // What the block decided for each enforced rule it refused (the analytics count them, as
+  // source "block"): nothing was asked or counted.
+  const now = Date.now();
+  const wait = block.until === undefined ? 0 : Math.max(0, block.until - now);
+  const decisions: Decision[] = rules
+    .filter((rule) => !rule.shadow && (block.rule === rule.name || hit.rule === undefined))
+    .map((rule) => ({
+      allowed: false,
+      limit: rule.limit,
+      remaining: 0,
+      reset: now + wait,
+      resetAfterMs: wait,
+      retryAfterMs: wait,
+      source: "block" as const,
+      policy: rule.name,
+      windowMs: rule.windowMs,
+      algorithm: rule.algorithm,
+    }));
+  return {
+    allowed: false,
+    decisions,
+    violated: [block.rule],
+    deniedBy: block.rule,
+    shadowDenied: [],
+    blocked: block,
   };
 }
 
@@ -223,15 +249,6 @@ export function ruleRequest(rule: RuleConfig, key: string, cost = rule.cost): Li
     ...(rule.lease ? { lease: true } : {}),
     ...(rule.overrides ? { overrides: true } : {}),
   };
-}
-
-/** The request id: the value of the first configured header present (bounded in length). */
-export function requestIdFrom(headers: Headers, names: readonly string[]): string | undefined {
-  for (const name of names) {
-    const value = headers.get(name)?.trim();
-    if (value) return value.length > MAX_REQUEST_ID_LENGTH ? undefined : value;
-  }
-  return undefined;
 }
 
 /**

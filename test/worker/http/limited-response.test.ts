@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { withRateLimitHeaders } from "../../../src/http/limited-response";
+import { withRateLimitHeaders } from "../../../src/http/rate-limit-headers";
 
 const limitHeaders = () => ({
   "RateLimit-Policy": '"api";q=10;w=60',
