@@ -20,6 +20,7 @@ import { clientIpSchema } from "./client-ip-config";
 import { firstIssue } from "./config-issue";
 import { regionsSchema } from "./regions-config";
 import { resilienceEntries } from "./resilience-config";
+import { reshardSchema, shardsSchema } from "./shards-config";
 import { type RuleConfig, ruleListIssue, ruleSchema } from "./rule-schema";
 import { failModeSchema, integerIn, plainObject } from "./schema-parts";
 import { illFormedString, invalid, isPlainObject, type Validated } from "./validation";
@@ -107,6 +108,16 @@ const configSchema = plainObject(
      */
     regions: v.optional(regionsSchema, {}),
     /**
+     * Shards (docs/shards.md): the databases client keys are placed over, each the suffix of its
+     * bindings (`""`: UPSTASH_REDIS_REST_URL / _TOKEN). @default one database, unsharded
+     */
+    shards: v.optional(shardsSchema),
+    /**
+     * A change of `shards` at an instant, exact through one longest window (docs/shards.md):
+     * the shards before it and when. @default none
+     */
+    reshard: v.optional(reshardSchema),
+    /**
      * Network blocks (docs/plans.md): IP/CIDR, country and ASN blocks set at run time, which every
      * isolate copies and refreshes at most every `refreshMs` (one store call) while requests
      * arrive. `true` for the default refresh. @default false
@@ -165,6 +176,9 @@ export function parseConfig(
   }
   const result = v.safeParse(configSchema, input);
   if (!result.success) return firstIssue(result.issues, "LIMITER_CONFIG");
+  if (result.output.reshard && !result.output.shards) {
+    return invalid("reshard", 'needs "shards": the shards in force from its instant');
+  }
   return ruleListIssue(result.output.rules) ?? { ok: true, value: result.output };
 }
 

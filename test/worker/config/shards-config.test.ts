@@ -1,0 +1,62 @@
+/**
+ * LIMITER_CONFIG's `shards` and `reshard` (docs/shards.md): what the config takes and refuses,
+ * each refusal naming its field.
+ */
+import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../../src/config/limiter-config";
+import { shardBindings } from "../../../src/config/shards-config";
+
+describe("shards in LIMITER_CONFIG", () => {
+  it("takes shard names, the unsuffixed one included, and a reshard with its instant", () => {
+    const parsed = parseConfig({
+      shards: ["", "B", "C_2"],
+      reshard: { from: ["", "B"], at: "2026-12-10T12:00:00Z" },
+    });
+    expect(parsed.ok && parsed.value.shards).toEqual(["", "B", "C_2"]);
+    expect(parsed.ok && parsed.value.reshard).toEqual({
+      from: ["", "B"],
+      at: Date.UTC(2026, 11, 10, 12),
+    });
+  });
+
+  it("leaves both out by default: one database, as without shards", () => {
+    const parsed = parseConfig({});
+    expect(parsed.ok && parsed.value.shards).toBeUndefined();
+    expect(parsed.ok && parsed.value.reshard).toBeUndefined();
+  });
+
+  it.each([
+    [{ shards: "B" }, "shards"],
+    [{ shards: [] }, "shards"],
+    [{ shards: ["B", "B"] }, "shards"],
+    [{ shards: ["b"] }, "shards[0]"],
+    [{ shards: ["", 7] }, "shards[1]"],
+    [{ shards: Array.from({ length: 17 }, (_, i) => `S${i}`) }, "shards"],
+    [
+      { shards: ["", "B"], reshard: { from: ["", ""], at: "2026-12-10T12:00:00Z" } },
+      "reshard.from",
+    ],
+    [{ shards: ["", "B"], reshard: { from: [""], at: "tomorrow" } }, "reshard.at"],
+    [{ shards: ["", "B"], reshard: { from: [""], at: "2026-13-40T99:00:00Z" } }, "reshard.at"],
+    [{ shards: ["", "B"], reshard: { from: [""] } }, "reshard.at"],
+    [
+      { shards: ["", "B"], reshard: { from: [""], at: "2026-12-10T12:00:00Z", by: 1 } },
+      "reshard.by",
+    ],
+    [{ reshard: { from: [""], at: "2026-12-10T12:00:00Z" } }, "reshard"],
+  ])("refuses %j, naming %s", (config, field) => {
+    const parsed = parseConfig(config);
+    expect(parsed.ok ? "ok" : parsed.field).toBe(field);
+  });
+
+  it("names each shard's bindings, the empty name the unsuffixed pair", () => {
+    expect(shardBindings("")).toEqual({
+      url: "UPSTASH_REDIS_REST_URL",
+      token: "UPSTASH_REDIS_REST_TOKEN",
+    });
+    expect(shardBindings("B")).toEqual({
+      url: "UPSTASH_REDIS_REST_URL_B",
+      token: "UPSTASH_REDIS_REST_TOKEN_B",
+    });
+  });
+});
