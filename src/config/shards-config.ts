@@ -18,6 +18,9 @@ const shardName = v.pipe(
     (name) => name === "" || SUFFIX.test(name),
     'must be "" or 1-32 characters of A-Z, 0-9 and _',
   ),
+  // The shards' order matters (the first holds what is per deployment), and an object keeps
+  // integer-like keys apart from the others' order: "2" would move before "".
+  v.check((name) => !/^\d+$/.test(name), "must not be all digits (write S2, not 2)"),
 );
 
 const shardList = v.pipe(
@@ -52,10 +55,3 @@ export const reshardSchema = plainObject(
 );
 
 export type ReshardConfig = v.InferOutput<typeof reshardSchema>;
-
-/** The bindings' names of a shard (`""`: the unsuffixed pair). */
-export function shardBindings(name: string): { url: string; token: string } {
-  return name === ""
-    ? { url: "UPSTASH_REDIS_REST_URL", token: "UPSTASH_REDIS_REST_TOKEN" }
-    : { url: `UPSTASH_REDIS_REST_URL_${name}`, token: `UPSTASH_REDIS_REST_TOKEN_${name}` };
-}

@@ -4,7 +4,6 @@
  */
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../src/config/limiter-config";
-import { shardBindings } from "../../../src/config/shards-config";
 
 describe("shards in LIMITER_CONFIG", () => {
   it("takes shard names, the unsuffixed one included, and a reshard with its instant", () => {
@@ -31,6 +30,7 @@ describe("shards in LIMITER_CONFIG", () => {
     [{ shards: ["B", "B"] }, "shards"],
     [{ shards: ["b"] }, "shards[0]"],
     [{ shards: ["", 7] }, "shards[1]"],
+    [{ shards: ["", "2"] }, "shards[1]"],
     [{ shards: Array.from({ length: 17 }, (_, i) => `S${i}`) }, "shards"],
     [
       { shards: ["", "B"], reshard: { from: ["", ""], at: "2026-12-10T12:00:00Z" } },
@@ -47,16 +47,5 @@ describe("shards in LIMITER_CONFIG", () => {
   ])("refuses %j, naming %s", (config, field) => {
     const parsed = parseConfig(config);
     expect(parsed.ok ? "ok" : parsed.field).toBe(field);
-  });
-
-  it("names each shard's bindings, the empty name the unsuffixed pair", () => {
-    expect(shardBindings("")).toEqual({
-      url: "UPSTASH_REDIS_REST_URL",
-      token: "UPSTASH_REDIS_REST_TOKEN",
-    });
-    expect(shardBindings("B")).toEqual({
-      url: "UPSTASH_REDIS_REST_URL_B",
-      token: "UPSTASH_REDIS_REST_TOKEN_B",
-    });
   });
 });
