@@ -79,7 +79,8 @@ export class ScriptShebangRewriter {
       case "eval":
       case "eval_ro": {
         const { command: rewritten, originalSha } = this.#withScriptAt(command, 1);
-        const sha = originalSha ?? sha1(command[1] ?? "");
+        // Counting, every script is rewritten, so its SHA is known; otherwise it is not needed.
+        const sha = originalSha ?? "";
         return { command: rewritten, fixReply: asIs, script: { sha, counting: this.#counting } };
       }
       case "evalsha":
