@@ -18,7 +18,10 @@
 // with --quick: the caches-on rows only, a 2 s tail): ≈ 1.5 min, ≈ 40 s quick;
 // --only=limit-change runs the alternating-limit section alone (a full ring of 100 000 whose
 // limit alternates, Redis µs per call and the key's size; bench/lib/limit-change.mjs; with
-// --baseline=<git ref> that ref's script beside this one), into bench/limit-change.md and .json.
+// --baseline=<git ref> that ref's script beside this one), into bench/limit-change.md and .json;
+// --only=shards runs the shards section alone (three databases behind bridges capped at 1000
+// billed commands/s, the worker with 1, 2 and 3 shards and the anchor on one; bench/shards.mjs,
+// which also runs alone with its own flags), into bench/shards.md and .json: ≈ 4 min, ≈ 1 min quick.
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { startOrigin } from "../test/support/origin-server.mjs";
@@ -67,6 +70,7 @@ import {
 } from "./lib/regions-bench.mjs";
 import { writeReport } from "./lib/report.mjs";
 import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
+import { runShardsBench, writeShardsOutput } from "./shards.mjs";
 
 const quick = process.argv.includes("--quick");
 const cpuOnly = process.argv.includes("--only=cpu");
@@ -75,6 +79,7 @@ const regionsOnly = process.argv.includes("--only=regions");
 const slowRegionOnly = process.argv.includes("--only=regions-slow");
 const plansOnly = process.argv.includes("--only=plans");
 const limitChangeOnly = process.argv.includes("--only=limit-change");
+const shardsOnly = process.argv.includes("--only=shards");
 /**
  * Knobs of the two modes: full ≈ 24 min, quick ≈ 7 min on a 2-core machine (the billed-commands
  * section ≈ 3 and 2 min of that).
@@ -249,6 +254,13 @@ try {
       ...(baselineRef ? { baseline: baselineRef } : {}),
     });
     await finishOnly("limit-change", limitChangeMarkdown(results.limitChange));
+  }
+  if (shardsOnly) {
+    // Its own databases, bridges and builds (bench/shards.mjs).
+    const shards = await runShardsBench({ quick, progress });
+    writeShardsOutput(shards, `npm run bench -- --only=shards${quick ? " --quick" : ""}`, quick);
+    await cleanup();
+    process.exit(0);
   }
   progress("building both workers with wrangler deploy --dry-run, and src/ for Node with esbuild");
   const bundles = await buildWorkers(tmp);

@@ -1,8 +1,10 @@
 // @ts-check
 // `npm run bridge`: the Upstash-compatible REST bridge on its own.
 // Env: BRIDGE_PORT (8079), BRIDGE_HOST (127.0.0.1), BRIDGE_TOKEN (dev-bridge-token),
-// REDIS_URL (redis://127.0.0.1:6379).
+// REDIS_URL (redis://127.0.0.1:6379), BRIDGE_MAX_COMMANDS_PER_SECOND (unset: no cap; set, billed
+// commands a second as Upstash caps a database, excess requests waiting: command-throttle.mjs).
 
+import { parseCommandCap } from "./command-throttle.mjs";
 import { RedisUnavailableError, redactUrl } from "./resp-connection.mjs";
 import { startBridge } from "./server.mjs";
 
@@ -17,6 +19,13 @@ const port = Number(env.BRIDGE_PORT || 8079);
 if (!Number.isInteger(port) || port < 0 || port > 65535) {
   fail(`BRIDGE_PORT must be a port number (0-65535), got ${JSON.stringify(env.BRIDGE_PORT)}`);
 }
+/** @type {number | undefined} */
+let maxCommandsPerSecond;
+try {
+  maxCommandsPerSecond = parseCommandCap(env.BRIDGE_MAX_COMMANDS_PER_SECOND);
+} catch (error) {
+  fail(error instanceof Error ? error.message : String(error));
+}
 
 /** @type {import("./server.mjs").Bridge} */
 let bridge;
@@ -26,6 +35,7 @@ try {
     port,
     token,
     redisUrl,
+    ...(maxCommandsPerSecond === undefined ? {} : { maxCommandsPerSecond }),
     log: (line) => console.error(`bridge: ${line}`),
   });
 } catch (error) {
@@ -39,6 +49,11 @@ try {
 }
 
 console.log(`Upstash REST bridge on ${bridge.url} -> Redis ${redactUrl(redisUrl)}`);
+console.log(
+  maxCommandsPerSecond === undefined
+    ? "command cap: none (set BRIDGE_MAX_COMMANDS_PER_SECOND to throttle as Upstash does)"
+    : `command cap: ${maxCommandsPerSecond} billed commands/s (burst ${maxCommandsPerSecond}); excess requests wait`,
+);
 console.log(
   token === DEFAULT_TOKEN
     ? `token: ${DEFAULT_TOKEN} (the default; set BRIDGE_TOKEN to change it)`

@@ -9,20 +9,26 @@
 // EVALSHA, EVALSHA_RO and SCRIPT EXISTS, and answer SCRIPT LOAD with the original SHA, which is
 // what the client compares against. An unknown SHA passes through: Redis answers NOSCRIPT and the
 // client falls back to EVAL, which teaches us the mapping again (after a bridge restart, say).
+//
+// While the bridge counts scripts' commands (a command cap is set: script-billing.mjs), every
+// script is rewritten the same way, into its counting wrapper, and every SHA mapped likewise.
 
 import { createHash } from "node:crypto";
+import { countingScript } from "./script-billing.mjs";
 
 const UPSTASH_ONLY_FLAG = "allow-key-locking";
 /** Bound on remembered scripts; the oldest is forgotten first (it re-learns via NOSCRIPT). */
 const MAX_REMEMBERED = 10_000;
 
 /** @typedef {import("./resp-connection.mjs").Reply} Reply */
+/** @typedef {import("./script-billing.mjs").ScriptCall} ScriptCall */
 
 /**
  * A command ready for Redis, and how to turn Redis's reply into the one the client expects.
  * @typedef {object} Prepared
  * @property {string[]} command
  * @property {(reply: Reply) => Reply} fixReply
+ * @property {ScriptCall} [script] the script an EVAL / EVALSHA calls (what billing needs)
  */
 
 /** @param {Reply} reply */
@@ -56,6 +62,12 @@ export function stripUpstashFlags(script) {
 export class ScriptShebangRewriter {
   /** @type {Map<string, string>} SHA1 of the client's text → SHA1 of the text Redis holds */
   #rewrittenSha = new Map();
+  #counting;
+
+  /** @param {{ countCalls?: boolean }} [options] countCalls: send scripts in their counting wrapper */
+  constructor({ countCalls = false } = {}) {
+    this.#counting = countCalls;
+  }
 
   /**
    * @param {string[]} command as received (name first)
@@ -65,11 +77,20 @@ export class ScriptShebangRewriter {
     const name = (command[0] ?? "").toLowerCase();
     switch (name) {
       case "eval":
-      case "eval_ro":
-        return { command: this.#withScriptAt(command, 1).command, fixReply: asIs };
+      case "eval_ro": {
+        const { command: rewritten, originalSha } = this.#withScriptAt(command, 1);
+        // Counting, every script is rewritten, so its SHA is known; otherwise it is not needed.
+        const sha = originalSha ?? "";
+        return { command: rewritten, fixReply: asIs, script: { sha, counting: this.#counting } };
+      }
       case "evalsha":
-      case "evalsha_ro":
-        return { command: this.#withShaAt(command, [1]), fixReply: asIs };
+      case "evalsha_ro": {
+        const rewritten = this.#withShaAt(command, [1]);
+        // Counting, a known SHA is a wrapped script; an unknown one runs as Redis holds it.
+        const counting = this.#counting && rewritten !== command;
+        const sha = (command[1] ?? "").toLowerCase();
+        return { command: rewritten, fixReply: asIs, script: { sha, counting } };
+      }
       case "script": {
         const sub = command[1]?.toLowerCase();
         if (sub === "load") {
@@ -98,7 +119,7 @@ export class ScriptShebangRewriter {
    */
   #withScriptAt(command, at) {
     const script = command[at];
-    const rewritten = script === undefined ? null : stripUpstashFlags(script);
+    const rewritten = script === undefined ? null : this.#rewrite(script);
     if (script === undefined || rewritten === null) return { command, originalSha: null };
     const originalSha = sha1(script);
     this.#remember(originalSha, sha1(rewritten));
@@ -122,6 +143,12 @@ export class ScriptShebangRewriter {
       }
     }
     return copy;
+  }
+
+  /** The text Redis is to run, or null when it is the client's own. @param {string} script */
+  #rewrite(script) {
+    const stripped = stripUpstashFlags(script);
+    return this.#counting ? countingScript(stripped ?? script) : stripped;
   }
 
   /** @param {string} originalSha @param {string} rewrittenSha */

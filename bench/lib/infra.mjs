@@ -42,13 +42,26 @@ export async function startPrivateRedis() {
  * The project's Upstash REST bridge (`npm run bridge`) in a child process, so its event loop
  * does not compete with the load generator's.
  * @param {string} redisUrl
+ * @param {{ maxCommandsPerSecond?: number }} [options] its BRIDGE_MAX_COMMANDS_PER_SECOND (none:
+ *   no cap)
  * @returns {Promise<{ url: string, token: string, stop: () => Promise<void> }>}
  */
-export async function startBridgeProcess(redisUrl) {
+export async function startBridgeProcess(redisUrl, { maxCommandsPerSecond } = {}) {
   const port = await freePort();
   const token = "bench-bridge-token";
+  /** @type {NodeJS.ProcessEnv} */
+  const env = {
+    ...process.env,
+    BRIDGE_PORT: String(port),
+    BRIDGE_TOKEN: token,
+    REDIS_URL: redisUrl,
+  };
+  delete env.BRIDGE_MAX_COMMANDS_PER_SECOND; // the caller's shell decides nothing here
+  if (maxCommandsPerSecond !== undefined) {
+    env.BRIDGE_MAX_COMMANDS_PER_SECOND = String(maxCommandsPerSecond);
+  }
   const child = spawnGroup(process.execPath, [path.join(ROOT, "bridge", "main.mjs")], {
-    env: { ...process.env, BRIDGE_PORT: String(port), BRIDGE_TOKEN: token, REDIS_URL: redisUrl },
+    env,
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -113,23 +126,33 @@ export function compatibilityDate() {
 export async function buildWorkers(tmp) {
   const ours = await wranglerBundle(path.join(tmp, "ours"));
   /** @param {string} name @param {string} entry */
-  const benchBundle = async (name, entry) => {
-    const config = path.join(tmp, `${name}.wrangler.toml`);
-    writeFileSync(
-      config,
-      [
-        `name = "edge-limiter-bench-${name}"`,
-        `main = ${JSON.stringify(path.join(ROOT, "bench", entry))}`,
-        `compatibility_date = "${compatibilityDate()}"`,
-        "",
-      ].join("\n"),
-    );
-    return wranglerBundle(path.join(tmp, name), ["--config", config]);
-  };
+  const benchBundle = (name, entry) => buildBenchWorker(tmp, name, entry);
   const anchor = await benchBundle("anchor", "anchor-worker.ts");
   const anchorMinimal = await benchBundle("anchor-minimal", "anchor-minimal-worker.ts");
   const floor = await benchBundle("floor", "floor-worker.ts");
   return { ours, anchor, anchorMinimal, floor };
+}
+
+/**
+ * One bench-only worker (bench/<entry>) built as it would deploy, from a generated wrangler
+ * config with wrangler.toml's compatibility date.
+ * @param {string} tmp
+ * @param {string} name e.g. "anchor"
+ * @param {string} entry its file under bench/, e.g. "anchor-worker.ts"
+ * @returns {Promise<string>} path of the bundled module
+ */
+export async function buildBenchWorker(tmp, name, entry) {
+  const config = path.join(tmp, `${name}.wrangler.toml`);
+  writeFileSync(
+    config,
+    [
+      `name = "edge-limiter-bench-${name}"`,
+      `main = ${JSON.stringify(path.join(ROOT, "bench", entry))}`,
+      `compatibility_date = "${compatibilityDate()}"`,
+      "",
+    ].join("\n"),
+  );
+  return wranglerBundle(path.join(tmp, name), ["--config", config]);
 }
 
 /**
