@@ -176,16 +176,19 @@ export function createShardedLimiter(
       const shard = shards[group?.shard ?? 0] as Shard;
       return report(given, tagShard(await shard.limiter.limitAll(given, limitOptions), shard.name));
     }
-    // Checked whole first, so that a field out of bounds is named by its index in `given`;
-    // the keys as counted (digested past MAX_KEY_LENGTH), for the peeks and plan reads.
-    const requests = given.some((request) => needsDigest(request.key))
-      ? await Promise.all(
-          given.map(async (request) => ({ ...request, key: await boundedKey(request.key) })),
-        )
-      : given;
-    resolvePolicies("limit", requests, options.failMode ?? "open");
+    // Checked whole first, so that a field out of bounds is named by its index in `given`.
+    // The keys as counted (digested past MAX_KEY_LENGTH) are for the old shard's peeks only:
+    // the shards' limiters and the plan reads take the keys as given (they digest them).
+    const counted = given.some((request) => needsDigest(request.key))
+      ? await Promise.all(given.map((request) => boundedKey(request.key)))
+      : given.map((request) => request.key);
+    resolvePolicies(
+      "limit",
+      given.map((request, i) => ({ ...request, key: counted[i] as string })),
+      options.failMode ?? "open",
+    );
     const parts = await Promise.all(
-      [...groups.values()].map((group) => decideGroup(group, requests, limitOptions, t)),
+      [...groups.values()].map((group) => decideGroup(group, given, counted, limitOptions, t)),
     );
     if (parts.some((part) => !part.decided.allowed)) {
       // All or nothing: what the other shards admitted is given back (held one round trip at
@@ -209,6 +212,7 @@ export function createShardedLimiter(
   async function decideGroup(
     group: Group,
     requests: readonly LimitRequest[],
+    counted: readonly string[],
     limitOptions: LimitAllOptions,
     t: number,
   ): Promise<ShardPart> {
@@ -223,7 +227,8 @@ export function createShardedLimiter(
     if (group.from.every((from) => from === undefined)) {
       return part(await shard.limiter.limitAll(own, limitOptions));
     }
-    const adjusted = await adjustMoved(shard, own, group.from, t, limitOptions);
+    const keys = group.indices.map((index) => counted[index] as string);
+    const adjusted = await adjustMoved(shard, own, keys, group.from, t, limitOptions);
     if ("decided" in adjusted) return part(adjusted.decided);
     const decided = await shard.limiter.limitAll(adjusted.requests, limitOptions);
     // The real limit, not the one reduced by the old shard's count (remaining is exact).
@@ -242,6 +247,7 @@ export function createShardedLimiter(
   async function adjustMoved(
     shard: Shard,
     own: readonly LimitRequest[],
+    keys: readonly string[],
     from: readonly (number | undefined)[],
     t: number,
     limitOptions: LimitAllOptions,
@@ -249,7 +255,11 @@ export function createShardedLimiter(
     { decided: MultiDecision } | { requests: LimitRequest[]; limits: (number | undefined)[] }
   > {
     const policies = (): ResolvedPolicy[] =>
-      resolvePolicies("limit", own, options.failMode ?? "open");
+      resolvePolicies(
+        "limit",
+        own.map((request, j) => ({ ...request, key: keys[j] as string })),
+        options.failMode ?? "open",
+      );
     if (t < settledAt) {
       // Step 2: the old shard's last answers may still be landing.
       const until = settledAt;
@@ -289,7 +299,7 @@ export function createShardedLimiter(
         const count = await counts.read(
           old,
           oldShard.ctx,
-          { ...request, limit },
+          { ...request, key: keys[j] as string, limit },
           transitionEnd(request),
         );
         if (!count) return { failed: oldShard };

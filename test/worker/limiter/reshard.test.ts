@@ -16,7 +16,16 @@ describe("reshard: two shards become three", () => {
     const limit = 5;
     const at = clock.now() + 30_000;
     const urls = shardUrls();
-    const common = { prefix, clock: "caller" as const, now: clock.now, timeoutMs: 500 };
+    // Fail closed: on a loaded machine a call past its deadline must not be admitted by the
+    // fallback (that is the failure policy's slack, not the reshard's). The settle interval is
+    // the timeout, on the test's clock.
+    const common = {
+      prefix,
+      clock: "caller" as const,
+      now: clock.now,
+      timeoutMs: 2_000,
+      failMode: "closed" as const,
+    };
     const oldConfig = createLimiter({
       ...common,
       store: [storeAt(urls[0] as string, 2_000), storeAt(urls[1] as string, 2_000)],

@@ -1,6 +1,7 @@
 // A limiter over three shards on real Redis (databases 0, 1, 2 behind three bridges): where keys
 // are counted, all-or-nothing across shards, request ids, a hanging shard, and what it costs.
 import { describe, expect, it } from "vitest";
+import { boundedKey } from "../../../src/bounded-key";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { LimiterOptions } from "../../../src/limiter/limiter-options";
 import type { LimitRequest } from "../../../src/limiter/types";
@@ -66,7 +67,8 @@ describe("a limiter over three shards", () => {
   });
 
   it("a burst of concurrent decisions on one key admits exactly the limit", async () => {
-    const { limiter } = sharded({ denialCache: false });
+    // Fail closed: a call past its deadline on a loaded machine is denied, not admitted locally.
+    const { limiter } = sharded({ denialCache: false, failMode: "closed" });
     const key = `burst-${crypto.randomUUID()}`;
     const decisions = await Promise.all(
       Array.from({ length: 60 }, () => limiter.limit(rule("sh-burst", key, 17))),
@@ -103,6 +105,23 @@ describe("a limiter over three shards", () => {
     expect(await logCount(redis[2] as (typeof redis)[0], storageKey(prefix, "sh-other", c))).toBe(
       0,
     );
+  });
+
+  it("a key past the length bound counts under one digest whether alone or across shards", async () => {
+    const { limiter } = sharded();
+    let long = "";
+    for (let i = 0; ; i++) {
+      long = `${"x".repeat(600)}-${i}`;
+      if (limiter.shardOf(long) === "0") break;
+    }
+    const other = keysOnEachShard(limiter, "long")[1] as string;
+    expect((await limiter.limit(rule("sh-long", long, 5))).allowed).toBe(true);
+    const both = await limiter.limitAll([rule("sh-long", long, 5), rule("sh-long-b", other, 5)]);
+    expect(both.allowed).toBe(true);
+    const digest = await boundedKey(long);
+    expect(
+      await logCount(redis[0] as (typeof redis)[0], storageKey(prefix, "sh-long", digest)),
+    ).toBe(2);
   });
 
   it("a retry of a multi-shard request with its request id is counted once", async () => {
@@ -147,6 +166,7 @@ describe("a limiter over three shards", () => {
         store: shardUrls().map((url) => storeAt(url, 2_000)),
         prefix,
         timeoutMs: 2_000,
+        failMode: "closed",
         clock: "caller",
         now: clock.now,
       }),
