@@ -14,7 +14,7 @@ import {
 } from "./defaults";
 import { createDenialCache, type DenialCache } from "./denial-cache";
 import { createFallbackLimiter, type FallbackLimiter } from "./fallback-limiter";
-import type { LimiterOptions } from "./limiter-options";
+import type { StoreLimiterOptions } from "./limiter-options";
 import { createSingleFlight, type SingleFlight } from "./single-flight";
 import type { FailMode } from "./types";
 
@@ -48,7 +48,7 @@ export interface LimiterContext {
   lastAnswerAt: number;
 }
 
-export function createLimiterContext(options: LimiterOptions): LimiterContext {
+export function createLimiterContext(options: StoreLimiterOptions): LimiterContext {
   const timeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
   const now = options.now ?? Date.now;
   const cacheOption = options.denialCache ?? {};

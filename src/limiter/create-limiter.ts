@@ -22,6 +22,7 @@ import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
 import { forgetRequest, rememberAnswers } from "./answer-memory";
 import type { Permit } from "./circuit-breaker";
+import type { LimiterContext } from "./context";
 import { createLimiterContext } from "./context";
 import { conflicted, denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
@@ -30,7 +31,7 @@ import { createLimiterLeases } from "./leases/isolate-leases";
 import { createRegionBooks } from "./leases/isolate-leases-in-region";
 import { createRegionalLeases } from "./leases/regional-leases";
 import type { Limiter } from "./limiter-api";
-import type { LimiterOptions } from "./limiter-options";
+import type { LimiterOptions, StoreLimiterOptions } from "./limiter-options";
 import { nextMemberId } from "./member-id";
 import { createNetworkBlockCopies } from "./network-block-copies";
 import { peekRequest } from "./peek";
@@ -46,6 +47,8 @@ import {
   resolvePolicies,
   withStorageKeys,
 } from "./resolved-policy";
+import { shardLayout } from "./shard-options";
+import { createShardedLimiter } from "./sharded-limiter";
 import type { Decision, LimitRequest, MultiDecision, WaitUntil } from "./types";
 
 /**
@@ -64,6 +67,27 @@ import type { Decision, LimitRequest, MultiDecision, WaitUntil } from "./types";
  * ```
  */
 export function createLimiter(options: LimiterOptions): Limiter {
+  // Bad shards or reshard options throw here, naming the field (shard-options.ts).
+  const layout = shardLayout(options.store, options.reshard);
+  if (layout.single) {
+    const { reshard: _, ...single } = options;
+    return buildStoreLimiter({
+      ...single,
+      store: layout.clients[0] as StoreLimiterOptions["store"],
+    }).limiter;
+  }
+  // Several shards: one limiter per shard behind a router (sharded-limiter.ts).
+  return createShardedLimiter(options, layout, buildStoreLimiter);
+}
+
+/**
+ * One store's limiter, and its context (a sharded limiter reads a shard's breaker, clock and
+ * store through it): the decision flow below.
+ */
+export function buildStoreLimiter(options: StoreLimiterOptions): {
+  limiter: Limiter;
+  ctx: LimiterContext;
+} {
   const ctx = createLimiterContext(options);
   const { cache, flights, breaker, now } = ctx;
   const degraded = createDegradedPath(ctx);
@@ -262,7 +286,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return decided;
   }
 
-  return {
+  const limiter: Limiter = {
     async limit(request, limitOptions) {
       const { decisions } = await limitAll(
         [request],
@@ -303,5 +327,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     ...planChanges,
     plans: createPlanListing(ctx),
     networkBlocks: networkCopies.of,
+    shards: () => [{ name: "", breaker: breaker.state, placed: true, previous: false }],
+    placement: () => ({ phase: "single", shards: [""] }),
+    shardOf: () => "",
   };
+  return { limiter, ctx };
 }

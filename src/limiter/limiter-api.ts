@@ -9,6 +9,7 @@ import type { Peek } from "./peek";
 import type { KeyBlocksAdmin, NetworkBlocksAdmin, Overrides } from "./plan-changes";
 import type { Plans } from "./plan-listing";
 import type { ResetOutcome, ResetRequest } from "./reset";
+import type { ShardPlacement, ShardState } from "./shard-types";
 import type {
   Decision,
   LimitAllOptions,
@@ -94,4 +95,16 @@ export interface Limiter {
    * limiter's store under its prefix, on its clock.
    */
   networkBlocks(options?: NetworkBlocksOptions): NetworkBlocks;
+  /**
+   * Every shard and its breaker in this isolate (docs/shards.md), in `store`'s order, then the
+   * shards being removed (`reshard.stores`). One entry named "" for a single store.
+   */
+  shards(): ShardState[];
+  /** The placement in force at `now` (unix ms, default the limiter's clock). */
+  placement(now?: number): ShardPlacement;
+  /**
+   * The shard that decides `key` at `now` (default the limiter's clock): its name ("" for a
+   * single store). The key as the rules give it (the one `LimitRequest.key` carries).
+   */
+  shardOf(key: string, now?: number): string;
 }

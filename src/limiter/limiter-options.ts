@@ -7,6 +7,7 @@ import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
 import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
 import type { LeaseOptions } from "./leases/lease-sizing";
+import type { ReshardOptions, StoreShards } from "./shard-options";
 import type { FailMode, LimitRequest, MultiDecision } from "./types";
 
 export interface FallbackOptions extends FallbackLimiterOptions {
@@ -26,8 +27,19 @@ export interface LimiterOptions {
   /**
    * The Redis client (any object with `evalsha` and `eval` of `@upstash/redis`). From
    * createStoreClient, it also has `withTimeout`, which bounds a NOSCRIPT → EVAL by the time left.
+   *
+   * Or several shards (docs/shards.md): an array of clients (named by position: "0", "1"…) or a
+   * record of them by name. Each client key lives on one shard (rendezvous hashing of the key
+   * over the names), with its own breaker; decisions then name their `shard`. Per-deployment
+   * data (network blocks) lives on the first shard listed. An empty list, a client given twice
+   * or one that is not a client throws, naming the field.
    */
-  store: ScriptClient;
+  store: StoreShards;
+  /**
+   * A change of the shards, exact across it (docs/shards.md "Reshard"): the names before, and
+   * the instant. Bad values throw, naming the field. @default none
+   */
+  reshard?: ReshardOptions;
   /**
    * Prefix of every Redis key the limiter writes.
    * @default "edge-limiter"
@@ -110,6 +122,11 @@ export interface LimiterOptions {
    */
   onDecision?: (requests: readonly LimitRequest[], decided: MultiDecision) => void;
 }
+
+/** The options of one store's limiter (one shard's): a single client, no reshard. */
+export type StoreLimiterOptions = Omit<LimiterOptions, "store" | "reshard"> & {
+  store: ScriptClient;
+};
 
 export interface RegionsOptions {
   /** Each region's name and its own store client (createStoreClient). */

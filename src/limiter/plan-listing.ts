@@ -19,6 +19,11 @@ export interface PlanEntry {
   limit?: number;
   /** A block's end (unix ms, the store's clock); absent: until removed. */
   until?: number;
+  /**
+   * The shard it is stored on, when the limiter has shards (docs/shards.md): a key's plan
+   * lives with the key, and during a reshard a changed plan is written to both placements.
+   */
+  shard?: string;
 }
 
 /** Most entries one listing page asks the store for (HSCAN COUNT). */
@@ -28,7 +33,10 @@ export const MAX_LIST_COUNT = 1_000;
 export interface PlanListing {
   /** "overrides", "blocks" (key blocks) or "network" (network blocks). */
   what: "overrides" | "blocks" | "network";
-  /** "0" starts; the page's cursor continues. @default "0" */
+  /**
+   * "0" starts; the page's cursor continues. With shards, overrides and key blocks are listed
+   * shard after shard, and the cursor says which (`<shard index>:<cursor>`). @default "0"
+   */
   cursor?: string | undefined;
   /** Entries the store is asked for (1 to MAX_LIST_COUNT): a page may hold fewer. @default 100 */
   count?: number | undefined;

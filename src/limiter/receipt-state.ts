@@ -28,6 +28,13 @@ export interface CountedReceipt extends RefundReceipt {
   regional?: RegionalSpend;
   /** For a request paid from isolate leases taken from a region, that region. */
   leasedIn?: string;
+  /** A sharded limiter's: the shard that counted it (docs/shards.md). */
+  shard?: string;
+  /**
+   * A sharded limiter's request counted on several shards: each shard's receipt, whose
+   * policies are the request's at `indices` (a refund gives each part back on its shard).
+   */
+  parts?: readonly { shard: string; indices: readonly number[]; receipt: CountedReceipt }[];
 }
 
 /** A receipt as MultiDecision carries it: the public type, the limiter's record beside it. */

@@ -40,6 +40,11 @@ export interface Decision {
   windowMs: number;
   /** How the policy counts. */
   algorithm: Algorithm;
+  /**
+   * The shard that decided it (docs/shards.md): set only when the limiter has several shards
+   * (or a reshard), absent for a single store.
+   */
+  shard?: string;
 }
 
 export type FailMode = "open" | "closed";

@@ -11,7 +11,21 @@ export default async function setup(project: TestProject) {
   project.provide("bridgeUrl", bridge.url);
   project.provide("bridgeToken", token);
   project.provide("redisUrl", redisUrl);
+  // Two more bridges, on the same Redis's databases 1 and 2: the shards tests' other stores
+  // (separate key spaces, as separate databases would be).
+  const shardBridges = await Promise.all(
+    [1, 2].map((db) => {
+      const url = new URL(redisUrl);
+      url.pathname = `/${db}`;
+      return startBridge({ port: 0, token, redisUrl: url.toString() });
+    }),
+  );
+  project.provide(
+    "shardBridgeUrls",
+    shardBridges.map((shard) => shard.url),
+  );
   return async () => {
     await bridge.close();
+    await Promise.all(shardBridges.map((shard) => shard.close()));
   };
 }

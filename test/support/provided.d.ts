@@ -6,5 +6,7 @@ declare module "vitest" {
     bridgeUrl: string;
     bridgeToken: string;
     redisUrl: string;
+    /** Bridges on databases 1 and 2 of the same Redis (the shards tests' other stores). */
+    shardBridgeUrls: string[];
   }
 }

@@ -1,0 +1,101 @@
+/**
+ * A reshard's transition (docs/shards.md "Reshard"): what a moved key's old shard still holds in
+ * its window, read with a peek (counting nothing) and remembered per isolate for as long as it
+ * cannot have fallen.
+ *
+ * Why remembering it is exact: after the settle instant the old shard admits nothing for a moved
+ * key (sharded-limiter.ts says why), so its live count u only falls, and only when one of its
+ * units leaves the window: the peek's `reset` is when the next one does (or, when the peek is
+ * denied, later still). Until then u is exactly what was read; afterwards a remembered u is an
+ * upper bound (deciding with it is conservative), and it is read again. A count of 0 cannot
+ * fall: it holds until the transition ends. A refund or reset on the old shard only lowers u.
+ */
+import { peekQuota, type QuotaClient } from "../store/peek-reset";
+import { withDeadline } from "../store/with-deadline";
+import type { LimiterContext } from "./context";
+import { denialCacheKey } from "./resolved-policy";
+import type { LimitRequest } from "./types";
+
+/** What a moved key's old shard holds for one policy. */
+export interface OldCount {
+  /** Units live in the window at the policy's limit (at most the limit). */
+  used: number;
+  /** Isolate-clock ms before which a request of this cost cannot fit on the old count alone. */
+  retryAt: number;
+}
+
+/** Most remembered counts per isolate; the oldest go first (each is a few dozen bytes). */
+const MAX_REMEMBERED = 10_000;
+
+export interface MovedKeyCounts {
+  /**
+   * The old shard's count of `request` (its limit the effective one), or undefined when the old
+   * shard could not be read (its breaker open, a failure, the deadline): then the request goes
+   * to its failure policy. `holdsUntil`: the end of this policy's transition.
+   */
+  read(
+    from: number,
+    ctx: LimiterContext,
+    request: LimitRequest,
+    holdsUntil: number,
+  ): Promise<OldCount | undefined>;
+  /** Forget every remembered count (a reset or forget: a count may have been dropped). */
+  clear(): void;
+}
+
+export function createMovedKeyCounts(now: () => number): MovedKeyCounts {
+  const remembered = new Map<string, OldCount & { validUntil: number }>();
+  return {
+    async read(from, ctx, request, holdsUntil) {
+      const cost = request.cost ?? 1;
+      const name = `${from}\n${denialCacheKey(request)}\n${cost}`;
+      const known = remembered.get(name);
+      const sentAt = now();
+      if (known && sentAt < known.validUntil) return known;
+      if (known) remembered.delete(name);
+      const permit = ctx.breaker.acquire();
+      if (permit === "skip") return undefined;
+      let answer: Awaited<ReturnType<typeof peekQuota>>;
+      try {
+        // Its own deadline, as a decision's: the old shard's store client has evalshaRo
+        // (createStoreClient's); one without it fails here and the request goes to its policy.
+        answer = await withDeadline(ctx.timeoutMs, () =>
+          peekQuota(ctx.store as QuotaClient, {
+            prefix: ctx.prefix,
+            policy: request.policy,
+            key: request.key,
+            algorithm: request.algorithm ?? "sliding-log",
+            limit: request.limit,
+            windowMs: request.windowMs,
+            cost,
+            ...(ctx.clock.source === "caller" ? { now: ctx.now() } : {}),
+          }),
+        );
+      } catch (error) {
+        ctx.breaker.failure(permit, error);
+        ctx.onStoreError?.(error);
+        return undefined;
+      }
+      ctx.breaker.success(permit);
+      const used = Math.min(request.limit, Math.max(0, request.limit - answer.remaining));
+      // The peek ran after it was sent: measured from the send, the next expiry is no later
+      // than the isolate clock says.
+      const count = {
+        used,
+        retryAt: sentAt + answer.retryAfterMs,
+        validUntil: used === 0 ? holdsUntil : sentAt + Math.max(0, answer.reset - answer.now),
+      };
+      if (count.validUntil > sentAt) {
+        if (remembered.size >= MAX_REMEMBERED) {
+          const oldest = remembered.keys().next();
+          if (!oldest.done) remembered.delete(oldest.value);
+        }
+        remembered.set(name, count);
+      }
+      return count;
+    },
+    clear() {
+      remembered.clear();
+    },
+  };
+}

@@ -1,0 +1,263 @@
+// A limiter over three shards on real Redis (databases 0, 1, 2 behind three bridges): where keys
+// are counted, all-or-nothing across shards, request ids, a hanging shard, and what it costs.
+import { describe, expect, it } from "vitest";
+import { boundedKey } from "../../../src/bounded-key";
+import { createLimiter } from "../../../src/limiter/create-limiter";
+import type { LimiterOptions } from "../../../src/limiter/limiter-options";
+import type { LimitRequest } from "../../../src/limiter/types";
+import { storageKey } from "../../../src/store/keys";
+import { counting, faultScenario, manualClock, storeAt } from "../../support/worker/fault-control";
+import { logCount } from "../../support/worker/log-state";
+import { shardPrefix, shardRedis, shardUrls } from "../../support/worker/shard-stores";
+
+const prefix = shardPrefix("shards");
+const redis = shardRedis();
+
+function sharded(extra: Partial<LimiterOptions> = {}) {
+  const counted = shardUrls().map((url) => counting(storeAt(url, 2_000)));
+  const limiter = createLimiter({
+    store: counted.map((c) => c.store),
+    prefix,
+    timeoutMs: 2_000,
+    ...extra,
+  });
+  return { limiter, calls: () => counted.map((c) => c.calls()) };
+}
+
+/** Keys that the limiter places on distinct shards: one per shard, "0", "1", "2". */
+function keysOnEachShard(limiter: ReturnType<typeof createLimiter>, label: string): string[] {
+  const found: (string | undefined)[] = [undefined, undefined, undefined];
+  for (let i = 0; found.some((key) => key === undefined); i++) {
+    const key = `${label}-${crypto.randomUUID()}-${i}`;
+    const shard = Number(limiter.shardOf(key));
+    if (found[shard] === undefined) found[shard] = key;
+  }
+  return found as string[];
+}
+
+const rule = (policy: string, key: string, limit: number, extra: Partial<LimitRequest> = {}) => ({
+  policy,
+  key,
+  limit,
+  windowMs: 60_000,
+  ...extra,
+});
+
+describe("a limiter over three shards", () => {
+  it("counts a key on its shard only, names the shard, and adds no store command", async () => {
+    const { limiter, calls } = sharded();
+    const keys = keysOnEachShard(limiter, "where");
+    for (const [shard, key] of keys.entries()) {
+      const request = rule("sh-where", key, 5);
+      const first = await limiter.limit(request);
+      expect(first).toMatchObject({ allowed: true, source: "redis", shard: String(shard) });
+      const before = calls();
+      const second = await limiter.limitAll([request, rule("sh-where2", key, 5)]);
+      expect(second.decisions.map((d) => d.shard)).toEqual([String(shard), String(shard)]);
+      // One key, one shard: one script call, as with one store.
+      const after = calls();
+      expect(after.reduce((a, b) => a + b, 0) - before.reduce((a, b) => a + b, 0)).toBe(1);
+      expect((after[shard] as number) - (before[shard] as number)).toBe(1);
+      for (const [other, client] of redis.entries()) {
+        expect(await logCount(client, storageKey(prefix, "sh-where", key))).toBe(
+          other === shard ? 2 : 0,
+        );
+      }
+    }
+  });
+
+  it("a burst of concurrent decisions on one key admits exactly the limit", async () => {
+    // Fail closed: a call past its deadline on a loaded machine is denied, not admitted locally.
+    const { limiter } = sharded({ denialCache: false, failMode: "closed" });
+    const key = `burst-${crypto.randomUUID()}`;
+    const decisions = await Promise.all(
+      Array.from({ length: 60 }, () => limiter.limit(rule("sh-burst", key, 17))),
+    );
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(17);
+  });
+
+  it("a request over two shards is all or nothing: a denial gives the other shard's part back", async () => {
+    const { limiter } = sharded({ denialCache: false });
+    const [a, b] = keysOnEachShard(limiter, "partial") as [string, string];
+    // b's rule exhausted on its own shard.
+    expect((await limiter.limit(rule("sh-tight", b, 1))).allowed).toBe(true);
+    const both = [rule("sh-wide", a, 5), rule("sh-tight", b, 1)];
+    const decided = await limiter.limitAll(both);
+    expect(decided).toMatchObject({ allowed: false, deniedBy: "sh-tight", replayed: false });
+    expect(decided.receipt).toBeUndefined();
+    expect(decided.decisions.map((d) => [d.shard, d.allowed])).toEqual([
+      ["0", true],
+      ["1", false],
+    ]);
+    // The wide policy's count is back, and it says so (its remaining without this request).
+    expect(decided.decisions[0]?.remaining).toBe(5);
+    expect(await logCount(redis[0] as (typeof redis)[0], storageKey(prefix, "sh-wide", a))).toBe(0);
+    // Admitted across shards: one receipt, refunded on both.
+    const c = keysOnEachShard(limiter, "refund")[2] as string;
+    const ok = await limiter.limitAll([rule("sh-wide", a, 5), rule("sh-other", c, 5)]);
+    expect(ok.allowed).toBe(true);
+    expect(await logCount(redis[2] as (typeof redis)[0], storageKey(prefix, "sh-other", c))).toBe(
+      1,
+    );
+    const refunded = await limiter.refund(ok.receipt as NonNullable<typeof ok.receipt>);
+    expect(refunded).toMatchObject({ refunded: true, units: [1, 1] });
+    expect(await logCount(redis[0] as (typeof redis)[0], storageKey(prefix, "sh-wide", a))).toBe(0);
+    expect(await logCount(redis[2] as (typeof redis)[0], storageKey(prefix, "sh-other", c))).toBe(
+      0,
+    );
+  });
+
+  it("a key past the length bound counts under one digest whether alone or across shards", async () => {
+    const { limiter } = sharded();
+    let long = "";
+    for (let i = 0; ; i++) {
+      long = `${"x".repeat(600)}-${i}`;
+      if (limiter.shardOf(long) === "0") break;
+    }
+    const other = keysOnEachShard(limiter, "long")[1] as string;
+    expect((await limiter.limit(rule("sh-long", long, 5))).allowed).toBe(true);
+    const both = await limiter.limitAll([rule("sh-long", long, 5), rule("sh-long-b", other, 5)]);
+    expect(both.allowed).toBe(true);
+    const digest = await boundedKey(long);
+    expect(
+      await logCount(redis[0] as (typeof redis)[0], storageKey(prefix, "sh-long", digest)),
+    ).toBe(2);
+  });
+
+  it("a retry of a multi-shard request with its request id is counted once", async () => {
+    const { limiter } = sharded();
+    const [a, , c] = keysOnEachShard(limiter, "retry") as [string, string, string];
+    const both = [rule("sh-rid-a", a, 5), rule("sh-rid-c", c, 5)];
+    const requestId = `rid-${crypto.randomUUID()}`;
+    const first = await limiter.limitAll(both, { requestId });
+    const retry = await limiter.limitAll(both, { requestId });
+    expect(first).toMatchObject({ allowed: true, replayed: false });
+    expect(retry).toMatchObject({ allowed: true, replayed: true });
+    expect(retry.receipt).toBeUndefined();
+    expect(await logCount(redis[0] as (typeof redis)[0], storageKey(prefix, "sh-rid-a", a))).toBe(
+      1,
+    );
+    expect(await logCount(redis[2] as (typeof redis)[0], storageKey(prefix, "sh-rid-c", c))).toBe(
+      1,
+    );
+
+    // A request denied on one shard: its refunded part does not replay as admitted; the retry
+    // is decided again there and given back again, so that part's count stays 0.
+    const [x, y] = keysOnEachShard(limiter, "retry-denied") as [string, string];
+    expect((await limiter.limit(rule("sh-rid-tight", y, 1))).allowed).toBe(true);
+    const pair = [rule("sh-rid-wide", x, 3), rule("sh-rid-tight", y, 1)];
+    const deniedId = `rid-${crypto.randomUUID()}`;
+    for (let i = 0; i < 2; i++) {
+      const decided = await limiter.limitAll(pair, { requestId: deniedId });
+      expect(decided.allowed).toBe(false);
+      expect(decided.decisions[0]).toMatchObject({ allowed: true, remaining: 3 });
+    }
+    expect(
+      await logCount(redis[0] as (typeof redis)[0], storageKey(prefix, "sh-rid-wide", x)),
+    ).toBe(0);
+  });
+
+  it("multi-rule requests over shards are never over any rule in any window, 4 senders", async () => {
+    const clock = manualClock();
+    const windowMs = 1_000;
+    // Four isolates: each its own limiter (own caches), the same three stores, one clock.
+    const senders = Array.from({ length: 4 }, () =>
+      createLimiter({
+        store: shardUrls().map((url) => storeAt(url, 2_000)),
+        prefix,
+        timeoutMs: 2_000,
+        failMode: "closed",
+        clock: "caller",
+        now: clock.now,
+      }),
+    );
+    const users = Array.from({ length: 3 }, (_, i) => `user-${i}-${crypto.randomUUID()}`);
+    const ips = Array.from({ length: 6 }, (_, i) => `ip-${i}-${crypto.randomUUID()}`);
+    const admitted = new Map<string, number[]>();
+    const note = (name: string, t: number) => {
+      const list = admitted.get(name) ?? [];
+      list.push(t);
+      admitted.set(name, list);
+    };
+    let spread = 0;
+    for (let round = 0; round < 40; round++) {
+      await Promise.all(
+        senders.flatMap((sender, s) =>
+          Array.from({ length: 3 }, async (_, r) => {
+            const user = users[(s + r + round) % users.length] as string;
+            const ip = ips[(s * 3 + r) % ips.length] as string;
+            const requests = [
+              { policy: "sh-ip", key: ip, limit: 3, windowMs },
+              { policy: "sh-user", key: user, limit: 5, windowMs },
+            ];
+            if (sender.shardOf(ip) !== sender.shardOf(user)) spread++;
+            const t = clock.now();
+            const decided = await sender.limitAll(requests);
+            if (decided.allowed) {
+              note(`ip ${ip}`, t);
+              note(`user ${user}`, t);
+            }
+          }),
+        ),
+      );
+      clock.advance(100);
+    }
+    expect(spread).toBeGreaterThan(100);
+    let total = 0;
+    for (const [name, times] of admitted) {
+      const limit = name.startsWith("ip") ? 3 : 5;
+      times.sort((a, b) => a - b);
+      total += times.length;
+      for (let i = limit; i < times.length; i++) {
+        // The (limit + 1)-th admission back must be a whole window earlier.
+        expect(times[i] as number, name).toBeGreaterThanOrEqual(
+          (times[i - limit] as number) + windowMs,
+        );
+      }
+    }
+    expect(total).toBeGreaterThan(0);
+  });
+
+  it("a hanging shard sends only its keys to the fallback; the others are decided by Redis", async () => {
+    const hang = await faultScenario("hang");
+    const urls = shardUrls();
+    const limiter = createLimiter({
+      store: [
+        storeAt(urls[0] as string, 200),
+        storeAt(hang.url, 200),
+        storeAt(urls[2] as string, 200),
+      ],
+      prefix,
+      timeoutMs: 200,
+    });
+    const [a, b, c] = keysOnEachShard(limiter, "hang") as [string, string, string];
+    expect(await limiter.limit(rule("sh-hang", a, 5))).toMatchObject({
+      source: "redis",
+      shard: "0",
+    });
+    expect(await limiter.limit(rule("sh-hang", b, 5))).toMatchObject({
+      source: "fallback",
+      shard: "1",
+    });
+    expect(await limiter.limit(rule("sh-hang", c, 5))).toMatchObject({
+      source: "redis",
+      shard: "2",
+    });
+    // One request over a healthy and the sick shard: that part by its fail policy, no waiting
+    // for it past the deadline; the healthy part by Redis.
+    const mixed = await limiter.limitAll([
+      rule("sh-hang-a", a, 5),
+      rule("sh-hang-b", b, 5, { failMode: "closed" }),
+    ]);
+    expect(mixed.allowed).toBe(false);
+    expect(mixed.decisions.map((d) => [d.shard, d.source, d.allowed])).toEqual([
+      ["0", "redis", true],
+      ["1", "fail-closed", false],
+    ]);
+    // The healthy part was given back.
+    expect(await logCount(redis[0] as (typeof redis)[0], storageKey(prefix, "sh-hang-a", a))).toBe(
+      0,
+    );
+    await hang.set("forward");
+  });
+});
