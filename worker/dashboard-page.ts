@@ -3,7 +3,7 @@
  * depend on a CDN; its Content-Security-Policy forbids any). Its script reads GET /check/stats
  * every 10 s (the browser re-sends the Basic credentials it logged in with) and draws, per
  * rule, allowed vs denied per minute as an inline SVG chart, how decisions were made, and the
- * top denied client keys; and this isolate's breaker. Every value goes in with textContent or
+ * top denied client keys; and this isolate's breaker (each shard's, when sharded). Every value goes in with textContent or
  * an SVG attribute, never as HTML: client keys are attacker-chosen.
  */
 export const DASHBOARD_HTML = `<!doctype html>
@@ -44,7 +44,7 @@ export const DASHBOARD_HTML = `<!doctype html>
   .empty { color: var(--muted); }
   tr.found td { background: #fff59d; }
   #find { font: inherit; padding: 2px 6px; border-radius: 4px; border: 0; width: 220px; }
-  #plans { margin: 0 20px 16px; }
+  #plans, #shards { margin: 0 20px 16px; }
   table.plans td.count { width: auto; white-space: nowrap; }
 </style>
 </head>
@@ -60,6 +60,7 @@ export const DASHBOARD_HTML = `<!doctype html>
   </label>
   <span class="meta" id="found"></span>
 </header>
+<section id="shards" class="card" hidden></section>
 <main id="rules"></main>
 <section id="plans" class="card"></section>
 <script>
@@ -216,6 +217,27 @@ export const DASHBOARD_HTML = `<!doctype html>
     section.replaceChildren(...nodes);
   }
 
+  // Sharded deployments: each shard's breaker in this isolate and what it decided, by source.
+  function shards(report) {
+    const section = document.getElementById("shards");
+    section.hidden = !report;
+    if (!report) return;
+    const table = el("table", { class: "plans" });
+    for (const shard of report.shards) {
+      const decided = Object.entries(shard.decided).map(([source, n]) => source + " " + n).join(", ");
+      const role = shard.placed ? "placed" : "being removed";
+      const row = el("tr", { "data-shard": shard.name });
+      row.append(
+        el("td", { class: "key" }, shard.name === "" ? "(unsuffixed)" : shard.name),
+        el("td", {}, shard.breaker),
+        el("td", {}, role),
+        el("td", { class: "count" }, decided || "no decisions yet"),
+      );
+      table.append(row);
+    }
+    section.replaceChildren(el("h3", {}, "shards (this isolate) · placement " + report.placement.phase), table);
+  }
+
   async function refresh() {
     const status = document.getElementById("status");
     try {
@@ -231,6 +253,7 @@ export const DASHBOARD_HTML = `<!doctype html>
       main.replaceChildren();
       if (!stats.enabled) main.append(el("p", { class: "empty" }, stats.detail));
       for (const rule of stats.rules) main.append(card(rule));
+      shards(stats.shards);
       const breaker = stats.isolate ? stats.isolate.breaker.state : "unknown";
       const badge = document.getElementById("breaker");
       badge.textContent = breaker;

@@ -12,12 +12,15 @@ import {
   createStoreClient,
   type Limiter,
   type LimiterConfig,
+  type LimiterOptions,
   type NetworkBlocks,
   parseConfig,
   type RuleSet,
   type Validated,
 } from "edge-limiter";
 import type { Env } from "./env";
+import { buildStores } from "./shard-stores";
+import { createShardTally, type ShardTally } from "./shard-tally";
 
 /** What one isolate builds once from its bindings: the parsed config, rules and the limiter. */
 export type Runtime =
@@ -31,6 +34,8 @@ export type Runtime =
       analytics: Analytics | undefined;
       /** This isolate's copy of the network blocks, when `networkBlocks` is on (docs/plans.md). */
       networkBlocks: NetworkBlocks | undefined;
+      /** This isolate's decisions per shard, when `shards` is set (docs/shards.md). */
+      shardTally: ShardTally | undefined;
     }
   | { ok: false; field: string; detail: string };
 
@@ -62,8 +67,11 @@ function bySignature(env: Env): Runtime {
     env.UPSTASH_REDIS_REST_TOKEN,
     env.LIMITER_CONFIG,
     env.LIMITER_REGION,
-    // Each region's store bindings (only read when the config names regions).
-    Object.entries(env).filter(([name]) => name.startsWith("UPSTASH_REDIS_REST_URL_")),
+    // Each region's and shard's store bindings (only read when the config names them).
+    Object.entries(env).filter(
+      ([name]) =>
+        name.startsWith("UPSTASH_REDIS_REST_URL_") || name.startsWith("UPSTASH_REDIS_REST_TOKEN_"),
+    ),
   ]);
   let runtime = cache.get(signature);
   if (!runtime) {
@@ -91,32 +99,36 @@ function buildRuntime(env: Env): Runtime {
   });
   if (!parsed.ok) return parsed;
   const config = parsed.value;
-  if (!env.UPSTASH_REDIS_REST_URL || !env.UPSTASH_REDIS_REST_TOKEN) {
-    return {
-      ok: false,
-      field: env.UPSTASH_REDIS_REST_URL ? "UPSTASH_REDIS_REST_TOKEN" : "UPSTASH_REDIS_REST_URL",
-      detail: "is not set: the limiter has no store (set it with `wrangler secret put`)",
-    };
-  }
-  let store: ReturnType<typeof createStoreClient>;
-  try {
-    store = createStoreClient({
-      url: env.UPSTASH_REDIS_REST_URL,
-      token: env.UPSTASH_REDIS_REST_TOKEN,
-      timeoutMs: config.timeoutMs,
-      // One decision per incoming request, never two in one tick: nothing to batch (see
-      // autoPipeline), and without it every decision has one timer, not two.
-      autoPipeline: false,
-    });
-  } catch (error) {
-    return { ok: false, field: "UPSTASH_REDIS_REST_URL", detail: (error as Error).message };
-  }
+  const stores = buildStores(env, config);
+  if (!stores.ok) return stores;
+  // What is per deployment (analytics, network blocks) lives on the first shard.
+  const store = stores.first;
   const analytics = buildAnalytics(env, config, store);
   if (analytics && !("record" in analytics)) return analytics;
   const regions = buildRegions(env, config);
   if (!regions.ok) return regions;
+  // Decisions per shard (/check/stats, the dashboard), beside the analytics' per-rule counts.
+  const shardTally = config.shards ? createShardTally() : undefined;
+  const onDecision: LimiterOptions["onDecision"] =
+    shardTally && analytics
+      ? (requests, decided) => {
+          shardTally.record(decided);
+          analytics.record(requests, decided);
+        }
+      : shardTally
+        ? (_requests, decided) => shardTally.record(decided)
+        : analytics?.record;
   const limiter = createLimiter({
-    store,
+    store: stores.shards ?? store,
+    ...(config.reshard
+      ? {
+          reshard: {
+            from: config.reshard.from,
+            at: config.reshard.at,
+            ...(stores.removed ? { stores: stores.removed } : {}),
+          },
+        }
+      : {}),
     timeoutMs: config.timeoutMs,
     denialCache: config.denialCache,
     prefix: config.prefix,
@@ -133,7 +145,7 @@ function buildRuntime(env: Env): Runtime {
       console.log(JSON.stringify(event));
       analytics?.noteBreaker(event);
     },
-    ...(analytics ? { onDecision: analytics.record } : {}),
+    ...(onDecision ? { onDecision } : {}),
   });
   return {
     ok: true,
@@ -141,6 +153,7 @@ function buildRuntime(env: Env): Runtime {
     rules: createRules(config, { region: env.LIMITER_REGION }),
     limiter,
     analytics,
+    shardTally,
     networkBlocks: config.networkBlocks
       ? limiter.networkBlocks({
           refreshMs: config.networkBlocks.refreshMs,

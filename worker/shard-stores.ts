@@ -1,5 +1,6 @@
 /**
- * Each shard's store client from its bindings (docs/shards.md): a shard's name is the suffix of
+ * The worker's store clients from its bindings: the unsuffixed pair's, or with `shards` in
+ * LIMITER_CONFIG (docs/shards.md) each shard's. A shard's name is the suffix of
  * `UPSTASH_REDIS_REST_URL_<NAME>` / `UPSTASH_REDIS_REST_TOKEN_<NAME>`, and `""` the unsuffixed
  * pair, so the database a deployment started with stays a shard. A reshard's old shards need
  * their bindings too until its transition ends: their counts are still held against the limit.
@@ -9,8 +10,16 @@ import type { Env } from "./env";
 
 type StoreClient = ReturnType<typeof createStoreClient>;
 
-export type ShardsBuilt =
-  | { ok: true; stores: Record<string, StoreClient> | undefined }
+export type StoresBuilt =
+  | {
+      ok: true;
+      /** The one store, or the first shard's: what is per deployment lives there (analytics). */
+      first: StoreClient;
+      /** Every shard of `shards`, by name, in order; undefined without `shards`. */
+      shards: Record<string, StoreClient> | undefined;
+      /** The shards only `reshard.from` names (being removed), by name. */
+      removed: Record<string, StoreClient> | undefined;
+    }
   | { ok: false; field: string; detail: string };
 
 /** The bindings' names of a shard (`""`: the unsuffixed pair). */
@@ -20,39 +29,54 @@ export function shardBindings(name: string): { url: string; token: string } {
     : { url: `UPSTASH_REDIS_REST_URL_${name}`, token: `UPSTASH_REDIS_REST_TOKEN_${name}` };
 }
 
-/**
- * Every shard's client, by name: those of `shards`, then those only `reshard.from` names.
- * Undefined without `shards`. `home`: the unsuffixed pair's client, already built.
- */
-export function buildShards(env: Env, config: LimiterConfig, home: StoreClient): ShardsBuilt {
-  if (!config.shards) return { ok: true, stores: undefined };
-  const stores: Record<string, StoreClient> = {};
-  for (const name of [...config.shards, ...(config.reshard?.from ?? [])]) {
-    if (stores[name]) continue;
-    if (name === "") {
-      stores[name] = home;
-      continue;
-    }
-    const bindings = shardBindings(name);
-    const url = env[bindings.url as `UPSTASH_REDIS_REST_URL_${string}`];
-    const token = env[bindings.token as `UPSTASH_REDIS_REST_TOKEN_${string}`];
-    if (!url || !token) {
-      return {
-        ok: false,
-        field: url ? bindings.token : bindings.url,
-        detail: `is not set: shard "${name}" has no store (set it with \`wrangler secret put\`)`,
-      };
-    }
-    try {
-      stores[name] = createStoreClient({
-        url,
-        token,
-        timeoutMs: config.timeoutMs,
-        autoPipeline: false,
-      });
-    } catch (error) {
-      return { ok: false, field: bindings.url, detail: (error as Error).message };
-    }
+export function buildStores(env: Env, config: LimiterConfig): StoresBuilt {
+  const built = new Map<string, StoreClient>();
+  const names = config.shards ?? [""];
+  for (const name of [...names, ...(config.reshard?.from ?? [])]) {
+    if (built.has(name)) continue;
+    const client = storeOf(env, config, name);
+    if (!("evalsha" in client)) return client;
+    built.set(name, client);
   }
-  return { ok: true, stores };
+  const pick = (list: readonly string[]) =>
+    Object.fromEntries(list.map((name) => [name, built.get(name) as StoreClient]));
+  const removed = (config.reshard?.from ?? []).filter((name) => !names.includes(name));
+  return {
+    ok: true,
+    first: built.get(names[0] ?? "") as StoreClient,
+    shards: config.shards ? pick(config.shards) : undefined,
+    removed: removed.length > 0 ? pick(removed) : undefined,
+  };
+}
+
+function storeOf(
+  env: Env,
+  config: LimiterConfig,
+  name: string,
+): StoreClient | { ok: false; field: string; detail: string } {
+  const bindings = shardBindings(name);
+  const url = env[bindings.url as `UPSTASH_REDIS_REST_URL_${string}`];
+  const token = env[bindings.token as `UPSTASH_REDIS_REST_TOKEN_${string}`];
+  if (!url || !token) {
+    return {
+      ok: false,
+      field: url ? bindings.token : bindings.url,
+      detail:
+        name === "" && !config.shards
+          ? "is not set: the limiter has no store (set it with `wrangler secret put`)"
+          : `is not set: shard "${name}" has no store (set it with \`wrangler secret put\`)`,
+    };
+  }
+  try {
+    return createStoreClient({
+      url,
+      token,
+      timeoutMs: config.timeoutMs,
+      // One decision per incoming request, never two in one tick: nothing to batch (see
+      // autoPipeline), and without it every decision has one timer, not two.
+      autoPipeline: false,
+    });
+  } catch (error) {
+    return { ok: false, field: bindings.url, detail: (error as Error).message };
+  }
 }

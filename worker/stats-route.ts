@@ -25,6 +25,8 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     });
   }
   const noStore = { "Cache-Control": "no-store" };
+  // Each shard's breaker and decisions in this isolate, analytics or not (docs/shards.md).
+  const shards = runtime.shardTally?.report(runtime.limiter);
   const settings = runtime.config.analytics;
   const { analytics } = runtime;
   if (!analytics) {
@@ -33,6 +35,7 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
         enabled: false,
         detail: 'analytics are off: set "analytics": {"enabled": true} in LIMITER_CONFIG',
         rules: [],
+        ...(shards ? { shards } : {}),
       },
       200,
       noStore,
@@ -56,6 +59,7 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
       sinks: settings.sinks,
       flushIntervalMs: settings.flushIntervalMs,
       isolate: analytics.isolate(),
+      ...(shards ? { shards } : {}),
       ...(span ?? {
         rules: [],
         detail: 'analytics.sinks has no "redis": the counts are in Analytics Engine only',

@@ -116,6 +116,9 @@ function checkAnswer(decided: ShadowedDecision, multi: boolean) {
     algorithm,
   };
   // Assigned, not spread from `cond ? {…} : {}`: no empty object per field per request.
+  // The shard that decided the binding policy (docs/shards.md), when the limiter has shards.
+  const { shard } = binding as Decision;
+  if (shard !== undefined) answer.shard = shard;
   if (decided.deniedBy !== undefined) answer.deniedBy = decided.deniedBy;
   if (decided.replayed) answer.replayed = true;
   if (decided.blocked) {
@@ -130,5 +133,16 @@ function checkAnswer(decided: ShadowedDecision, multi: boolean) {
 
 function decisionAnswer(decision: Decision) {
   const { policy, algorithm, allowed, limit, remaining, reset, retryAfterMs, source } = decision;
-  return { policy, algorithm, allowed, limit, remaining, reset, retryAfterMs, source };
+  const answer: Record<string, unknown> = {
+    policy,
+    algorithm,
+    allowed,
+    limit,
+    remaining,
+    reset,
+    retryAfterMs,
+    source,
+  };
+  if (decision.shard !== undefined) answer.shard = decision.shard;
+  return answer;
 }
