@@ -1,7 +1,8 @@
-// An exact reshard: two isolates, one on the old config (two shards) and one on the new (three,
-// with `reshard`), on one clock the test moves (the caller clock, so Redis counts on it too).
-// Many keys at twice their limit across the instant: no key over its limit in any rolling
-// window, and at least 90% of what one exact log per key would admit.
+// An exact reshard: two workers, A on the old config (two shards) until the instant and then
+// redeployed on the new one, B on the new (three, with `reshard`) throughout, each with two
+// senders, on one clock the test moves (the caller clock, so Redis counts on it too). 300 keys
+// at twice their limit across the instant: no key over its limit in any rolling window, and at
+// least 90% of what one exact log per key would admit.
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { manualClock, storeAt } from "../../support/worker/fault-control";
@@ -30,16 +31,20 @@ describe("reshard: two shards become three", () => {
       ...common,
       store: [storeAt(urls[0] as string, 2_000), storeAt(urls[1] as string, 2_000)],
     });
-    const newConfig = createLimiter({
-      ...common,
-      store: urls.map((url) => storeAt(url, 2_000)),
-      reshard: { from: ["0", "1"], at },
-    });
-    const keys = Array.from({ length: 100 }, (_, i) => `k-${i}-${crypto.randomUUID()}`);
+    const onNewConfig = () =>
+      createLimiter({
+        ...common,
+        store: urls.map((url) => storeAt(url, 2_000)),
+        reshard: { from: ["0", "1"], at },
+      });
+    const newConfig = onNewConfig();
+    // Worker A once redeployed: a new isolate, on the new config.
+    const redeployed = onNewConfig();
+    const keys = Array.from({ length: 300 }, (_, i) => `k-${i}-${crypto.randomUUID()}`);
     const moved = keys.filter(
       (key) => newConfig.shardOf(key, at) !== newConfig.shardOf(key, at - 1),
     );
-    expect(moved.length).toBeGreaterThan(20);
+    expect(moved.length).toBeGreaterThan(60);
     const admitted = new Map<string, number[]>(keys.map((key) => [key, []]));
     const exact = new Map<string, number[]>(keys.map((key) => [key, []]));
     let peeksOnly = 0;
@@ -48,8 +53,11 @@ describe("reshard: two shards become three", () => {
       clock.set(t);
       await Promise.all(
         keys.map(async (key, i) => {
-          // Before the instant both isolates serve; from it, only the new config runs.
-          const isolate = t < at && (i + t / 1_000) % 2 === 0 ? oldConfig : newConfig;
+          // Four senders take turns on each key: senders 0 and 1 send to worker A (the old
+          // config until the instant, then redeployed on the new), 2 and 3 to worker B.
+          const sender = (i + (t - at) / 1_000 + 40) % 4;
+          const onA = sender < 2;
+          const isolate = onA ? (t < at ? oldConfig : redeployed) : newConfig;
           const d = await isolate.limit({ policy: "rs", key, limit, windowMs });
           if (d.allowed) (admitted.get(key) as number[]).push(t);
           if (t >= at && moved.includes(key)) {
