@@ -156,6 +156,12 @@ async function main() {
       LIMITER_ADMIN_TOKEN: adminToken,
       LIMITER_CONFIG: limiterConfig,
       ORIGIN_URL: process.env.ORIGIN_URL || undefined,
+      // Each shard's and region's store (docs/shards.md, docs/regions.md): passed on as set.
+      ...Object.fromEntries(
+        Object.entries(process.env).filter(([name]) =>
+          /^UPSTASH_REDIS_REST_(URL|TOKEN)_[A-Z0-9_]+$/.test(name),
+        ),
+      ),
     },
   });
 
@@ -470,6 +476,15 @@ function whatToFix(verdict, { configFromEnv, storeFromEnv }) {
     ? "UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN in your environment"
     : "the local bridge and Redis above";
   if (verdict.store) return `Check ${store} (the worker's log line above says why).`;
+  const suffixed = /^UPSTASH_REDIS_REST_(?:URL|TOKEN)_(\w+)$/.exec(verdict.field ?? "");
+  if (suffixed) {
+    // A shard's or a region's own store: npm start passes these on from the environment.
+    return (
+      `Set UPSTASH_REDIS_REST_URL_${suffixed[1]} and UPSTASH_REDIS_REST_TOKEN_${suffixed[1]} in ` +
+      "your environment (that store's REST endpoint, e.g. a bridge of its own: npm run bridge), " +
+      "then run npm start again."
+    );
+  }
   if (verdict.field?.startsWith("UPSTASH_REDIS_REST_")) {
     return `Fix ${store}, then run npm start again.`;
   }

@@ -380,6 +380,21 @@ describe("npm start", () => {
     }
   }, 120_000);
 
+  it("shards whose bindings are missing: not ready, naming the binding and how to set it", async () => {
+    const instance = await launch({
+      BRIDGE_PORT: "0",
+      REDIS_URL: inject("redisUrl"),
+      LIMITER_CONFIG: JSON.stringify({ shards: ["", "B"], rules: [], prefix: RUN }),
+    });
+    const output = (await readyOrExited(instance)) ? "ready" : instance.output();
+    expect(output).toMatch(/edge-limiter NOT ready: /);
+    expect(output).toMatch(/UPSTASH_REDIS_REST_URL_B is not set: shard "B" has no store/);
+    expect(output).toMatch(
+      /Set UPSTASH_REDIS_REST_URL_B and UPSTASH_REDIS_REST_TOKEN_B in your environment/,
+    );
+    expect(await instance.stop()).toBe(1);
+  }, 120_000);
+
   it("stops everything it started on Ctrl-C (SIGINT)", async () => {
     const instance = await startInstance({ BRIDGE_PORT: "0", REDIS_URL: inject("redisUrl") });
     expect(await isPortOpen(instance.port)).toBe(true);
