@@ -16,6 +16,8 @@ export interface BreakerEvent {
   cooldownMs?: number;
   /** The failure that opened it (open only). */
   error?: string;
+  /** The shard whose breaker it is, when the limiter has shards (docs/shards.md). */
+  shard?: string;
 }
 
 export interface CircuitBreakerOptions {

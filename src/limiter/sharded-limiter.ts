@@ -36,6 +36,7 @@ import { isLogAlgorithm } from "../store/algorithm";
 import { MAX_WINDOW_MS } from "../store/caps";
 import { STAMP_AHEAD_MAX_MS } from "../store/keys";
 import { withDeadline } from "../store/with-deadline";
+import type { BreakerEvent } from "./circuit-breaker";
 import type { LimiterContext } from "./context";
 import { blockedRequest, denied, fromCache, notAsked } from "./decisions";
 import { DEFAULT_LIMITER_TIMEOUT_MS } from "./defaults";
@@ -101,10 +102,23 @@ export function createShardedLimiter(
           limiter: fallbackOption.limiter ?? createFallbackLimiter(fallbackOption),
         };
   const { store: _store, reshard: _reshard, onDecision, ...common } = options;
-  const shards: Shard[] = layout.clients.map((client, i) => ({
-    name: layout.names[i] as string,
-    ...build({ ...common, store: client, denialCache, fallback }),
-  }));
+  const { onBreakerChange } = common;
+  const shards: Shard[] = layout.clients.map((client, i) => {
+    const name = layout.names[i] as string;
+    return {
+      name,
+      ...build({
+        ...common,
+        store: client,
+        denialCache,
+        fallback,
+        // Each shard's breaker says whose it is: one shard down is not the store down.
+        ...(onBreakerChange
+          ? { onBreakerChange: (event: BreakerEvent) => onBreakerChange({ ...event, shard: name }) }
+          : {}),
+      }),
+    };
+  });
   const byName = new Map(shards.map((shard) => [shard.name, shard]));
   const current = createPlacement(layout.names.slice(0, layout.placed));
   const reshard = layout.reshard;

@@ -2,6 +2,7 @@
 // are counted, all-or-nothing across shards, request ids, a hanging shard, and what it costs.
 import { describe, expect, it } from "vitest";
 import { boundedKey } from "../../../src/bounded-key";
+import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { LimiterOptions } from "../../../src/limiter/limiter-options";
 import type { LimitRequest } from "../../../src/limiter/types";
@@ -220,6 +221,7 @@ describe("a limiter over three shards", () => {
 
   it("a hanging shard sends only its keys to the fallback; the others are decided by Redis", async () => {
     const hang = await faultScenario("hang");
+    const breakerEvents: BreakerEvent[] = [];
     const urls = shardUrls();
     const limiter = createLimiter({
       store: [
@@ -229,6 +231,8 @@ describe("a limiter over three shards", () => {
       ],
       prefix,
       timeoutMs: 200,
+      breaker: { failureThreshold: 2 },
+      onBreakerChange: (event) => breakerEvents.push(event),
     });
     const [a, b, c] = keysOnEachShard(limiter, "hang") as [string, string, string];
     expect(await limiter.limit(rule("sh-hang", a, 5))).toMatchObject({
@@ -254,6 +258,9 @@ describe("a limiter over three shards", () => {
       ["0", "redis", true],
       ["1", "fail-closed", false],
     ]);
+    // Two failures opened the sick shard's breaker, and its event names it; no other opened.
+    expect(breakerEvents.map((e) => [e.shard, e.to])).toEqual([["1", "open"]]);
+    expect(limiter.shards().map((shard) => shard.breaker)).toEqual(["closed", "open", "closed"]);
     // The healthy part was given back.
     expect(await logCount(redis[0] as (typeof redis)[0], storageKey(prefix, "sh-hang-a", a))).toBe(
       0,
