@@ -9,7 +9,7 @@ import { describe, expect, inject, it } from "vitest";
 import type { Env } from "../../../worker/env";
 import app from "../../../worker/worker";
 import { shardPrefix, shardRedis } from "../../support/worker/shard-stores";
-import { baseEnv } from "../../support/worker/worker-harness";
+import { baseEnv, originCount } from "../../support/worker/worker-harness";
 
 const prefix = shardPrefix("shards-worker");
 const [urlB, urlC] = inject("shardBridgeUrls");
@@ -25,7 +25,16 @@ function envWith(config: Record<string, unknown>, overrides: Partial<Env> = {}):
       prefix,
       timeoutMs: 5_000,
       shards: ["", "B", "C"],
-      rules: [{ name: "api", limit: 3, window: "1m", key: "header:x-client" }],
+      rules: [
+        { name: "api", limit: 3, window: "1m", key: "header:x-client" },
+        {
+          name: "proxied",
+          match: { path: "/sharded/*" },
+          limit: 2,
+          window: "1m",
+          key: "header:x-client",
+        },
+      ],
       ...config,
     }),
     UPSTASH_REDIS_REST_URL_B: urlB,
@@ -81,6 +90,19 @@ describe("a sharded worker", () => {
     const statuses: number[] = [];
     for (let i = 0; i < 5; i++) statuses.push((await check(env, "at-limit")).status);
     expect(statuses).toEqual([200, 200, 200, 429, 429]);
+  });
+
+  it("proxies: each client's requests decided on its shard, the third refused before the origin", async () => {
+    for (const client of ["p-1", "p-2", "p-3", "p-4"].map((c) => `${c}-${crypto.randomUUID()}`)) {
+      const statuses: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const res = await call(env, `/sharded/${client}`, { headers: { "x-client": client } });
+        statuses.push(res.status);
+        await res.arrayBuffer();
+      }
+      expect(statuses, client).toEqual([200, 200, 429]);
+      expect(await originCount(`/sharded/${client}`), client).toBe(2);
+    }
   });
 
   it("reports each shard's breaker and decisions in /check/stats", async () => {
