@@ -111,11 +111,18 @@ describe("three shards behind two workers", () => {
   it("spreads keys over every shard, each key on one shard whichever worker decides it", async () => {
     const run = `spread-${Date.now()}`;
     const keys = Array.from({ length: 300 }, (_, i) => `${run}-${i}`);
-    const first = await Promise.all(keys.map((key) => check(workers[0] as Served, key)));
-    const second = await Promise.all(keys.map((key) => check(workers[1] as Served, key)));
+    const first: Awaited<ReturnType<typeof check>>[] = [];
+    const second: Awaited<ReturnType<typeof check>>[] = [];
+    for (let i = 0; i < keys.length; i += 50) {
+      const batch = keys.slice(i, i + 50);
+      first.push(...(await Promise.all(batch.map((key) => check(workers[0] as Served, key)))));
+      second.push(...(await Promise.all(batch.map((key) => check(workers[1] as Served, key)))));
+    }
     const counts = new Map<string, number>();
     for (const [i, answer] of first.entries()) {
       expect(answer.status).toBe(200);
+      // Decided by Redis (on a loaded machine a timed-out call would be the fallback's).
+      expect(answer.body.source, JSON.stringify(answer.body)).toBe("redis");
       const shard = answer.body.shard as string;
       expect(second[i]?.body.shard).toBe(shard);
       counts.set(shard, (counts.get(shard) ?? 0) + 1);
@@ -125,7 +132,7 @@ describe("three shards behind two workers", () => {
     for (const count of counts.values()) expect(count).toBeGreaterThan(60);
     // The log of each key is on its shard's database and nowhere else.
     for (const [i, key] of keys.slice(0, 12).entries()) {
-      expect(await holders(key)).toEqual([first[i]?.body.shard]);
+      expect(await holders(key), JSON.stringify(first[i]?.body)).toEqual([first[i]?.body.shard]);
     }
   }, 120_000);
 });
