@@ -57,6 +57,10 @@ import { refundParts } from "./shard-refund";
 import type { ShardPlacement } from "./shard-types";
 import type { LimitAllOptions, LimitRequest, MultiDecision } from "./types";
 
+/** A shard's breaker probes again within this (ms) after it opened, so a recovered shard's keys
+ * are decided by Redis again soon (its cool-down doubles up to this, not to 30 s). */
+export const SHARD_MAX_COOLDOWN_MS = 1_500;
+
 /** One shard's limiter and context, as buildStoreLimiter makes them. */
 type BuildStoreLimiter = (options: StoreLimiterOptions) => {
   limiter: Limiter;
@@ -103,6 +107,19 @@ export function createShardedLimiter(
         };
   const { store: _store, reshard: _reshard, onDecision, ...common } = options;
   const { onBreakerChange } = common;
+  // A sick shard stops only its own keys, and its keys return to Redis only when a probe finds
+  // it answering: a cool-down that doubles to 30 s would keep them on the fallback that long
+  // after it recovered. Each shard's is capped, as a region store's is; a probe costs one
+  // request per isolate a timeout at most, on that shard's keys alone.
+  const cooldownMs = Math.min(common.breaker?.cooldownMs ?? 1_000, SHARD_MAX_COOLDOWN_MS);
+  const breaker = {
+    ...common.breaker,
+    cooldownMs,
+    maxCooldownMs: Math.max(
+      cooldownMs,
+      Math.min(common.breaker?.maxCooldownMs ?? 30_000, SHARD_MAX_COOLDOWN_MS),
+    ),
+  };
   const shards: Shard[] = layout.clients.map((client, i) => {
     const name = layout.names[i] as string;
     return {
@@ -112,6 +129,7 @@ export function createShardedLimiter(
         store: client,
         denialCache,
         fallback,
+        breaker,
         // Each shard's breaker says whose it is: one shard down is not the store down.
         ...(onBreakerChange
           ? { onBreakerChange: (event: BreakerEvent) => onBreakerChange({ ...event, shard: name }) }

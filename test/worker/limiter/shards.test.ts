@@ -5,6 +5,7 @@ import { boundedKey } from "../../../src/bounded-key";
 import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { LimiterOptions } from "../../../src/limiter/limiter-options";
+import { SHARD_MAX_COOLDOWN_MS } from "../../../src/limiter/sharded-limiter";
 import type { LimitRequest } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
 import { counting, faultScenario, manualClock, storeAt } from "../../support/worker/fault-control";
@@ -266,5 +267,41 @@ describe("a limiter over three shards", () => {
       0,
     );
     await hang.set("forward");
+  });
+  it("a recovered shard's keys are back on Redis within its capped cool-down, however long it hung", async () => {
+    const hang = await faultScenario("hang");
+    const clock = manualClock();
+    const urls = shardUrls();
+    const sick = counting(storeAt(hang.url, 200));
+    const limiter = createLimiter({
+      store: [storeAt(urls[0] as string, 2_000), sick.store, storeAt(urls[2] as string, 2_000)],
+      prefix,
+      clock: "caller",
+      now: clock.now,
+      timeoutMs: 200,
+      breaker: { failureThreshold: 1, cooldownMs: 1_000, maxCooldownMs: 30_000 },
+    });
+    const [, b] = keysOnEachShard(limiter, "cooldown") as [string, string, string];
+    expect(await limiter.limit(rule("sh-cool", b, 5))).toMatchObject({ source: "fallback" });
+    expect(limiter.shards()[1]?.breaker).toBe("open");
+    // Ten failed probes, each past the cool-down: uncapped it would have doubled to 30 s.
+    for (let i = 0; i < 10; i++) {
+      clock.advance(SHARD_MAX_COOLDOWN_MS);
+      const before = sick.calls();
+      expect(await limiter.limit(rule("sh-cool", b, 5))).toMatchObject({ source: "fallback" });
+      expect(sick.calls(), `probe ${i}`).toBe(before + 1);
+    }
+    // Within the cool-down nothing is asked of it.
+    const idle = sick.calls();
+    expect(await limiter.limit(rule("sh-cool", b, 5))).toMatchObject({ source: "fallback" });
+    expect(sick.calls()).toBe(idle);
+    // It answers again: the first request past the capped cool-down finds it, and Redis decides.
+    await hang.set("forward");
+    clock.advance(SHARD_MAX_COOLDOWN_MS);
+    expect(await limiter.limit(rule("sh-cool", b, 5))).toMatchObject({
+      source: "redis",
+      shard: "1",
+    });
+    expect(limiter.shards()[1]?.breaker).toBe("closed");
   });
 });
