@@ -20,9 +20,9 @@ import { clientIpSchema } from "./client-ip-config";
 import { firstIssue } from "./config-issue";
 import { regionsSchema } from "./regions-config";
 import { resilienceEntries } from "./resilience-config";
-import { reshardSchema, shardsSchema } from "./shards-config";
 import { type RuleConfig, ruleListIssue, ruleSchema } from "./rule-schema";
 import { failModeSchema, integerIn, plainObject } from "./schema-parts";
+import { reshardSchema, shardsSchema } from "./shards-config";
 import { illFormedString, invalid, isPlainObject, type Validated } from "./validation";
 
 const MAX_TIMEOUT_MS = 30_000;

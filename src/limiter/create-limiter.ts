@@ -38,6 +38,7 @@ import { createPlanChanges } from "./plan-changes";
 import { createPlanListing } from "./plan-listing";
 import type { CountedReceipt } from "./receipt-state";
 import { refundReceipt } from "./refund-receipt";
+import { releaseOf, slotMemberId } from "./release-slots";
 import { resetKey } from "./reset";
 import {
   policyBytes,
@@ -151,7 +152,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     // store call, so a permit is always reported and a client's input never counts as a store
     // failure.
     withStorageKeys(policies, ctx.prefix);
-    const memberId = nextMemberId();
+    const memberId = slotMemberId(policies, requestId) ?? nextMemberId();
     const permit: Permit = breaker.acquire();
     if (permit === "skip") return degraded(policies);
 
@@ -294,6 +295,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       if (counted.regional && regional) return regional.refund(counted, only);
       return refundReceipt(ctx, counted, only);
     },
+    release: (slots, releaseOptions) => releaseOf(ctx, slots, releaseOptions),
     async endLeases() {
       await Promise.all(allBooks().map((book) => book?.endAll() ?? Promise.resolve()));
     },

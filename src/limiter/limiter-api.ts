@@ -8,6 +8,7 @@ import type { NetworkBlocksOptions } from "./network-block-copies";
 import type { Peek } from "./peek";
 import type { KeyBlocksAdmin, NetworkBlocksAdmin, Overrides } from "./plan-changes";
 import type { Plans } from "./plan-listing";
+import type { ReleaseInput, ReleaseOptions } from "./release-slots";
 import type { ResetOutcome, ResetRequest } from "./reset";
 import type {
   Decision,
@@ -16,6 +17,7 @@ import type {
   MultiDecision,
   RefundOutcome,
   RefundReceipt,
+  ReleaseOutcome,
 } from "./types";
 
 export interface Limiter {
@@ -52,6 +54,17 @@ export interface Limiter {
     receipt: RefundReceipt,
     options?: { policies?: readonly string[] },
   ): Promise<RefundOutcome>;
+  /**
+   * Gives back concurrency slots (`decision.slots`, docs/concurrency.md) when their requests end:
+   * one store call for all of them. Never throws: answers per slot whether it was held
+   * (`released`), or the store's failure as `error`; with `waitUntil` a failed release is retried
+   * off the path a bounded number of times (`retrying`). A slot never released lapses at its
+   * timeout.
+   */
+  release(
+    slots: ReleaseInput | readonly ReleaseInput[],
+    options?: ReleaseOptions,
+  ): Promise<ReleaseOutcome>;
   /**
    * Ends every lease this limiter holds now and gives back their unspent units (before an
    * isolate goes away, and in tests). Never throws.
