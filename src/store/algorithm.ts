@@ -33,7 +33,9 @@ export type Algorithm = (typeof ALGORITHMS)[number];
  * The algorithms that count a rate (units per window): all but concurrency, which counts requests
  * in flight (its window is a slot's timeout; a request holds one slot).
  */
-export const RATE_ALGORITHMS = ALGORITHMS.filter((algorithm) => algorithm !== "concurrency");
+export const RATE_ALGORITHMS: readonly Algorithm[] = ALGORITHMS.filter(
+  (algorithm) => algorithm !== "concurrency",
+);
 
 /** The exact log is the default: the product's promise is exactness. */
 export const DEFAULT_ALGORITHM: Algorithm = "sliding-log";
