@@ -9,6 +9,7 @@ import { POLICY_NAME, storageKey } from "../store/keys";
 import { releaseSlots, type SlotRef } from "../store/release";
 import { withinDeadline } from "../store/script-runner";
 import type { LimiterContext } from "./context";
+import { LOCAL_SLOT_PREFIX, localSlotKey } from "./local-slots";
 import type { ConcurrencySlot, ReleaseOutcome, WaitUntil } from "./types";
 
 /** Retries of a failed release, off the path, and the wait before each (ms). */
@@ -34,6 +35,10 @@ export async function releaseOf(
   const slots: readonly ReleaseInput[] = Array.isArray(given) ? given : [given as ReleaseInput];
   const issue = slots.map(slotIssue).find((found) => found !== undefined);
   if (issue) return { released: [], error: issue };
+  // Slots the degraded path took in this isolate go back here; the store is not asked for them.
+  if (slots.some(({ slot }) => slot.startsWith(LOCAL_SLOT_PREFIX))) {
+    return releaseMixed(ctx, slots, options);
+  }
   // Keys as counted: a decision's slot carries its digest already (bounded either way).
   const refs: SlotRef[] = await Promise.all(
     slots.map(async ({ policy, key, slot }) => ({
@@ -54,6 +59,31 @@ export async function releaseOf(
     waitUntil(retry(attempt, ctx));
     return { released: [], error: String(error), retrying: true };
   }
+}
+
+/** Local slots given back here, the others by the store, answered in the order given. */
+async function releaseMixed(
+  ctx: LimiterContext,
+  slots: readonly ReleaseInput[],
+  options: ReleaseOptions,
+): Promise<ReleaseOutcome> {
+  const at = ctx.now();
+  const stored = slots.filter(({ slot }) => !slot.startsWith(LOCAL_SLOT_PREFIX));
+  const fromStore = stored.length > 0 ? await releaseOf(ctx, stored, options) : { released: [] };
+  let next = 0;
+  const released: boolean[] = [];
+  for (const { policy, key, slot } of slots) {
+    if (slot.startsWith(LOCAL_SLOT_PREFIX)) {
+      const counted = await boundedKey(key);
+      released.push(ctx.localSlots.release(localSlotKey(policy, counted), slot, at));
+    } else {
+      released.push(fromStore.released[next++] ?? false);
+    }
+  }
+  const outcome: ReleaseOutcome = { released };
+  if ("error" in fromStore && fromStore.error !== undefined) outcome.error = fromStore.error;
+  if ("retrying" in fromStore && fromStore.retrying) outcome.retrying = true;
+  return outcome;
 }
 
 /** The retries, one after another, until one lands; errors reported, never thrown. */

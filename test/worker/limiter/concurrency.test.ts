@@ -251,3 +251,55 @@ describe("timeouts and idempotence", () => {
     expect(await held("c-bound", key)).toBe(3);
   });
 });
+
+describe("store down: the local fallback bounds in flight per isolate", () => {
+  const down = (extra: Partial<LimiterOptions> = {}) =>
+    createLimiter({
+      store: createStoreClient({ url: "http://127.0.0.1:9", token: "x", timeoutMs: 2_000 }),
+      prefix,
+      timeoutMs: 2_000,
+      onStoreError: () => {},
+      ...extra,
+    });
+
+  it("admits this isolate's share in flight, released by the same hook, lapsing at the timeout", async () => {
+    let at = 1_000_000;
+    const limiter = down({ fallback: { fraction: 0.5 }, now: () => at });
+    const request = slots("c-down", "k", 4, 1_000);
+    const [a, b, c] = [
+      await limiter.limit(request),
+      await limiter.limit(request),
+      await limiter.limit(request),
+    ];
+    expect([a.allowed, b.allowed, c.allowed]).toEqual([true, true, false]);
+    expect(a).toMatchObject({ source: "fallback", slot: { policy: "c-down", key: "k" } });
+    expect(a.slot?.slot.startsWith("local:")).toBe(true);
+    expect(c.retryAfterMs).toBe(1_000);
+    // Given back locally, no store asked: a slot frees for the next request.
+    expect((await limiter.release(a.slot as ConcurrencySlot)).released).toEqual([true]);
+    expect((await limiter.release(a.slot as ConcurrencySlot)).released).toEqual([false]);
+    expect((await limiter.limit(request)).allowed).toBe(true);
+    expect((await limiter.limit(request)).allowed).toBe(false);
+    // Never released: both lapse at the timeout.
+    at += 1_000;
+    expect((await limiter.limit(request)).allowed).toBe(true);
+    expect((await limiter.release(b.slot as ConcurrencySlot)).released).toEqual([false]);
+  });
+
+  it("a rule that fails closed denies, and a denied request holds no local slot", async () => {
+    const limiter = down({ fallback: { fraction: 1 } });
+    const closed = await limiter.limit({ ...slots("c-closed", "k", 2), failMode: "closed" });
+    expect(closed).toMatchObject({ allowed: false, source: "fail-closed" });
+    expect(closed.slot).toBeUndefined();
+    // One slot of 1, beside a rate rule of 1 whose unit is spent: the second request is denied by
+    // the rate and must not keep the slot it would have taken.
+    const both = [slots("c-both", "k", 1), rate("r-both", "k", 1)];
+    const first = await limiter.limitAll(both);
+    expect(first.allowed).toBe(true);
+    await limiter.release(first.slots ?? []);
+    const second = await limiter.limitAll(both);
+    expect(second.allowed).toBe(false);
+    expect(second.slots).toBeUndefined();
+    expect((await limiter.limitAll([slots("c-both", "k", 1)])).allowed).toBe(true);
+  });
+});
