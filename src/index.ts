@@ -61,6 +61,7 @@ export type {
 export type { PlanEntry, PlanListing, PlanPage, Plans } from "./limiter/plan-listing";
 export type { ResetOutcome, ResetRequest } from "./limiter/reset";
 export type {
+  ConcurrencySlot,
   Decision,
   DecisionSource,
   FailMode,
@@ -69,6 +70,7 @@ export type {
   MultiDecision,
   RefundOutcome,
   RefundReceipt,
+  ReleaseOutcome,
   RequestIdConflict,
 } from "./limiter/types";
 export {
