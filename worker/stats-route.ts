@@ -25,6 +25,23 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     });
   }
   const noStore = { "Cache-Control": "no-store" };
+  // Concurrency rules (docs/concurrency.md): their slots in flight now, over every key.
+  const concurrency = runtime.config.rules
+    .filter((rule) => rule.algorithm === "concurrency")
+    .map((rule) => rule.name);
+  let inFlight: Awaited<ReturnType<typeof runtime.limiter.inFlight>> = [];
+  if (concurrency.length > 0) {
+    try {
+      inFlight = await runtime.limiter.inFlight(concurrency);
+    } catch (error) {
+      console.error(JSON.stringify({ event: "stats-store-error", error: String(error) }));
+      return problemResponse(503, {
+        title: "Store unavailable",
+        detail: "the store did not answer",
+      });
+    }
+  }
+  const slots = inFlight.length > 0 ? { inFlight } : {};
   const settings = runtime.config.analytics;
   const { analytics } = runtime;
   if (!analytics) {
@@ -33,6 +50,7 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
         enabled: false,
         detail: 'analytics are off: set "analytics": {"enabled": true} in LIMITER_CONFIG',
         rules: [],
+        ...slots,
       },
       200,
       noStore,
@@ -56,6 +74,7 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
       sinks: settings.sinks,
       flushIntervalMs: settings.flushIntervalMs,
       isolate: analytics.isolate(),
+      ...slots,
       ...(span ?? {
         rules: [],
         detail: 'analytics.sinks has no "redis": the counts are in Analytics Engine only',

@@ -25,6 +25,7 @@ import type { Permit } from "./circuit-breaker";
 import { createLimiterContext } from "./context";
 import { conflicted, denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
+import { inFlightOf } from "./in-flight";
 import { createKeyBlocks } from "./key-blocks";
 import { createLimiterLeases } from "./leases/isolate-leases";
 import { createRegionBooks } from "./leases/isolate-leases-in-region";
@@ -296,6 +297,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       return refundReceipt(ctx, counted, only);
     },
     release: (slots, releaseOptions) => releaseOf(ctx, slots, releaseOptions),
+    inFlight: (names) => inFlightOf(ctx, names),
     async endLeases() {
       await Promise.all(allBooks().map((book) => book?.endAll() ?? Promise.resolve()));
     },

@@ -4,6 +4,7 @@
  * prefix, clock, store and regions it was built with.
  */
 import type { NetworkBlocks } from "../net/network-blocks";
+import type { InFlightCount } from "../store/in-flight";
 import type { NetworkBlocksOptions } from "./network-block-copies";
 import type { Peek } from "./peek";
 import type { KeyBlocksAdmin, NetworkBlocksAdmin, Overrides } from "./plan-changes";
@@ -65,6 +66,11 @@ export interface Limiter {
     slots: ReleaseInput | readonly ReleaseInput[],
     options?: ReleaseOptions,
   ): Promise<ReleaseOutcome>;
+  /**
+   * How many concurrency slots each named policy holds now over all its keys (an admin look:
+   * a bounded scan of its sets, `complete: false` past the bound). Rejects on a store failure.
+   */
+  inFlight(policies: readonly string[]): Promise<InFlightCount[]>;
   /**
    * Ends every lease this limiter holds now and gives back their unspent units (before an
    * isolate goes away, and in tests). Never throws.

@@ -135,6 +135,27 @@ describe("POST /check with a concurrency rule", () => {
     });
   }
 
+  it("GET /check/stats counts each concurrency rule's slots in flight over every key", async () => {
+    const stats = async () => {
+      const res = await worker("/check/stats", {
+        headers: { Authorization: "Bearer test-admin-token" },
+      });
+      expect(res.status).toBe(200);
+      const body = await res.json<{
+        inFlight: { policy: string; inFlight: number; keys: number }[];
+      }>();
+      return body.inFlight.find((r) => r.policy === "exports");
+    };
+    const before = (await stats())?.inFlight ?? 0;
+    const a = await (await check({ key: `stats-a-${run}`, rule: "exports" })).json<{
+      slot: string;
+    }>();
+    await check({ key: `stats-b-${run}`, rule: "exports" });
+    expect((await stats())?.inFlight).toBe(before + 2);
+    await release({ rule: "exports", key: `stats-a-${run}`, slot: a.slot });
+    expect((await stats())?.inFlight).toBe(before + 1);
+  });
+
   it("/check/release takes the /check token", async () => {
     const body = { rule: "exports", key: "k", slot: "s" };
     expect((await release(body, null)).status).toBe(401);
