@@ -107,6 +107,23 @@ describe("POST /check with a concurrency rule", () => {
     expect((await release({ rule: "quick", key, slot: body.slot })).status).toBe(200);
   });
 
+  it("with a requestId, a retry gets the same slot and is counted once", async () => {
+    const key = `rid-${run}`;
+    const requestId = `rid-${run}`;
+    const first = await (await check({ key, rule: "quick", requestId })).json<
+      Record<string, unknown>
+    >();
+    const retry = await check({ key, rule: "quick", requestId });
+    expect(retry.status).toBe(200);
+    expect(await retry.json()).toMatchObject({
+      replayed: true,
+      slot: first.slot,
+      expires: first.expires,
+    });
+    expect(await redis.zcard(storageKey(prefix, "quick", key, "concurrency"))).toBe(1);
+    expect((await release({ rule: "quick", key, slot: first.slot })).status).toBe(200);
+  });
+
   const bad: [string, string, unknown, string][] = [
     ["/check", "a cost but 1", { key: "k", rule: "exports", cost: 2 }, "cost"],
     [
