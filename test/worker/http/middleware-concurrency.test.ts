@@ -84,6 +84,21 @@ describe("middleware: a concurrency rule", () => {
     expect(await heldBecomes(key, 0)).toBe(0);
   });
 
+  it("releases the slot when the body breaks off mid-stream", async () => {
+    const key = `broken-${run}`;
+    const { hono, writers } = app(key);
+    const res = await hono.request("/stream");
+    expect(await held(key)).toBe(1);
+    const writer = writers[0] as WritableStreamDefaultWriter<Uint8Array>;
+    void writer.write(new TextEncoder().encode("part"));
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    // The producer fails: the client's read errors, and the slot goes back.
+    void writer.abort(new Error("upstream broke"));
+    await expect(reader.read()).rejects.toThrow("upstream broke");
+    expect(await heldBecomes(key, 0)).toBe(0);
+  });
+
   it("releases the slot when the handler throws", async () => {
     const key = `throws-${run}`;
     const { hono } = app(key);
