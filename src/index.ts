@@ -63,6 +63,7 @@ export type { ResetOutcome, ResetRequest } from "./limiter/reset";
 export type { ReshardOptions, StoreShards } from "./limiter/shard-options";
 export type { ShardPlacement, ShardState } from "./limiter/shard-types";
 export type {
+  ConcurrencySlot,
   Decision,
   DecisionSource,
   FailMode,
@@ -71,6 +72,7 @@ export type {
   MultiDecision,
   RefundOutcome,
   RefundReceipt,
+  ReleaseOutcome,
   RequestIdConflict,
 } from "./limiter/types";
 export {

@@ -252,6 +252,11 @@ export const DASHBOARD_HTML = `<!doctype html>
       const main = document.getElementById("rules");
       main.replaceChildren();
       if (!stats.enabled) main.append(el("p", { class: "empty" }, stats.detail));
+      // Concurrency rules: slots held now, over every key (a lower bound when the scan stopped).
+      for (const slots of stats.inFlight || []) {
+        main.append(el("p", { class: "in-flight", "data-rule": slots.policy },
+          slots.policy + ": " + slots.inFlight + (slots.complete ? "" : "+") + " in flight over " + slots.keys + " key" + (slots.keys === 1 ? "" : "s")));
+      }
       for (const rule of stats.rules) main.append(card(rule));
       shards(stats.shards);
       const breaker = stats.isolate ? stats.isolate.breaker.state : "unknown";

@@ -27,6 +27,23 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
   const noStore = { "Cache-Control": "no-store" };
   // Each shard's breaker and decisions in this isolate, analytics or not (docs/shards.md).
   const shards = runtime.shardTally?.report(runtime.limiter);
+  // Concurrency rules (docs/concurrency.md): their slots in flight now, over every key.
+  const concurrency = runtime.config.rules
+    .filter((rule) => rule.algorithm === "concurrency")
+    .map((rule) => rule.name);
+  let inFlight: Awaited<ReturnType<typeof runtime.limiter.inFlight>> = [];
+  if (concurrency.length > 0) {
+    try {
+      inFlight = await runtime.limiter.inFlight(concurrency);
+    } catch (error) {
+      console.error(JSON.stringify({ event: "stats-store-error", error: String(error) }));
+      return problemResponse(503, {
+        title: "Store unavailable",
+        detail: "the store did not answer",
+      });
+    }
+  }
+  const slots = inFlight.length > 0 ? { inFlight } : {};
   const settings = runtime.config.analytics;
   const { analytics } = runtime;
   if (!analytics) {
@@ -36,6 +53,7 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
         detail: 'analytics are off: set "analytics": {"enabled": true} in LIMITER_CONFIG',
         rules: [],
         ...(shards ? { shards } : {}),
+        ...slots,
       },
       200,
       noStore,
@@ -60,6 +78,7 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
       flushIntervalMs: settings.flushIntervalMs,
       isolate: analytics.isolate(),
       ...(shards ? { shards } : {}),
+      ...slots,
       ...(span ?? {
         rules: [],
         detail: 'analytics.sinks has no "redis": the counts are in Analytics Engine only',

@@ -7,7 +7,7 @@
 import * as v from "valibot";
 import { DEFAULT_COST } from "../limiter/defaults";
 import { isLogAlgorithm } from "../store/algorithm";
-import { boundsIssue } from "../store/caps";
+import { boundsIssue, DEFAULT_CONCURRENCY_TIMEOUT_MS } from "../store/caps";
 import { POLICY_NAME } from "../store/keys";
 import { ADHOC_POLICY_PREFIX } from "./limits";
 import {
@@ -17,6 +17,7 @@ import {
   failModeSchema,
   limitSchema,
   plainObject,
+  timeoutSchema,
   windowSchema,
 } from "./schema-parts";
 import { invalid } from "./validation";
@@ -124,6 +125,10 @@ const matchSchema = v.pipe(
 /** Which requests a rule applies to, as read: see matchSchema. */
 export type RuleMatch = v.InferOutput<typeof matchSchema>;
 
+/** Why a concurrency rule refuses a `window`. */
+export const NO_CONCURRENCY_WINDOW =
+  'is not taken by a concurrency rule: it counts requests in flight, not per window (a slot lasts until its request ends, at most "timeout")';
+
 // Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
 export const ruleSchema = v.pipe(
   plainObject(
@@ -132,8 +137,16 @@ export const ruleSchema = v.pipe(
       name: nameSchema,
       /** Units per window (up to the algorithm's cap, docs/check-api.md "Limits"). */
       limit: limitSchema,
-      /** "500ms", "10s", "1m", "1h", "1d" or ms; at most 7d. */
-      window: windowSchema,
+      /**
+       * "500ms", "10s", "1m", "1h", "1d" or ms; at most 7d. Required, but for a concurrency
+       * rule, which has none (its slots last until released, at most `timeout`).
+       */
+      window: v.optional(windowSchema),
+      /**
+       * A concurrency rule's slot timeout: a slot whose release never comes (a crashed holder)
+       * lapses then. A duration up to 1 day; concurrency rules only. @default "60s"
+       */
+      timeout: v.optional(timeoutSchema),
       /** Units one request consumes, from 1 to `limit`. @default 1 */
       cost: v.optional(costSchema, DEFAULT_COST),
       /**
@@ -172,11 +185,36 @@ export const ruleSchema = v.pipe(
     },
     "must be an object",
   ),
+  // Which of window and timeout a rule takes depends on its algorithm (another field).
+  v.forward(
+    v.check(
+      (rule) => rule.algorithm !== "concurrency" || rule.window === undefined,
+      NO_CONCURRENCY_WINDOW,
+    ),
+    ["window"],
+  ),
+  v.forward(
+    v.check((rule) => rule.algorithm === "concurrency" || rule.window !== undefined, "is required"),
+    ["window"],
+  ),
+  v.forward(
+    v.check(
+      (rule) => rule.algorithm === "concurrency" || rule.timeout === undefined,
+      'applies to concurrency rules only ("algorithm": "concurrency"); a rate rule has a "window"',
+    ),
+    ["timeout"],
+  ),
   // Read as: the window in ms; an absent option is absent, not undefined.
-  v.transform(({ window, failMode, refundOn, match, ...rest }) => ({
+  v.transform(({ window, timeout, failMode, refundOn, match, ...rest }) => ({
     ...rest,
-    /** The window in ms (the config's `window`, read). */
-    windowMs: window,
+    /**
+     * The window in ms (the config's `window`, read); a concurrency rule's slot timeout (its
+     * `timeout`, default 60 s): how long a slot it hands out lives unreleased.
+     */
+    windowMs:
+      rest.algorithm === "concurrency"
+        ? (timeout ?? DEFAULT_CONCURRENCY_TIMEOUT_MS)
+        : (window ?? DEFAULT_CONCURRENCY_TIMEOUT_MS),
     ...(failMode
       ? {
           /** Overrides the limiter's fail mode for this rule. @default the limiter's `failMode` */
@@ -233,6 +271,12 @@ export function ruleListIssue(
     }
     if (rule.lease && !isLogAlgorithm(rule.algorithm)) {
       return invalid(`rules[${index}].lease`, LEASE_NEEDS_LOG);
+    }
+    if (rule.refundOn && rule.algorithm === "concurrency") {
+      return invalid(
+        `rules[${index}].refundOn`,
+        "does not apply to a concurrency rule: its slot is given back when the request ends, whatever the status",
+      );
     }
     if (rule.lease && rule.overrides) {
       return invalid(`rules[${index}].lease`, OVERRIDES_NOT_LEASED);

@@ -5,7 +5,14 @@
 import * as v from "valibot";
 import { MAX_KEY_LENGTH } from "../bounded-key";
 import { ALGORITHMS, type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
-import { limitRange, MAX_LIMIT, MAX_WINDOW_MS, MIN_WINDOW_MS, maxLimitOf } from "../store/caps";
+import {
+  limitRange,
+  MAX_CONCURRENCY_TIMEOUT_MS,
+  MAX_LIMIT,
+  MAX_WINDOW_MS,
+  MIN_WINDOW_MS,
+  maxLimitOf,
+} from "../store/caps";
 import { DURATION_FORMS, parseDuration } from "./duration";
 import { MAX_REQUEST_ID_LENGTH } from "./limits";
 import { isPlainObject } from "./validation";
@@ -39,6 +46,22 @@ export const windowSchema = v.pipe(
     const ms = parseDuration(dataset.value);
     if (ms !== undefined && ms >= MIN_WINDOW_MS && ms <= MAX_WINDOW_MS) return ms;
     addIssue({ message: WINDOW });
+    return NEVER;
+  }),
+);
+
+const TIMEOUT = `must be a duration from ${MIN_WINDOW_MS} ms to 1 day: ${DURATION_FORMS}`;
+
+/** A concurrency slot's timeout: a duration from 1 ms to 1 day; → ms. */
+export const timeoutSchema = v.pipe(
+  v.custom<string | number>(
+    (input) => typeof input === "string" || typeof input === "number",
+    TIMEOUT,
+  ),
+  v.rawTransform(({ dataset, addIssue, NEVER }) => {
+    const ms = parseDuration(dataset.value);
+    if (ms !== undefined && ms >= MIN_WINDOW_MS && ms <= MAX_CONCURRENCY_TIMEOUT_MS) return ms;
+    addIssue({ message: TIMEOUT });
     return NEVER;
   }),
 );

@@ -63,9 +63,17 @@ async function withShadowRules(
     shadow,
     options,
   );
+  const slots = [...(enforcedDecided?.slots ?? []), ...(shadowDecided?.slots ?? [])];
+  const allowed = enforcedDecided?.allowed ?? true;
+  if (!allowed && slots.length > 0) {
+    // Refused: a shadow rule's slot taken beside the enforced rules' denial is given back now.
+    const released = limiter.release(slots, options);
+    options.waitUntil?.(released);
+  }
   return {
-    allowed: enforcedDecided?.allowed ?? true,
+    allowed,
     decisions,
+    ...(allowed && slots.length > 0 ? { slots } : {}),
     replayed: enforcedDecided?.replayed ?? shadowDecided?.replayed ?? false,
     ...(enforcedDecided?.deniedBy !== undefined ? { deniedBy: enforcedDecided.deniedBy } : {}),
     ...(enforcedDecided?.conflict ? { conflict: enforcedDecided.conflict } : {}),
@@ -128,6 +136,16 @@ function checkAnswer(decided: ShadowedDecision, multi: boolean) {
   // Shadow rules that would have denied: reported, not enforced (the request is allowed).
   if (decided.shadowDenied) answer.shadowDenied = decided.shadowDenied;
   if (multi) answer.decisions = decided.decisions.map(decisionAnswer);
+  // Concurrency slots (docs/concurrency.md): each to be given back with POST /check/release.
+  const slots = decided.slots;
+  const first = slots?.[0];
+  if (first) {
+    answer.slot = first.slot;
+    answer.expires = first.expires;
+    if (multi || (slots?.length ?? 0) > 1) {
+      answer.slots = slots?.map(({ policy, slot, expires }) => ({ rule: policy, slot, expires }));
+    }
+  }
   return answer;
 }
 

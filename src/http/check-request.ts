@@ -29,7 +29,12 @@ import { DEFAULT_COST } from "../limiter/defaults";
 import type { LimitRequest } from "../limiter/types";
 import { groupAddress } from "../net/ip-address";
 import { ruleRequest } from "../rules/decide";
-import { type Algorithm, DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
+import {
+  type Algorithm,
+  DEFAULT_ALGORITHM,
+  isConcurrency,
+  isLogAlgorithm,
+} from "../store/algorithm";
 import { boundsIssue } from "../store/caps";
 import { createPolicyMemo } from "./policy-memo";
 
@@ -228,6 +233,13 @@ function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key
   // The algorithm first: the largest limit and cost depend on it.
   const algorithm = v.safeParse(algorithmSchema, body.algorithm);
   if (!algorithm.success) return refused("algorithm", algorithm.issues);
+  // A slot must be given back under the policy that took it: a configured rule's name.
+  if (isConcurrency(algorithm.output)) {
+    return invalid(
+      "algorithm",
+      '"concurrency" is for configured rules only: name one with "rule" (its slot is released with POST /check/release)',
+    );
+  }
   if (body.limit === undefined)
     return invalid("limit", 'is required (or name a configured "rule")');
   const limit = v.safeParse(limitSchemaOf(algorithm.output), body.limit);

@@ -16,6 +16,7 @@ import { type DecideOptions, decideRules } from "../rules/decide";
 import type { RulesOutcome } from "../rules/outcome";
 import { type RefundFailedEvent, refundOnServerError } from "../rules/refund-on-error";
 import { outcomeHeaders, withRateLimitHeaders } from "./rate-limit-headers";
+import { releaseNow, releasingAtEnd } from "./release-at-end";
 
 /**
  * One incoming request some rule applies to, as a surface hands it over: what to decide it by,
@@ -47,8 +48,20 @@ export interface LimitedExchange extends DecideOptions {
 export async function runLimited(exchange: LimitedExchange): Promise<Response> {
   // A network block refuses before any key is derived or anything counted (decideRules).
   const outcome = await decideRules(exchange.rules, exchange.headers, exchange);
-  if (!outcome.allowed) return exchange.refuse(outcome);
-  const response = await exchange.forward(outcome);
+  const { limiter, waitUntil } = exchange;
+  // Concurrency slots (a shadow rule's beside a refusal too) are held while the request is in
+  // flight: a refused request holds none, a forwarded one until its answer's body ends.
+  if (!outcome.allowed) {
+    if (outcome.slots) releaseNow(limiter, outcome.slots, waitUntil);
+    return exchange.refuse(outcome);
+  }
+  let response: Response;
+  try {
+    response = await exchange.forward(outcome);
+  } catch (error) {
+    if (outcome.slots) releaseNow(limiter, outcome.slots, waitUntil);
+    throw error;
+  }
   const settled = await refundOnServerError(
     outcome,
     exchange.rules,
@@ -56,5 +69,7 @@ export async function runLimited(exchange: LimitedExchange): Promise<Response> {
     exchange.limiter,
     exchange.onRefundFailed,
   );
-  return withRateLimitHeaders(response, outcomeHeaders(settled, exchange.legacyHeaders));
+  const answered = withRateLimitHeaders(response, outcomeHeaders(settled, exchange.legacyHeaders));
+  const held = outcome.slots;
+  return held ? releasingAtEnd(answered, () => releaseNow(limiter, held, waitUntil)) : answered;
 }

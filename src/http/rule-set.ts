@@ -25,6 +25,8 @@ import { type RequestCf, requestCf, requestIdFrom, requestNetwork } from "./inco
 import { runLimited } from "./limit-pipeline";
 import { refusal } from "./limited-response";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
+import { answerRelease } from "./release-answer";
+import { parseReleaseBody, type ReleaseRequest } from "./release-request";
 
 export interface RuleSetOptions {
   /**
@@ -74,6 +76,17 @@ export interface RuleSet {
    * the first wrong field named, nothing counted. `text` is the body's JSON text.
    */
   parseCheck(json: unknown, text: string): Promise<Validated<CheckRequest>>;
+  /**
+   * A POST /check/release body `{"rule", "key", "slot"}` read strictly, its key keyed as the
+   * rule keys it (keyOf): the first wrong field named, nothing released.
+   */
+  parseRelease(json: unknown): Promise<Validated<ReleaseRequest>>;
+  /** A parsed release given back: 200, or 404 when the slot was not held, 503 store down. */
+  answerRelease(
+    limiter: Limiter,
+    release: ReleaseRequest,
+    waitUntil?: WaitUntil,
+  ): Promise<Response>;
   /** A parsed check decided: the /check answer (JSON and rate-limit headers). */
   answerCheck(
     limiter: Limiter,
@@ -125,6 +138,15 @@ export function createRules(config: LimiterConfig, options: RuleSetOptions = {})
       }
       return { ok: true, value: { ...check.value, requests } };
     },
+
+    async parseRelease(json) {
+      const release = parseReleaseBody(json, byName);
+      if (!release.ok) return release;
+      const key = await keyOf(release.value.rule, release.value.key);
+      return { ok: true, value: { ...release.value, key } };
+    },
+
+    answerRelease: (limiter, release, waitUntil) => answerRelease(limiter, release, waitUntil),
 
     answerCheck: (limiter, check, request, waitUntil) =>
       answerCheck(limiter, check, { region: pick(requestCf(request)), waitUntil, legacyHeaders }),

@@ -3,7 +3,7 @@
  * the fallback's starting point, remembered key blocks and leases of the key.
  */
 import { boundedKey } from "../bounded-key";
-import { DEFAULT_ALGORITHM } from "../store/algorithm";
+import { DEFAULT_ALGORITHM, isConcurrency } from "../store/algorithm";
 import type { EvaluateAnswer, PolicyAnswer } from "../store/evaluate";
 import { storageKey } from "../store/keys";
 import { capacityFreed, type LimiterContext } from "./context";
@@ -29,6 +29,9 @@ export function rememberAnswers(
   for (let i = 0; i < policies.length; i++) {
     const policy = policies[i] as ResolvedPolicy;
     const policyAnswer = answer.policies[i] as PolicyAnswer;
+    // In-flight counts change whenever a holder releases, which no clock predicts: a
+    // concurrency answer proves nothing for later, so neither the cache nor the fallback keeps it.
+    if (isConcurrency(policy.algorithm)) continue;
     if (cache) {
       // A limit that may change at run time: claims short enough for the change to apply.
       const maxClaimMs = policy.overrides ? OVERRIDE_CLAIM_MAX_MS : Number.POSITIVE_INFINITY;

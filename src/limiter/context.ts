@@ -15,6 +15,7 @@ import {
 import { createDenialCache, type DenialCache } from "./denial-cache";
 import { createFallbackLimiter, type FallbackLimiter } from "./fallback-limiter";
 import type { StoreLimiterOptions } from "./limiter-options";
+import { createLocalSlots, type LocalSlots } from "./local-slots";
 import { createSingleFlight, type SingleFlight } from "./single-flight";
 import type { FailMode } from "./types";
 
@@ -32,6 +33,8 @@ export interface LimiterContext {
   readonly flights: SingleFlight | undefined;
   readonly fallback: FallbackLimiter | undefined;
   readonly fallbackFraction: number;
+  /** Concurrency slots counted in this isolate while the store is down (local-slots.ts). */
+  readonly localSlots: LocalSlots;
   readonly breaker: CircuitBreaker;
   readonly clock: StoreClock;
   readonly onStoreError: ((error: unknown) => void) | undefined;
@@ -73,6 +76,7 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
         ? undefined
         : (fallbackOption.limiter ?? createFallbackLimiter(fallbackOption)),
     fallbackFraction: fallbackOption === false ? 0 : (fallbackOption.fraction ?? 1),
+    localSlots: createLocalSlots(),
     breaker: createCircuitBreaker({
       // A probe is lost if it has not reported within twice the decision's own deadline.
       probeTimeoutMs: 2 * timeoutMs,

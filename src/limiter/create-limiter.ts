@@ -26,6 +26,7 @@ import type { LimiterContext } from "./context";
 import { createLimiterContext } from "./context";
 import { conflicted, denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
+import { inFlightOf } from "./in-flight";
 import { createKeyBlocks } from "./key-blocks";
 import { createLimiterLeases } from "./leases/isolate-leases";
 import { createRegionBooks } from "./leases/isolate-leases-in-region";
@@ -39,6 +40,7 @@ import { createPlanChanges } from "./plan-changes";
 import { createPlanListing } from "./plan-listing";
 import type { CountedReceipt } from "./receipt-state";
 import { refundReceipt } from "./refund-receipt";
+import { releaseOf, slotMemberId } from "./release-slots";
 import { resetKey } from "./reset";
 import {
   policyBytes,
@@ -175,7 +177,7 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
     // store call, so a permit is always reported and a client's input never counts as a store
     // failure.
     withStorageKeys(policies, ctx.prefix);
-    const memberId = nextMemberId();
+    const memberId = slotMemberId(policies, requestId) ?? nextMemberId();
     const permit: Permit = breaker.acquire();
     if (permit === "skip") return degraded(policies);
 
@@ -318,6 +320,8 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
       if (counted.regional && regional) return regional.refund(counted, only);
       return refundReceipt(ctx, counted, only);
     },
+    release: (slots, releaseOptions) => releaseOf(ctx, slots, releaseOptions),
+    inFlight: (names) => inFlightOf(ctx, names),
     async endLeases() {
       await Promise.all(allBooks().map((book) => book?.endAll() ?? Promise.resolve()));
     },

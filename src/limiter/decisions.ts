@@ -2,13 +2,15 @@
  * Every Decision the limiter returns is built here, one builder per source (store, cache,
  * fallback, fail-open, fail-closed), plus the MultiDecision around them.
  */
+
+import { isConcurrency } from "../store/algorithm";
 import type { EvaluateAnswer, PolicyAnswer } from "../store/evaluate";
 import type { Exhaustion } from "./denial-cache";
 import type { FallbackDecision } from "./fallback-limiter";
 import type { Lease } from "./leases/lease";
 import type { CountedReceipt } from "./receipt-state";
 import type { ResolvedPolicy } from "./resolved-policy";
-import type { Decision, MultiDecision } from "./types";
+import type { ConcurrencySlot, Decision, MultiDecision } from "./types";
 
 /**
  * The one place a Decision is created, with its fields in one order: V8 then keeps one object
@@ -262,6 +264,7 @@ export function fromEvaluation(
   // decision the store answers).
   const decided: MultiDecision = { allowed: answer.allowed, decisions, replayed: answer.replayed };
   if (deniedBy !== undefined) decided.deniedBy = deniedBy;
+  if (answer.allowed) addSlots(decided, policies, answer.now, memberId);
   if (answer.allowed && !answer.replayed) {
     const receipt: CountedReceipt = {
       memberId,
@@ -274,4 +277,32 @@ export function fromEvaluation(
     decided.receipt = receipt;
   }
   return decided;
+}
+
+/**
+ * The slots an admitted request took in its concurrency policies (the member id is the slot's
+ * id; `now` is the store's when it took them, a replay's the original's), on the decisions and
+ * on the whole. Only calls with a concurrency policy pay for the scan's allocation.
+ */
+function addSlots(
+  decided: MultiDecision,
+  policies: readonly ResolvedPolicy[],
+  now: number,
+  memberId: string,
+): void {
+  let slots: ConcurrencySlot[] | undefined;
+  for (let i = 0; i < policies.length; i++) {
+    const policy = policies[i] as ResolvedPolicy;
+    if (!isConcurrency(policy.algorithm)) continue;
+    const slot: ConcurrencySlot = {
+      policy: policy.name,
+      key: policy.clientKey,
+      slot: memberId,
+      expires: now + policy.windowMs,
+    };
+    (decided.decisions[i] as Decision).slot = slot;
+    if (slots) slots.push(slot);
+    else slots = [slot];
+  }
+  if (slots) decided.slots = slots;
 }

@@ -3,11 +3,14 @@
  * breaker is open, a single flight failed). Fail closed, the local fallback, or fail open; all
  * or nothing still.
  */
+import { isConcurrency } from "../store/algorithm";
 import type { CircuitBreaker } from "./circuit-breaker";
 import { denied, failClosed, failOpen, fallbackDecision } from "./decisions";
 import type { FallbackDecision, FallbackLimiter } from "./fallback-limiter";
+import { LOCAL_SLOT_PREFIX, type LocalSlots, localSlotKey } from "./local-slots";
+import { nextMemberId } from "./member-id";
 import type { ResolvedPolicy } from "./resolved-policy";
-import type { MultiDecision } from "./types";
+import type { ConcurrencySlot, Decision, MultiDecision } from "./types";
 
 /** Retry-After of a fail-closed denial when the breaker gives no better estimate. */
 const FAIL_CLOSED_RETRY_MS = 1_000;
@@ -20,6 +23,8 @@ export interface DegradedOptions {
   fallbackFraction: number;
   /** Its cool-down is a fail-closed denial's Retry-After. */
   breaker: Pick<CircuitBreaker, "retryAfterMs">;
+  /** Concurrency policies' slots in this isolate, with the fallback on. */
+  localSlots: LocalSlots;
 }
 
 /**
@@ -30,14 +35,20 @@ export interface DegradedOptions {
 export function createDegradedPath(
   options: DegradedOptions,
 ): (policies: readonly ResolvedPolicy[]) => MultiDecision {
-  const { now, fallback, fallbackFraction, breaker } = options;
+  const { now, fallback, fallbackFraction, breaker, localSlots } = options;
   // The isolate's share of the limit; never below the request's own cost, or a request costing
   // more than the share would be denied for the whole outage: it is admitted when nothing
   // else is in the isolate's window (docs/failure-modes.md).
   const localLimit = (policy: ResolvedPolicy) =>
     Math.max(policy.cost, Math.floor(policy.limit * fallbackFraction));
-  const peek = (policy: ResolvedPolicy, at: number) =>
-    fallback?.peek(policy.cacheKey, localLimit(policy), policy.windowMs, policy.cost, at);
+  // A concurrency policy counts in flight here instead (local-slots.ts): a rate of it would
+  // bound nothing that matters while requests are slow.
+  const peek = (policy: ResolvedPolicy, at: number) => {
+    if (!fallback) return undefined;
+    return isConcurrency(policy.algorithm)
+      ? localSlots.peek(localSlotKey(policy.name, policy.clientKey), localLimit(policy), at)
+      : fallback.peek(policy.cacheKey, localLimit(policy), policy.windowMs, policy.cost, at);
+  };
 
   return (policies) => {
     const at = now();
@@ -64,17 +75,47 @@ export function createDegradedPath(
         policies.map((policy, i) => fallbackDecision(policy, peeked[i] as FallbackDecision, at)),
       );
     }
-    const decisions = policies.map((policy) =>
-      fallbackDecision(
-        policy,
-        fallback.limit(policy.cacheKey, localLimit(policy), policy.windowMs, policy.cost, at),
+    let slots: ConcurrencySlot[] | undefined;
+    const decisions = policies.map((policy) => {
+      if (!isConcurrency(policy.algorithm)) {
+        return fallbackDecision(
+          policy,
+          fallback.limit(policy.cacheKey, localLimit(policy), policy.windowMs, policy.cost, at),
+          at,
+        );
+      }
+      const slot: ConcurrencySlot = {
+        policy: policy.name,
+        key: policy.clientKey,
+        slot: `${LOCAL_SLOT_PREFIX}${nextMemberId()}`,
+        expires: at + policy.windowMs,
+      };
+      const local = localSlots.take(
+        localSlotKey(policy.name, policy.clientKey),
+        localLimit(policy),
+        slot.slot,
+        slot.expires,
         at,
-      ),
-    );
+      );
+      const decided: Decision = fallbackDecision(policy, local, at);
+      if (local.allowed) {
+        decided.slot = slot;
+        if (slots) slots.push(slot);
+        else slots = [slot];
+      }
+      return decided;
+    });
     // Only the fallback's memory cap can refuse after a successful peek (then the policies
     // committed before it keep their admission: the cap is a last resort against floods).
-    return decisions.every((d) => d.allowed)
-      ? { allowed: true, decisions, replayed: false }
-      : denied(decisions);
+    if (!decisions.every((d) => d.allowed)) {
+      // A refused request holds nothing: the local slots it took go back.
+      for (const slot of slots ?? []) {
+        localSlots.release(localSlotKey(slot.policy, slot.key), slot.slot, at);
+      }
+      return denied(decisions);
+    }
+    const admitted: MultiDecision = { allowed: true, decisions, replayed: false };
+    if (slots) admitted.slots = slots;
+    return admitted;
   };
 }

@@ -4,10 +4,12 @@
  * prefix, clock, store and regions it was built with.
  */
 import type { NetworkBlocks } from "../net/network-blocks";
+import type { InFlightCount } from "../store/in-flight";
 import type { NetworkBlocksOptions } from "./network-block-copies";
 import type { Peek } from "./peek";
 import type { KeyBlocksAdmin, NetworkBlocksAdmin, Overrides } from "./plan-changes";
 import type { Plans } from "./plan-listing";
+import type { ReleaseInput, ReleaseOptions } from "./release-slots";
 import type { ResetOutcome, ResetRequest } from "./reset";
 import type { ShardPlacement, ShardState } from "./shard-types";
 import type {
@@ -17,6 +19,7 @@ import type {
   MultiDecision,
   RefundOutcome,
   RefundReceipt,
+  ReleaseOutcome,
 } from "./types";
 
 export interface Limiter {
@@ -53,6 +56,22 @@ export interface Limiter {
     receipt: RefundReceipt,
     options?: { policies?: readonly string[] },
   ): Promise<RefundOutcome>;
+  /**
+   * Gives back concurrency slots (`decision.slots`, docs/concurrency.md) when their requests end:
+   * one store call for all of them. Never throws: answers per slot whether it was held
+   * (`released`), or the store's failure as `error`; with `waitUntil` a failed release is retried
+   * off the path a bounded number of times (`retrying`). A slot never released lapses at its
+   * timeout.
+   */
+  release(
+    slots: ReleaseInput | readonly ReleaseInput[],
+    options?: ReleaseOptions,
+  ): Promise<ReleaseOutcome>;
+  /**
+   * How many concurrency slots each named policy holds now over all its keys (an admin look:
+   * a bounded scan of its sets, `complete: false` past the bound). Rejects on a store failure.
+   */
+  inFlight(policies: readonly string[]): Promise<InFlightCount[]>;
   /**
    * Ends every lease this limiter holds now and gives back their unspent units (before an
    * isolate goes away, and in tests). Never throws.

@@ -19,7 +19,12 @@ export interface ShardPart {
 
 /** Every decision and the receipt of a one-shard answer name that shard. */
 export function tagShard(decided: MultiDecision, shard: string): MultiDecision {
-  for (const decision of decided.decisions) decision.shard = shard;
+  for (const decision of decided.decisions) {
+    decision.shard = shard;
+    // A slot names its shard: its release goes there, whatever the placement is by then.
+    if (decision.slot) decision.slot.shard = shard;
+  }
+  for (const slot of decided.slots ?? []) slot.shard = shard;
   if (decided.receipt) (decided.receipt as CountedReceipt).shard = shard;
   return decided;
 }
@@ -69,6 +74,8 @@ export function mergeParts(
   } else {
     const counted = parts.filter((part) => part.decided.receipt);
     if (counted.length > 0) merged.receipt = mergedReceipt(count, counted, requestId);
+    const slots = parts.flatMap((part) => part.decided.slots ?? []);
+    if (slots.length > 0) merged.slots = slots;
   }
   const regions = new Set(parts.map((part) => part.decided.region));
   const [region] = regions;

@@ -48,6 +48,7 @@ import type { LimiterOptions, StoreLimiterOptions } from "./limiter-options";
 import { createMovedKeyCounts } from "./moved-key-counts";
 import { planOf } from "./plan-changes";
 import type { CountedReceipt } from "./receipt-state";
+import type { ReleaseInput } from "./release-slots";
 import { type ResolvedPolicy, resolvePolicies } from "./resolved-policy";
 import { mergeParts, type ShardPart, tagShard } from "./shard-merge";
 import type { ShardLayout } from "./shard-options";
@@ -55,7 +56,7 @@ import { createPlacement } from "./shard-placement";
 import { createShardedPlans } from "./shard-plans";
 import { refundParts } from "./shard-refund";
 import type { ShardPlacement } from "./shard-types";
-import type { LimitAllOptions, LimitRequest, MultiDecision } from "./types";
+import type { LimitAllOptions, LimitRequest, MultiDecision, ReleaseOutcome } from "./types";
 
 /** A shard's breaker probes again within this (ms) after it opened, so a recovered shard's keys
  * are decided by Redis again soon (its cool-down doubles up to this, not to 30 s). */
@@ -152,6 +153,7 @@ export function createShardedLimiter(
       fallback: fallback === false ? undefined : fallback.limiter,
       fallbackFraction: fallback === false ? 0 : (fallback.fraction ?? 1),
       breaker: shard.ctx.breaker,
+      localSlots: shard.ctx.localSlots,
     });
 
   /** The shard deciding `key` at `t`, and the one it moved from while a transition may last. */
@@ -234,6 +236,15 @@ export function createShardedLimiter(
           const outcome = await shard.limiter.refund(receipt);
           part.refunded = outcome.refunded;
           if (outcome.refunded) delete part.decided.receipt;
+        }),
+      );
+      // A part admitted with concurrency slots gives them back too: the request holds none.
+      await Promise.all(
+        parts.map((part) => {
+          const slots = part.decided.allowed ? part.decided.slots : undefined;
+          if (!slots || slots.length === 0) return undefined;
+          delete part.decided.slots;
+          return (byName.get(part.shard) as Shard).limiter.release(slots, limitOptions);
         }),
       );
     }
@@ -497,5 +508,58 @@ export function createShardedLimiter(
       };
     },
     shardOf: (key, t = now()) => (shards[route(key, t).to] as Shard).name,
+
+    async release(given, releaseOptions) {
+      // Each slot to the shard that holds it: named on the slot a decision handed out, else
+      // (a slot id given back by hand, as /check/release takes it) the key's shard now.
+      const slots: readonly ReleaseInput[] = Array.isArray(given) ? given : [given as ReleaseInput];
+      const t = now();
+      const byShard = new Map<Shard, number[]>();
+      for (const [i, slot] of slots.entries()) {
+        const named = slot.shard === undefined ? undefined : byName.get(slot.shard);
+        const shard = named ?? (shards[route(slot.key, t).to] as Shard);
+        const indices = byShard.get(shard) ?? [];
+        indices.push(i);
+        byShard.set(shard, indices);
+      }
+      const released: boolean[] = new Array(slots.length).fill(false);
+      const errors: string[] = [];
+      let retrying = false;
+      let answered = true;
+      await Promise.all(
+        [...byShard].map(async ([shard, indices]) => {
+          const outcome = await shard.limiter.release(
+            indices.map((i) => slots[i] as ReleaseInput),
+            releaseOptions,
+          );
+          if (outcome.error !== undefined) errors.push(`${shard.name}: ${outcome.error}`);
+          if (outcome.retrying) retrying = true;
+          if (outcome.released.length === 0) answered = false;
+          outcome.released.forEach((done, j) => {
+            released[indices[j] as number] = done;
+          });
+        }),
+      );
+      const outcome: ReleaseOutcome = { released: answered ? released : [] };
+      if (errors.length > 0) outcome.error = errors.join("; ");
+      if (retrying) outcome.retrying = true;
+      return outcome;
+    },
+
+    async inFlight(policies) {
+      // Every shard holds the slots of its keys: the counts add up.
+      const counts = await Promise.all(shards.map((shard) => shard.limiter.inFlight(policies)));
+      return policies.map((policy) => {
+        const total = { policy, inFlight: 0, keys: 0, complete: true };
+        for (const list of counts) {
+          const count = list.find((entry) => entry.policy === policy);
+          if (!count) continue;
+          total.inFlight += count.inFlight;
+          total.keys += count.keys;
+          total.complete &&= count.complete;
+        }
+        return total;
+      });
+    },
   };
 }

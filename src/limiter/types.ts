@@ -45,6 +45,45 @@ export interface Decision {
    * (or a reshard), absent for a single store.
    */
   shard?: string;
+  /**
+   * A concurrency policy's slot, when this decision admitted the request (and its request was
+   * admitted): give it back with `limiter.release` when the request ends.
+   */
+  slot?: ConcurrencySlot;
+}
+
+/**
+ * A concurrency slot an admitted request holds (docs/concurrency.md): what `limiter.release`
+ * takes to give it back. A slot never released lapses at `expires`.
+ */
+export interface ConcurrencySlot {
+  /** The policy (rule) name. */
+  policy: string;
+  /** The client key as counted (a long key is its digest: pass it back as it is). */
+  key: string;
+  /** The slot's id: unique per acquire, or the same for a request id's retry. */
+  slot: string;
+  /** Store-clock ms when the slot lapses if it is never released (the policy's timeout). */
+  expires: number;
+  /** The shard that holds it, when the limiter has shards (docs/shards.md). */
+  shard?: string;
+}
+
+/** What `limiter.release` did: one answer per slot, never thrown. */
+export interface ReleaseOutcome {
+  /**
+   * Per slot, in the order given: true when it was held and is now given back; false when it
+   * was not there (unknown, another key's, released already, or lapsed at its timeout).
+   * Empty when the store could not be asked.
+   */
+  released: boolean[];
+  /** Set when the store failed or a slot is not one a decision handed out. */
+  error?: string;
+  /**
+   * The store failed and the release is retried off the request path (through `waitUntil`) a
+   * bounded number of times; a slot whose release never lands lapses at its timeout.
+   */
+  retrying?: boolean;
 }
 
 export type FailMode = "open" | "closed";
@@ -143,6 +182,11 @@ export interface MultiDecision {
    * not help: a retry must repeat the request, or carry a new id). /check answers 409.
    */
   conflict?: RequestIdConflict;
+  /**
+   * The concurrency slots this admitted request holds, one per concurrency policy (also on a
+   * request id's replay: the same slots): give them back with `limiter.release` when it ends.
+   */
+  slots?: ConcurrencySlot[];
   /** Present when the store admitted and counted this request now: what `refund` takes. */
   receipt?: RefundReceipt;
   /**

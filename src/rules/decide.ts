@@ -122,6 +122,11 @@ export async function decideRules(
   const receipts = [enforcedDecided?.receipt, shadowDecided?.receipt].filter(
     (receipt): receipt is RefundReceipt => receipt !== undefined,
   );
+  // Built only for a request that holds slots (concurrency rules): no array per other request.
+  const slots =
+    enforcedDecided?.slots || shadowDecided?.slots
+      ? [...(enforcedDecided?.slots ?? []), ...(shadowDecided?.slots ?? [])]
+      : [];
   const keyBlock = enforcedDecided?.blocked;
   if (keyBlock) {
     // Nothing counts for a blocked request: the shadow rules, decided beside it, give theirs back.
@@ -138,6 +143,7 @@ export async function decideRules(
       deniedBy: rule,
       shadowDenied: [],
       blocked: block,
+      ...(slots.length > 0 ? { slots } : {}),
     };
   }
   return {
@@ -149,6 +155,7 @@ export async function decideRules(
     ...(enforcedDecided?.replayed ? { replayed: true } : {}),
     ...(enforcedDecided?.conflict ? { conflict: enforcedDecided.conflict } : {}),
     ...(receipts.length > 0 ? { receipts } : {}),
+    ...(slots.length > 0 ? { slots } : {}),
   };
 }
 

@@ -2,7 +2,7 @@
  * What one request's rules decided together: the one shape the pipeline, the middleware and the
  * refund read, whatever decided it (the limiter, a key block in the store, a network block).
  */
-import type { Decision, RefundReceipt, RequestIdConflict } from "../limiter/types";
+import type { ConcurrencySlot, Decision, RefundReceipt, RequestIdConflict } from "../limiter/types";
 
 /** The block a request met (RulesOutcome.blocked). */
 export interface RequestBlock {
@@ -48,6 +48,12 @@ export interface RulesOutcome {
    * the store counted the request now; see `refundOnServerError`.
    */
   receipts?: RefundReceipt[];
+  /**
+   * The concurrency slots the request holds (docs/concurrency.md), enforced and shadow rules'
+   * alike: the proxy and the middleware release them when the response body ends. On a refused
+   * request, the shadow rules' slots taken beside it (released at once).
+   */
+  slots?: ConcurrencySlot[];
   /**
    * Set when the request is blocked (docs/plans.md): by its client key in `rule` (the store
    * said so), or by its address, country or AS number. Nothing was counted (answered 403).

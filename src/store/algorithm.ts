@@ -10,6 +10,9 @@
  * - `sliding-counter`: two-window weighted approximation, O(1); assumes the previous window's
  *   admissions were spread evenly over it.
  * - `token-bucket`: GCRA, O(1); bursts up to `limit`, refilled continuously at `limit` per window.
+ * - `concurrency`: at most `limit` requests in flight per key (docs/concurrency.md): a slot per
+ *   request, a sorted-set member scored by its expiry, given back when the request ends; the
+ *   policy's window is the slot's timeout.
  */
 export const ALGORITHMS = [
   "sliding-log",
@@ -17,6 +20,7 @@ export const ALGORITHMS = [
   "fixed-window",
   "sliding-counter",
   "token-bucket",
+  "concurrency",
 ] as const;
 
 /**
@@ -24,6 +28,14 @@ export const ALGORITHMS = [
  * the compiler then demands in lua/scripts.ts (FRAGMENTS is a Record<Algorithm, string>).
  */
 export type Algorithm = (typeof ALGORITHMS)[number];
+
+/**
+ * The algorithms that count a rate (units per window): all but concurrency, which counts requests
+ * in flight (its window is a slot's timeout; a request holds one slot).
+ */
+export const RATE_ALGORITHMS: readonly Algorithm[] = ALGORITHMS.filter(
+  (algorithm) => algorithm !== "concurrency",
+);
 
 /** The exact log is the default: the product's promise is exactness. */
 export const DEFAULT_ALGORITHM: Algorithm = "sliding-log";
@@ -45,3 +57,12 @@ export function isLogAlgorithm(algorithm: Algorithm): boolean {
 export const LEASABLE: ReadonlySet<Algorithm> = new Set<Algorithm>(
   ALGORITHMS.filter(isLogAlgorithm),
 );
+
+/**
+ * Concurrency policies count requests in flight, not in a window: their `windowMs` is a slot's
+ * timeout, their cost is one slot, and nothing about a denial stays true once any holder releases
+ * (so a denial is never cached, leased or decided in a region).
+ */
+export function isConcurrency(algorithm: Algorithm): boolean {
+  return algorithm === "concurrency";
+}

@@ -4,7 +4,7 @@
  * and the config refuse the same earlier, naming the field. config/limits.ts re-exports them
  * with the other documented bounds (docs/check-api.md "Limits").
  */
-import { ALGORITHMS, type Algorithm } from "./algorithm";
+import { ALGORITHMS, type Algorithm, isConcurrency } from "./algorithm";
 
 /**
  * The shortest and longest window (ms), the config's and /check's too (config/limits.ts
@@ -66,17 +66,39 @@ export const MAX_ZSET_COST = 1_000;
  */
 export const MAX_RING_COST = 100_000;
 
+/**
+ * The most slots a concurrency key may hold: one sorted-set member each (~100 bytes), and the
+ * script trims and counts them on every acquire.
+ */
+export const MAX_CONCURRENCY_LIMIT = 10_000;
+
+/**
+ * The longest a concurrency slot lives unreleased (its policy's `windowMs`): a holder that died
+ * keeps its slot that long, so a day is already more than any request should take.
+ */
+export const MAX_CONCURRENCY_TIMEOUT_MS = 86_400_000;
+
+/** A concurrency slot's timeout when a rule names none. */
+export const DEFAULT_CONCURRENCY_TIMEOUT_MS = 60_000;
+
 /** The largest limit an algorithm takes: a full sliding log is memory, an O(1) key is not. */
 export function maxLimitOf(algorithm: Algorithm): number {
+  if (isConcurrency(algorithm)) return MAX_CONCURRENCY_LIMIT;
   return algorithm === "sliding-log-zset" ? MAX_ZSET_LIMIT : MAX_LIMIT;
 }
 
 /** How a limit past maxLimitOf(algorithm) is refused, the same wherever it is. */
 export function limitRange(algorithm: Algorithm): string {
+  if (isConcurrency(algorithm)) {
+    return `must be an integer from 1 to ${MAX_CONCURRENCY_LIMIT} for a concurrency rule (requests in flight per key)`;
+  }
   return algorithm === "sliding-log-zset"
     ? `must be an integer from 1 to ${MAX_ZSET_LIMIT} for the sliding-log-zset (one Redis member per unit; the other algorithms take up to ${MAX_LIMIT})`
     : `must be an integer from 1 to ${MAX_LIMIT}`;
 }
+
+/** How a concurrency cost other than 1 is refused: a request holds one slot. */
+export const CONCURRENCY_COST = "must be 1 for a concurrency rule (a request holds one slot)";
 
 /** A policy as the caps see it. */
 export interface BoundedPolicy {
@@ -103,6 +125,9 @@ export function boundsIssue(
     // /check and the config refuse it as an error themselves.
     if (!isIntegerIn(cost, 1, Number.MAX_SAFE_INTEGER)) {
       return { index, field: "cost", detail: "must be a positive integer" };
+    }
+    if (isConcurrency(algorithm) && cost !== 1) {
+      return { index, field: "cost", detail: CONCURRENCY_COST };
     }
     if (algorithm === "sliding-log") {
       ringCost += Math.min(cost, limit);
@@ -158,9 +183,15 @@ export function storePolicyIssue(
     if (!isIntegerIn(windowMs, MIN_WINDOW_MS, MAX_WINDOW_MS)) {
       return { index, field: "windowMs", detail: WINDOW_RANGE };
     }
+    if (isConcurrency(algorithm) && windowMs > MAX_CONCURRENCY_TIMEOUT_MS) {
+      return { index, field: "windowMs", detail: TIMEOUT_RANGE };
+    }
   }
   return boundsIssue(policies);
 }
+
+/** How a concurrency timeout (its policy's windowMs) outside the bounds is refused. */
+export const TIMEOUT_RANGE = `must be a concurrency slot's timeout: an integer of ms from ${MIN_WINDOW_MS} to ${MAX_CONCURRENCY_TIMEOUT_MS} (1 day)`;
 
 /** How a window outside the bounds is refused. */
 export const WINDOW_RANGE = `must be an integer of ms from ${MIN_WINDOW_MS} to ${MAX_WINDOW_MS} (7 days)`;

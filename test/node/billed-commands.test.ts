@@ -156,3 +156,58 @@ describe("billed commands per decision with plans (docs/plans.md): one HMGET mor
     expect(Object.keys(tally.byCommand).sort()).toEqual(["evalsha", "hmget", "time"]);
   });
 });
+
+describe("billed commands of a concurrency slot (docs/concurrency.md)", () => {
+  /** Commands counted while `run` runs on a fresh limiter, after the scripts are loaded. */
+  // biome-ignore lint/suspicious/noExplicitAny: the bundled limiter
+  async function counted(body: (limiter: any, prefix: string) => Promise<void>) {
+    const bridge = env.bridge as { url: string };
+    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
+    const prefix = `billed${run++}`;
+    const limiter = lib.createLimiter({ store, prefix });
+    const warm = await limiter.limit({ ...slot, key: "warm" });
+    await limiter.release(warm.slot);
+    env.cli("CONFIG", "RESETSTAT");
+    await body(limiter, prefix);
+    const byCommand: Record<string, number> = {};
+    for (const line of env.cli("INFO", "commandstats").split("\n")) {
+      const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
+      if (!match?.[1] || /^(info|config)/.test(match[1])) continue;
+      byCommand[match[1]] = Number(match[2]);
+    }
+    return byCommand;
+  }
+  const slot = { policy: "slots", limit: 1, windowMs: 30_000, algorithm: "concurrency" };
+
+  it("acquire 6 (EVALSHA, TIME, trim, count, ZADD, PEXPIRE), release 4, a full set's denial 4", async () => {
+    let held: unknown;
+    const acquire = await counted(async (limiter) => {
+      held = (await limiter.limit({ ...slot, key: "a" })).slot;
+    });
+    expect(acquire).toEqual({
+      evalsha: 1,
+      time: 1,
+      zremrangebyscore: 1,
+      zcard: 1,
+      zadd: 1,
+      pexpire: 1,
+    });
+    const denied = await counted(async (limiter) => {
+      await limiter.limit({ ...slot, key: "b" });
+      env.cli("CONFIG", "RESETSTAT");
+      expect((await limiter.limit({ ...slot, key: "b" })).allowed).toBe(false);
+    });
+    expect(denied).toEqual({ evalsha: 1, time: 1, zremrangebyscore: 1, zcard: 1 });
+    const release = await counted(async (limiter) => {
+      expect((await limiter.release(held)).released).toEqual([false]);
+    });
+    // Another limiter's prefix: not there (ZSCORE only).
+    expect(release).toEqual({ evalsha: 1, time: 1, zscore: 1 });
+    const own = await counted(async (limiter) => {
+      const mine = (await limiter.limit({ ...slot, key: "c" })).slot;
+      env.cli("CONFIG", "RESETSTAT");
+      expect((await limiter.release(mine)).released).toEqual([true]);
+    });
+    expect(own).toEqual({ evalsha: 1, time: 1, zscore: 1, zrem: 1 });
+  });
+});

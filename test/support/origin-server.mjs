@@ -10,6 +10,9 @@
 //   /early-hints/...   a 103 Early Hints interim answer, then 200 "final <path>"
 //   /stream/<id>       sends "first\n" at once, then waits for /release/<id> before "rest\n"
 //   /release/<id>      lets /stream/<id> finish
+//   /slow/<group>/...  200, its body in 5 chunks a few ms apart; counts the requests of <group>
+//                      whose answer is still being sent (in flight)
+//   /__inflight?group=G  {"now", "most"}: G's requests in flight now, and the most at once
 //   /redirect          302 to /echo/redirected
 //   /__count?path=P    how many requests for path P it has seen (to prove it was not called)
 //   anything else      200 "origin <path>"
@@ -37,6 +40,9 @@ export async function startOrigin(options = {}) {
     return promise;
   };
 
+  /** @type {Map<string, { now: number, most: number }>} */
+  const inflight = new Map();
+
   const server = createServer(async (req, res) => {
     const url = new URL(req.url ?? "/", "http://origin");
     const path = url.pathname;
@@ -45,6 +51,35 @@ export async function startOrigin(options = {}) {
     if (path === "/__count") {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify({ count: counts.get(url.searchParams.get("path") ?? "") ?? 0 }));
+      return;
+    }
+    if (path === "/__inflight") {
+      const group = inflight.get(url.searchParams.get("group") ?? "") ?? { now: 0, most: 0 };
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(group));
+      return;
+    }
+    const slow = /^\/slow\/([^/]+)/.exec(path);
+    if (slow) {
+      const name = slow[1] ?? "";
+      const group = inflight.get(name) ?? { now: 0, most: 0 };
+      inflight.set(name, group);
+      group.now++;
+      group.most = Math.max(group.most, group.now);
+      // In flight until the answer is sent, or the connection goes.
+      let done = false;
+      const finish = () => {
+        if (!done) group.now--;
+        done = true;
+      };
+      res.once("close", finish);
+      res.writeHead(200, { "content-type": "text/plain" });
+      for (let i = 0; i < 5 && !res.destroyed; i++) {
+        res.write(`chunk ${i}\n`);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      finish();
+      res.end();
       return;
     }
     const status = /^\/status\/(\d{3})/.exec(path);

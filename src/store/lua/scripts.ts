@@ -7,6 +7,7 @@ import { ALGORITHMS, type Algorithm, isLogAlgorithm } from "../algorithm";
 import { clockedScript } from "../clock-slots";
 import { STAMP_AHEAD_MAX_MS } from "../keys";
 import { CLOCK_LUA } from "./clock.lua";
+import { CONCURRENCY_LUA } from "./concurrency.lua";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
 import { foldConstants } from "./fold-constants";
 import { REQUEST_RECORDS_LUA } from "./request-records.lua";
@@ -262,6 +263,7 @@ const FRAGMENTS: Record<Algorithm, string> = {
   "fixed-window": FIXED_WINDOW_LUA,
   "sliding-counter": SLIDING_COUNTER_LUA,
   "token-bucket": TOKEN_BUCKET_LUA,
+  concurrency: CONCURRENCY_LUA,
 };
 
 /**

@@ -6,7 +6,8 @@ import { type LimitedExchange, runLimited } from "../../../src/http/limit-pipeli
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { ShadowDenyEvent } from "../../../src/rules/decide";
 import type { RulesOutcome } from "../../../src/rules/outcome";
-import { ALGORITHMS } from "../../../src/store/algorithm";
+// The rate algorithms: concurrency is tested on its own (concurrency tests).
+import { RATE_ALGORITHMS as ALGORITHMS } from "../../../src/store/algorithm";
 import { storageKey } from "../../../src/store/keys";
 import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";

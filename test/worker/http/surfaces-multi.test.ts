@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../src/config/limiter-config";
 import { adhocPolicyName } from "../../../src/http/check-request";
 import { createLimiter, rateLimit } from "../../../src/index";
-import { ALGORITHMS } from "../../../src/store/algorithm";
+// The rate algorithms: concurrency is tested on its own (concurrency tests).
+import { RATE_ALGORITHMS as ALGORITHMS } from "../../../src/store/algorithm";
 import { storageKey } from "../../../src/store/keys";
 import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";

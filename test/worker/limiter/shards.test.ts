@@ -6,7 +6,7 @@ import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { LimiterOptions } from "../../../src/limiter/limiter-options";
 import { SHARD_MAX_COOLDOWN_MS } from "../../../src/limiter/sharded-limiter";
-import type { LimitRequest } from "../../../src/limiter/types";
+import type { ConcurrencySlot, LimitRequest } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
 import { counting, faultScenario, manualClock, storeAt } from "../../support/worker/fault-control";
 import { logCount } from "../../support/worker/log-state";
@@ -303,5 +303,52 @@ describe("a limiter over three shards", () => {
       shard: "1",
     });
     expect(limiter.shards()[1]?.breaker).toBe("closed");
+  });
+  it("concurrency slots over shards: released where they are held; a partial denial holds none", async () => {
+    const urls = shardUrls();
+    const limiter = createLimiter({
+      store: urls.map((url) => storeAt(url, 2_000)),
+      prefix,
+      timeoutMs: 2_000,
+      failMode: "closed",
+    });
+    const [a, b, c] = keysOnEachShard(limiter, "slots") as [string, string, string];
+    const slots = (key: string): LimitRequest => ({
+      policy: "sh-slots",
+      key,
+      limit: 1,
+      windowMs: 30_000,
+      algorithm: "concurrency",
+    });
+    const held = (i: number, key: string) =>
+      (redis[i] as (typeof redis)[0]).zcard(storageKey(prefix, "sh-slots", key, "concurrency"));
+    const taken = await Promise.all([a, b, c].map((key) => limiter.limit(slots(key))));
+    expect(taken.map((d) => [d.allowed, d.shard, d.slot?.shard])).toEqual([
+      [true, "0", "0"],
+      [true, "1", "1"],
+      [true, "2", "2"],
+    ]);
+    expect(await Promise.all([held(0, a), held(1, b), held(2, c)])).toEqual([1, 1, 1]);
+    // One call gives back all three, each on its own shard.
+    const outcome = await limiter.release(taken.map((d) => d.slot as ConcurrencySlot));
+    expect(outcome.released).toEqual([true, true, true]);
+    expect(await Promise.all([held(0, a), held(1, b), held(2, c)])).toEqual([0, 0, 0]);
+    // A request whose slot shard admits while a rate rule on another shard denies: the slot
+    // taken on the first is given back, so nothing is held for a refused request.
+    await limiter.limit(rule("sh-slots-rate", c, 1));
+    const refused = await limiter.limitAll([slots(a), rule("sh-slots-rate", c, 1)]);
+    expect(refused.allowed).toBe(false);
+    expect(refused.slots).toBeUndefined();
+    expect(await held(0, a)).toBe(0);
+    // A slot given back by hand (as /check/release takes it: no shard named) goes to its key's.
+    const again = await limiter.limit(slots(b));
+    const { shard: _named, ...unnamed } = again.slot as ConcurrencySlot;
+    expect((await limiter.release(unnamed)).released).toEqual([true]);
+    expect(await held(1, b)).toBe(0);
+    // In flight over every shard adds up.
+    await Promise.all([a, b].map((key) => limiter.limit(slots(key))));
+    expect(await limiter.inFlight(["sh-slots"])).toEqual([
+      { policy: "sh-slots", inFlight: 2, keys: 2, complete: true },
+    ]);
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { ALGORITHMS, type Algorithm } from "../../../src/store/algorithm";
+import { RATE_ALGORITHMS as ALGORITHMS, type Algorithm } from "../../../src/store/algorithm";
 import { MAX_ZSET_LIMIT } from "../../../src/store/caps";
 import { evaluatePolicy } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";

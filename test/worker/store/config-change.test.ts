@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ALGORITHMS, type Algorithm } from "../../../src/store/algorithm";
+import { RATE_ALGORITHMS as ALGORITHMS, type Algorithm } from "../../../src/store/algorithm";
 import { evaluatePolicy, type PolicyAnswer } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
 import { refund } from "../../../src/store/refund";

@@ -1,0 +1,131 @@
+/**
+ * `limiter.release`: concurrency slots given back when their requests end (docs/concurrency.md).
+ * One script call for every slot given; a failure answered (never thrown) and, with a
+ * `waitUntil`, retried off the request path a bounded number of times. A release that never
+ * lands costs the slot's holder nothing more than its timeout: the slot lapses then.
+ */
+import { boundedKey } from "../bounded-key";
+import { POLICY_NAME, storageKey } from "../store/keys";
+import { releaseSlots, type SlotRef } from "../store/release";
+import { withinDeadline } from "../store/script-runner";
+import type { LimiterContext } from "./context";
+import { LOCAL_SLOT_PREFIX, localSlotKey } from "./local-slots";
+import type { ConcurrencySlot, ReleaseOutcome, WaitUntil } from "./types";
+
+/** Retries of a failed release, off the path, and the wait before each (ms). */
+export const RELEASE_RETRY_DELAYS_MS = [100, 500, 2_000] as const;
+
+/** Slot ids are the limiter's member ids or `r:<request id>`: anything longer is not one. */
+const MAX_SLOT_LENGTH = 1_024;
+
+/** What `release` takes: one slot as a decision handed it out, or several. */
+export type ReleaseInput = Pick<ConcurrencySlot, "policy" | "key" | "slot"> &
+  Partial<Pick<ConcurrencySlot, "shard">>;
+
+export interface ReleaseOptions {
+  /** Keeps retries of a failed release alive past the response: `ctx.waitUntil`. */
+  waitUntil?: WaitUntil | undefined;
+}
+
+/** Gives the slots back; see Limiter.release. */
+export async function releaseOf(
+  ctx: LimiterContext,
+  given: ReleaseInput | readonly ReleaseInput[],
+  options: ReleaseOptions = {},
+): Promise<ReleaseOutcome> {
+  const slots: readonly ReleaseInput[] = Array.isArray(given) ? given : [given as ReleaseInput];
+  const issue = slots.map(slotIssue).find((found) => found !== undefined);
+  if (issue) return { released: [], error: issue };
+  // Slots the degraded path took in this isolate go back here; the store is not asked for them.
+  if (slots.some(({ slot }) => slot.startsWith(LOCAL_SLOT_PREFIX))) {
+    return releaseMixed(ctx, slots, options);
+  }
+  // Keys as counted: a decision's slot carries its digest already (bounded either way).
+  const refs: SlotRef[] = await Promise.all(
+    slots.map(async ({ policy, key, slot }) => ({
+      redisKey: storageKey(ctx.prefix, policy, await boundedKey(key), "concurrency"),
+      slot,
+    })),
+  );
+  const attempt = () =>
+    withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
+      ctx.clock.run(store, (client, clock) => releaseSlots(client, refs, clock)),
+    );
+  try {
+    return { released: await attempt() };
+  } catch (error) {
+    ctx.onStoreError?.(error);
+    const { waitUntil } = options;
+    if (!waitUntil) return { released: [], error: String(error) };
+    waitUntil(retry(attempt, ctx));
+    return { released: [], error: String(error), retrying: true };
+  }
+}
+
+/** Local slots given back here, the others by the store, answered in the order given. */
+async function releaseMixed(
+  ctx: LimiterContext,
+  slots: readonly ReleaseInput[],
+  options: ReleaseOptions,
+): Promise<ReleaseOutcome> {
+  const at = ctx.now();
+  const stored = slots.filter(({ slot }) => !slot.startsWith(LOCAL_SLOT_PREFIX));
+  const fromStore = stored.length > 0 ? await releaseOf(ctx, stored, options) : { released: [] };
+  let next = 0;
+  const released: boolean[] = [];
+  for (const { policy, key, slot } of slots) {
+    if (slot.startsWith(LOCAL_SLOT_PREFIX)) {
+      const counted = await boundedKey(key);
+      released.push(ctx.localSlots.release(localSlotKey(policy, counted), slot, at));
+    } else {
+      released.push(fromStore.released[next++] ?? false);
+    }
+  }
+  const outcome: ReleaseOutcome = { released };
+  if ("error" in fromStore && fromStore.error !== undefined) outcome.error = fromStore.error;
+  if ("retrying" in fromStore && fromStore.retrying) outcome.retrying = true;
+  return outcome;
+}
+
+/** The retries, one after another, until one lands; errors reported, never thrown. */
+async function retry(attempt: () => Promise<boolean[]>, ctx: LimiterContext): Promise<void> {
+  for (const delay of RELEASE_RETRY_DELAYS_MS) {
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    try {
+      await attempt();
+      return;
+    } catch (error) {
+      ctx.onStoreError?.(error);
+    }
+  }
+}
+
+/**
+ * The member id of a call with a request id and a concurrency policy: its slot's id, the same
+ * for every retry (its record replays the admission; a retry whose record is gone re-adds the
+ * same member, counted once). Undefined otherwise: a fresh member id per call.
+ */
+export function slotMemberId(
+  policies: readonly { algorithm: string }[],
+  requestId: string | undefined,
+): string | undefined {
+  if (requestId === undefined) return undefined;
+  return policies.some((policy) => policy.algorithm === "concurrency")
+    ? `r:${requestId}`
+    : undefined;
+}
+
+// A plain-JS caller may pass anything: refused here, never sent.
+function slotIssue(input: unknown): string | undefined {
+  const { policy, key, slot } = (input ?? {}) as Record<string, unknown>;
+  if (typeof policy !== "string" || !POLICY_NAME.test(policy)) {
+    return "release: policy must be 1-64 characters of [A-Za-z0-9_.-]";
+  }
+  if (typeof key !== "string" || key.length === 0) {
+    return "release: key must be a non-empty string";
+  }
+  if (typeof slot !== "string" || slot.length === 0 || slot.length > MAX_SLOT_LENGTH) {
+    return `release: slot must be a non-empty string of at most ${MAX_SLOT_LENGTH} characters`;
+  }
+  return undefined;
+}
