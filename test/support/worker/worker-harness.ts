@@ -1,5 +1,5 @@
 /// <reference path="../provided.d.ts" />
-import { createExecutionContext, env } from "cloudflare:test";
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { inject } from "vitest";
 import type { Env } from "../../../worker/env";
 import app from "../../../worker/worker";
@@ -60,4 +60,20 @@ export function postJson(
     },
     body: JSON.stringify(body),
   });
+}
+
+/** One request to the worker with these bindings, its waitUntil work awaited before it returns. */
+export async function callWorker(
+  bindings: Env,
+  path: string,
+  init?: RequestInit,
+): Promise<Response> {
+  const ctx = createExecutionContext();
+  const res = await app.fetch(
+    new Request(new URL(path, "https://limited.test"), init),
+    bindings,
+    ctx,
+  );
+  await waitOnExecutionContext(ctx);
+  return res;
 }

@@ -5,14 +5,12 @@
  * store is the same bridge as home's (its keys are the home keys + ":region"); the three-database
  * topology with its delays is test/node/regions.test.ts.
  */
-import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../src/config/limiter-config";
 import { regionPicker } from "../../../src/config/regions-config";
 import type { Env } from "../../../worker/env";
-import app from "../../../worker/worker";
 import { scopedPrefix } from "../../support/worker/redis";
-import { baseEnv } from "../../support/worker/worker-harness";
+import { baseEnv, callWorker } from "../../support/worker/worker-harness";
 
 const prefix = scopedPrefix("regions-config");
 const regions = {
@@ -49,12 +47,7 @@ function envWith(overrides: Record<string, unknown>): Env {
   } as Env;
 }
 
-async function call(env: Env, path: string, init?: RequestInit) {
-  const ctx = createExecutionContext();
-  const res = await app.fetch(new Request(new URL(path, "https://limited.test"), init), env, ctx);
-  await waitOnExecutionContext(ctx);
-  return res;
-}
+const call = callWorker;
 
 describe("regions in LIMITER_CONFIG", () => {
   it("takes regions with colos (upper-cased) and continents, both optional", () => {

@@ -4,12 +4,10 @@
  * shard that decided, /check/stats each shard's breaker and decisions, and a config it cannot
  * run on refused with a 503 naming the field, as every config error is.
  */
-import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, inject, it } from "vitest";
 import type { Env } from "../../../worker/env";
-import app from "../../../worker/worker";
 import { shardPrefix, shardRedis } from "../../support/worker/shard-stores";
-import { baseEnv, originCount } from "../../support/worker/worker-harness";
+import { baseEnv, callWorker, originCount } from "../../support/worker/worker-harness";
 
 const prefix = shardPrefix("shards-worker");
 const [urlB, urlC] = inject("shardBridgeUrls");
@@ -45,12 +43,7 @@ function envWith(config: Record<string, unknown>, overrides: Partial<Env> = {}):
   } as Env;
 }
 
-async function call(env: Env, path: string, init?: RequestInit) {
-  const ctx = createExecutionContext();
-  const res = await app.fetch(new Request(new URL(path, "https://limited.test"), init), env, ctx);
-  await waitOnExecutionContext(ctx);
-  return res;
-}
+const call = callWorker;
 
 const check = (env: Env, key: string) =>
   call(env, "/check", {
