@@ -21,10 +21,14 @@
 // --baseline=<git ref> that ref's script beside this one), into bench/limit-change.md and .json;
 // --only=shards runs the shards section alone (three databases behind bridges capped at 1000
 // billed commands/s, the worker with 1, 2 and 3 shards and the anchor on one; bench/shards.mjs,
-// which also runs alone with its own flags), into bench/shards.md and .json: ≈ 4 min, ≈ 1 min quick.
+// which also runs alone with its own flags), into bench/shards.md and .json: ≈ 4 min, ≈ 1 min quick;
+// --only=concurrency runs the concurrency-limits section alone (two workers on one store, a slow
+// origin; bench/concurrency.mjs, which also runs alone), into bench/concurrency.md and .json:
+// ≈ 2 min, ≈ 40 s quick.
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { startOrigin } from "../test/support/origin-server.mjs";
+import { runConcurrencyBench, writeConcurrencyOutput } from "./concurrency.mjs";
 import { analyse, edgeBursts, rollingAdmissions, steadySender } from "./lib/accuracy.mjs";
 import { billedMarkdown, billedTable, runBilledCommands } from "./lib/billed-commands.mjs";
 import { cpuByPart, profileWorkerd } from "./lib/cpu-profile.mjs";
@@ -80,6 +84,7 @@ const slowRegionOnly = process.argv.includes("--only=regions-slow");
 const plansOnly = process.argv.includes("--only=plans");
 const limitChangeOnly = process.argv.includes("--only=limit-change");
 const shardsOnly = process.argv.includes("--only=shards");
+const concurrencyOnly = process.argv.includes("--only=concurrency");
 /**
  * Knobs of the two modes: full ≈ 24 min, quick ≈ 7 min on a 2-core machine (the billed-commands
  * section ≈ 3 and 2 min of that).
@@ -259,6 +264,17 @@ try {
     // Its own databases, bridges and builds (bench/shards.mjs).
     const shards = await runShardsBench({ quick, progress });
     writeShardsOutput(shards, `npm run bench -- --only=shards${quick ? " --quick" : ""}`, quick);
+    await cleanup();
+    process.exit(0);
+  }
+  if (concurrencyOnly) {
+    // Its own store, origin and build (bench/concurrency.mjs).
+    const concurrency = await runConcurrencyBench({ quick, progress });
+    writeConcurrencyOutput(
+      concurrency,
+      `npm run bench -- --only=concurrency${quick ? " --quick" : ""}`,
+      quick,
+    );
     await cleanup();
     process.exit(0);
   }
