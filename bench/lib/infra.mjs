@@ -116,6 +116,13 @@ export function compatibilityDate() {
   return /^compatibility_date\s*=\s*"([^"]+)"/m.exec(toml)?.[1] ?? "2026-04-20";
 }
 
+/** The compatibility flags of wrangler.toml, so a worker served by workerd alone runs with them. */
+export function compatibilityFlags() {
+  const toml = readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
+  const list = /^compatibility_flags\s*=\s*\[([^\]]*)\]/m.exec(toml)?.[1] ?? "";
+  return [...list.matchAll(/"([^"]+)"/g)].map((match) => /** @type {string} */ (match[1]));
+}
+
 /**
  * Builds worker/worker.ts (via wrangler.toml), bench/anchor-worker.ts (the anchor behind our /check
  * code), bench/anchor-minimal-worker.ts (the anchor behind a minimal /check front) and
@@ -189,6 +196,7 @@ export async function serveWorker({ scriptPath, bindings, inspector, via }) {
       bindings,
       inspector,
       compatibilityDate: compatibilityDate(),
+      compatibilityFlags: compatibilityFlags(),
     });
   }
   // freePort() only finds a port free now: an outgoing connection (the load generator's, the
@@ -222,6 +230,7 @@ async function serveOnce({ scriptPath, bindings, inspectorPort }, port) {
     host: "127.0.0.1",
     port,
     compatibilityDate: compatibilityDate(),
+    compatibilityFlags: compatibilityFlags(),
     // Store errors are logged per request during the outage runs; keep them off the terminal.
     handleStructuredLogs: () => {},
     ...(inspectorPort !== undefined ? { inspectorPort } : {}),

@@ -40,9 +40,9 @@ function capnpText(value) {
  * (port 0: workerd picks a free one and says which on the control fd, so no other process can
  * take it between our choosing and its binding), and outbound fetches allowed to loopback and
  * private addresses (the bridge, a local origin), which workerd's default "internet" refuses.
- * @param {{ module: string, bindings: Record<string, string>, compatibilityDate: string }} o
+ * @param {{ module: string, bindings: Record<string, string>, compatibilityDate: string, compatibilityFlags?: string[] | undefined }} o
  */
-export function workerdConfig({ module, bindings, compatibilityDate }) {
+export function workerdConfig({ module, bindings, compatibilityDate, compatibilityFlags }) {
   const vars = Object.entries(bindings)
     .map(([name, value]) => `(name = ${capnpText(name)}, text = ${capnpText(value)})`)
     .join(",\n        ");
@@ -52,6 +52,7 @@ const config :Workerd.Config = (
     (name = "main", worker = (
       modules = [(name = ${capnpText(module)}, esModule = embed ${capnpText(module)})],
       compatibilityDate = ${capnpText(compatibilityDate)},
+      compatibilityFlags = [${(compatibilityFlags ?? []).map(capnpText).join(", ")}],
       bindings = [
         ${vars}
       ],
@@ -67,17 +68,28 @@ const config :Workerd.Config = (
 /**
  * Serves `scriptPath` (a single-module bundle from `wrangler deploy --dry-run`) with workerd;
  * resolves once workerd says it listens (and its inspector, when asked for).
- * @param {{ scriptPath: string, bindings: Record<string, string>, compatibilityDate: string, inspector?: boolean | undefined }} options
+ * @param {{ scriptPath: string, bindings: Record<string, string>, compatibilityDate: string, compatibilityFlags?: string[] | undefined, inspector?: boolean | undefined }} options
  *   inspector: workerd's V8 inspector on too (profiles), on a port of its choosing
  * @returns {Promise<{ url: string, pid: number | undefined, inspectorPort: number | undefined, dispose: () => Promise<void> }>}
  */
-export async function serveWithWorkerd({ scriptPath, bindings, compatibilityDate, inspector }) {
+export async function serveWithWorkerd({
+  scriptPath,
+  bindings,
+  compatibilityDate,
+  compatibilityFlags,
+  inspector,
+}) {
   const dir = path.dirname(scriptPath);
   // One config per worker served (one bundle may be served twice, with other bindings).
   const config = path.join(dir, `workerd-${++served}.capnp`);
   writeFileSync(
     config,
-    workerdConfig({ module: path.basename(scriptPath), bindings, compatibilityDate }),
+    workerdConfig({
+      module: path.basename(scriptPath),
+      bindings,
+      compatibilityDate,
+      compatibilityFlags,
+    }),
   );
   const args = ["serve", config, "--control-fd=3"];
   if (inspector) args.push("--inspector-addr=127.0.0.1:0");

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { compatibilityDate, wranglerBundle } from "../../bench/lib/infra.mjs";
+import { compatibilityDate, compatibilityFlags, wranglerBundle } from "../../bench/lib/infra.mjs";
 import { serveWithWorkerd } from "../../bench/lib/serve-workerd.mjs";
 import { startBridge } from "../../bridge/server.mjs";
 import { startPrivateRedis } from "../../scripts/lib/redis.mjs";
@@ -55,7 +55,12 @@ beforeAll(async () => {
   const scriptPath = await wranglerBundle(join(dir, "ours"));
   for (let i = 0; i < 2; i++) {
     workers.push(
-      await serveWithWorkerd({ scriptPath, bindings, compatibilityDate: compatibilityDate() }),
+      await serveWithWorkerd({
+        scriptPath,
+        bindings,
+        compatibilityDate: compatibilityDate(),
+        compatibilityFlags: compatibilityFlags(),
+      }),
     );
   }
 }, 120_000);
