@@ -48,13 +48,10 @@ export interface LimitedExchange extends DecideOptions {
 export async function runLimited(exchange: LimitedExchange): Promise<Response> {
   // A network block refuses before any key is derived or anything counted (decideRules).
   const outcome = await decideRules(exchange.rules, exchange.headers, exchange);
+  // A refused request holds no concurrency slots (decideRules gave back any it took); a
+  // forwarded one holds them while in flight, until its answer's body ends.
+  if (!outcome.allowed) return exchange.refuse(outcome);
   const { limiter, waitUntil } = exchange;
-  // Concurrency slots (a shadow rule's beside a refusal too) are held while the request is in
-  // flight: a refused request holds none, a forwarded one until its answer's body ends.
-  if (!outcome.allowed) {
-    if (outcome.slots) releaseNow(limiter, outcome.slots, waitUntil);
-    return exchange.refuse(outcome);
-  }
   let response: Response;
   try {
     response = await exchange.forward(outcome);
