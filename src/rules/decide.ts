@@ -234,8 +234,8 @@ export async function limitWithShadow(
   // taken beside the enforced rules' refusal goes back now, not when a response ends.
   let slots = shadowDecided?.slots;
   if (slots && enforcedDecided && !enforcedDecided.allowed) {
-    const released = limiter.release(slots, options);
-    options.waitUntil?.(released);
+    // release never rejects, and its waitUntil keeps it alive: nothing to await here.
+    void limiter.release(slots, options);
     slots = undefined;
   }
   const enforcedSlots = enforcedDecided?.slots;
