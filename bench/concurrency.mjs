@@ -799,7 +799,7 @@ export function concurrencyMarkdown(r) {
           "Why, as far as this run shows: workerd notices the client is gone (it closes the origin " +
             "fetch within tens of ms) but never calls the `cancel` of the stream the proxy wraps the body " +
             "in (src/http/release-at-end.ts `releasingAtEnd`), nor settles its pending `pull`: the request's " +
-            "context is torn down, so `releaseNow` never runs and no release reaches the store (a MONITOR " +
+            "context is torn down, so its release callback never runs and no release reaches the store (a MONITOR " +
             "on the redis-server shows no release script after the disconnect). The slot is freed only " +
             "when it lapses at the rule's timeout. In-process tests (`reader.cancel()` on the Response) " +
             "do reach `cancel`; a real HTTP client's disconnect through workerd does not. A `ctx.waitUntil` " +

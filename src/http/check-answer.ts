@@ -57,23 +57,17 @@ async function withShadowRules(
   shadow: ReadonlySet<string>,
   options: LimitAllOptions,
 ): Promise<ShadowedDecision> {
-  const { enforcedDecided, shadowDecided, decisions, shadowDenied } = await limitWithShadow(
+  // A refused request holds no slots: limitWithShadow gave back any a shadow rule took.
+  const { enforcedDecided, shadowDecided, decisions, shadowDenied, slots } = await limitWithShadow(
     limiter,
     check.requests,
     shadow,
     options,
   );
-  const slots = [...(enforcedDecided?.slots ?? []), ...(shadowDecided?.slots ?? [])];
-  const allowed = enforcedDecided?.allowed ?? true;
-  if (!allowed && slots.length > 0) {
-    // Refused: a shadow rule's slot taken beside the enforced rules' denial is given back now.
-    const released = limiter.release(slots, options);
-    options.waitUntil?.(released);
-  }
   return {
-    allowed,
+    allowed: enforcedDecided?.allowed ?? true,
     decisions,
-    ...(allowed && slots.length > 0 ? { slots } : {}),
+    ...(slots ? { slots } : {}),
     replayed: enforcedDecided?.replayed ?? shadowDecided?.replayed ?? false,
     ...(enforcedDecided?.deniedBy !== undefined ? { deniedBy: enforcedDecided.deniedBy } : {}),
     ...(enforcedDecided?.conflict ? { conflict: enforcedDecided.conflict } : {}),

@@ -16,7 +16,7 @@ import { type DecideOptions, decideRules } from "../rules/decide";
 import type { RulesOutcome } from "../rules/outcome";
 import { type RefundFailedEvent, refundOnServerError } from "../rules/refund-on-error";
 import { outcomeHeaders, withRateLimitHeaders } from "./rate-limit-headers";
-import { releaseNow, releasingAtEnd } from "./release-at-end";
+import { releasingAtEnd } from "./release-at-end";
 
 /**
  * One incoming request some rule applies to, as a surface hands it over: what to decide it by,
@@ -48,18 +48,18 @@ export interface LimitedExchange extends DecideOptions {
 export async function runLimited(exchange: LimitedExchange): Promise<Response> {
   // A network block refuses before any key is derived or anything counted (decideRules).
   const outcome = await decideRules(exchange.rules, exchange.headers, exchange);
+  // A refused request holds no concurrency slots (decideRules gave back any it took); a
+  // forwarded one holds them while in flight, until its answer's body ends.
+  if (!outcome.allowed) return exchange.refuse(outcome);
   const { limiter, waitUntil } = exchange;
-  // Concurrency slots (a shadow rule's beside a refusal too) are held while the request is in
-  // flight: a refused request holds none, a forwarded one until its answer's body ends.
-  if (!outcome.allowed) {
-    if (outcome.slots) releaseNow(limiter, outcome.slots, waitUntil);
-    return exchange.refuse(outcome);
-  }
+  const held = outcome.slots;
+  // release never rejects, and its waitUntil keeps it alive past the response: not awaited.
+  const release = held ? () => void limiter.release(held, { waitUntil }) : undefined;
   let response: Response;
   try {
     response = await exchange.forward(outcome);
   } catch (error) {
-    if (outcome.slots) releaseNow(limiter, outcome.slots, waitUntil);
+    release?.();
     throw error;
   }
   const settled = await refundOnServerError(
@@ -70,6 +70,5 @@ export async function runLimited(exchange: LimitedExchange): Promise<Response> {
     exchange.onRefundFailed,
   );
   const answered = withRateLimitHeaders(response, outcomeHeaders(settled, exchange.legacyHeaders));
-  const held = outcome.slots;
-  return held ? releasingAtEnd(answered, () => releaseNow(limiter, held, waitUntil)) : answered;
+  return release ? releasingAtEnd(answered, release) : answered;
 }

@@ -4,21 +4,6 @@
  * body failed (the origin broke off). The proxy and the middleware both answer through
  * runLimited, which wraps the response here; the release itself runs off the request path.
  */
-import type { Limiter } from "../limiter/limiter-api";
-import type { ConcurrencySlot, WaitUntil } from "../limiter/types";
-
-/** Gives the slots back now, off the request path (with `waitUntil`, past the response). */
-export function releaseNow(
-  limiter: Limiter,
-  slots: readonly ConcurrencySlot[],
-  waitUntil: WaitUntil | undefined,
-): void {
-  if (slots.length === 0) return;
-  // release never rejects: an unattended promise cannot become an unhandled rejection.
-  const released = limiter.release(slots, waitUntil ? { waitUntil } : {});
-  waitUntil?.(released);
-}
-
 /**
  * The response, its body wrapped so that the slots are released exactly once, when the body
  * ends, is cancelled, or errors; a response without a body releases them at once. Status and

@@ -320,7 +320,13 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
       if (counted.regional && regional) return regional.refund(counted, only);
       return refundReceipt(ctx, counted, only);
     },
-    release: (slots, releaseOptions) => releaseOf(ctx, slots, releaseOptions),
+    release(slots, releaseOptions) {
+      // Released when a request ends, often past its response: waitUntil keeps the call alive
+      // whether or not the caller awaits it (as limitAll's keeps its lease calls alive).
+      const released = releaseOf(ctx, slots, releaseOptions);
+      releaseOptions?.waitUntil?.(released);
+      return released;
+    },
     inFlight: (names) => inFlightOf(ctx, names),
     async endLeases() {
       await Promise.all(allBooks().map((book) => book?.endAll() ?? Promise.resolve()));

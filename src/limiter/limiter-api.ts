@@ -59,9 +59,9 @@ export interface Limiter {
   /**
    * Gives back concurrency slots (`decision.slots`, docs/concurrency.md) when their requests end:
    * one store call for all of them. Never throws: answers per slot whether it was held
-   * (`released`), or the store's failure as `error`; with `waitUntil` a failed release is retried
-   * off the path a bounded number of times (`retrying`). A slot never released lapses at its
-   * timeout.
+   * (`released`), or the store's failure as `error`. With `waitUntil` the call is kept alive past
+   * the response (there is no need to await it) and a failed release is retried off the path a
+   * bounded number of times (`retrying`). A slot never released lapses at its timeout.
    */
   release(
     slots: ReleaseInput | readonly ReleaseInput[],

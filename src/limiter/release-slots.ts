@@ -23,7 +23,10 @@ export type ReleaseInput = Pick<ConcurrencySlot, "policy" | "key" | "slot"> &
   Partial<Pick<ConcurrencySlot, "shard">>;
 
 export interface ReleaseOptions {
-  /** Keeps retries of a failed release alive past the response: `ctx.waitUntil`. */
+  /**
+   * Keeps the release, and the retries of a failed one, alive past the response:
+   * `ctx.waitUntil`.
+   */
   waitUntil?: WaitUntil | undefined;
 }
 

@@ -18,6 +18,7 @@ import type { ClientIpConfig } from "../config/client-ip-config";
 import type { RuleConfig } from "../config/rule-schema";
 import type { Limiter } from "../limiter/limiter-api";
 import type {
+  ConcurrencySlot,
   Decision,
   LimitAllOptions,
   LimitRequest,
@@ -99,7 +100,7 @@ export async function decideRules(
     ...(options.waitUntil ? { waitUntil: options.waitUntil } : {}),
     ...(options.region !== undefined ? { region: options.region } : {}),
   };
-  const { enforcedDecided, shadowDecided, decisions, shadowDenied } = await limitWithShadow(
+  const { enforcedDecided, shadowDecided, decisions, shadowDenied, slots } = await limitWithShadow(
     options.limiter,
     requests,
     shadowRules,
@@ -122,11 +123,6 @@ export async function decideRules(
   const receipts = [enforcedDecided?.receipt, shadowDecided?.receipt].filter(
     (receipt): receipt is RefundReceipt => receipt !== undefined,
   );
-  // Built only for a request that holds slots (concurrency rules): no array per other request.
-  const slots =
-    enforcedDecided?.slots || shadowDecided?.slots
-      ? [...(enforcedDecided?.slots ?? []), ...(shadowDecided?.slots ?? [])]
-      : [];
   const keyBlock = enforcedDecided?.blocked;
   if (keyBlock) {
     // Nothing counts for a blocked request: the shadow rules, decided beside it, give theirs back.
@@ -143,7 +139,6 @@ export async function decideRules(
       deniedBy: rule,
       shadowDenied: [],
       blocked: block,
-      ...(slots.length > 0 ? { slots } : {}),
     };
   }
   return {
@@ -155,7 +150,7 @@ export async function decideRules(
     ...(enforcedDecided?.replayed ? { replayed: true } : {}),
     ...(enforcedDecided?.conflict ? { conflict: enforcedDecided.conflict } : {}),
     ...(receipts.length > 0 ? { receipts } : {}),
-    ...(slots.length > 0 ? { slots } : {}),
+    ...(slots ? { slots } : {}),
   };
 }
 
@@ -208,7 +203,9 @@ async function networkBlockOutcome(
  * middleware and /check decide them: the enforced ones by one limiter call, all or nothing, the
  * shadow ones by a second in parallel, so a shadow denial never keeps the enforced rules from
  * counting (nor the reverse). Each group's MultiDecision (undefined for an empty group), every
- * decision back in the requests' order, and the shadow policies that would have denied.
+ * decision back in the requests' order, the shadow policies that would have denied, and the
+ * concurrency slots the request holds: both groups' when the enforced rules allow, none when
+ * they refuse.
  */
 export async function limitWithShadow(
   limiter: Limiter,
@@ -220,6 +217,7 @@ export async function limitWithShadow(
   shadowDecided: MultiDecision | undefined;
   decisions: Decision[];
   shadowDenied: string[];
+  slots: ConcurrencySlot[] | undefined;
 }> {
   const enforced = requests.filter((r) => !shadow.has(r.policy));
   const shadowed = requests.filter((r) => shadow.has(r.policy));
@@ -232,11 +230,22 @@ export async function limitWithShadow(
   for (const d of [...(enforcedDecided?.decisions ?? []), ...(shadowDecided?.decisions ?? [])]) {
     byPolicy.set(d.policy, d);
   }
+  // A refused limitAll holds no slots; a refused request holds none either: a shadow rule's slot
+  // taken beside the enforced rules' refusal goes back now, not when a response ends.
+  let slots = shadowDecided?.slots;
+  if (slots && enforcedDecided && !enforcedDecided.allowed) {
+    // release never rejects, and its waitUntil keeps it alive: nothing to await here.
+    void limiter.release(slots, options);
+    slots = undefined;
+  }
+  const enforcedSlots = enforcedDecided?.slots;
+  if (enforcedSlots) slots = slots ? [...enforcedSlots, ...slots] : enforcedSlots;
   return {
     enforcedDecided,
     shadowDecided,
     decisions: requests.map((r) => byPolicy.get(r.policy) as Decision),
     shadowDenied: (shadowDecided?.decisions ?? []).filter((d) => !d.allowed).map((d) => d.policy),
+    slots,
   };
 }
 

@@ -50,8 +50,8 @@ export interface RulesOutcome {
   receipts?: RefundReceipt[];
   /**
    * The concurrency slots the request holds (docs/concurrency.md), enforced and shadow rules'
-   * alike: the proxy and the middleware release them when the response body ends. On a refused
-   * request, the shadow rules' slots taken beside it (released at once).
+   * alike: the proxy and the middleware release them when the response body ends. A refused
+   * request holds none (a shadow rule's slot taken beside the refusal was given back at once).
    */
   slots?: ConcurrencySlot[];
   /**

@@ -153,4 +153,32 @@ describe("runLimited: decide, forward or refuse, refund on 5xx, headers", () => 
     expect(response.headers.has("Retry-After")).toBe(false);
     expect(events).toEqual([expect.objectContaining({ event: "shadow-deny", policy: name })]);
   });
+
+  it("gives back a shadow rule's slot taken beside a refusal: a refused request holds none", async () => {
+    const run = crypto.randomUUID().slice(0, 8);
+    const [enforced, shadow] = [`enforced-${run}`, `shadow-slots-${run}`];
+    const rules = rulesOf([
+      { name: enforced, limit: 1, window: "1m", key: "global" },
+      {
+        name: shadow,
+        algorithm: "concurrency",
+        limit: 5,
+        timeout: "30s",
+        key: "global",
+        shadow: true,
+      },
+    ]);
+    const passed = await runLimited(exchange(rules).call);
+    expect(await limiter.inFlight([shadow])).toEqual([expect.objectContaining({ inFlight: 1 })]);
+    await passed.text();
+    const { call, refused } = exchange(rules);
+    expect((await runLimited(call)).status).toBe(429);
+    expect(refused).toEqual([expect.objectContaining({ allowed: false, violated: [enforced] })]);
+    expect(refused[0]?.slots).toBeUndefined();
+    // Both releases run off the request path: poll (bounded) until they have landed.
+    const inFlight = async () => (await limiter.inFlight([shadow]))[0]?.inFlight;
+    let held = await inFlight();
+    for (let tries = 0; tries < 100 && held !== 0; tries++) held = await inFlight();
+    expect(held).toBe(0);
+  });
 });

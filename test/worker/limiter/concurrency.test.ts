@@ -156,6 +156,20 @@ describe("release", () => {
     await limiter.release(mine.slot as ConcurrencySlot);
   });
 
+  it("with waitUntil the release keeps itself alive: the caller need not await it", async () => {
+    const limiter = isolate();
+    const key = `alive-${crypto.randomUUID()}`;
+    const taken = await limiter.limit(slots("c-alive", key, 1));
+    const tasks: Promise<unknown>[] = [];
+    const released = limiter.release(taken.slot as ConcurrencySlot, {
+      waitUntil: (p) => tasks.push(p),
+    });
+    expect(tasks).toHaveLength(1);
+    expect(tasks[0]).toBe(released);
+    await Promise.all(tasks);
+    expect(await held("c-alive", key)).toBe(0);
+  });
+
   it("a malformed slot is answered, not thrown, and nothing is sent", async () => {
     const limiter = isolate();
     const out = await limiter.release({ policy: "bad name!", key: "k", slot: "s" });
