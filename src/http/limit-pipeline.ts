@@ -30,6 +30,11 @@ export interface LimitedExchange extends DecideOptions {
   headers: Headers;
   /** Also send X-RateLimit-Limit / -Remaining / -Reset. */
   legacyHeaders: boolean;
+  /**
+   * The incoming request's signal: when it aborts (the client went away) while the answer's body
+   * is still being delivered, the request's concurrency slots are released then. @default none
+   */
+  signal?: AbortSignal | undefined;
   /** Called when a `refundOn: "5xx"` refund could not be made. @default none */
   onRefundFailed?: ((event: RefundFailedEvent) => void) | undefined;
   /** Passes the request on: the origin's response (proxy), or the app's after `next()`. */
@@ -70,5 +75,7 @@ export async function runLimited(exchange: LimitedExchange): Promise<Response> {
     exchange.onRefundFailed,
   );
   const answered = withRateLimitHeaders(response, outcomeHeaders(settled, exchange.legacyHeaders));
-  return release ? releasingAtEnd(answered, release) : answered;
+  return release
+    ? releasingAtEnd(answered, release, { signal: exchange.signal, waitUntil })
+    : answered;
 }

@@ -186,6 +186,7 @@ function guardRequest(
   return runLimited({
     rules: applying,
     headers: request.headers,
+    signal: request.signal,
     limiter: exchange.limiter,
     clientIp,
     requestId,

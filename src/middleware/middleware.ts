@@ -238,6 +238,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
     const response = await runLimited({
       rules: applying,
       headers,
+      signal: c.req.raw.signal,
       limiter,
       clientIp,
       keyOf: keyFn ? () => (key ??= Promise.resolve(keyFn(c))) : undefined,

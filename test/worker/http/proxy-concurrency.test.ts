@@ -114,10 +114,12 @@ describe("proxy: a concurrency rule", () => {
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
     expect(new TextDecoder().decode((await reader.read()).value)).toBe("first\n");
     expect(await heldSlots()).toBe(1);
-    // The client goes away before the origin has finished.
+    // The client goes away before the origin has finished. workerd's own stream carries the
+    // body (release-at-end.ts): the pipe into it fails, and the slot goes back, when the
+    // origin's next chunk finds no reader.
     await reader.cancel("client went away");
-    expect(await allReleased()).toBe(0);
     await fetch(`${originUrl()}/release/${id}`);
+    expect(await allReleased()).toBe(0);
   });
 
   it("releases the slot when the origin fails, and for a bodiless answer", async () => {
