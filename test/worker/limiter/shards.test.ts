@@ -268,6 +268,116 @@ describe("a limiter over three shards", () => {
     );
     await hang.set("forward");
   });
+  it("no decision of a healthy shard's key waits on a hanging one", async () => {
+    const hang = await faultScenario("hang");
+    const urls = shardUrls();
+    // A deadline far past what the healthy calls take: every call to the sick shard is still
+    // out when they are answered, and its breaker never opens during the test.
+    const limiter = createLimiter({
+      store: [
+        storeAt(urls[0] as string, 4_000),
+        storeAt(hang.url, 4_000),
+        storeAt(urls[2] as string, 4_000),
+      ],
+      prefix,
+      timeoutMs: 4_000,
+      failMode: "closed",
+    });
+    const [a, b, c] = keysOnEachShard(limiter, "no-wait") as [string, string, string];
+    let sickSettled = 0;
+    const sick = [
+      limiter.limit(rule("sh-nowait", b, 5)),
+      limiter.limitAll([rule("sh-nowait", b, 5), rule("sh-nowait", a, 5)]),
+    ].map((p) => p.finally(() => sickSettled++));
+    // Both calls have reached the sick shard and hang there.
+    for (let stats = await hang.stats(); stats.pending < 2; stats = await hang.stats()) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const healthy = await Promise.all([
+      limiter.limit(rule("sh-nowait", a, 5)),
+      limiter.limit(rule("sh-nowait", c, 5)),
+      limiter.limitAll([rule("sh-nowait-a", a, 5), rule("sh-nowait-c", c, 5)]),
+    ]);
+    // Answered by Redis, admitted, while every call to the sick shard is still out.
+    expect(sickSettled).toBe(0);
+    expect([healthy[0], healthy[1]].map((d) => [d.shard, d.source, d.allowed])).toEqual([
+      ["0", "redis", true],
+      ["2", "redis", true],
+    ]);
+    expect(healthy[2].allowed).toBe(true);
+    expect(healthy[2].decisions.map((d) => [d.shard, d.source])).toEqual([
+      ["0", "redis"],
+      ["2", "redis"],
+    ]);
+    expect(limiter.shards().map((shard) => shard.breaker)).toEqual(["closed", "closed", "closed"]);
+    // The sick shard's keys go to their failure policy at the deadline (closed: denied), and
+    // the healthy part of the mixed request is given back.
+    const [alone, mixed] = (await Promise.all(sick)) as [
+      Awaited<ReturnType<typeof limiter.limit>>,
+      Awaited<ReturnType<typeof limiter.limitAll>>,
+    ];
+    expect([alone.source, alone.allowed]).toEqual(["fail-closed", false]);
+    expect(mixed.allowed).toBe(false);
+    expect(mixed.decisions.map((d) => [d.shard, d.source])).toEqual([
+      ["1", "fail-closed"],
+      ["0", "redis"],
+    ]);
+    expect(await logCount(redis[0] as (typeof redis)[0], storageKey(prefix, "sh-nowait", a))).toBe(
+      1,
+    );
+    await hang.set("forward");
+  }, 20_000);
+
+  it("network blocks on a first shard whose breaker is open: no request waits on it", async () => {
+    const hang = await faultScenario("hang");
+    const clock = manualClock();
+    const urls = shardUrls();
+    const limiter = createLimiter({
+      store: [
+        storeAt(hang.url, 300),
+        storeAt(urls[1] as string, 2_000),
+        storeAt(urls[2] as string, 2_000),
+      ],
+      prefix,
+      now: clock.now,
+      timeoutMs: 300,
+      breaker: { failureThreshold: 1 },
+      failMode: "closed",
+    });
+    const [a, b] = keysOnEachShard(limiter, "first-sick") as [string, string, string];
+    const blocks = limiter.networkBlocks({ refreshMs: 1_000, onRefreshFailed: () => {} });
+    // A decision of the first shard's own key meets the hanging store and opens its breaker.
+    expect(await limiter.limit(rule("sh-first-sick", a, 50))).toMatchObject({
+      shard: "0",
+      source: "fail-closed",
+    });
+    expect(limiter.shards()[0]?.breaker).toBe("open");
+    const sent = (await hang.stats()).requests;
+    // Each past the copy's refresh interval: without the breaker each would wait for a load.
+    for (let i = 0; i < 5; i++) {
+      clock.advance(1_100);
+      expect(await blocks.match({ ip: "192.0.2.9" }, ["api"])).toBeUndefined();
+      expect(await limiter.limit(rule("sh-first-sick", b, 50))).toMatchObject({
+        shard: "1",
+        source: "redis",
+        allowed: true,
+      });
+    }
+    expect((await hang.stats()).requests).toBe(sent);
+    // A decision of the first shard's own key probes it; answering again, loads resume.
+    await hang.set("forward");
+    clock.advance(SHARD_MAX_COOLDOWN_MS);
+    expect(await limiter.limit(rule("sh-first-sick", a, 50))).toMatchObject({
+      shard: "0",
+      source: "redis",
+    });
+    expect(limiter.shards()[0]?.breaker).toBe("closed");
+    const probed = (await hang.stats()).requests;
+    clock.advance(1_100);
+    expect(await blocks.match({ ip: "192.0.2.9" }, ["api"])).toBeUndefined();
+    expect((await hang.stats()).requests).toBeGreaterThan(probed);
+  });
+
   it("a recovered shard's keys are back on Redis within its capped cool-down, however long it hung", async () => {
     const hang = await faultScenario("hang");
     const clock = manualClock();
