@@ -82,6 +82,10 @@ describe("reshard: two shards become three", () => {
         );
       }
     }
+    // The share is a figure worth seeing (npm test -- --silent=false prints it).
+    console.log(
+      `reshard: ${total} admitted of ${ideal} an exact log admits (${((100 * total) / ideal).toFixed(1)} %), ${moved.length} of ${keys.length} keys moved`,
+    );
     expect(total / ideal).toBeGreaterThanOrEqual(0.9);
     expect(peeksOnly).toBeGreaterThan(0);
     // The placement's phase lasts until the longest window any policy may have has passed.
