@@ -126,6 +126,93 @@ describe("a limiter over three shards", () => {
     ).toBe(2);
   });
 
+  it("cost, peek, reset, overrides and key blocks: each on the key's shard", async () => {
+    // Plain clients: a peek needs the store client's read-only script calls.
+    const fresh = () =>
+      createLimiter({
+        store: shardUrls().map((url) => storeAt(url, 2_000)),
+        prefix,
+        timeoutMs: 2_000,
+        denialCache: false,
+      });
+    const limiter = fresh();
+    const keys = keysOnEachShard(limiter, "plans");
+    // One limiter per database alone, same prefix: what each shard holds for a key.
+    const alone = shardUrls().map((url) =>
+      createLimiter({ store: storeAt(url, 2_000), prefix, denialCache: false }),
+    );
+    const asked = (key: string, extra: Partial<LimitRequest> = {}) =>
+      rule("sh-plans", key, 10, { overrides: true, ...extra });
+    const peekOn = async (single: (typeof alone)[number], key: string) => {
+      const peeked = await single.peek(asked(key));
+      return peeked.peeked ? peeked : undefined;
+    };
+    for (const [shard, key] of keys.entries()) {
+      const name = String(shard);
+      expect(await limiter.limit(asked(key, { cost: 4 }))).toMatchObject({
+        allowed: true,
+        remaining: 6,
+        shard: name,
+      });
+      expect(
+        await logCount(redis[shard] as (typeof redis)[0], storageKey(prefix, "sh-plans", key)),
+      ).toBe(4);
+      expect(await limiter.peek(asked(key))).toMatchObject({
+        peeked: true,
+        remaining: 6,
+        shard: name,
+      });
+
+      // An override is stored with the key: only its shard's database has it.
+      expect(await limiter.overrides.set("sh-plans", key, { limit: 5 })).toMatchObject({
+        ok: true,
+      });
+      for (const [i, single] of alone.entries()) {
+        expect(await peekOn(single, key)).toMatchObject({
+          limit: i === shard ? 5 : 10,
+        });
+      }
+      expect(await limiter.limit(asked(key))).toMatchObject({
+        allowed: true,
+        limit: 5,
+        remaining: 0,
+      });
+      expect(await limiter.limit(asked(key))).toMatchObject({ allowed: false, limit: 5 });
+
+      // Reset: the count is gone, on the key's shard.
+      expect(await limiter.reset(asked(key))).toMatchObject({
+        existed: true,
+      });
+      expect(
+        await logCount(redis[shard] as (typeof redis)[0], storageKey(prefix, "sh-plans", key)),
+      ).toBe(0);
+      expect(await limiter.limit(asked(key))).toMatchObject({ allowed: true, remaining: 4 });
+
+      // A key block, likewise with the key: blocked through the sharded limiter, and on its
+      // shard's database alone.
+      expect(await limiter.blocks.add({ policy: "sh-plans", key }, { seconds: 60 })).toMatchObject({
+        ok: true,
+      });
+      expect(await limiter.limit(asked(key))).toMatchObject({
+        allowed: false,
+        source: "block",
+        shard: name,
+      });
+      for (const [i, single] of alone.entries()) {
+        expect((await peekOn(single, key))?.source).toBe(i === shard ? "block" : "redis");
+      }
+      // Removed on its shard: another isolate's sharded limiter decides it by Redis again (this
+      // one may answer its remembered block for up to a second: OVERRIDE_CLAIM_MAX_MS).
+      await limiter.blocks.remove({ policy: "sh-plans", key });
+      await limiter.overrides.remove("sh-plans", key);
+      expect(await fresh().limit(asked(key))).toMatchObject({
+        allowed: true,
+        limit: 10,
+        source: "redis",
+      });
+    }
+  });
+
   it("a retry of a multi-shard request with its request id is counted once", async () => {
     const { limiter } = sharded();
     const [a, , c] = keysOnEachShard(limiter, "retry") as [string, string, string];
