@@ -11,6 +11,7 @@ import {
 } from "../net/network-blocks";
 import { readNetworkBlocks } from "../store/plans";
 import { withinDeadline } from "../store/script-runner";
+import { StoreTimeoutError } from "../store/with-deadline";
 import type { LimiterContext } from "./context";
 
 export interface NetworkBlocksOptions {
@@ -55,14 +56,36 @@ export function createNetworkBlockCopies(ctx: LimiterContext): NetworkBlockCopie
           copy.options.onRefreshFailed === options.onRefreshFailed,
       );
       if (known) return known.blocks;
-      const { prefix, store } = ctx;
+      const { prefix, store, breaker } = ctx;
       const blocks = createNetworkBlocks({
-        load: () =>
-          withinDeadline(store, options.timeoutMs, (client) =>
-            // The store's clock state is the store client's, not the deadline's wrapper's.
-            readNetworkBlocks(client, prefix, { clockOf: store, clock: ctx.clock.source }),
-          ),
+        load: async () => {
+          // A store whose breaker is not closed is known not to answer: the old copy decides
+          // rather than every request (a healthy shard's keys too, when this is the first
+          // shard) waiting a timeout for it. Only decisions probe it; loads resume once one
+          // has found it answering.
+          if (breaker.state !== "closed") {
+            throw new Error(`the store's circuit breaker is ${breaker.state}`);
+          }
+          const permit = breaker.acquire();
+          const sentAt = ctx.now();
+          try {
+            const read = await withinDeadline(store, options.timeoutMs, (client) =>
+              // The store's clock state is the store client's, not the deadline's wrapper's.
+              readNetworkBlocks(client, prefix, { clockOf: store, clock: ctx.clock.source }),
+            );
+            ctx.lastAnswerAt = Math.max(ctx.lastAnswerAt, ctx.now());
+            breaker.success(permit);
+            return read;
+          } catch (error) {
+            // As for a decision: slow while the store answered others is not dead.
+            if (error instanceof StoreTimeoutError && ctx.lastAnswerAt >= sentAt) {
+              breaker.release(permit);
+            } else breaker.failure(permit, error);
+            throw error;
+          }
+        },
         refreshMs: options.refreshMs,
+        now: ctx.now,
         onRefreshFailed:
           options.onRefreshFailed ??
           ((event) => console.warn(JSON.stringify({ ...event, prefix }))),

@@ -126,6 +126,93 @@ describe("a limiter over three shards", () => {
     ).toBe(2);
   });
 
+  it("cost, peek, reset, overrides and key blocks: each on the key's shard", async () => {
+    // Plain clients: a peek needs the store client's read-only script calls.
+    const fresh = () =>
+      createLimiter({
+        store: shardUrls().map((url) => storeAt(url, 2_000)),
+        prefix,
+        timeoutMs: 2_000,
+        denialCache: false,
+      });
+    const limiter = fresh();
+    const keys = keysOnEachShard(limiter, "plans");
+    // One limiter per database alone, same prefix: what each shard holds for a key.
+    const alone = shardUrls().map((url) =>
+      createLimiter({ store: storeAt(url, 2_000), prefix, denialCache: false }),
+    );
+    const asked = (key: string, extra: Partial<LimitRequest> = {}) =>
+      rule("sh-plans", key, 10, { overrides: true, ...extra });
+    const peekOn = async (single: (typeof alone)[number], key: string) => {
+      const peeked = await single.peek(asked(key));
+      return peeked.peeked ? peeked : undefined;
+    };
+    for (const [shard, key] of keys.entries()) {
+      const name = String(shard);
+      expect(await limiter.limit(asked(key, { cost: 4 }))).toMatchObject({
+        allowed: true,
+        remaining: 6,
+        shard: name,
+      });
+      expect(
+        await logCount(redis[shard] as (typeof redis)[0], storageKey(prefix, "sh-plans", key)),
+      ).toBe(4);
+      expect(await limiter.peek(asked(key))).toMatchObject({
+        peeked: true,
+        remaining: 6,
+        shard: name,
+      });
+
+      // An override is stored with the key: only its shard's database has it.
+      expect(await limiter.overrides.set("sh-plans", key, { limit: 5 })).toMatchObject({
+        ok: true,
+      });
+      for (const [i, single] of alone.entries()) {
+        expect(await peekOn(single, key)).toMatchObject({
+          limit: i === shard ? 5 : 10,
+        });
+      }
+      expect(await limiter.limit(asked(key))).toMatchObject({
+        allowed: true,
+        limit: 5,
+        remaining: 0,
+      });
+      expect(await limiter.limit(asked(key))).toMatchObject({ allowed: false, limit: 5 });
+
+      // Reset: the count is gone, on the key's shard.
+      expect(await limiter.reset(asked(key))).toMatchObject({
+        existed: true,
+      });
+      expect(
+        await logCount(redis[shard] as (typeof redis)[0], storageKey(prefix, "sh-plans", key)),
+      ).toBe(0);
+      expect(await limiter.limit(asked(key))).toMatchObject({ allowed: true, remaining: 4 });
+
+      // A key block, likewise with the key: blocked through the sharded limiter, and on its
+      // shard's database alone.
+      expect(await limiter.blocks.add({ policy: "sh-plans", key }, { seconds: 60 })).toMatchObject({
+        ok: true,
+      });
+      expect(await limiter.limit(asked(key))).toMatchObject({
+        allowed: false,
+        source: "block",
+        shard: name,
+      });
+      for (const [i, single] of alone.entries()) {
+        expect((await peekOn(single, key))?.source).toBe(i === shard ? "block" : "redis");
+      }
+      // Removed on its shard: another isolate's sharded limiter decides it by Redis again (this
+      // one may answer its remembered block for up to a second: OVERRIDE_CLAIM_MAX_MS).
+      await limiter.blocks.remove({ policy: "sh-plans", key });
+      await limiter.overrides.remove("sh-plans", key);
+      expect(await fresh().limit(asked(key))).toMatchObject({
+        allowed: true,
+        limit: 10,
+        source: "redis",
+      });
+    }
+  });
+
   it("a retry of a multi-shard request with its request id is counted once", async () => {
     const { limiter } = sharded();
     const [a, , c] = keysOnEachShard(limiter, "retry") as [string, string, string];
@@ -268,6 +355,116 @@ describe("a limiter over three shards", () => {
     );
     await hang.set("forward");
   });
+  it("no decision of a healthy shard's key waits on a hanging one", async () => {
+    const hang = await faultScenario("hang");
+    const urls = shardUrls();
+    // A deadline far past what the healthy calls take: every call to the sick shard is still
+    // out when they are answered, and its breaker never opens during the test.
+    const limiter = createLimiter({
+      store: [
+        storeAt(urls[0] as string, 4_000),
+        storeAt(hang.url, 4_000),
+        storeAt(urls[2] as string, 4_000),
+      ],
+      prefix,
+      timeoutMs: 4_000,
+      failMode: "closed",
+    });
+    const [a, b, c] = keysOnEachShard(limiter, "no-wait") as [string, string, string];
+    let sickSettled = 0;
+    const sick = [
+      limiter.limit(rule("sh-nowait", b, 5)),
+      limiter.limitAll([rule("sh-nowait", b, 5), rule("sh-nowait", a, 5)]),
+    ].map((p) => p.finally(() => sickSettled++));
+    // Both calls have reached the sick shard and hang there.
+    for (let stats = await hang.stats(); stats.pending < 2; stats = await hang.stats()) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const healthy = await Promise.all([
+      limiter.limit(rule("sh-nowait", a, 5)),
+      limiter.limit(rule("sh-nowait", c, 5)),
+      limiter.limitAll([rule("sh-nowait-a", a, 5), rule("sh-nowait-c", c, 5)]),
+    ]);
+    // Answered by Redis, admitted, while every call to the sick shard is still out.
+    expect(sickSettled).toBe(0);
+    expect([healthy[0], healthy[1]].map((d) => [d.shard, d.source, d.allowed])).toEqual([
+      ["0", "redis", true],
+      ["2", "redis", true],
+    ]);
+    expect(healthy[2].allowed).toBe(true);
+    expect(healthy[2].decisions.map((d) => [d.shard, d.source])).toEqual([
+      ["0", "redis"],
+      ["2", "redis"],
+    ]);
+    expect(limiter.shards().map((shard) => shard.breaker)).toEqual(["closed", "closed", "closed"]);
+    // The sick shard's keys go to their failure policy at the deadline (closed: denied), and
+    // the healthy part of the mixed request is given back.
+    const [alone, mixed] = (await Promise.all(sick)) as [
+      Awaited<ReturnType<typeof limiter.limit>>,
+      Awaited<ReturnType<typeof limiter.limitAll>>,
+    ];
+    expect([alone.source, alone.allowed]).toEqual(["fail-closed", false]);
+    expect(mixed.allowed).toBe(false);
+    expect(mixed.decisions.map((d) => [d.shard, d.source])).toEqual([
+      ["1", "fail-closed"],
+      ["0", "redis"],
+    ]);
+    expect(await logCount(redis[0] as (typeof redis)[0], storageKey(prefix, "sh-nowait", a))).toBe(
+      1,
+    );
+    await hang.set("forward");
+  }, 20_000);
+
+  it("network blocks on a first shard whose breaker is open: no request waits on it", async () => {
+    const hang = await faultScenario("hang");
+    const clock = manualClock();
+    const urls = shardUrls();
+    const limiter = createLimiter({
+      store: [
+        storeAt(hang.url, 300),
+        storeAt(urls[1] as string, 2_000),
+        storeAt(urls[2] as string, 2_000),
+      ],
+      prefix,
+      now: clock.now,
+      timeoutMs: 300,
+      breaker: { failureThreshold: 1 },
+      failMode: "closed",
+    });
+    const [a, b] = keysOnEachShard(limiter, "first-sick") as [string, string, string];
+    const blocks = limiter.networkBlocks({ refreshMs: 1_000, onRefreshFailed: () => {} });
+    // A decision of the first shard's own key meets the hanging store and opens its breaker.
+    expect(await limiter.limit(rule("sh-first-sick", a, 50))).toMatchObject({
+      shard: "0",
+      source: "fail-closed",
+    });
+    expect(limiter.shards()[0]?.breaker).toBe("open");
+    const sent = (await hang.stats()).requests;
+    // Each past the copy's refresh interval: without the breaker each would wait for a load.
+    for (let i = 0; i < 5; i++) {
+      clock.advance(1_100);
+      expect(await blocks.match({ ip: "192.0.2.9" }, ["api"])).toBeUndefined();
+      expect(await limiter.limit(rule("sh-first-sick", b, 50))).toMatchObject({
+        shard: "1",
+        source: "redis",
+        allowed: true,
+      });
+    }
+    expect((await hang.stats()).requests).toBe(sent);
+    // A decision of the first shard's own key probes it; answering again, loads resume.
+    await hang.set("forward");
+    clock.advance(SHARD_MAX_COOLDOWN_MS);
+    expect(await limiter.limit(rule("sh-first-sick", a, 50))).toMatchObject({
+      shard: "0",
+      source: "redis",
+    });
+    expect(limiter.shards()[0]?.breaker).toBe("closed");
+    const probed = (await hang.stats()).requests;
+    clock.advance(1_100);
+    expect(await blocks.match({ ip: "192.0.2.9" }, ["api"])).toBeUndefined();
+    expect((await hang.stats()).requests).toBeGreaterThan(probed);
+  });
+
   it("a recovered shard's keys are back on Redis within its capped cool-down, however long it hung", async () => {
     const hang = await faultScenario("hang");
     const clock = manualClock();
