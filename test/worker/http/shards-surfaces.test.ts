@@ -3,8 +3,9 @@
  * databases (the test bridge's database 0 unsuffixed, databases 1 and 2 as B and C): cost, peek
  * and reset on the key's shard; an override and a key block set through the admin routes stored
  * on the key's shard alone and applied there; network blocks and the analytics on the first
- * shard; a reshard configured ahead of its instant deciding on the old placement; and one
- * shard's bridge hanging while the other shards' keys are still decided by Redis.
+ * shard; a reshard ahead of its instant deciding on the old placement, and one past it
+ * deciding a removed shard's keys elsewhere with that shard's count held against the limit; and
+ * one shard's bridge hanging while the other shards' keys are still decided by Redis.
  */
 import { describe, expect, inject, it } from "vitest";
 import type { Env } from "../../../worker/env";
@@ -78,7 +79,7 @@ async function keysOnEachShard(env: Env, label: string): Promise<string[]> {
   for (let i = 0; found.size < SHARDS.length; i++) {
     const key = `${label}-${i}-${crypto.randomUUID()}`;
     const answer = await check(env, { rule: "probe", key });
-    expect(answer.source).toBe("redis");
+    expect(answer.source, JSON.stringify(answer)).toBe("redis");
     if (!found.has(answer.shard as string)) found.set(answer.shard as string, key);
   }
   return SHARDS.map((name) => found.get(name) as string);
@@ -229,6 +230,41 @@ describe("a sharded worker's surfaces", () => {
     });
     expect(await stats.json()).toMatchObject({
       shards: { placement: { phase: "before", shards: ["", "B"] } },
+    });
+  });
+
+  it("a shard being removed, past the instant: its keys decided elsewhere with its count held", async () => {
+    const removing = `${prefix}-rm`;
+    const before = envWith({ prefix: removing });
+    // Past the instant and its settle interval, within the transition (the longest window).
+    const at = new Date(Date.now() - 60_000).toISOString();
+    const after = envWith({
+      prefix: removing,
+      shards: ["", "B"],
+      reshard: { from: ["", "B", "C"], at },
+    });
+    const onC = (await keysOnEachShard(before, "removing"))[2] as string;
+    for (let i = 0; i < 3; i++) {
+      expect(await check(before, { rule: "api", key: onC })).toMatchObject({
+        allowed: true,
+        shard: "C",
+      });
+    }
+    // On the new placement: not C, and C's 3 still count against the limit of 5.
+    const moved = await check(after, { rule: "api", key: onC });
+    expect(moved).toMatchObject({ allowed: true, limit: 5, remaining: 1 });
+    expect(["", "B"]).toContain(moved.shard);
+    expect(await check(after, { rule: "api", key: onC })).toMatchObject({
+      allowed: true,
+      remaining: 0,
+      shard: moved.shard,
+    });
+    expect(await check(after, { rule: "api", key: onC })).toMatchObject({ allowed: false });
+    const stats = await callWorker(after, "/check/stats", {
+      headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
+    });
+    expect(await stats.json()).toMatchObject({
+      shards: { placement: { phase: "transition", shards: ["", "B"] } },
     });
   });
 
