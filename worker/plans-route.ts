@@ -142,7 +142,15 @@ export async function plansListHandler(c: Context<{ Bindings: Env }>): Promise<R
   }
   const cursor = c.req.query("cursor") ?? "0";
   // A Redis cursor is an unsigned 64-bit number: a larger one is the store's error, not a page.
-  if (!/^\d{1,20}$/.test(cursor) || BigInt(cursor) > MAX_CURSOR) {
+  // With shards a page's cursor is `<shard index>:<cursor>` (the listing walks every shard, one
+  // after the other), so that form is one a page answered, with an index below the shards'.
+  const scan = /^(?:(\d{1,2}):)?(\d{1,20})$/.exec(cursor);
+  const shardIndex = scan?.[1] === undefined ? undefined : Number(scan[1]);
+  if (
+    !scan ||
+    BigInt(scan[2] as string) > MAX_CURSOR ||
+    (shardIndex !== undefined && shardIndex >= (runtime.config.shards?.length ?? 0))
+  ) {
     return bad("cursor", "must be the cursor a page answered");
   }
   const countText = c.req.query("count") ?? "100";

@@ -356,6 +356,20 @@ describe("npm start", () => {
       },
       // Only whitespace: blank, not "not set" (the variable is set).
       { config: "   ", says: /LIMITER_CONFIG is blank/ },
+      // Shards refused as any other field is: a name twice, a reshard instant that does not parse.
+      {
+        config: JSON.stringify({ shards: ["", "B", "B"], rules: [], prefix: RUN }),
+        says: /LIMITER_CONFIG shards must not name a shard twice/,
+      },
+      {
+        config: JSON.stringify({
+          shards: ["", "B"],
+          reshard: { from: [""], at: "next tuesday" },
+          rules: [],
+          prefix: RUN,
+        }),
+        says: /LIMITER_CONFIG reshard\.at must be an ISO 8601 instant/,
+      },
     ];
     const instances = await Promise.all(
       cases.map(({ config }) =>

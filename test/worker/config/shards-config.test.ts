@@ -36,6 +36,11 @@ describe("shards in LIMITER_CONFIG", () => {
       { shards: ["", "B"], reshard: { from: ["", ""], at: "2026-12-10T12:00:00Z" } },
       "reshard.from",
     ],
+    [
+      { shards: ["", "B"], reshard: { from: ["", "b"], at: "2026-12-10T12:00:00Z" } },
+      "reshard.from[1]",
+    ],
+    [{ shards: ["", "B"], reshard: { from: "B", at: "2026-12-10T12:00:00Z" } }, "reshard.from"],
     [{ shards: ["", "B"], reshard: { from: [""], at: "tomorrow" } }, "reshard.at"],
     [{ shards: ["", "B"], reshard: { from: [""], at: "2026-13-40T99:00:00Z" } }, "reshard.at"],
     [{ shards: ["", "B"], reshard: { from: [""] } }, "reshard.at"],

@@ -137,6 +137,17 @@ describe("a sharded config the worker cannot run on", () => {
       "UPSTASH_REDIS_REST_TOKEN_C",
     ],
     ["a shard named twice", () => envWith({ shards: ["", "B", "B"] }), "shards"],
+    ["a shard name no binding can have", () => envWith({ shards: ["", "B", "c"] }), "shards[2]"],
+    [
+      "a reshard from a shard name no binding can have",
+      () => envWith({ reshard: { from: ["", "b-2"], at: "2026-12-10T12:00:00Z" } }),
+      "reshard.from[1]",
+    ],
+    [
+      "a reshard from a shard named twice",
+      () => envWith({ reshard: { from: ["B", "B"], at: "2026-12-10T12:00:00Z" } }),
+      "reshard.from",
+    ],
     [
       "a reshard instant that does not parse",
       () => envWith({ reshard: { from: ["", "B"], at: "next tuesday" } }),

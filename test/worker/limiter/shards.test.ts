@@ -501,6 +501,47 @@ describe("a limiter over three shards", () => {
     });
     expect(limiter.shards()[1]?.breaker).toBe("closed");
   });
+  it("a hot key is leased by its own shard, and the lease's units are counted there only", async () => {
+    const clock = manualClock();
+    const pending: Promise<unknown>[] = [];
+    const counted = shardUrls().map((url) => counting(storeAt(url, 2_000)));
+    const limiter = createLimiter({
+      store: counted.map((c) => c.store),
+      prefix,
+      timeoutMs: 2_000,
+      clock: "caller",
+      now: clock.now,
+    });
+    const key = keysOnEachShard(limiter, "lease")[1] as string;
+    const hot = rule("sh-lease", key, 100, { windowMs: 10_000, lease: true });
+    const waitUntil = (promise: Promise<unknown>) => {
+      pending.push(promise);
+    };
+    const first = await limiter.limitAll([hot], { waitUntil });
+    expect(first.decisions[0]).toMatchObject({ source: "redis", shard: "1" });
+    // Two units within a lease's lifetime make the key hot: the second is paid from a lease.
+    const second = await limiter.limitAll([hot], { waitUntil });
+    expect(second.decisions[0]).toMatchObject({ allowed: true, source: "lease", shard: "1" });
+    while (pending.length > 0) await Promise.all(pending.splice(0));
+    // Spent from the lease: no call for the decision, at most the renewal it starts in the
+    // background, and that on the key's shard; none on the others.
+    const before = counted.map((c) => c.calls());
+    clock.advance(100);
+    const local = await limiter.limitAll([hot], { waitUntil });
+    expect(local.decisions[0]).toMatchObject({ allowed: true, source: "lease", shard: "1" });
+    while (pending.length > 0) await Promise.all(pending.splice(0));
+    const added = counted.map((c, i) => c.calls() - (before[i] as number));
+    expect(added[1]).toBeLessThanOrEqual(1);
+    expect([added[0], added[2]]).toEqual([0, 0]);
+    // The lease's units are in the key's log on its shard; the others hold nothing of it.
+    const logs = await Promise.all(
+      redis.map((client) => logCount(client, storageKey(prefix, "sh-lease", key))),
+    );
+    expect(logs[1]).toBeGreaterThan(2);
+    expect([logs[0], logs[2]]).toEqual([0, 0]);
+    await limiter.endLeases();
+  });
+
   it("concurrency slots over shards: released where they are held; a partial denial holds none", async () => {
     const urls = shardUrls();
     const limiter = createLimiter({
