@@ -472,6 +472,9 @@ const WAITED_MS = FAULT_TIMEOUT_MS * 0.95;
  * cooldownMs, maxCooldownMs). "defaults" are the worker's own (DEFAULT_BREAKER), written out.
  * @type {{ id: string, name: string, breaker: { failureThreshold: number, cooldownMs: number, maxCooldownMs: number } }[]}
  */
+/** A shard's breaker doubles its cool-down up to this at most (SHARD_MAX_COOLDOWN_MS in src/limiter/sharded-limiter.ts). */
+const SHARD_MAX_COOLDOWN_MS = 1_500;
+
 export const FAULT_BREAKERS = [
   {
     id: "defaults",
@@ -888,7 +891,8 @@ export function faultsMarkdown(faults) {
   const { plan, runs } = faults;
   const ms = (/** @type {number} */ v, digits = 1) => `${fixed(v, digits)} ms`;
   const settings = (/** @type {(typeof runs)[number]} */ r) =>
-    `failureThreshold ${r.breaker.failureThreshold}, cooldownMs ${r.breaker.cooldownMs}, maxCooldownMs ${r.breaker.maxCooldownMs}`;
+    `failureThreshold ${r.breaker.failureThreshold}, cooldownMs ${r.breaker.cooldownMs}, maxCooldownMs ${r.breaker.maxCooldownMs}; ` +
+    `a shard's doubling stops at ${Math.min(Math.max(r.breaker.cooldownMs, r.breaker.maxCooldownMs), SHARD_MAX_COOLDOWN_MS)} ms`;
   const lines = [
     "## Faults: one of three shards hanging",
     "",
