@@ -16,7 +16,7 @@ import { type DecideOptions, decideRules } from "../rules/decide";
 import type { RulesOutcome } from "../rules/outcome";
 import { type RefundFailedEvent, refundOnServerError } from "../rules/refund-on-error";
 import { outcomeHeaders, withRateLimitHeaders } from "./rate-limit-headers";
-import { releasingAtEnd } from "./release-at-end";
+import { heldUntilReleased, releasingAtEnd } from "./release-at-end";
 
 /**
  * One incoming request some rule applies to, as a surface hands it over: what to decide it by,
@@ -59,7 +59,10 @@ export async function runLimited(exchange: LimitedExchange): Promise<Response> {
   const { limiter, waitUntil } = exchange;
   const held = outcome.slots;
   // release never rejects, and its waitUntil keeps it alive past the response: not awaited.
-  const release = held ? () => void limiter.release(held, { waitUntil }) : undefined;
+  // The context is held from here until it has run, so a client's disconnect still reaches it.
+  const release = held
+    ? heldUntilReleased(() => limiter.release(held, { waitUntil }), waitUntil)
+    : undefined;
   let response: Response;
   try {
     response = await exchange.forward(outcome);
@@ -75,7 +78,5 @@ export async function runLimited(exchange: LimitedExchange): Promise<Response> {
     exchange.onRefundFailed,
   );
   const answered = withRateLimitHeaders(response, outcomeHeaders(settled, exchange.legacyHeaders));
-  return release
-    ? releasingAtEnd(answered, release, { signal: exchange.signal, waitUntil })
-    : answered;
+  return release ? releasingAtEnd(answered, release, exchange.signal) : answered;
 }

@@ -111,12 +111,15 @@ describe("middleware: a concurrency rule", () => {
     const res = await hono.request(new Request("http://app.test/stream", { signal: gone.signal }));
     expect(res.status).toBe(200);
     expect(await held(key)).toBe(1);
-    void writers[0]?.write(new TextEncoder().encode("part"));
+    const writer = writers[0] as WritableStreamDefaultWriter<Uint8Array>;
+    const wrote = writer.write(new TextEncoder().encode("part")).catch(() => "refused");
     gone.abort();
     expect(await heldBecomes(key, 0)).toBe(0);
-    // Released once: the body ending later gives nothing more back, and the slot is reusable.
-    void writers[0]?.close();
-    expect(await res.text()).toBe("part");
+    // Nobody is there to read the rest: the body is cut off, the handler's stream with it.
+    await expect(res.text()).rejects.toThrow();
+    expect(await writer.closed.catch(() => "errored")).toBe("errored");
+    await wrote;
+    // Released once, and the slot is free for the next request.
     const next = await hono.request("/plain");
     expect(next.status).toBe(200);
     expect(await next.text()).toBe("plain");

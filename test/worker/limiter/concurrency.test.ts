@@ -9,6 +9,7 @@ import type { LimiterOptions } from "../../../src/limiter/limiter-options";
 import type { ConcurrencySlot, LimitRequest } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
 import { createStoreClient } from "../../../src/store/upstash-client";
+import { faultScenario, storeAt } from "../../support/worker/fault-control";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
 const redis = testRedis();
@@ -196,6 +197,40 @@ describe("release", () => {
     await Promise.all(tasks);
     // The first attempt and each bounded retry reported their failure.
     expect(errors.length).toBe(4);
+  });
+});
+
+describe("a store that hangs mid-request", () => {
+  it("the release is retried once it answers; nothing over the limit once it is back", async () => {
+    const store = await faultScenario("forward");
+    const limiter = createLimiter({
+      store: storeAt(store.url, 300),
+      prefix,
+      timeoutMs: 300,
+      fallback: false,
+      denialCache: false,
+    });
+    const key = `hang-${crypto.randomUUID()}`;
+    const first = await limiter.limit(slots("c-hang", key, 2));
+    expect(first.allowed).toBe(true);
+    // The store hangs while the request ends: the release's first attempt times out.
+    await store.set("hang");
+    const tasks: Promise<unknown>[] = [];
+    const out = await limiter.release(first.slot as ConcurrencySlot, {
+      waitUntil: (p) => tasks.push(p),
+    });
+    expect(out).toMatchObject({ released: [], retrying: true });
+    expect(await held("c-hang", key)).toBe(1);
+    // It answers again: a retry off the path lands, and the slot is back.
+    await store.set("forward");
+    await Promise.all(tasks);
+    expect(await held("c-hang", key)).toBe(0);
+    // Back: a burst admits exactly the limit, through the store.
+    const burst = await Promise.all(
+      Array.from({ length: 12 }, () => limiter.limit(slots("c-hang", key, 2))),
+    );
+    expect(burst.filter((d) => d.allowed)).toHaveLength(2);
+    expect(await held("c-hang", key)).toBe(2);
   });
 });
 
