@@ -77,6 +77,8 @@ export async function runLimited(exchange: LimitedExchange): Promise<Response> {
     exchange.limiter,
     exchange.onRefundFailed,
   );
-  const answered = withRateLimitHeaders(response, outcomeHeaders(settled, exchange.legacyHeaders));
-  return release ? releasingAtEnd(answered, release, exchange.signal) : answered;
+  // The body as the client gets it (holding the slots until it has been delivered), then the
+  // headers, which keep that body.
+  const delivered = release ? releasingAtEnd(response, release, exchange.signal) : response;
+  return withRateLimitHeaders(delivered, outcomeHeaders(settled, exchange.legacyHeaders));
 }
