@@ -14,8 +14,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { compatibilityDate, compatibilityFlags, wranglerBundle } from "../../bench/lib/infra.mjs";
-import { serveWithWorkerd } from "../../bench/lib/serve-workerd.mjs";
+import { compatibilityFlags, serveWorker, wranglerBundle } from "../../bench/lib/infra.mjs";
 import { startBridge } from "../../bridge/server.mjs";
 import { startPrivateRedis } from "../../scripts/lib/redis.mjs";
 
@@ -24,7 +23,7 @@ const TOKEN = "disconnect-e2e";
 const SLOT_TIMEOUT_MS = 120_000;
 const dir = mkdtempSync(join(tmpdir(), "edge-limiter-disconnect-"));
 
-type Served = Awaited<ReturnType<typeof serveWithWorkerd>>;
+type Served = Awaited<ReturnType<typeof serveWorker>>;
 const stops: (() => Promise<void>)[] = [];
 const workers: Served[] = [];
 let origin: Server;
@@ -78,16 +77,8 @@ beforeAll(async () => {
   };
   expect(compatibilityFlags()).toContain("enable_request_signal");
   const scriptPath = await wranglerBundle(join(dir, "ours"));
-  for (let i = 0; i < 2; i++) {
-    workers.push(
-      await serveWithWorkerd({
-        scriptPath,
-        bindings,
-        compatibilityDate: compatibilityDate(),
-        compatibilityFlags: compatibilityFlags(),
-      }),
-    );
-  }
+  // Two isolates that share nothing but the stores, each with wrangler.toml's date and flags.
+  for (let i = 0; i < 2; i++) workers.push(await serveWorker({ scriptPath, bindings }));
 }, 120_000);
 
 afterAll(async () => {

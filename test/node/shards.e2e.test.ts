@@ -11,8 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { compatibilityDate, compatibilityFlags, wranglerBundle } from "../../bench/lib/infra.mjs";
-import { serveWithWorkerd } from "../../bench/lib/serve-workerd.mjs";
+import { serveWorker, wranglerBundle } from "../../bench/lib/infra.mjs";
 import { startBridge } from "../../bridge/server.mjs";
 import { startPrivateRedis } from "../../scripts/lib/redis.mjs";
 
@@ -21,7 +20,7 @@ const TOKEN = "shards-e2e";
 const LIMITER_TOKEN = "shards-e2e-decisions";
 const dir = mkdtempSync(join(tmpdir(), "edge-limiter-shards-"));
 
-type Served = Awaited<ReturnType<typeof serveWithWorkerd>>;
+type Served = Awaited<ReturnType<typeof serveWorker>>;
 const stops: (() => Promise<void>)[] = [];
 const direct: Record<string, Redis> = {};
 const workers: Served[] = [];
@@ -53,16 +52,8 @@ beforeAll(async () => {
     bindings[`UPSTASH_REDIS_REST_TOKEN${suffix}`] = TOKEN;
   }
   const scriptPath = await wranglerBundle(join(dir, "ours"));
-  for (let i = 0; i < 2; i++) {
-    workers.push(
-      await serveWithWorkerd({
-        scriptPath,
-        bindings,
-        compatibilityDate: compatibilityDate(),
-        compatibilityFlags: compatibilityFlags(),
-      }),
-    );
-  }
+  // Two isolates that share nothing but the stores, each with wrangler.toml's date and flags.
+  for (let i = 0; i < 2; i++) workers.push(await serveWorker({ scriptPath, bindings }));
 }, 120_000);
 
 afterAll(async () => {
