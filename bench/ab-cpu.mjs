@@ -31,7 +31,6 @@ const rate = Number(option("rate")[0]) || undefined;
 const seconds = Number(option("seconds")[0]) || (rate ? 2 : 4);
 const reps = Number(option("reps")[0]) || 8;
 const withIds = (option("with")[0] ?? "").split(",").filter(Boolean);
-const miniflare = option("serve")[0] === "miniflare";
 const OURS_CONFIG = JSON.stringify({ rules: [], timeoutMs: 500, failMode: "open" });
 
 const tmp = tempDir();
@@ -65,11 +64,7 @@ for (const c of contenders) {
     LIMITER_TOKEN,
     ...(c.ours ? { LIMITER_CONFIG: OURS_CONFIG } : {}),
   };
-  const worker = await serveWorker({
-    scriptPath: c.scriptPath,
-    bindings,
-    via: miniflare ? "miniflare" : "workerd",
-  });
+  const worker = await serveWorker({ scriptPath: c.scriptPath, bindings });
   served.push({ ...c, ...worker });
 }
 try {

@@ -417,18 +417,12 @@ try {
     .find((a) => a.startsWith("--cpu-ids="))
     ?.slice(10)
     .split(",");
-  // Each served by workerd alone, as deployed (bench/lib/serve-workerd.mjs); the /check pair
-  // also through Miniflare (the 4th field), whose own workers then take every request and every
-  // subrequest too (what `wrangler dev` runs, and what this section measured before): for
-  // comparison only.
-  cpuServed.push(
-    ["oursMiniflare", bundles.ours, { LIMITER_CONFIG: OURS_CONFIG }, "miniflare"],
-    ["anchorMinimalMiniflare", bundles.anchorMinimal, {}, "miniflare"],
-  );
-  for (const [id, scriptPath, bindings, via] of cpuServed) {
+  // Each served by workerd alone, as deployed (bench/lib/serve-workerd.mjs). The pair served
+  // through Miniflare went with Miniflare 5, whose options no longer take a bare script.
+  for (const [id, scriptPath, bindings] of cpuServed) {
     if (cpuIds && !cpuIds.includes(id)) continue;
     const all = { ...storeBindings, ...bindings };
-    const worker = await serveWorker({ scriptPath, bindings: all, via });
+    const worker = await serveWorker({ scriptPath, bindings: all });
     // Disposed after the section; the cleanup only covers a failure during it (dispose once).
     let disposed = false;
     worker.dispose = ((dispose) => async () => {

@@ -10,6 +10,7 @@
 // UPSTASH_REDIS_REST_URL + UPSTASH_REDIS_REST_TOKEN (unset: use the bridge), LIMITER_CONFIG
 // (JSON; unset: wrangler.toml's), ORIGIN_URL (unset: none), LIMITER_ANALYTICS (1: that config
 // with analytics on, for the dashboard).
+import "./lib/node-version.mjs";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";

@@ -2,6 +2,7 @@
 // npm test: a Redis for the tests (REDIS_URL, the default one, or a private redis-server),
 // then `vitest run` with any extra arguments (`npm test -- --project node`). Exits with
 // vitest's code. Node only.
+import "./lib/node-version.mjs";
 import { spawn } from "node:child_process";
 import os from "node:os";
 import path from "node:path";

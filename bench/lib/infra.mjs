@@ -16,14 +16,8 @@ import { freePort } from "../../scripts/lib/ports.mjs";
 import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
 import { startPrivateRedis as startRedisServer } from "../../scripts/lib/redis.mjs";
 import { serveWithWorkerd } from "./serve-workerd.mjs";
-import { workerdChildren } from "./workerd-cpu.mjs";
-import { fromWrangler } from "./wrangler-deps.mjs";
 
 export const ROOT = path.resolve(import.meta.dirname, "..", "..");
-
-// The Miniflare (and so the workerd) that wrangler itself uses (wrangler-deps.mjs).
-/** @type {{ Miniflare: new (options: object) => { ready: Promise<URL>, dispose(): Promise<void> } }} */
-const { Miniflare } = fromWrangler("miniflare");
 
 /** @param {number} ms */
 export const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -113,7 +107,7 @@ export async function wranglerBundle(outdir, args = [], cwd = ROOT) {
 /** The compatibility date of wrangler.toml, so both workers run with the same one. */
 export function compatibilityDate() {
   const toml = readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
-  return /^compatibility_date\s*=\s*"([^"]+)"/m.exec(toml)?.[1] ?? "2026-04-20";
+  return /^compatibility_date\s*=\s*"([^"]+)"/m.exec(toml)?.[1] ?? "2026-11-10";
 }
 
 /** The compatibility flags of wrangler.toml, so a worker served by workerd alone runs with them. */
@@ -181,72 +175,17 @@ export function tempDir() {
 }
 
 /**
- * One worker served by workerd on its own port: by workerd alone (serve-workerd.mjs), as the edge
- * runs it, unless `via: "miniflare"`. Through Miniflare (what `wrangler dev` runs), Miniflare's
- * own workers share the process: its entry worker takes every request, and every fetch the
- * worker makes goes out through another (the CPU section measures what they cost).
- * @param {{ scriptPath: string, bindings: Record<string, string>, inspector?: boolean, via?: "workerd" | "miniflare" }} options
+ * One worker served by workerd alone on its own port (serve-workerd.mjs), as the edge runs it.
+ * @param {{ scriptPath: string, bindings: Record<string, string>, inspector?: boolean }} options
  *   inspector: workerd's V8 inspector on too, its port returned (profiling only)
  * @returns {Promise<{ url: string, pid: number | undefined, inspectorPort: number | undefined, dispose: () => Promise<void> }>}
  */
-export async function serveWorker({ scriptPath, bindings, inspector, via }) {
-  if (via !== "miniflare") {
-    return serveWithWorkerd({
-      scriptPath,
-      bindings,
-      inspector,
-      compatibilityDate: compatibilityDate(),
-      compatibilityFlags: compatibilityFlags(),
-    });
-  }
-  // freePort() only finds a port free now: an outgoing connection (the load generator's, the
-  // bridge's) can take it before workerd binds it. Such a race is retried on new ports.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const inspectorPort = inspector ? await freePort() : undefined;
-      return await serveOnce({ scriptPath, bindings, inspectorPort }, await freePort());
-    } catch (error) {
-      if (/** @type {{ code?: string }} */ (error)?.code !== "ERR_ADDRESS_IN_USE" || attempt >= 3) {
-        throw error;
-      }
-    }
-  }
-}
-
-/**
- * @param {{ scriptPath: string, bindings: Record<string, string>, inspectorPort?: number | undefined }} options
- * @param {number} port
- */
-async function serveOnce({ scriptPath, bindings, inspectorPort }, port) {
-  // Each Miniflare starts its own workerd child: the one that appears is this worker's, whose
-  // CPU time the benchmark reads (workerd-cpu.mjs). Workers are served one at a time.
-  const before = new Set(workerdChildren());
-  const mf = new Miniflare({
-    modules: true,
+export async function serveWorker({ scriptPath, bindings, inspector }) {
+  return serveWithWorkerd({
     scriptPath,
-    // Module names are paths relative to this root; the bundle lives in a temp dir.
-    modulesRoot: path.dirname(scriptPath),
     bindings,
-    host: "127.0.0.1",
-    port,
+    inspector,
     compatibilityDate: compatibilityDate(),
     compatibilityFlags: compatibilityFlags(),
-    // Store errors are logged per request during the outage runs; keep them off the terminal.
-    handleStructuredLogs: () => {},
-    ...(inspectorPort !== undefined ? { inspectorPort } : {}),
   });
-  let ready;
-  try {
-    ready = await mf.ready;
-  } catch (error) {
-    await mf.dispose().catch(() => {});
-    throw error;
-  }
-  const pids = workerdChildren().filter((pid) => !before.has(pid));
-  return {
-    url: ready.origin,
-    pid: pids.length === 1 ? pids[0] : undefined,
-    inspectorPort,
-    dispose: () => mf.dispose(),
-  };
 }

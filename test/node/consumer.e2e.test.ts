@@ -13,12 +13,14 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { serveWorker } from "../../bench/lib/infra.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const APP = path.join(ROOT, "test", "consumer-app");
 const require = createRequire(path.join(ROOT, "package.json"));
 const TSC = require.resolve("typescript/bin/tsc");
-const WRANGLER = require.resolve("wrangler/bin/wrangler.js");
+// wrangler exports no subpath: its bin by path, as npm links it.
+const WRANGLER = path.join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js");
 const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
   version: string;
   peerDependencies: Record<string, string>;
@@ -232,30 +234,16 @@ describe.skipIf(unreachable !== undefined)("the packed package in a scratch app"
     expect(served.output).not.toContain("rate-limit-no-client-ip");
   });
 
-  it("bundles with wrangler and limits in workerd (Miniflare) against the bridge", async () => {
+  it("bundles with wrangler and limits in workerd against the bridge", async () => {
     const bundle = await run(
       process.execPath,
       [WRANGLER, "deploy", "--dry-run", "--outdir", "bundle"],
       dir,
     );
     expect(bundle.code, bundle.output).toBe(0);
-    // Miniflare as wrangler itself uses it (the workerd that wrangler dev would run); its types
-    // are not the hoisted miniflare's (the vitest pool's newer major), hence the shape here.
-    const fromWrangler = createRequire(require.resolve("wrangler/package.json"));
-    const { Miniflare } = (await import(fromWrangler.resolve("miniflare"))) as {
-      Miniflare: new (
-        options: Record<string, unknown>,
-      ) => {
-        dispatchFetch: (url: string, init: RequestInit) => Promise<Response>;
-        dispose: () => Promise<void>;
-      };
-    };
-    const mf = new Miniflare({
-      modules: true,
+    // Served by workerd alone, as deployed (the workerd wrangler itself runs).
+    const worker = await serveWorker({
       scriptPath: path.join(dir, "bundle", "worker.js"),
-      // Module names are relative to this; the default (the cwd, this repo) cannot reach tmp.
-      modulesRoot: path.join(dir, "bundle"),
-      compatibilityDate: "2026-04-20",
       bindings: {
         UPSTASH_REDIS_REST_URL: inject("bridgeUrl"),
         UPSTASH_REDIS_REST_TOKEN: inject("bridgeToken"),
@@ -265,7 +253,7 @@ describe.skipIf(unreachable !== undefined)("the packed package in a scratch app"
     try {
       const answers: Answer[] = [];
       for (let i = 0; i < 4; i += 1) {
-        const res = await mf.dispatchFetch("http://scratch.test/api/hello", {
+        const res = await fetch(`${worker.url}/api/hello`, {
           headers: { "X-User-Id": "c" },
         });
         answers.push({
@@ -278,7 +266,7 @@ describe.skipIf(unreachable !== undefined)("the packed package in a scratch app"
       }
       expectLimited(answers);
     } finally {
-      await mf.dispose();
+      await worker.dispose();
     }
   });
 });

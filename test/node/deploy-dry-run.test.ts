@@ -4,14 +4,14 @@
 // run with the same wrangler.toml).
 import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
-import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, expect, it } from "vitest";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const WRANGLER = createRequire(path.join(ROOT, "package.json")).resolve("wrangler/bin/wrangler.js");
+// wrangler exports no subpath: its bin by path, as npm links it.
+const WRANGLER = path.join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js");
 const outdir = mkdtempSync(path.join(os.tmpdir(), "edge-limiter-deploy-"));
 
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));

@@ -43,7 +43,7 @@ it("serves a bundle with its bindings verbatim and loopback outbound, and dispos
   const served = await serveWithWorkerd({
     scriptPath,
     bindings: { LIMITER_CONFIG: config, NOTE: note, ORIGIN_URL: originUrl },
-    compatibilityDate: "2026-04-20",
+    compatibilityDate: "2026-11-10",
   });
   const pid = served.pid;
   try {
@@ -65,7 +65,7 @@ it("refuses a binding it cannot write as a capnp literal, rather than bind it wr
     workerdConfig({
       module: "worker.js",
       bindings: { LIMITER_CONFIG: value },
-      compatibilityDate: "2026-04-20",
+      compatibilityDate: "2026-11-10",
     });
   expect(config('{"key":"ip"}')).toContain('text = "{\\"key\\":\\"ip\\"}"');
   expect(() => config('{"name":"café"}')).toThrow(/not printable ASCII/);

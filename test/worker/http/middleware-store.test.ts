@@ -63,10 +63,12 @@ describe("rateLimit({ rules, store })", () => {
     const env = { UPSTASH_REDIS_REST_URL: url, UPSTASH_REDIS_REST_TOKEN: token };
     expect((await statuses(app, key, 4, env)).map((r) => r.status)).toEqual([200, 200, 200, 429]);
 
+    // Blank, not absent: this workerd mirrors the test Worker's own bindings (which have a
+    // token) into process.env, where fromEnv looks for one absent from c.env.
     const missing = await app.request(
       "/",
       { headers: { "X-Key": key } },
-      { UPSTASH_REDIS_REST_URL: url },
+      { UPSTASH_REDIS_REST_URL: url, UPSTASH_REDIS_REST_TOKEN: " " },
     );
     expect(missing.status).toBe(503);
     expect(await missing.json()).toMatchObject({ field: "UPSTASH_REDIS_REST_TOKEN" });

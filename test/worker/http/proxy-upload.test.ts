@@ -93,16 +93,15 @@ describe("uploads through the proxy reach the origin intact", () => {
     });
   }
 
-  // workerd's fetch() resolves with the interim answer itself and loses the final one (the raw
-  // rest of the connection is its never-ending body): the client gets a 502 naming it, at once.
+  // workerd since 1.2026-11 skips an interim answer and resolves with the final one (older
+  // ones resolved with the 103 itself and lost the final answer; the proxy answers 502 for
+  // such a runtime, see worker/proxy.ts interimAnswer). Either way never the 103, never a hang.
   for (const scope of ["limited", "open"] as const) {
-    it(`an origin's unasked interim 103 is never the answer (${scope} path): 502, not a hang`, async () => {
-      const res = await worker(`/early-hints/${scope}-${run}`);
-      expect(res.status).toBe(502);
-      expect(res.headers.get("Content-Type")).toContain("application/problem+json");
-      const problem = await res.json<{ title: string; detail: string }>();
-      expect(problem.title).toBe("Bad Gateway");
-      expect(problem.detail).toContain("interim 103");
+    it(`an origin's unasked interim 103 is never the answer (${scope} path): the final one`, async () => {
+      const path = `/early-hints/${scope}-${run}`;
+      const res = await worker(path);
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe(`final ${path}`);
     });
   }
 });
