@@ -44,6 +44,16 @@ export {
 } from "./http/rule-set";
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
+export {
+  type BreakerLine,
+  createDegradationLog,
+  type DegradationLog,
+  type DegradationLogOptions,
+  describeStoreError,
+  type Meanwhile,
+  type StoreErrorCause,
+  type StoreErrorLine,
+} from "./limiter/degradation-log";
 export type { LeaseOptions } from "./limiter/leases/lease-sizing";
 export type { Limiter } from "./limiter/limiter-api";
 export type { FallbackOptions, LimiterOptions, RegionsOptions } from "./limiter/limiter-options";

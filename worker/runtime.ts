@@ -7,6 +7,7 @@ import { waitUntil } from "cloudflare:workers";
 import {
   type Analytics,
   createAnalytics,
+  createDegradationLog,
   createLimiter,
   createRules,
   createStoreClient,
@@ -118,6 +119,12 @@ function buildRuntime(env: Env): Runtime {
       : shardTally
         ? (_requests, decided) => shardTally.record(decided)
         : analytics?.record;
+  const log = createDegradationLog({
+    store,
+    failMode: config.failMode,
+    fallback: config.fallback.enabled,
+    everyMs: config.breaker.cooldownMs,
+  });
   const limiter = createLimiter({
     store: stores.shards ?? store,
     ...(config.reshard
@@ -139,12 +146,13 @@ function buildRuntime(env: Env): Runtime {
     singleFlight: config.singleFlight,
     ...(config.isolateLeases ? {} : { leases: false as const }),
     ...(regions.stores ? { regions: { stores: regions.stores } } : {}),
-    // One JSON line per breaker state change (it carries the error that opened it), not one per
-    // failing request: an outage must not flood the logs.
+    // The library's own log (one JSON line per breaker change and kind of store error, at most
+    // one a cool-down: an outage must not flood the logs), and the breaker for the stats.
     onBreakerChange: (event) => {
-      console.log(JSON.stringify(event));
+      log.onBreakerChange(event);
       analytics?.noteBreaker(event);
     },
+    onStoreError: log.onStoreError,
     ...(onDecision ? { onDecision } : {}),
   });
   return {

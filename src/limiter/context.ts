@@ -7,11 +7,13 @@ import type { ScriptClient } from "../store/script-runner";
 import { type CircuitBreaker, createCircuitBreaker } from "./circuit-breaker";
 import { createStoreClock, type StoreClock } from "./clock-policy";
 import {
+  DEFAULT_BREAKER,
   DEFAULT_CLOCK,
   DEFAULT_FAIL_MODE,
   DEFAULT_LIMITER_TIMEOUT_MS,
   DEFAULT_PREFIX,
 } from "./defaults";
+import { createDegradationLog } from "./degradation-log";
 import { createDenialCache, type DenialCache } from "./denial-cache";
 import { createFallbackLimiter, type FallbackLimiter } from "./fallback-limiter";
 import type { StoreLimiterOptions } from "./limiter-options";
@@ -56,6 +58,18 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
   const now = options.now ?? Date.now;
   const cacheOption = options.denialCache ?? {};
   const fallbackOption = options.fallback ?? {};
+  // The default log speaks for the hooks not given: a degraded store must never be silent.
+  const log =
+    options.log === false || (options.onBreakerChange && options.onStoreError)
+      ? undefined
+      : createDegradationLog({
+          store: options.store,
+          failMode: options.failMode ?? DEFAULT_FAIL_MODE,
+          fallback: fallbackOption !== false,
+          everyMs: options.breaker?.cooldownMs ?? DEFAULT_BREAKER.cooldownMs,
+          now,
+        });
+  const onBreakerChange = options.onBreakerChange ?? log?.onBreakerChange;
   return {
     store: options.store,
     prefix: options.prefix ?? DEFAULT_PREFIX,
@@ -82,7 +96,7 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
       probeTimeoutMs: 2 * timeoutMs,
       ...options.breaker,
       now,
-      ...(options.onBreakerChange ? { onStateChange: options.onBreakerChange } : {}),
+      ...(onBreakerChange ? { onStateChange: onBreakerChange } : {}),
     }),
     clock: createStoreClock({
       store: options.store,
@@ -90,7 +104,7 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
       now,
       onClockChange: options.onClockChange,
     }),
-    onStoreError: options.onStoreError,
+    onStoreError: options.onStoreError ?? log?.onStoreError,
     capacityEpoch: 0,
     lastAnswerAt: Number.NEGATIVE_INFINITY,
   };

@@ -103,10 +103,27 @@ export interface LimiterOptions {
     /** The region of a request whose options name none. @default none (home) */
     regionOf?: (requests: readonly LimitRequest[]) => string | undefined;
   };
-  /** Called with every store error (for metrics); never throws into the decision. */
+  /**
+   * Called with every store error (for metrics); never throws into the decision. Given, it
+   * replaces the default log's store-error lines.
+   * @default one JSON line on console.warn per kind of error (unauthorized, timeout, refused),
+   * at most one a cool-down, naming the store and what decides meanwhile (see `log`)
+   */
   onStoreError?: (error: unknown) => void;
-  /** One structured event per breaker state change (the worker logs it as one JSON line). */
+  /**
+   * One structured event per breaker state change. Given, it replaces the default log's
+   * breaker lines.
+   * @default one JSON line on console.warn when the breaker opens (or stays open after a
+   * probe, at most one a cool-down) and when it closes again (see `log`)
+   */
   onBreakerChange?: (event: BreakerEvent) => void;
+  /**
+   * The default log of a degraded store (docs/failure-modes.md "What is logged"): JSON lines
+   * on console.warn naming the store, the cause and what decides meanwhile, for the hooks
+   * above that are not given. `false` writes none.
+   * @default true
+   */
+  log?: boolean;
   /**
    * Called once if the store refuses the Redis clock in scripts (a store that wants
    * deterministic scripts): every script on this store client, this limiter's included, has

@@ -409,6 +409,20 @@ describe("npm start", () => {
     expect(await instance.stop()).toBe(1);
   }, 120_000);
 
+  it("a wrong UPSTASH_REDIS_REST_TOKEN: NOT ready once, naming it unauthorized", async () => {
+    const instance = await launch({
+      UPSTASH_REDIS_REST_URL: inject("bridgeUrl"),
+      UPSTASH_REDIS_REST_TOKEN: "not-the-bridge-token",
+    });
+    const output = (await readyOrExited(instance)) ? "ready" : instance.output();
+    expect(output.match(/edge-limiter NOT ready/g), output).toHaveLength(1);
+    expect(output).toMatch(/NOT ready: the worker's store refused its token \(unauthorized\)/);
+    expect(output).toMatch(/UPSTASH_REDIS_REST_TOKEN/);
+    expect(output).not.toMatch(/did not answer/);
+    expect(output).not.toContain("not-the-bridge-token");
+    expect(await instance.stop()).toBe(1);
+  }, 120_000);
+
   it("stops everything it started on Ctrl-C (SIGINT)", async () => {
     const instance = await startInstance({ BRIDGE_PORT: "0", REDIS_URL: inject("redisUrl") });
     expect(await isPortOpen(instance.port)).toBe(true);
