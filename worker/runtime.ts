@@ -19,6 +19,7 @@ import {
   type RuleSet,
   type Validated,
 } from "edge-limiter";
+import { howToSet } from "./binding-hint";
 import type { Env } from "./env";
 import { buildStores } from "./shard-stores";
 import { createShardTally, type ShardTally } from "./shard-tally";
@@ -200,7 +201,7 @@ function buildRegions(env: Env, config: LimiterConfig): RegionsBuilt {
       return {
         ok: false,
         field: url ? tokenBinding : urlBinding,
-        detail: `is not set: region "${name}" has no store (set it with \`wrangler secret put\`)`,
+        detail: `is not set: region "${name}" has no store (${howToSet(url ? tokenBinding : urlBinding)})`,
       };
     }
     try {

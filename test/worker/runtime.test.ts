@@ -164,3 +164,32 @@ describe("a worker whose store refuses its token", () => {
     }
   });
 });
+
+describe("a worker without its store bindings (plain `wrangler dev` without .dev.vars)", () => {
+  it("names .dev.vars for wrangler dev and `wrangler secret put` for a deploy", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const worker = workerWith({
+        UPSTASH_REDIS_REST_URL: undefined,
+        UPSTASH_REDIS_REST_TOKEN: undefined,
+        LIMITER_TOKEN: "limiter-token-value",
+        LIMITER_CONFIG: JSON.stringify({ prefix: uniquePrefix("runtime-unset"), rules: [] }),
+      });
+      const res = await worker("/check", {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          Authorization: "Bearer limiter-token-value",
+        },
+        body: JSON.stringify({ key: "k", limit: 5, window: "1m" }),
+      });
+      expect(res.status).toBe(503);
+      const problem = await res.json<{ field: string; detail: string }>();
+      expect(problem.field).toBe("UPSTASH_REDIS_REST_URL");
+      expect(problem.detail).toContain("cp .dev.vars.example .dev.vars");
+      expect(problem.detail).toContain("`wrangler secret put UPSTASH_REDIS_REST_URL` for a deploy");
+    } finally {
+      errors.mockRestore();
+    }
+  });
+});
