@@ -46,9 +46,6 @@ export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
 export {
   type BreakerLine,
-  createDegradationLog,
-  type DegradationLog,
-  type DegradationLogOptions,
   describeStoreError,
   type Meanwhile,
   type StoreErrorCause,

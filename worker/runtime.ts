@@ -6,8 +6,8 @@
 import { waitUntil } from "cloudflare:workers";
 import {
   type Analytics,
+  type BreakerEvent,
   createAnalytics,
-  createDegradationLog,
   createLimiter,
   createRules,
   createStoreClient,
@@ -120,12 +120,6 @@ function buildRuntime(env: Env): Runtime {
       : shardTally
         ? (_requests, decided) => shardTally.record(decided)
         : analytics?.record;
-  const log = createDegradationLog({
-    store,
-    failMode: config.failMode,
-    fallback: config.fallback.enabled,
-    everyMs: config.breaker.cooldownMs,
-  });
   const limiter = createLimiter({
     store: stores.shards ?? store,
     ...(config.reshard
@@ -147,13 +141,13 @@ function buildRuntime(env: Env): Runtime {
     singleFlight: config.singleFlight,
     ...(config.isolateLeases ? {} : { leases: false as const }),
     ...(regions.stores ? { regions: { stores: regions.stores } } : {}),
-    // The library's own log (one JSON line per breaker change and kind of store error, at most
-    // one a cool-down: an outage must not flood the logs), and the breaker for the stats.
-    onBreakerChange: (event) => {
-      log.onBreakerChange(event);
-      analytics?.noteBreaker(event);
-    },
-    onStoreError: log.onStoreError,
+    // The library's own log, per store (one JSON line per breaker change and kind of store
+    // error, at most one a cool-down: an outage must not flood the logs), beside the breaker
+    // the stats report.
+    log: true,
+    ...(analytics
+      ? { onBreakerChange: (event: BreakerEvent) => analytics.noteBreaker(event) }
+      : {}),
     ...(onDecision ? { onDecision } : {}),
   });
   return {

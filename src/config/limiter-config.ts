@@ -62,7 +62,8 @@ const networkBlocksSchema = v.pipe(
   ),
 );
 
-const configSchema = plainObject(
+// Exported for test/node/config-docs.test.ts, which holds docs/configuration.md to its fields.
+export const configSchema = plainObject(
   {
     /** The rules every proxied request is decided against (docs/configuration.md). */
     rules: v.optional(v.array(ruleSchema, "must be an array"), []),

@@ -58,9 +58,11 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
   const now = options.now ?? Date.now;
   const cacheOption = options.denialCache ?? {};
   const fallbackOption = options.fallback ?? {};
-  // The default log speaks for the hooks not given: a degraded store must never be silent.
+  // The default log speaks for the hooks not given (beside them too with `log: true`): a
+  // degraded store must never be silent.
+  const always = options.log === true;
   const log =
-    options.log === false || (options.onBreakerChange && options.onStoreError)
+    options.log === false || (!always && options.onBreakerChange && options.onStoreError)
       ? undefined
       : createDegradationLog({
           store: options.store,
@@ -69,7 +71,8 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
           everyMs: options.breaker?.cooldownMs ?? DEFAULT_BREAKER.cooldownMs,
           now,
         });
-  const onBreakerChange = options.onBreakerChange ?? log?.onBreakerChange;
+  const onBreakerChange = alongside(options.onBreakerChange, log?.onBreakerChange, always);
+  const onStoreError = alongside(options.onStoreError, log?.onStoreError, always);
   return {
     store: options.store,
     prefix: options.prefix ?? DEFAULT_PREFIX,
@@ -104,7 +107,7 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
       now,
       onClockChange: options.onClockChange,
     }),
-    onStoreError: options.onStoreError ?? log?.onStoreError,
+    onStoreError,
     capacityEpoch: 0,
     lastAnswerAt: Number.NEGATIVE_INFINITY,
   };
@@ -118,4 +121,18 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
 export function capacityFreed(ctx: LimiterContext, cacheKeys: Iterable<string>): void {
   ctx.capacityEpoch++;
   for (const key of cacheKeys) ctx.cache?.forget(key);
+}
+
+/** The caller's hook; the default's when none is given, or both with `log: true`. */
+function alongside<T>(
+  given: ((value: T) => void) | undefined,
+  fallback: ((value: T) => void) | undefined,
+  both: boolean,
+): ((value: T) => void) | undefined {
+  if (!given || !fallback) return given ?? fallback;
+  if (!both) return given;
+  return (value) => {
+    fallback(value);
+    given(value);
+  };
 }

@@ -119,9 +119,10 @@ export interface LimiterOptions {
   onBreakerChange?: (event: BreakerEvent) => void;
   /**
    * The default log of a degraded store (docs/failure-modes.md "What is logged"): JSON lines
-   * on console.warn naming the store, the cause and what decides meanwhile, for the hooks
-   * above that are not given. `false` writes none.
-   * @default true
+   * on console.warn naming the store, the cause and what decides meanwhile. Unset, it speaks for
+   * the hooks above that are not given; `true` writes it beside hooks of your own too (the
+   * worker's breaker hook feeds its stats); `false` writes none.
+   * @default for the hooks not given
    */
   log?: boolean;
   /**

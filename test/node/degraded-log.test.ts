@@ -142,4 +142,32 @@ describe("a wrong token on Node", () => {
     // The breaker's line is still the default's.
     expect(lines.map((logged) => logged.line.event)).toEqual(["circuit-breaker"]);
   });
+
+  it("log: true keeps the default lines beside hooks of your own", async () => {
+    const time = clock();
+    const lines = captureLines(time.now);
+    const seen: string[] = [];
+    const hono = new Hono();
+    hono.use(
+      "/api/*",
+      lib.rateLimit({
+        rules: { name: "api", limit: 3, window: "1m" },
+        store: { url: inject("bridgeUrl"), token: "not-the-token" },
+        key: () => "degraded-log-both",
+        limiterOptions: {
+          now: time.now,
+          log: true,
+          onStoreError: () => seen.push("error"),
+          onBreakerChange: (event: { to: string }) => seen.push(event.to),
+        },
+      }),
+    );
+    hono.get("/api/x", (c) => c.text("ok"));
+    for (let i = 0; i < 3; i++) await hono.request("/api/x");
+    expect(seen).toEqual(["error", "error", "open", "error"]);
+    expect(lines.map((logged) => logged.line.event)).toEqual([
+      "rate-limit-store-error",
+      "circuit-breaker",
+    ]);
+  });
 });
