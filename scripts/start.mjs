@@ -142,7 +142,13 @@ async function main() {
     restUrl = bridge.url;
     restToken = bridgeToken;
     bridgeNote = bridge.url;
-    redisNote = `${redactUrl(redis.url)}${redis.started ? " (private redis-server)" : ""}`;
+    redisNote = `${redactUrl(redis.url)} (${
+      redis.started
+        ? "private redis-server"
+        : process.env.REDIS_URL?.trim()
+          ? "REDIS_URL"
+          : "already running at the default, shared: set REDIS_URL for another"
+    })`;
   }
 
   const limiterConfig = withAnalytics(process.env.LIMITER_CONFIG || undefined);

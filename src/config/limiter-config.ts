@@ -176,7 +176,7 @@ export function parseConfig(
     return invalid("rules", 'is required (write "rules": [] for a worker that only serves /check)');
   }
   const result = v.safeParse(configSchema, input);
-  if (!result.success) return firstIssue(result.issues, "LIMITER_CONFIG");
+  if (!result.success) return firstIssue(result.issues, "LIMITER_CONFIG", configSchema);
   if (result.output.reshard && !result.output.shards) {
     return invalid("reshard", 'needs "shards": the shards in force from its instant');
   }

@@ -4,6 +4,7 @@
  * as the proxy groups it), the slot a /check answer's. The first wrong field is named.
  */
 import * as v from "valibot";
+import { unknownFieldDetail } from "../config/field-suggestion";
 import type { RuleConfig } from "../config/rule-schema";
 import { clientKeySchema } from "../config/schema-parts";
 import {
@@ -38,7 +39,7 @@ export function parseReleaseBody(
   const illFormed = illFormedString(body, "body");
   if (illFormed) return illFormed;
   const extra = unknownField(body, RELEASE_FIELDS);
-  if (extra) return invalid(extra, "unknown field");
+  if (extra) return invalid(extra, unknownFieldDetail(extra, RELEASE_FIELDS));
   if (typeof body.rule !== "string") {
     return invalid("rule", body.rule === undefined ? "is required" : "must be a string");
   }

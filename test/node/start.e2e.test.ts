@@ -239,6 +239,8 @@ describe("npm start", () => {
     expect(instance.output()).toContain(`try: curl -s -X POST ${instance.workerUrl}/check`);
     // The environment's admin token, not the development one.
     expect(instance.output()).toContain("| LIMITER_ADMIN_TOKEN e2e-start-admin-token |");
+    // Which Redis, and why that one.
+    expect(instance.output()).toContain(`| redis ${inject("redisUrl")} (REDIS_URL) |`);
     expect(instance.output()).toContain(
       `dashboard ${instance.workerUrl}/check/dashboard (analytics off: LIMITER_ANALYTICS=1 npm start)`,
     );
