@@ -192,6 +192,10 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
       });
       const response = await page.goto(`${worker.url}/check/dashboard`);
       expect(response?.status()).toBe(200);
+      // The page is drawn whole: the moment the rules' cards appear, the Plans card has its
+      // tables too (a screenshot taken at load is never rules beside an empty Plans card).
+      await page.waitForSelector('section[data-rule="api"]');
+      expect(await page.locator("#plans table.plans").count()).toBeGreaterThan(0);
       await page.waitForSelector('body[data-loaded] section[data-rule="api"]');
 
       const api = page.locator('section[data-rule="api"]');
