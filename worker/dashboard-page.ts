@@ -37,6 +37,7 @@ export const DASHBOARD_HTML = `<!doctype html>
   table { border-collapse: collapse; width: 100%; font-size: 13px; }
   td { padding: 2px 4px; border-bottom: 1px solid #eee; }
   td.key { font-family: ui-monospace, monospace; word-break: break-all; }
+  td.key .digest { color: #888; font-size: 11px; margin-left: 6px; }
   td.count { text-align: right; width: 60px; }
   .legend { display: flex; gap: 10px; flex-wrap: wrap; font-size: 12px; color: var(--muted); }
   .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; }
@@ -179,9 +180,13 @@ export const DASHBOARD_HTML = `<!doctype html>
     if (rule.topDenied.length === 0) node.append(el("div", { class: "empty" }, "none"));
     else {
       const table = el("table", { class: "top-keys" });
-      for (const { key, count } of rule.topDenied) {
+      for (const { key, count, label } of rule.topDenied) {
         const row = el("tr", { "data-key": key });
-        row.append(el("td", { class: "key" }, key), el("td", { class: "count" }, count));
+        // With analytics.keyLabels, a header rule's key (a SHA-256) comes with its raw value.
+        const cell = el("td", { class: "key" });
+        if (label === undefined) cell.textContent = key;
+        else cell.append(el("span", { class: "label" }, label), el("span", { class: "digest", title: key }, key.slice(0, 12) + "…"));
+        row.append(cell, el("td", { class: "count" }, count));
         table.append(row);
       }
       node.append(table);

@@ -105,7 +105,8 @@ function buildRuntime(env: Env): Runtime {
   if (!stores.ok) return stores;
   // What is per deployment (analytics, network blocks) lives on the first shard.
   const store = stores.first;
-  const analytics = buildAnalytics(env, config, store);
+  const rules = createRules(config, { region: env.LIMITER_REGION });
+  const analytics = buildAnalytics(env, config, store, rules);
   if (analytics && !("record" in analytics)) return analytics;
   const regions = buildRegions(env, config);
   if (!regions.ok) return regions;
@@ -153,7 +154,7 @@ function buildRuntime(env: Env): Runtime {
   return {
     ok: true,
     config,
-    rules: createRules(config, { region: env.LIMITER_REGION }),
+    rules,
     limiter,
     analytics,
     shardTally,
@@ -221,6 +222,7 @@ function buildAnalytics(
   env: Env,
   config: LimiterConfig,
   store: ReturnType<typeof createStoreClient>,
+  rules: RuleSet,
 ): Analytics | { ok: false; field: string; detail: string } | undefined {
   const settings = config.analytics;
   if (!settings.enabled) return undefined;
@@ -240,6 +242,8 @@ function buildAnalytics(
     flushIntervalMs: settings.flushIntervalMs,
     retentionMinutes: settings.retentionMinutes,
     topKeys: settings.topKeys,
+    // Raw header values beside their digests, only when asked: they may be secrets (API keys).
+    ...(settings.keyLabels ? { keyLabel: rules.keyLabel } : {}),
     // Counted by name: the configured rules; every ad-hoc /check window in one bucket.
     rules: config.rules.map((rule) => rule.name),
     regions: Object.keys(config.regions),

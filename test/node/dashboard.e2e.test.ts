@@ -70,7 +70,8 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
         LIMITER_REGION: "lab",
         LIMITER_CONFIG: JSON.stringify({
           prefix,
-          analytics: { enabled: true },
+          // keyLabels: a header rule's top keys (SHA-256 digests) shown with their raw value.
+          analytics: { enabled: true, keyLabels: true },
           networkBlocks: true,
           regions: { lab: { store: "LAB" } },
           rules: [
@@ -241,11 +242,15 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
         expect(Number.isInteger(axis[1]) && (axis[1] ?? 0) > 0, rule).toBe(true);
         expect(axis[2], rule).toBe(2 * (axis[1] ?? 0));
       }
-      // Typing a header rule's raw key marks its digest's row (hashed in the page).
+      // A header rule's top key is a digest; with analytics.keyLabels the raw key is beside it.
       const quota = page.locator('section[data-rule="quota"]');
-      expect(await quota.locator(".top-keys td.key").first().textContent()).toMatch(
+      expect(await quota.locator(".top-keys td.key .label").first().textContent()).toBe(
+        `cust-${run}`,
+      );
+      expect(await quota.locator(".top-keys td.key .digest").first().getAttribute("title")).toMatch(
         /^[0-9a-f]{64}$/,
       );
+      // Typing a header rule's raw key marks its digest's row (hashed in the page).
       await page.fill("#find", `cust-${run}`);
       await page.waitForSelector('section[data-rule="quota"] tr.found');
       expect(await page.locator("#found").textContent()).toBe("1 row");
