@@ -219,7 +219,9 @@ export const DASHBOARD_HTML = `<!doctype html>
         const row = el("tr", { "data-key": entry.value });
         const detail = entry.limit !== undefined ? "limit " + entry.limit
           : entry.until ? "until " + new Date(entry.until).toISOString().slice(0, 19) + " UTC" : "until removed";
-        row.append(el("td", {}, entry.policy || "every rule"), el("td", { class: "key" }, entry.by + " " + entry.value), el("td", { class: "count" }, detail));
+        const who = el("td", { class: "key" }, entry.by + " " + (entry.label === undefined ? entry.value : entry.label));
+        if (entry.label !== undefined) who.append(el("span", { class: "digest", title: entry.value }, entry.value.slice(0, 12) + "…"));
+        row.append(el("td", {}, entry.policy || "every rule"), who, el("td", { class: "count" }, detail));
         table.append(row);
       }
       nodes.push(table);

@@ -21,6 +21,7 @@ import {
 } from "edge-limiter";
 import { howToSet } from "./binding-hint";
 import type { Env } from "./env";
+import { createKeyLabels, type KeyLabels } from "./key-labels";
 import { buildStores } from "./shard-stores";
 import { createShardTally, type ShardTally } from "./shard-tally";
 
@@ -38,6 +39,8 @@ export type Runtime =
       networkBlocks: NetworkBlocks | undefined;
       /** This isolate's decisions per shard, when `shards` is set (docs/shards.md). */
       shardTally: ShardTally | undefined;
+      /** Raw keys beside the plans' digests, when `analytics.keyLabels` is on. */
+      keyLabels: KeyLabels | undefined;
     }
   | { ok: false; field: string; detail: string };
 
@@ -158,6 +161,7 @@ function buildRuntime(env: Env): Runtime {
     limiter,
     analytics,
     shardTally,
+    keyLabels: config.analytics.keyLabels ? createKeyLabels(store, config.prefix) : undefined,
     networkBlocks: config.networkBlocks
       ? limiter.networkBlocks({
           refreshMs: config.networkBlocks.refreshMs,

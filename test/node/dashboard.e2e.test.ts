@@ -215,11 +215,15 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
       ).toEqual(["ip 198.51.100.0/24"]);
       const override = page.locator('table.plans[data-what="overrides"] tr');
       expect(await override.count()).toBe(1);
+      // With analytics.keyLabels the key as the admin set it, beside its digest.
       expect(await override.locator("td").allTextContents()).toEqual([
         "quota",
-        expect.stringMatching(/^key [0-9a-f]{64}$/),
+        expect.stringMatching(new RegExp(`^key vip-${run}[0-9a-f]{12}…$`)),
         "limit 50",
       ]);
+      expect(await override.locator("td.key .digest").getAttribute("title")).toMatch(
+        /^[0-9a-f]{64}$/,
+      );
       const login = page.locator('section[data-rule="login"]');
       expect(await login.locator(".denied b").textContent()).toBe("1");
       expect(await login.locator(".top-keys td.key").first().textContent()).toBe("203.0.113.9");

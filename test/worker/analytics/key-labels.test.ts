@@ -20,6 +20,7 @@ const config = (keyLabels: boolean) => ({
       limit: 1,
       window: "1m",
       key: "header:X-API-Key",
+      overrides: true,
     },
   ],
 });
@@ -59,5 +60,48 @@ describe("analytics.keyLabels", () => {
     const apiKey = `customer-secret-${run}`;
     expect(await topDenied(false, apiKey)).toEqual([{ key: await sha256(apiKey), count: 2 }]);
     expect(await redis.keys(`${prefix}-false:analytics:labels:*`)).toEqual([]);
+  });
+});
+
+describe("analytics.keyLabels in the plans", () => {
+  /** Sets an override and a key block with a raw API key, then lists both. */
+  async function listed(keyLabels: boolean, apiKey: string) {
+    const worker = workerWith({ LIMITER_CONFIG: JSON.stringify(config(keyLabels)) });
+    const admin = (path: string, body: unknown) =>
+      worker(path, {
+        method: "POST",
+        headers: { ...bearer, "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    expect((await admin("/check/override", { rule: "quota", key: apiKey, limit: 50 })).status).toBe(
+      200,
+    );
+    expect((await admin("/check/block", { rule: "quota", key: `${apiKey}-b` })).status).toBe(200);
+    const page = async (what: string) => {
+      const res = await worker(`/check/plans?what=${what}`, { headers: bearer });
+      expect(res.status).toBe(200);
+      return (await res.json<{ entries: Record<string, unknown>[] }>()).entries;
+    };
+    return { overrides: await page("overrides"), blocks: await page("blocks") };
+  }
+
+  it("on: an override and a key block set with a raw key are listed with it", async () => {
+    const apiKey = `plan-acme-${run}`;
+    const { overrides, blocks } = await listed(true, apiKey);
+    expect(overrides).toEqual([
+      expect.objectContaining({ value: await sha256(apiKey), label: apiKey, limit: 50 }),
+    ]);
+    expect(blocks).toEqual([
+      expect.objectContaining({ value: await sha256(`${apiKey}-b`), label: `${apiKey}-b` }),
+    ]);
+  });
+
+  it("off (the default): digests alone, and no raw value in Redis", async () => {
+    const apiKey = `plan-secret-${run}`;
+    const { overrides, blocks } = await listed(false, apiKey);
+    expect(overrides).toEqual([expect.not.objectContaining({ label: expect.anything() })]);
+    expect(overrides[0]?.value).toBe(await sha256(apiKey));
+    expect(blocks).toEqual([expect.not.objectContaining({ label: expect.anything() })]);
+    expect(await redis.keys(`${prefix}-false:plans:labels`)).toEqual([]);
   });
 });
