@@ -177,7 +177,7 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
     // store call, so a permit is always reported and a client's input never counts as a store
     // failure.
     withStorageKeys(policies, ctx.prefix);
-    const memberId = slotMemberId(policies, requestId) ?? nextMemberId();
+    const memberId = slotMemberId(policies) ?? nextMemberId();
     const permit: Permit = breaker.acquire();
     if (permit === "skip") return degraded(policies);
 
