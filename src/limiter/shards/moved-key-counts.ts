@@ -10,11 +10,11 @@
  * upper bound (deciding with it is conservative), and it is read again. A count of 0 cannot
  * fall: it holds until the transition ends. A refund or reset on the old shard only lowers u.
  */
-import { peekQuota, type QuotaClient } from "../store/peek-reset";
-import { withDeadline } from "../store/with-deadline";
-import type { LimiterContext } from "./context";
-import { denialCacheKey } from "./resolved-policy";
-import type { LimitRequest } from "./types";
+import { peekQuota, type QuotaClient } from "../../store/peek-reset";
+import { withDeadline } from "../../store/with-deadline";
+import type { LimiterContext } from "../context";
+import { denialCacheKey } from "../resolved-policy";
+import type { LimitRequest } from "../types";
 
 /** What a moved key's old shard holds for one policy. */
 export interface OldCount {

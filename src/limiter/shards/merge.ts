@@ -3,8 +3,8 @@
  * have answered it: all or nothing, the decisions in request order, each naming its shard, one
  * receipt whose parts a refund gives back shard by shard.
  */
-import type { CountedReceipt } from "./receipt-state";
-import type { Decision, LimitRequest, MultiDecision } from "./types";
+import type { CountedReceipt } from "../receipt-state";
+import type { Decision, LimitRequest, MultiDecision } from "../types";
 
 /** One shard's share of a request: which of the request's policies, and what that shard said. */
 export interface ShardPart {
