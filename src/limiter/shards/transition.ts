@@ -8,7 +8,7 @@ import { isLogAlgorithm } from "../../store/algorithm";
 import { withDeadline } from "../../store/with-deadline";
 import { blockedRequest, denied, fromCache, notAsked } from "../decisions";
 import { planOf } from "../plan-changes";
-import { type ResolvedPolicy, resolvePolicies } from "../resolved-policy";
+import { type ResolvedPolicy, type RoutedRequest, resolvePolicies } from "../resolved-policy";
 import type { FailMode, LimitAllOptions, LimitRequest, MultiDecision } from "../types";
 import type { MovedKeyCounts } from "./moved-key-counts";
 import type { Router } from "./router";
@@ -133,7 +133,15 @@ export function createTransition(options: TransitionOptions): Transition {
           limit = plan.limit ?? limit;
         }
         const cost = request.cost ?? 1;
-        const adjusted = { ...request, lease: false, overrides: false };
+        // A request id's record is fingerprinted with the asked limit, not the one derived
+        // here (from an override, less the old shard's count, which falls with time): a retry
+        // asks the same and is replayed.
+        const adjusted: RoutedRequest = {
+          ...request,
+          lease: false,
+          overrides: false,
+          askedLimit: request.limit,
+        };
         if (!isLogAlgorithm(request.algorithm ?? "sliding-log")) {
           // Counters start afresh on the new shard (see sharded-limiter.ts's note).
           return limit < cost
