@@ -9,6 +9,7 @@ import type { LimiterOptions } from "../limiter-options";
 import { resolvePolicies } from "../resolved-policy";
 import type { LimitAllOptions, LimitRequest, MultiDecision } from "../types";
 import { mergeParts, type ShardPart, tagShard } from "./merge";
+import { asReplay, replaysAdmission } from "./replay";
 import type { Router } from "./router";
 import type { Shard, Shards } from "./shard";
 import type { Transition } from "./transition";
@@ -90,6 +91,11 @@ export function createShardedDecide(
     const parts = await Promise.all(
       [...groups.values()].map((group) => decideGroup(group, given, counted, limitOptions, t)),
     );
+    // A retry: one part that replays an admission proves the whole was admitted (replay.ts).
+    if (limitOptions.requestId !== undefined && replaysAdmission(parts)) {
+      await asReplay(parts, shards, limitOptions);
+      return report(given, mergeParts(given.length, parts, limitOptions.requestId));
+    }
     if (parts.some((part) => !part.decided.allowed)) {
       // All or nothing: what the other shards admitted is given back (held one round trip at
       // worst). A refund with the request id deletes that part's record, so a retry is decided
