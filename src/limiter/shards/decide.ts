@@ -7,7 +7,8 @@
 import { boundedKey, needsDigest } from "../../bounded-key";
 import type { LimiterOptions } from "../limiter-options";
 import { resolvePolicies } from "../resolved-policy";
-import type { LimitAllOptions, LimitRequest, MultiDecision } from "../types";
+import type { Decision, LimitAllOptions, LimitRequest, MultiDecision } from "../types";
+import { cachedDenial } from "./cached-denial";
 import { mergeParts, type ShardPart, tagShard } from "./merge";
 import { asReplay, replaysAdmission } from "./replay";
 import type { Router } from "./router";
@@ -83,11 +84,20 @@ export function createShardedDecide(
     const counted = given.some((request) => needsDigest(request.key))
       ? await Promise.all(given.map((request) => boundedKey(request.key)))
       : given.map((request) => request.key);
-    resolvePolicies(
+    const policies = resolvePolicies(
       "limit",
       given.map((request, i) => ({ ...request, key: counted[i] as string })),
       options.failMode ?? "open",
     );
+    // One policy known to deny denies the whole before any part reaches a store.
+    const cached = cachedDenial(shards.denialCache, policies, limitOptions.requestId, now());
+    if (cached) {
+      for (const group of groups.values()) {
+        const name = (shards.list[group.shard] as Shard).name;
+        for (const index of group.indices) (cached.decisions[index] as Decision).shard = name;
+      }
+      return report(given, cached);
+    }
     const parts = await Promise.all(
       [...groups.values()].map((group) => decideGroup(group, given, counted, limitOptions, t)),
     );

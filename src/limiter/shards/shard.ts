@@ -5,7 +5,7 @@
 import { type BreakerEvent, cappedCooldown } from "../circuit-breaker";
 import type { LimiterContext } from "../context";
 import { createDegradedPath } from "../degraded";
-import { createDenialCache } from "../denial-cache";
+import { createDenialCache, type DenialCache } from "../denial-cache";
 import { createFallbackLimiter } from "../fallback-limiter";
 import type { Limiter } from "../limiter-api";
 import type { LimiterOptions, StoreLimiterOptions } from "../limiter-options";
@@ -32,6 +32,8 @@ export interface Shard {
 export interface Shards {
   list: Shard[];
   byName: ReadonlyMap<string, Shard>;
+  /** The denial cache every shard shares (false: none). */
+  denialCache: DenialCache | false;
   /** The degraded path with `shard`'s breaker and local slots: its keys' failure policy. */
   degradedOn(shard: Shard): (policies: readonly ResolvedPolicy[]) => MultiDecision;
 }
@@ -84,6 +86,7 @@ export function buildShards(
   return {
     list,
     byName: new Map(list.map((shard) => [shard.name, shard])),
+    denialCache,
     degradedOn: (shard) =>
       createDegradedPath({
         now,
