@@ -135,7 +135,9 @@ export function scriptInputs(
     ({ askedLimit }) =>
       askedLimit !== undefined && !(Number.isSafeInteger(askedLimit) && askedLimit >= 1),
   );
-  if (asked >= 0) throw new PolicyBoundsError(caller, asked, "limit", "asked must be an integer ≥ 1");
+  if (asked >= 0) {
+    throw new PolicyBoundsError(caller, asked, "limit", "asked must be an integer ≥ 1");
+  }
   const keys = policies.map((policy) => policy.redisKey);
   const withRecord = call.requestId !== undefined;
   const marks = withRecord ? undefined : call.resetMarks;
