@@ -46,7 +46,7 @@ export interface EvaluateAnswer {
   replayed: boolean;
   /**
    * A replay's: the member id the original was decided under (its concurrency slot's id); ''
-   * for a record written before records kept it.
+   * when it took no slot, or for a record written before records kept it.
    */
   member?: string;
   /** The store's clock when it decided (ms). */

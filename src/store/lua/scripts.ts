@@ -98,7 +98,7 @@ ${REQUEST_RECORDS_LUA}`;
  * decided: the reply is {-1, policy (1-based), field (1 algorithm, 2 limit, 3 window ms, 4 cost),
  * recorded value, asked value} and nothing is counted or written. Commands: one MGET (the record
  * and the marks), + SET … PX of the record. A replay's reply ends with one more value: the
- * member id the record was decided under ('' for a record from before members were kept).
+ * member id a call with a concurrency policy was decided under (its slot), else ''.
  */
 const EVALUATE_DRIVER = `
 local now = clock(ARGV[1])
@@ -200,7 +200,7 @@ if record then
   if not all then ttl = longestWait end
   -- Capped so that a reset mark (kept as long) outlives every record written before it.
   if ttl > RECORD_TTL_MAX then ttl = RECORD_TTL_MAX end
-  if ttl > 0 then redis.call('SET', record, records().value(out, marks, n), 'PX', ttl) end
+  if ttl > 0 then redis.call('SET', record, records().value(out, marks, n, 5), 'PX', ttl) end
 elseif ARGV[4] == '2' then
   -- A lease: the marks it is granted under, which its give-backs carry (see the refund).
   local got = redis.call('MGET', unpack(KEYS, n + 1, 2 * n))
