@@ -54,6 +54,21 @@ describe("request ids across a reshard", () => {
     expect(retry).toMatchObject({ allowed: true, replayed: true });
     expect(retry.decisions[0]).toMatchObject({ limit: 10, remaining: 5 });
     const newShard = Number(limiter.shardOf(key, at));
+    // Denied as a whole by a part on another shard: the moved part's refund, with the request
+    // id, matches its record (fingerprinted alike) and gives its unit back.
+    let other = "";
+    for (let i = 0; other === ""; i++) {
+      const candidate = `other-${crypto.randomUUID()}-${i}`;
+      if (Number(limiter.shardOf(candidate, at)) !== newShard) other = candidate;
+    }
+    const tight: LimitRequest = { policy: "rec-tight", key: other, limit: 1, windowMs: 10_000 };
+    expect((await limiter.limit(tight)).allowed).toBe(true);
+    const deniedId = `rid-${crypto.randomUUID()}`;
+    const whole = await limiter.limitAll([request, tight], { requestId: deniedId });
+    expect(whole).toMatchObject({ allowed: false, deniedBy: "rec-tight" });
+    expect(whole.decisions[0]).toMatchObject({ allowed: true, remaining: 9 });
+    const movedLog = storageKey(prefix, "rec-moved", key);
+    expect(await logCount(redis[newShard] as (typeof redis)[0], movedLog)).toBe(1);
     expect(
       await logCount(redis[newShard] as (typeof redis)[0], storageKey(prefix, "rec-moved", key)),
     ).toBe(1);
