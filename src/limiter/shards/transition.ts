@@ -4,7 +4,7 @@
  * old shard's count taken off the limit and the key's plan read by the router, or the answer
  * when no store call can admit them.
  */
-import { isLogAlgorithm } from "../../store/algorithm";
+import { isConcurrency, isLogAlgorithm } from "../../store/algorithm";
 import { withDeadline } from "../../store/with-deadline";
 import { blockedRequest, denied, fromCache, notAsked } from "../decisions";
 import { planOf } from "../plan-changes";
@@ -13,6 +13,9 @@ import type { FailMode, LimitAllOptions, LimitRequest, MultiDecision } from "../
 import type { MovedKeyCounts } from "./moved-key-counts";
 import type { Router } from "./router";
 import type { Shard, Shards } from "./shard";
+
+/** A full set's Retry-After, as the store answers it: a slot frees whenever a holder ends. */
+const CONCURRENCY_RETRY_MS = 1_000;
 
 /** What the new shard decides: the adjusted requests and, per request, the limit to report. */
 export type Adjusted =
@@ -134,6 +137,20 @@ export function createTransition(options: TransitionOptions): Transition {
         }
         const cost = request.cost ?? 1;
         const adjusted = { ...request, lease: false, overrides: false };
+        if (isConcurrency(request.algorithm ?? "sliding-log")) {
+          // The old shard's live slots count (it takes none after the settle instant).
+          if (limit < cost) return { short: limit, retryAt: t + CONCURRENCY_RETRY_MS };
+          const held = await counts.slots(
+            old,
+            oldShard.ctx,
+            { ...request, key: keys[j] as string },
+            router.transitionEnd(request.windowMs),
+          );
+          if (held === undefined) return { failed: oldShard };
+          const left = limit - held;
+          if (left < cost) return { short: Math.max(0, left), retryAt: t + CONCURRENCY_RETRY_MS };
+          return { request: { ...adjusted, limit: left }, limit };
+        }
         if (!isLogAlgorithm(request.algorithm ?? "sliding-log")) {
           // Counters start afresh on the new shard (see sharded-limiter.ts's note).
           return limit < cost
