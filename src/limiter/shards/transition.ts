@@ -1,16 +1,15 @@
 /**
  * A moved key's decision during a reshard's transition (docs/shards.md "Reshard", steps 2 and
  * 3 of sharded-limiter.ts's note): the requests as the new shard must decide them, with the
- * old shard's count taken off the limit and the key's plan read by the router, or the answer
- * when no store call can admit them.
+ * old shard's count taken off the limit and the key's plan read by the router (moved-plan.ts),
+ * or the answer when no store call can admit them.
  */
 import { isConcurrency, isLogAlgorithm } from "../../store/algorithm";
-import { withDeadline } from "../../store/with-deadline";
 import { blockedRequest, denied, fromCache, notAsked } from "../decisions";
-import { planOf } from "../plan-changes";
 import { type ResolvedPolicy, resolvePolicies } from "../resolved-policy";
 import type { FailMode, LimitAllOptions, LimitRequest, MultiDecision } from "../types";
 import type { MovedKeyCounts } from "./moved-key-counts";
+import { movedPlan } from "./moved-plan";
 import type { Router } from "./router";
 import type { Shard, Shards } from "./shard";
 
@@ -51,49 +50,6 @@ export function createTransition(options: TransitionOptions): Transition {
   const { timeoutMs, shards, router, counts } = options;
   const failMode = options.failMode ?? "open";
 
-  /**
-   * A moved key's override and block during its transition: the new shard's, else the old
-   * one's, which is then copied to the new shard (off the request path) so that it stays with
-   * the key once the old placement is forgotten. Undefined when a shard did not answer.
-   */
-  async function movedPlan(
-    to: Shard,
-    old: Shard,
-    request: LimitRequest,
-    limitOptions: LimitAllOptions,
-  ): Promise<Awaited<ReturnType<typeof planOf>> | undefined> {
-    const target = { policy: request.policy, key: request.key };
-    try {
-      const fresh = await withDeadline(timeoutMs, () => planOf(to.ctx, target));
-      if (fresh.limit !== undefined || fresh.blockedUntil !== undefined) return fresh;
-      const kept = await withDeadline(timeoutMs, () => planOf(old.ctx, target));
-      const copies: Promise<unknown>[] = [];
-      if (kept.limit !== undefined) {
-        copies.push(
-          to.limiter.overrides.set(request.policy, request.key, {
-            limit: kept.limit,
-            algorithm: request.algorithm,
-          }),
-        );
-      }
-      if (kept.blockedUntil !== undefined) {
-        const seconds =
-          kept.blockedUntil === 0 ? undefined : Math.ceil((kept.blockedUntil - kept.now) / 1000);
-        if (seconds === undefined || seconds >= 1) {
-          copies.push(to.limiter.blocks.add(target, seconds === undefined ? {} : { seconds }));
-        }
-      }
-      if (copies.length > 0) {
-        const copied = Promise.allSettled(copies);
-        limitOptions.waitUntil?.(copied);
-      }
-      return kept;
-    } catch (error) {
-      old.ctx.onStoreError?.(error);
-      return undefined;
-    }
-  }
-
   async function adjustMoved(
     shard: Shard,
     own: readonly LimitRequest[],
@@ -128,7 +84,7 @@ export function createTransition(options: TransitionOptions): Transition {
         const oldShard = shards.list[old] as Shard;
         let limit = request.limit;
         if (request.overrides === true) {
-          const plan = await movedPlan(shard, oldShard, request, limitOptions);
+          const plan = await movedPlan(shard, oldShard, request, timeoutMs, limitOptions);
           if (plan === undefined) return { failed: oldShard };
           if (plan.blockedUntil !== undefined) {
             return { blockedUntil: plan.blockedUntil, storeNow: plan.now };
