@@ -36,6 +36,7 @@
  * counters, not logs: nothing to peek) start afresh on N at at + Δ: one window in which a
  * moved key may get its limit once more, the slack fixed-window already has at a boundary.
  */
+import { isLogAlgorithm } from "../../store/algorithm";
 import { DEFAULT_LIMITER_TIMEOUT_MS } from "../defaults";
 import type { Limiter } from "../limiter-api";
 import type { LimiterOptions } from "../limiter-options";
@@ -113,7 +114,19 @@ export function createShardedLimiter(
       for (const shard of shards.list) shard.limiter.forget(request);
     },
     async peek(request) {
-      const shard = shardFor(request?.key);
+      // A moved key's log as its decision sees it: the old shard's count and plan included.
+      const t = now();
+      const { key, windowMs, algorithm } = request ?? {};
+      if (
+        typeof key === "string" &&
+        typeof windowMs === "number" &&
+        isLogAlgorithm(algorithm ?? "sliding-log")
+      ) {
+        const from = router.movedFrom(key, windowMs, t);
+        const to = shards.list[router.route(key, t).to] as Shard;
+        if (from !== undefined) return transition.peekMoved(to, request, from, t);
+      }
+      const shard = shardFor(key);
       const peeked = await shard.limiter.peek(request);
       if (peeked.peeked) peeked.shard = shard.name;
       return peeked;
