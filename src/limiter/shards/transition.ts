@@ -157,8 +157,9 @@ export function createTransition(options: TransitionOptions): Transition {
       const holder = failed.failed;
       const decided = shards.degradedOn(holder)(policies());
       // Its slots are taken in the failed shard's local store: their release goes there.
-      for (const decision of decided.decisions)
+      for (const decision of decided.decisions) {
         if (decision.slot) decision.slot.shard = holder.name;
+      }
       for (const slot of decided.slots ?? []) slot.shard = holder.name;
       return { decided };
     }
