@@ -153,4 +153,30 @@ describe("a reshard meets every operation on a moved key", () => {
     }
     expect({ admitted, released }).toEqual({ admitted: 10, released: 10 });
   });
+
+  it("a fallback slot of a request another shard denied is given back where it was taken", async () => {
+    const scenario = await faultScenario("forward");
+    const { clock, settled, fresh, at } = reshardAhead("pair", scenario.url);
+    const key = movedKey(fresh, at, "pair", "0");
+    let other = "";
+    while (!other) {
+      const candidate = `pair-other-${crypto.randomUUID()}`;
+      if (fresh.shardOf(candidate, at - 1) === "1" && fresh.shardOf(candidate, at) === "1") {
+        other = candidate;
+      }
+    }
+    const slot = { ...concurrency("ro-pair-c", key, 1), overrides: true };
+    const rate: LimitRequest = { policy: "ro-pair-r", key: other, limit: 1, windowMs: 60_000 };
+    clock.set(settled + 100);
+    expect((await fresh.limit(rate)).allowed).toBe(true);
+    await scenario.set("error-500");
+    // The slot is taken from the fallback (the old shard is down), the rate denies on shard 1:
+    // all or nothing, so the slot goes back.
+    const pair = await fresh.limitAll([slot, rate]);
+    expect(pair.allowed).toBe(false);
+    expect(pair.decisions[0]?.source).toBe("fallback");
+    const alone = await fresh.limit(slot);
+    expect(alone).toMatchObject({ allowed: true, source: "fallback" });
+    expect((await fresh.release(alone.slot as ConcurrencySlot)).released).toEqual([true]);
+  });
 });
