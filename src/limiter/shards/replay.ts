@@ -51,8 +51,10 @@ export async function asReplay(
           }),
         );
       }
-      if (decided.allowed && slots && slots.length > 0) {
-        given.push(shard.limiter.release(slots, limitOptions));
+      // Each slot where it was taken (a fallback slot may name another shard's local store).
+      for (const slot of decided.allowed ? (slots ?? []) : []) {
+        const holder = shards.byName.get(slot.shard ?? part.shard) ?? shard;
+        given.push(holder.limiter.release(slot, limitOptions));
       }
       await Promise.all(given);
       decided.allowed = true;
