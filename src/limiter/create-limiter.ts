@@ -49,8 +49,8 @@ import {
   resolvePolicies,
   withStorageKeys,
 } from "./resolved-policy";
-import { shardLayout } from "./shard-options";
-import { createShardedLimiter } from "./sharded-limiter";
+import { shardLayout } from "./shards/options";
+import { createShardedLimiter } from "./shards/sharded-limiter";
 import type { Decision, LimitRequest, MultiDecision, WaitUntil } from "./types";
 
 /**
@@ -69,7 +69,7 @@ import type { Decision, LimitRequest, MultiDecision, WaitUntil } from "./types";
  * ```
  */
 export function createLimiter(options: LimiterOptions): Limiter {
-  // Bad shards or reshard options throw here, naming the field (shard-options.ts).
+  // Bad shards or reshard options throw here, naming the field (shards/options.ts).
   const layout = shardLayout(options.store, options.reshard);
   if (layout.single) {
     const { reshard: _, ...single } = options;
@@ -78,7 +78,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       store: layout.clients[0] as StoreLimiterOptions["store"],
     }).limiter;
   }
-  // Several shards: one limiter per shard behind a router (sharded-limiter.ts).
+  // Several shards: one limiter per shard behind a router (shards/sharded-limiter.ts).
   return createShardedLimiter(options, layout, buildStoreLimiter);
 }
 
@@ -177,7 +177,7 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
     // store call, so a permit is always reported and a client's input never counts as a store
     // failure.
     withStorageKeys(policies, ctx.prefix);
-    const memberId = slotMemberId(policies, requestId) ?? nextMemberId();
+    const memberId = slotMemberId(policies) ?? nextMemberId();
     const permit: Permit = breaker.acquire();
     if (permit === "skip") return degraded(policies);
 

@@ -44,6 +44,11 @@ export interface EvaluateAnswer {
   deniedBy: number | undefined;
   /** The answer is the stored original decision of this request id; nothing was counted now. */
   replayed: boolean;
+  /**
+   * A replay's: the member id the original was decided under (its concurrency slot's id); ''
+   * when it took no slot, or for a record written before records kept it.
+   */
+  member?: string;
   /** The store's clock when it decided (ms). */
   now: number;
   /**
@@ -152,11 +157,14 @@ function parseReply(
   }
   const numbers = 4 + 4 * n;
   const strings = marks ? n : 0;
+  // A replay ends with the member id its record was decided under.
+  const replay = Array.isArray(reply) && reply[2] === 1 ? 1 : 0;
+  const limits = numbers + strings + (plans ? n : 0);
   if (
     !Array.isArray(reply) ||
-    reply.length !== numbers + strings + (plans ? n : 0) ||
+    reply.length !== limits + replay ||
     !reply.every((value, i) =>
-      i < numbers || i >= numbers + strings
+      (i < numbers || i >= numbers + strings) && i < limits
         ? typeof value === "number" && Number.isFinite(value)
         : typeof value === "string",
     )
@@ -188,6 +196,7 @@ function parseReply(
     policies,
   };
   if (marks) answer.resetMarks = (reply as unknown[]).slice(numbers, numbers + n) as string[];
+  if (replay) answer.member = reply[limits] as string;
   if (plans) {
     for (let i = 0; i < n; i++) {
       (policies[i] as PolicyAnswer).limit = at(numbers + strings + i);

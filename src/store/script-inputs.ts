@@ -21,6 +21,13 @@ export interface StorePolicy {
   algorithm: Algorithm;
   /** Units per window: 1 to MAX_ZSET_LIMIT for the sliding-log-zset, MAX_LIMIT for the others. */
   limit: number;
+  /**
+   * The limit the caller asked, when `limit` is one the limiter derived from it (a moved key
+   * during a reshard: the limit less what its old shard still holds, which falls with time). A
+   * request id's record is fingerprinted with it, so a retry asking the same matches its
+   * record whatever was derived then and now. @default limit
+   */
+  askedLimit?: number;
   windowMs: number;
   /**
    * Units this request takes in this policy: 1 to limit; the sliding-log-zset costs of one call
@@ -46,7 +53,10 @@ export interface ScriptCall {
    * keys.ts); Upstash and a single Redis take any keys.
    */
   policies: readonly StorePolicy[];
-  /** Unique per evaluation (isolate id + counter): log members are `<memberId>.<n>`. */
+  /**
+   * Unique per evaluation: log members are `<memberId>.<n>`, a concurrency slot is `<memberId>`
+   * (random: limiter/member-id.ts). A request id's record keeps it, and a replay returns it.
+   */
   memberId: string;
   /** The caller's clock (ms); omit (or undefined) to use the Redis clock. */
   now?: number | undefined;
@@ -121,6 +131,13 @@ export function scriptInputs(
   // before that, naming the field. A short loop; nothing is sent past it.
   const issue = storePolicyIssue(policies);
   if (issue) throw new PolicyBoundsError(caller, issue.index, issue.field, issue.detail);
+  const asked = policies.findIndex(
+    ({ askedLimit }) =>
+      askedLimit !== undefined && !(Number.isSafeInteger(askedLimit) && askedLimit >= 1),
+  );
+  if (asked >= 0) {
+    throw new PolicyBoundsError(caller, asked, "limit", "asked must be an integer ≥ 1");
+  }
   const keys = policies.map((policy) => policy.redisKey);
   const withRecord = call.requestId !== undefined;
   const marks = withRecord ? undefined : call.resetMarks;
@@ -155,5 +172,21 @@ export function scriptInputs(
       args.push(policy.overrides ? encodeKeyPart(policy.clientKey ?? "") : "");
     }
   }
+  // The record's fingerprint last (request-records.lua.ts reads ARGV[#ARGV]).
+  if (withRecord) args.push(recordFingerprint(policies));
   return { keys, args };
+}
+
+/**
+ * What a request id's record is fingerprinted with: per policy `algorithm:limit:window:cost` as
+ * the caller asked them (askedLimit over limit), joined by ','. The same text the scripts once
+ * built from their ARGV, so records written before stay comparable.
+ */
+export function recordFingerprint(policies: readonly StorePolicy[]): string {
+  let text = "";
+  for (let i = 0; i < policies.length; i++) {
+    const p = policies[i] as StorePolicy;
+    text += `${i > 0 ? "," : ""}${p.algorithm}:${p.askedLimit ?? p.limit}:${p.windowMs}:${p.cost}`;
+  }
+  return text;
 }

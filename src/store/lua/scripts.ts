@@ -79,6 +79,7 @@ ${REQUEST_RECORDS_LUA}`;
  *             client key. Limit overrides replace the policies' limits; a live key block answers
  *             {-2, policy (1-based), until (0 = none), now}, nothing read or counted; the reply
  *             ends with the n effective limits.
+ * ARGV[#ARGV] when ARGV[4] is "1": the call's fingerprint (request-records.lua.ts)
  *
  * Phase 1 checks every policy; phase 2 commits every policy only if all admit: a request denied
  * by one policy consumes nothing in any. Returns
@@ -92,10 +93,12 @@ ${REQUEST_RECORDS_LUA}`;
  * denied (it consumed nothing, so re-deciding after that counts nothing twice, and a retry that
  * honours Retry-After is not denied forever), at most RECORD_TTL_MAX_MS. A record written before
  * a reset of any of its policies is not replayed (records().read). A retry whose policies differ
- * from the record's fingerprint (algorithm, limit, window or cost) is not replayed either, nor
+ * from the record's fingerprint (algorithm, limit, window or cost as the caller asked them) is
+ * not replayed either, nor
  * decided: the reply is {-1, policy (1-based), field (1 algorithm, 2 limit, 3 window ms, 4 cost),
  * recorded value, asked value} and nothing is counted or written. Commands: one MGET (the record
- * and the marks), + SET … PX of the record.
+ * and the marks), + SET … PX of the record. A replay's reply ends with one more value: the
+ * member id a call with a concurrency policy was decided under (its slot), else ''.
  */
 const EVALUATE_DRIVER = `
 local now = clock(ARGV[1])
@@ -143,14 +146,18 @@ local record, marks = nil, nil
 if ARGV[4] == '1' then
   record = KEYS[n + 1]
   local stored, fp
-  stored, marks, fp = records().read(n)
+  local member
+  stored, marks, fp, member = records().read(n)
   if stored then
-    local conflict = records().conflict(fp, n, 5)
+    local conflict = records().conflict(fp, n)
     if conflict then return conflict end
     local out = {}
     for v in string.gmatch(stored, '[^,]+') do out[#out + 1] = tonumber(v) end
     out[3] = 1
-    return withLimits(out)
+    -- A replay ends with the member id it was decided under ('' for an older record).
+    out = withLimits(out)
+    out[#out + 1] = member or ''
+    return out
   end
 end
 
@@ -217,6 +224,7 @@ return withLimits(out)
  * ARGV[5]     the store's `now` of the original decision (which window it was counted in), plus
  *             its stamp offset if it had one (the log's refund finds the request's times by it)
  * ARGV[6..]   per policy: algorithm, limit, window ms, cost (as evaluated)
+ * ARGV[#ARGV] when ARGV[4] is "1": the call's fingerprint, as the evaluation sent it
  *
  * With a request-id record, the refund happens only if the record exists, says "admitted" and
  * no policy was reset since (the reset already forgot the request), and the record is deleted: a second refund gives back nothing, and a retry of the request is
@@ -241,7 +249,7 @@ elseif ARGV[4] == '1' then
   local record = KEYS[n + 1]
   local stored, _, fp = records().read(n)
   -- Refunded only as evaluated: other costs than recorded would give back what it never took.
-  if not stored or string.sub(stored, 1, 1) ~= '1' or records().conflict(fp, n, 5) then
+  if not stored or string.sub(stored, 1, 1) ~= '1' or records().conflict(fp, n) then
     for i = 1, n do out[i + 1] = 0 end
     return out
   end

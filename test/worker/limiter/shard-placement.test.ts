@@ -2,7 +2,7 @@
 // refuses (no store is asked: these are properties of the hash and the option checks).
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import { createPlacement } from "../../../src/limiter/shard-placement";
+import { createPlacement } from "../../../src/limiter/shards/placement";
 import { storeAt } from "../../support/worker/fault-control";
 
 const KEYS = Array.from({ length: 30_000 }, (_, i) => `client-${i}-${(i * 7919) % 1000}`);

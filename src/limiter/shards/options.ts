@@ -5,7 +5,7 @@
  * the other option groups are (leases, regions): a limiter is never built on a store it cannot
  * place keys over.
  */
-import type { ScriptClient } from "../store/script-runner";
+import type { ScriptClient } from "../../store/script-runner";
 
 /** A change of the shards (LimiterOptions.reshard). */
 export interface ReshardOptions {
