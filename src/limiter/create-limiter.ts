@@ -30,7 +30,6 @@ import { inFlightOf } from "./in-flight";
 import { createKeyBlocks } from "./key-blocks";
 import { createLimiterLeases } from "./leases/isolate-leases";
 import { createRegionBooks } from "./leases/isolate-leases-in-region";
-import { createRegionalLeases } from "./leases/regional-leases";
 import type { Limiter } from "./limiter-api";
 import type { LimiterOptions, StoreLimiterOptions } from "./limiter-options";
 import { nextMemberId } from "./member-id";
@@ -40,6 +39,7 @@ import { createPlanChanges } from "./plan-changes";
 import { createPlanListing } from "./plan-listing";
 import type { CountedReceipt } from "./receipt-state";
 import { refundReceipt } from "./refund-receipt";
+import { createRegionalLeases } from "./regions/regional-leases";
 import { releaseOf, slotMemberId } from "./release-slots";
 import { resetKey } from "./reset";
 import {

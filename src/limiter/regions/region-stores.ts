@@ -28,7 +28,7 @@ import {
   createCircuitBreaker,
 } from "../circuit-breaker";
 import type { LimiterContext } from "../context";
-import { createRoundTrip, type RoundTrip } from "./region-round-trip";
+import { createRoundTrip, type RoundTrip } from "./round-trip";
 
 export interface RegionStores {
   /** Whether `region` is one of `regions.stores`. */
