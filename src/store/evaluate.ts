@@ -13,7 +13,8 @@
 import { isLogAlgorithm } from "./algorithm";
 import { STAMP_AHEAD_MAX_MS } from "./keys";
 import { EVALUATE_SCRIPTS } from "./lua/scripts";
-import { type ScriptCall, type StorePolicy, scriptInputs } from "./script-inputs";
+import { type FenceRefusal, fenceRefusalOf } from "./placement-fence";
+import { readsPlans, type ScriptCall, type StorePolicy, scriptInputs } from "./script-inputs";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
 
 /** One policy's answer in the evaluate script's reply (peek answers the same shape). */
@@ -73,6 +74,11 @@ export interface EvaluateAnswer {
    * (`allowed` false, `policies` empty).
    */
   blocked?: KeyBlock;
+  /**
+   * Set when the shard refused the caller's placement view (placement-fence.ts): nothing was
+   * read, decided or counted (`allowed` false, `policies` empty).
+   */
+  fenced?: FenceRefusal;
 }
 
 /** A live key block the evaluate script met. */
@@ -127,7 +133,11 @@ export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<
   const { keys, args } = scriptInputs("evaluate", call, [ahead]);
   const reply = await runScript<unknown>(client, scriptFor(policies), keys, args);
   const marks = call.resetMarks === "read" && call.requestId === undefined;
-  const plans = keys.length > 0 && keys[keys.length - 1] === call.plansKey;
+  const plans = readsPlans("evaluate", call);
+  if (call.fence !== undefined) {
+    const fenced = fenceRefusalOf(reply);
+    if (fenced) return fencedAnswer(fenced);
+  }
   return parseReply(reply, policies.length, ahead, marks, plans);
 }
 
@@ -217,6 +227,20 @@ function blockedAnswer(reply: unknown[], n: number): EvaluateAnswer {
     retryAfterMs: until === 0 ? 0 : Math.max(0, until - now),
     policies: [],
     blocked: { index: policy - 1, until },
+  };
+}
+
+/** The fence's refusal: nothing decided. */
+function fencedAnswer(fenced: FenceRefusal): EvaluateAnswer {
+  return {
+    allowed: false,
+    deniedBy: undefined,
+    replayed: false,
+    now: 0,
+    stamp: 0,
+    retryAfterMs: 0,
+    policies: [],
+    fenced,
   };
 }
 

@@ -6,9 +6,11 @@
  */
 import { boundedKey, needsDigest } from "../../bounded-key";
 import type { LimiterOptions } from "../limiter-options";
+import type { PlacedCallOptions } from "../placement-refusal";
 import { resolvePolicies } from "../resolved-policy";
 import type { LimitAllOptions, LimitRequest, MultiDecision } from "../types";
 import { mergeParts, type ShardPart, tagShard } from "./merge";
+import type { ShardFence } from "./fence";
 import type { Router } from "./router";
 import type { Shard, Shards } from "./shard";
 import type { Transition } from "./transition";
@@ -31,6 +33,7 @@ export function createShardedDecide(
   shards: Shards,
   router: Router,
   transition: Transition,
+  fence: ShardFence,
 ): LimitAll {
   const now = options.now ?? Date.now;
   const { onDecision } = options;
@@ -51,6 +54,9 @@ export function createShardedDecide(
     limitOptions: LimitAllOptions = {},
   ): Promise<MultiDecision> {
     const t = now();
+    fence.announce(t, limitOptions.waitUntil);
+    // Every shard's call carries the placement this one's keys were placed by (fence.ts).
+    const placed: PlacedCallOptions = { ...limitOptions, fence: fence.view(t) };
     // Nothing the router can place (not a list, a key that is not a string): the first shard
     // answers it as one store does (PolicyBoundsError; an empty list is admitted).
     if (!Array.isArray(given) || given.some((request) => typeof request?.key !== "string")) {
@@ -74,7 +80,7 @@ export function createShardedDecide(
       // One shard, nothing moved: its limiter decides the call as it is (no added cost).
       const [group] = groups.values();
       const shard = shards.list[group?.shard ?? 0] as Shard;
-      return report(given, tagShard(await shard.limiter.limitAll(given, limitOptions), shard.name));
+      return report(given, tagShard(await shard.limiter.limitAll(given, placed), shard.name));
     }
     // Checked whole first, so that a field out of bounds is named by its index in `given`.
     // The keys as counted (digested past MAX_KEY_LENGTH) are for the old shard's peeks only:
@@ -88,7 +94,7 @@ export function createShardedDecide(
       options.failMode ?? "open",
     );
     const parts = await Promise.all(
-      [...groups.values()].map((group) => decideGroup(group, given, counted, limitOptions, t)),
+      [...groups.values()].map((group) => decideGroup(group, given, counted, placed, t)),
     );
     if (parts.some((part) => !part.decided.allowed)) {
       // All or nothing: what the other shards admitted is given back (held one round trip at
@@ -122,7 +128,7 @@ export function createShardedDecide(
     group: Group,
     requests: readonly LimitRequest[],
     counted: readonly string[],
-    limitOptions: LimitAllOptions,
+    limitOptions: PlacedCallOptions,
     t: number,
   ): Promise<ShardPart> {
     const shard = shards.list[group.shard] as Shard;

@@ -37,6 +37,7 @@ import type { LimiterOptions } from "../limiter-options";
 import type { CountedReceipt } from "../receipt-state";
 import type { MultiDecision } from "../types";
 import { createShardedDecide } from "./decide";
+import { createShardFence } from "./fence";
 import { createMovedKeyCounts } from "./moved-key-counts";
 import type { ShardLayout } from "./options";
 import { createShardedPlans } from "./plans";
@@ -57,14 +58,16 @@ export function createShardedLimiter(
   const shards = buildShards(options, layout, build);
   const router = createRouter(layout, timeoutMs);
   const counts = createMovedKeyCounts(now);
+  const fence = createShardFence(layout, shards, router);
   const transition = createTransition({
     failMode: options.failMode,
     timeoutMs,
     shards,
     router,
     counts,
+    fence,
   });
-  const limitAll = createShardedDecide(options, shards, router, transition);
+  const limitAll = createShardedDecide(options, shards, router, transition, fence);
   const slots = createShardedSlots(shards, router, now);
   const plans = createShardedPlans({
     names: layout.names,

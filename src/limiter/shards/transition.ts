@@ -11,6 +11,7 @@ import { planOf } from "../plan-changes";
 import { type ResolvedPolicy, resolvePolicies } from "../resolved-policy";
 import type { FailMode, LimitAllOptions, LimitRequest, MultiDecision } from "../types";
 import type { MovedKeyCounts } from "./moved-key-counts";
+import type { ShardFence } from "./fence";
 import type { Router } from "./router";
 import type { Shard, Shards } from "./shard";
 
@@ -42,10 +43,11 @@ export interface TransitionOptions {
   shards: Shards;
   router: Router;
   counts: MovedKeyCounts;
+  fence: ShardFence;
 }
 
 export function createTransition(options: TransitionOptions): Transition {
-  const { timeoutMs, shards, router, counts } = options;
+  const { timeoutMs, shards, router, counts, fence } = options;
   const failMode = options.failMode ?? "open";
 
   /**
@@ -141,6 +143,10 @@ export function createTransition(options: TransitionOptions): Transition {
             : { request: { ...adjusted, limit }, limit };
         }
         if (limit < cost) return { short: limit, retryAt: t + request.windowMs };
+        // The old placement closed there first (fence.ts): the count read after it only falls.
+        const closed = await fence.close(oldShard);
+        if (closed === "failed") return { failed: oldShard };
+        if (closed !== "closed") return { refused: closed, by: oldShard };
         const count = await counts.read(
           old,
           oldShard.ctx,
@@ -157,6 +163,10 @@ export function createTransition(options: TransitionOptions): Transition {
     const failed = read.find((r) => "failed" in r);
     if (failed && "failed" in failed) {
       return { decided: shards.degradedOn(failed.failed)(policies()) };
+    }
+    const refused = read.find((r) => "refused" in r);
+    if (refused && "refused" in refused) {
+      return { decided: fence.refused(refused.by as Shard, policies(), refused.refused, t) };
     }
     const blocked = read.findIndex((r) => "blockedUntil" in r);
     if (blocked >= 0) {
