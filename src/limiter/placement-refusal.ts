@@ -39,7 +39,10 @@ export class PlacementFenceError extends Error {
 const iso = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms));
 
 /** The error for `refusal` of a call placed by `view`. */
-export function fenceError(refusal: FenceRefusal, view: FenceView | undefined): PlacementFenceError {
+export function fenceError(
+  refusal: FenceRefusal,
+  view: FenceView | undefined,
+): PlacementFenceError {
   const mine = view?.kind === "reshard" ? view.at : undefined;
   switch (refusal.kind) {
     case "old-placement":

@@ -37,9 +37,10 @@
  * shard and one close per old shard. Like the plans hash, the record is one key per prefix in
  * every decision's KEYS (Upstash locks the keys a script names).
  */
+
+import { clockedScript } from "./clock-slots";
 import { CLOCK_LUA } from "./lua/clock.lua";
 import { FENCE_LUA } from "./lua/placement-fence.lua";
-import { clockedScript } from "./clock-slots";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
 import type { ScriptArg } from "./store-clock";
 
@@ -147,10 +148,12 @@ export async function fencePlacement(
   now: number | undefined,
 ): Promise<FenceRefusal | undefined> {
   const args = fenceArgs({ ...view, placed: close ? view.to : "" });
-  const reply = await runScript<unknown>(client, FENCE_SCRIPT, [fenceKey(prefix)], [
-    now ?? "",
-    ...args,
-  ]);
+  const reply = await runScript<unknown>(
+    client,
+    FENCE_SCRIPT,
+    [fenceKey(prefix)],
+    [now ?? "", ...args],
+  );
   const refused = fenceRefusalOf(reply);
   if (refused) return refused;
   if (!Array.isArray(reply) || reply[0] !== 0) {

@@ -10,9 +10,14 @@
  * the old shard, ordered by that shard before the read: every admission there on the old
  * placement either ran before it (and is in the count) or is refused after it.
  */
-import { type FenceRefusal, type FenceView, fencePlacement, placementId } from "../../store/placement-fence";
+import {
+  type FenceRefusal,
+  type FenceView,
+  fencePlacement,
+  placementId,
+} from "../../store/placement-fence";
 import { withinDeadline } from "../../store/script-runner";
-import { refusedByFence, tellRefusal, fenceError } from "../placement-refusal";
+import { fenceError, refusedByFence, tellRefusal } from "../placement-refusal";
 import type { ResolvedPolicy } from "../resolved-policy";
 import type { MultiDecision, WaitUntil } from "../types";
 import type { ShardLayout } from "./options";

@@ -10,8 +10,8 @@ import { blockedRequest, denied, fromCache, notAsked } from "../decisions";
 import { planOf } from "../plan-changes";
 import { type ResolvedPolicy, resolvePolicies } from "../resolved-policy";
 import type { FailMode, LimitAllOptions, LimitRequest, MultiDecision } from "../types";
-import type { MovedKeyCounts } from "./moved-key-counts";
 import type { ShardFence } from "./fence";
+import type { MovedKeyCounts } from "./moved-key-counts";
 import type { Router } from "./router";
 import type { Shard, Shards } from "./shard";
 

@@ -34,4 +34,3 @@ export const FENCE_LUA = `local function fence(key, b, now)
   return {-3, 5, tonumber(at), tonumber(ends)}
 end
 `;
-
