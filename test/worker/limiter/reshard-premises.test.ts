@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { Limiter } from "../../../src/limiter/limiter-api";
-import type { ScriptClient } from "../../../src/store/script-runner";
+import type { StoreClient } from "../../../src/store/upstash-client";
 import { manualClock, storeAt } from "../../support/worker/fault-control";
 import { shardPrefix, shardUrls } from "../../support/worker/shard-stores";
 
@@ -29,7 +29,7 @@ function world(label: string) {
   const at = clock.now() + 10_000;
   const urls = shardUrls();
   const clients = urls.map((url) => storeAt(url, 2_000));
-  const [a, b, c] = clients as [ScriptClient, ScriptClient, ScriptClient];
+  const [a, b, c] = clients as [StoreClient, StoreClient, StoreClient];
   /** An isolate's limiter: on `now` (the test's clock, or one that is behind), telling `errors`. */
   const limiter = (
     errors: Error[],
@@ -160,7 +160,7 @@ describe("reshard premises: each mistake within the limit, or refused naming the
 
   it("a second reshard deployed during the first's transition: refused, naming reshard", async () => {
     const w = world("second");
-    const [a, b, c] = w.clients as [ScriptClient, ScriptClient, ScriptClient];
+    const [a, b, c] = w.clients as [StoreClient, StoreClient, StoreClient];
     const xe: Error[] = [];
     const ye: Error[] = [];
     const xl = w.limiter(xe, w.newShards());
