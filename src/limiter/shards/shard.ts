@@ -2,7 +2,7 @@
  * A sharded limiter's shards (docs/shards.md): one store limiter per shard, each with its own
  * store, capped breaker, clock policy and leases, all sharing one denial cache and one fallback.
  */
-import type { BreakerEvent } from "../circuit-breaker";
+import { type BreakerEvent, cappedCooldown } from "../circuit-breaker";
 import type { LimiterContext } from "../context";
 import { createDegradedPath } from "../degraded";
 import { createDenialCache } from "../denial-cache";
@@ -61,19 +61,9 @@ export function buildShards(
         };
   const { store: _store, reshard: _reshard, onDecision: _onDecision, ...common } = options;
   const { onBreakerChange } = common;
-  // A sick shard stops only its own keys, and its keys return to Redis only when a probe finds
-  // it answering: a cool-down that doubles to 30 s would keep them on the fallback that long
-  // after it recovered. Each shard's is capped, as a region store's is; a probe costs one
-  // request per isolate a timeout at most, on that shard's keys alone.
-  const cooldownMs = Math.min(common.breaker?.cooldownMs ?? 1_000, SHARD_MAX_COOLDOWN_MS);
-  const breaker = {
-    ...common.breaker,
-    cooldownMs,
-    maxCooldownMs: Math.max(
-      cooldownMs,
-      Math.min(common.breaker?.maxCooldownMs ?? 30_000, SHARD_MAX_COOLDOWN_MS),
-    ),
-  };
+  // A sick shard stops only its own keys: each shard's cool-down is capped, as a region
+  // store's is (circuit-breaker.ts's cappedCooldown).
+  const breaker = cappedCooldown(common.breaker, SHARD_MAX_COOLDOWN_MS);
   const list: Shard[] = layout.clients.map((client, i) => {
     const name = layout.names[i] as string;
     return {

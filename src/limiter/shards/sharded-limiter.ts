@@ -26,11 +26,17 @@
  * 4. After at + Δ + A + w every admission O holds for the key was stamped before at + Δ + A, so
  *    it has left the window: u_O = 0 and O is forgotten for that policy.
  *
+ * Concurrency the same way, its window the slot timeout: N takes a slot only when
+ * n_N + 1 ≤ L - s, s the live slots O holds for the key read after at + Δ (O takes none after
+ * it, so they only fall), and O's last slots lapse by at + Δ + timeout.
+ *
  * Costs: the peek (one read-only script) only for moved keys in the transition, once per key
- * and policy until the next of u's units leaves the window (u = 0: once). The other algorithms
- * (O(1) counters, not logs: nothing to peek) start afresh on N at at + Δ: one window in which a
+ * and policy until the next of u's units leaves the window (u = 0: once); a concurrency key's
+ * old slots are read at each of its decisions until O holds none. The other algorithms (O(1)
+ * counters, not logs: nothing to peek) start afresh on N at at + Δ: one window in which a
  * moved key may get its limit once more, the slack fixed-window already has at a boundary.
  */
+import { isLogAlgorithm } from "../../store/algorithm";
 import { DEFAULT_LIMITER_TIMEOUT_MS } from "../defaults";
 import type { Limiter } from "../limiter-api";
 import type { LimiterOptions } from "../limiter-options";
@@ -111,7 +117,19 @@ export function createShardedLimiter(
       for (const shard of shards.list) shard.limiter.forget(request);
     },
     async peek(request) {
-      const shard = shardFor(request?.key);
+      // A moved key's log as its decision sees it: the old shard's count and plan included.
+      const t = now();
+      const { key, windowMs, algorithm } = request ?? {};
+      if (
+        typeof key === "string" &&
+        typeof windowMs === "number" &&
+        isLogAlgorithm(algorithm ?? "sliding-log")
+      ) {
+        const from = router.movedFrom(key, windowMs, t);
+        const to = shards.list[router.route(key, t).to] as Shard;
+        if (from !== undefined) return transition.peekMoved(to, request, from, t);
+      }
+      const shard = shardFor(key);
       const peeked = await shard.limiter.peek(request);
       if (peeked.peeked) peeked.shard = shard.name;
       return peeked;
