@@ -9,10 +9,9 @@
  * one shard's bridge hanging while the other shards' keys are still decided by Redis.
  */
 import { describe, expect, inject, it } from "vitest";
-import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { Env } from "../../../worker/env";
-import { faultScenario, storeAt } from "../../support/worker/fault-control";
-import { shardPrefix, shardRedis, shardUrls } from "../../support/worker/shard-stores";
+import { faultScenario } from "../../support/worker/fault-control";
+import { announceReshard, shardPrefix, shardRedis } from "../../support/worker/shard-stores";
 import {
   baseEnv,
   callWorker,
@@ -253,22 +252,9 @@ describe("a sharded worker's surfaces", () => {
       });
     }
     // The premise the shards check (docs/shards.md "Which mistakes are refused"): an isolate on
-    // the new config told them of the reshard before its instant. Here a library limiter on
-    // the same shards and prefix (after the old config's last decisions here), its clock (passed to Redis) a second before the instant.
-    const [url0, url1, url2] = shardUrls() as [string, string, string];
-    const announcer = createLimiter({
-      prefix: removing,
-      clock: "caller",
-      now: () => Date.parse(at) - 1_000,
-      store: { "": storeAt(url0, 2_000), B: storeAt(url1, 2_000) },
-      reshard: { from: ["", "B", "C"], at: Date.parse(at), stores: { C: storeAt(url2, 2_000) } },
-    });
-    const told: Promise<unknown>[] = [];
-    await announcer.limit(
-      { policy: "announce", key: "k", limit: 1, windowMs: 1_000 },
-      { waitUntil: (promise) => told.push(promise) },
-    );
-    await Promise.all(told);
+    // the new config told them of the reshard before its instant (after the old config's last
+    // decisions here).
+    await announceReshard(removing, ["", "B"], ["", "B", "C"], Date.parse(at));
     // On the new placement: not C, and C's 3 still count against the limit of 5.
     const moved = await check(after, { rule: "api", key: onC });
     expect(moved).toMatchObject({ allowed: true, limit: 5, remaining: 1 });
