@@ -178,6 +178,22 @@ describe("reshard premises: each mistake within the limit, or refused naming the
     expect(settings(y).some((m) => m.startsWith("reshard: a second reshard"))).toBe(true);
   }, 60_000);
 
+  it("an isolate on shards that are neither side of the reshard: refused, naming reshard.from", async () => {
+    const w = world("other-shards");
+    const [a, , c] = w.clients as [StoreClient, StoreClient, StoreClient];
+    const xe: Error[] = [];
+    const ye: Error[] = [];
+    const xl = w.limiter(xe, w.newShards());
+    // Shards "0" and "2": a config that is neither the reshard's before nor its after.
+    const yl = w.limiter(ye, { store: { "0": a, "2": c } });
+    const x = { at: () => xl, errors: xe };
+    const y = { at: () => yl, errors: ye };
+    const { worst } = await drive(w, x, y);
+    expect(worst).toBeLessThanOrEqual(limit);
+    expect(settings(y).some((m) => m.startsWith("reshard.from:"))).toBe(true);
+    expect(settings(x)).toEqual([]);
+  }, 60_000);
+
   it("reshard.at already 20 s past when deployed: refused, naming reshard.at", async () => {
     const w = world("late");
     const xe: Error[] = [];
