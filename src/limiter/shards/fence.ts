@@ -43,7 +43,14 @@ export interface ShardFence {
   ): MultiDecision;
 }
 
-export function createShardFence(layout: ShardLayout, shards: Shards, router: Router): ShardFence {
+/** The placement a call at `t` places its keys by, as the shards are told it. */
+export function placementViews(layout: ShardLayout, router: Router): (t: number) => FenceView {
+  const { stable, before, after, at } = views(layout, router);
+  if (!before || !after) return () => stable;
+  return (t) => (t < at ? before : after);
+}
+
+function views(layout: ShardLayout, router: Router) {
   const to = placementId(layout.names.slice(0, layout.placed));
   const reshard = layout.reshard;
   const from = reshard ? placementId(reshard.from) : "";
@@ -58,6 +65,12 @@ export function createShardFence(layout: ShardLayout, shards: Shards, router: Ro
     endsBy: router.endsBy,
   };
   const after: FenceView | undefined = before && { ...before, placed: to };
+  return { stable, before, after, at };
+}
+
+export function createShardFence(layout: ShardLayout, shards: Shards, router: Router): ShardFence {
+  const { before, after } = views(layout, router);
+  const view = placementViews(layout, router);
   // Per shard: announced (or under way), and the close's outcome once it has one.
   const announced = new Set<Shard>();
   const closes = new Map<Shard, Promise<CloseOutcome>>();
@@ -73,10 +86,7 @@ export function createShardFence(layout: ShardLayout, shards: Shards, router: Ro
   }
 
   return {
-    view(t) {
-      if (!before || !after) return stable;
-      return t < at ? before : after;
-    },
+    view,
     announce(t, waitUntil) {
       // Nothing to tell without a reshard, nor once it is over everywhere.
       if (!before || announced.size === shards.list.length || t >= router.endsBy) return;

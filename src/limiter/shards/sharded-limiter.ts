@@ -43,7 +43,7 @@ import type { LimiterOptions } from "../limiter-options";
 import type { CountedReceipt } from "../receipt-state";
 import type { MultiDecision } from "../types";
 import { createShardedDecide } from "./decide";
-import { createShardFence } from "./fence";
+import { createShardFence, placementViews } from "./fence";
 import { createMovedKeyCounts } from "./moved-key-counts";
 import type { ShardLayout } from "./options";
 import { createShardedPlans } from "./plans";
@@ -61,8 +61,8 @@ export function createShardedLimiter(
 ): Limiter {
   const now = options.now ?? Date.now;
   const timeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
-  const shards = buildShards(options, layout, build);
   const router = createRouter(layout, timeoutMs);
+  const shards = buildShards(options, layout, build, placementViews(layout, router));
   const counts = createMovedKeyCounts(now);
   const fence = createShardFence(layout, shards, router);
   const transition = createTransition({

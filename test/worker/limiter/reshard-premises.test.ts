@@ -71,13 +71,14 @@ async function drive(
   x: Isolate,
   y: Isolate,
   burst = 25,
+  lease = false,
 ): Promise<{ admitted: number[]; worst: number }> {
   const admitted: number[] = [];
   for (let t = w.at - 6_000, turn = 0; t < w.at + 14_000; t += 500, turn++) {
     w.clock.set(t);
     const isolate = turn % 2 === 0 ? x : y;
     for (let i = 0; i < burst; i++) {
-      const d = await isolate.at(t).limit({ policy: "p", key: w.key, limit, windowMs });
+      const d = await isolate.at(t).limit({ policy: "p", key: w.key, limit, windowMs, lease });
       if (d.allowed) admitted.push(t);
     }
   }
@@ -156,6 +157,21 @@ describe("reshard premises: each mistake within the limit, or refused naming the
     expect(worst).toBeLessThanOrEqual(limit);
     expect(settings(y).some((m) => m.startsWith("reshard.at:"))).toBe(true);
     expect(settings(x)).toEqual([]);
+  }, 60_000);
+
+  it("an isolate still on the old config, with leases: refused, naming reshard.at", async () => {
+    // Its requests ask for leases (paid locally, granted by the old shard): a grant is fenced
+    // as a decision is, and none outlives the close.
+    const w = world("old-config-leases");
+    const xe: Error[] = [];
+    const ye: Error[] = [];
+    const xl = w.limiter(xe, w.newShards());
+    const yl = w.limiter(ye, w.oldShards);
+    const x = { at: () => xl, errors: xe };
+    const y = { at: () => yl, errors: ye };
+    const { worst } = await drive(w, x, y, 25, true);
+    expect(worst).toBeLessThanOrEqual(limit);
+    expect(settings(y).some((m) => m.startsWith("reshard.at:"))).toBe(true);
   }, 60_000);
 
   it("a second reshard deployed during the first's transition: refused, naming reshard", async () => {
