@@ -116,7 +116,8 @@ export interface RecordConflict {
  * up to limit 248, else 4–5 admitted and 2–3 denied (GETRANGE/SETRANGE); sliding-log-zset: 5
  * admitted (4 on an empty log), 3 denied; fixed-window, sliding-counter, token-bucket: 2 admitted, 1 denied; plus, with a
  * request id, one MGET (the record and the policies' reset marks) and SET when it stores the answer;
- * plus, when a policy reads plans (`overrides` and the call's `plansKey`), one HMGET for all of them.
+ * plus, when a policy reads plans (`overrides` and the call's `plansKey`), one HMGET for all of them;
+ * plus, with a placement fence (a sharded limiter's call), one GET (a SET when it writes the record).
  */
 export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<EvaluateAnswer> {
   const { policies } = call;

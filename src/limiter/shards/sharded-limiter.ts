@@ -15,6 +15,9 @@
  *    runs these options before `at` (the deployment's premise), so every call deciding the key
  *    on O was sent before `at`, and any whose answer was used ran on O before at + Δ. After
  *    at + Δ, O admits nothing more for the key: its live count u_O only falls from then on.
+ *    The premise is not taken on trust (fence.ts): O refuses the old placement once an isolate
+ *    on the new one has closed it there, which each does before it first reads O's count, so
+ *    u_O only falls from that read on whatever a stale isolate, its clock or its `at` says.
  * 3. From at + Δ until at + Δ + A + w (w: the policy's window), a sliding-log policy is decided
  *    on N with the limit L - u, where u is u_O read by a peek of O (moved-key-counts.ts) sent
  *    after at + Δ. Since u_O only falls, u ≥ u_O at the decision, and N admits a cost c only
