@@ -9,7 +9,7 @@ import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { Limiter } from "../../../src/limiter/limiter-api";
 import type { StoreClient } from "../../../src/store/upstash-client";
 import { manualClock, storeAt } from "../../support/worker/fault-control";
-import { shardPrefix, shardUrls } from "../../support/worker/shard-stores";
+import { shardPrefix, shardRedis, shardUrls } from "../../support/worker/shard-stores";
 
 const base = shardPrefix("premises");
 const limit = 20;
@@ -57,7 +57,7 @@ function world(label: string) {
     const k = `moved-${i}-${crypto.randomUUID()}`;
     if (probe.shardOf(k, at) !== probe.shardOf(k, at - 1)) key = k;
   }
-  return { label, clock, at, clients, limiter, oldShards, newShards, key };
+  return { label, prefix, clock, at, clients, limiter, oldShards, newShards, key };
 }
 
 /**
@@ -113,6 +113,15 @@ describe("reshard premises: each mistake within the limit, or refused naming the
     expect(admitted.some((t) => t < w.at)).toBe(true);
     expect(admitted.some((t) => t > w.at + 2_000)).toBe(true);
     expect([...settings(x), ...settings(y)]).toEqual([]);
+    // Every shard was told the reshard (its instant in the record), and the old placement is
+    // closed where the key lived and where it moved (by the close before the count was read,
+    // and by the decisions on the new placement).
+    const records = await Promise.all(
+      shardRedis().map((r) => r.get<string>(`${w.prefix}:placement`)),
+    );
+    for (const record of records) expect(String(record)).toContain(`|${w.at}|`);
+    expect(String(records[Number(xl.shardOf(w.key, w.at - 1))])).toMatch(/\|1$/);
+    expect(String(records[Number(xl.shardOf(w.key, w.at))])).toMatch(/\|1$/);
   }, 60_000);
 
   it("a second isolate's reshard.at 3 s later: refused, naming reshard.at", async () => {
