@@ -8,7 +8,7 @@ import { boundedKey, needsDigest } from "../../bounded-key";
 import type { LimiterOptions } from "../limiter-options";
 import type { PlacedCallOptions } from "../placement-refusal";
 import { resolvePolicies } from "../resolved-policy";
-import type { LimitAllOptions, LimitRequest, MultiDecision } from "../types";
+import type { ConcurrencySlot, LimitAllOptions, LimitRequest, MultiDecision } from "../types";
 import type { ShardFence } from "./fence";
 import { mergeParts, type ShardPart, tagShard } from "./merge";
 import type { Router } from "./router";
@@ -111,13 +111,23 @@ export function createShardedDecide(
         }),
       );
       // A part admitted with concurrency slots gives them back too: the request holds none.
+      // Each where it was taken: a slot that names a shard (a fallback slot in a failed old
+      // shard's local store) there, the others on the part's shard.
+      const held = new Map<string, ConcurrencySlot[]>();
+      for (const part of parts) {
+        const slots = part.decided.allowed ? part.decided.slots : undefined;
+        if (!slots || slots.length === 0) continue;
+        delete part.decided.slots;
+        for (const slot of slots) {
+          const list = held.get(slot.shard ?? part.shard) ?? [];
+          list.push(slot);
+          held.set(slot.shard ?? part.shard, list);
+        }
+      }
       await Promise.all(
-        parts.map((part) => {
-          const slots = part.decided.allowed ? part.decided.slots : undefined;
-          if (!slots || slots.length === 0) return undefined;
-          delete part.decided.slots;
-          return (shards.byName.get(part.shard) as Shard).limiter.release(slots, limitOptions);
-        }),
+        [...held].map(([name, slots]) =>
+          (shards.byName.get(name) as Shard).limiter.release(slots, limitOptions),
+        ),
       );
     }
     return report(given, mergeParts(given.length, parts, limitOptions.requestId));

@@ -21,10 +21,11 @@ export interface ShardPart {
 export function tagShard(decided: MultiDecision, shard: string): MultiDecision {
   for (const decision of decided.decisions) {
     decision.shard = shard;
-    // A slot names its shard: its release goes there, whatever the placement is by then.
-    if (decision.slot) decision.slot.shard = shard;
+    // A slot names its shard: its release goes there, whatever the placement is by then (one
+    // named already was taken elsewhere: a fallback slot in a failed old shard's local store).
+    if (decision.slot) decision.slot.shard ??= shard;
   }
-  for (const slot of decided.slots ?? []) slot.shard = shard;
+  for (const slot of decided.slots ?? []) slot.shard ??= shard;
   if (decided.receipt) (decided.receipt as CountedReceipt).shard = shard;
   return decided;
 }

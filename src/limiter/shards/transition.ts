@@ -173,7 +173,14 @@ export function createTransition(options: TransitionOptions): Transition {
     );
     const failed = read.find((r) => "failed" in r);
     if (failed && "failed" in failed) {
-      return { decided: shards.degradedOn(failed.failed)(policies()) };
+      const holder = failed.failed;
+      const decided = shards.degradedOn(holder)(policies());
+      // Its slots are taken in the failed shard's local store: their release goes there.
+      for (const decision of decided.decisions) {
+        if (decision.slot) decision.slot.shard = holder.name;
+      }
+      for (const slot of decided.slots ?? []) slot.shard = holder.name;
+      return { decided };
     }
     const refused = read.find((r) => "refused" in r);
     if (refused && "refused" in refused) {
