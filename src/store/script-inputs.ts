@@ -6,6 +6,7 @@
 import type { Algorithm } from "./algorithm";
 import { storePolicyIssue } from "./caps";
 import { encodeKeyPart, requestRecordKey, resetMarkKey } from "./keys";
+import { type FenceView, fenceArgs } from "./placement-fence";
 import type { ScriptArg } from "./store-clock";
 
 /**
@@ -83,6 +84,12 @@ export interface ScriptCall {
    * only. Without it (or without such a policy) no plan is read: no extra command.
    */
   plansKey?: string | undefined;
+  /**
+   * The placement fence (placement-fence.ts), in the evaluate call only: the record's key
+   * (fenceKey) and what the caller knows of the placement. A sharded limiter sends it with every
+   * decision; without it nothing is checked (one store: nothing to place).
+   */
+  fence?: { key: string; view: FenceView } | undefined;
 }
 
 /** The field of a policy a PolicyBoundsError names. */
@@ -163,16 +170,21 @@ export function scriptInputs(
   }
   // A refund's marks follow the policies (the evaluate script reads them itself).
   if (Array.isArray(marks)) args.push(...marks);
-  if (caller === "evaluate" && call.plansKey !== undefined && policies.some((p) => p.overrides)) {
+  if (readsPlans(caller, call)) {
     // The plans section: its hash last in KEYS; names ('' not opted), then encoded client keys.
-    keys.push(call.plansKey);
+    keys.push(call.plansKey as string);
     args.push("o");
     for (const policy of policies) args.push(policy.overrides ? (policy.name ?? "") : "");
     for (const policy of policies) {
       args.push(policy.overrides ? encodeKeyPart(policy.clientKey ?? "") : "");
     }
   }
-  // The record's fingerprint last (request-records.lua.ts reads ARGV[#ARGV]).
+  if (caller === "evaluate" && call.fence !== undefined) {
+    // The fence section after the plans', its record the last KEY (fixed offsets from its 'f').
+    keys.push(call.fence.key);
+    args.push(...fenceArgs(call.fence.view));
+  }
+  // The record's fingerprint last of all (request-records.lua.ts reads ARGV[#ARGV]).
   if (withRecord) args.push(recordFingerprint(policies));
   return { keys, args };
 }
@@ -189,4 +201,13 @@ export function recordFingerprint(policies: readonly StorePolicy[]): string {
     text += `${i > 0 ? "," : ""}${p.algorithm}:${p.askedLimit ?? p.limit}:${p.windowMs}:${p.cost}`;
   }
   return text;
+}
+
+/** The call reads plans: the evaluate script's plans section is sent. */
+export function readsPlans(caller: string, call: ScriptCall): boolean {
+  return (
+    caller === "evaluate" &&
+    call.plansKey !== undefined &&
+    call.policies.some((policy) => policy.overrides)
+  );
 }

@@ -6,6 +6,7 @@
  */
 import { boundedKey, needsDigest } from "../../bounded-key";
 import type { LimiterOptions } from "../limiter-options";
+import type { PlacedCallOptions } from "../placement-refusal";
 import { resolvePolicies } from "../resolved-policy";
 import type {
   ConcurrencySlot,
@@ -15,6 +16,7 @@ import type {
   MultiDecision,
 } from "../types";
 import { cachedDenial } from "./cached-denial";
+import type { ShardFence } from "./fence";
 import { mergeParts, type ShardPart, tagShard } from "./merge";
 import { asReplay, replaysAdmission } from "./replay";
 import type { Router } from "./router";
@@ -39,6 +41,7 @@ export function createShardedDecide(
   shards: Shards,
   router: Router,
   transition: Transition,
+  fence: ShardFence,
 ): LimitAll {
   const now = options.now ?? Date.now;
   const { onDecision } = options;
@@ -59,6 +62,9 @@ export function createShardedDecide(
     limitOptions: LimitAllOptions = {},
   ): Promise<MultiDecision> {
     const t = now();
+    fence.announce(t, limitOptions.waitUntil);
+    // Every shard's call carries the placement this one's keys were placed by (fence.ts).
+    const placed: PlacedCallOptions = { ...limitOptions, fence: fence.view(t) };
     // Nothing the router can place (not a list, a key that is not a string): the first shard
     // answers it as one store does (PolicyBoundsError; an empty list is admitted).
     if (!Array.isArray(given) || given.some((request) => typeof request?.key !== "string")) {
@@ -82,7 +88,7 @@ export function createShardedDecide(
       // One shard, nothing moved: its limiter decides the call as it is (no added cost).
       const [group] = groups.values();
       const shard = shards.list[group?.shard ?? 0] as Shard;
-      return report(given, tagShard(await shard.limiter.limitAll(given, limitOptions), shard.name));
+      return report(given, tagShard(await shard.limiter.limitAll(given, placed), shard.name));
     }
     // Checked whole first, so that a field out of bounds is named by its index in `given`.
     // The keys as counted (digested past MAX_KEY_LENGTH) are for the old shard's peeks only:
@@ -105,7 +111,7 @@ export function createShardedDecide(
       return report(given, cached);
     }
     const parts = await Promise.all(
-      [...groups.values()].map((group) => decideGroup(group, given, counted, limitOptions, t)),
+      [...groups.values()].map((group) => decideGroup(group, given, counted, placed, t)),
     );
     // A retry: one part that replays an admission proves the whole was admitted (replay.ts).
     if (limitOptions.requestId !== undefined && replaysAdmission(parts)) {
@@ -154,7 +160,7 @@ export function createShardedDecide(
     group: Group,
     requests: readonly LimitRequest[],
     counted: readonly string[],
-    limitOptions: LimitAllOptions,
+    limitOptions: PlacedCallOptions,
     t: number,
   ): Promise<ShardPart> {
     const shard = shards.list[group.shard] as Shard;

@@ -123,5 +123,10 @@ export function shardLayout(store: StoreShards, reshard: ReshardOptions | undefi
       );
     }
   }
+  const current = names.slice(0, placed);
+  if (from.length === placed && current.every((name) => from.includes(name))) {
+    // It would move no key, yet be told to the shards and hold off the next reshard.
+    throw new RangeError("reshard.from: the same shards as store: nothing to reshard");
+  }
   return { single: false, names, clients, placed, reshard: { from: [...from], at } };
 }

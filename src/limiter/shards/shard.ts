@@ -2,6 +2,7 @@
  * A sharded limiter's shards (docs/shards.md): one store limiter per shard, each with its own
  * store, capped breaker, clock policy and leases, all sharing one denial cache and one fallback.
  */
+import type { FenceView } from "../../store/placement-fence";
 import { type BreakerEvent, cappedCooldown } from "../circuit-breaker";
 import type { LimiterContext } from "../context";
 import { createDegradedPath } from "../degraded";
@@ -42,6 +43,8 @@ export function buildShards(
   options: LimiterOptions,
   layout: ShardLayout,
   build: BuildStoreLimiter,
+  /** The placement a call at `t` places keys by (fence.ts): each shard's leases are fenced by it. */
+  placementView?: (t: number) => FenceView,
 ): Shards {
   const now = options.now ?? Date.now;
   // One denial cache and one fallback for every shard: a key's entries are its own whichever
@@ -73,6 +76,7 @@ export function buildShards(
       ...build({
         ...common,
         store: client,
+        placementView,
         denialCache,
         fallback,
         breaker,

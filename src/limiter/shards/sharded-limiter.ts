@@ -15,6 +15,9 @@
  *    runs these options before `at` (the deployment's premise), so every call deciding the key
  *    on O was sent before `at`, and any whose answer was used ran on O before at + Δ. After
  *    at + Δ, O admits nothing more for the key: its live count u_O only falls from then on.
+ *    The premise is not taken on trust (fence.ts): O refuses the old placement once an isolate
+ *    on the new one has closed it there, which each does before it first reads O's count, so
+ *    u_O only falls from that read on whatever a stale isolate, its clock or its `at` says.
  * 3. From at + Δ until at + Δ + A + w (w: the policy's window), a sliding-log policy is decided
  *    on N with the limit L - u, where u is u_O read by a peek of O (moved-key-counts.ts) sent
  *    after at + Δ. Since u_O only falls, u ≥ u_O at the decision, and N admits a cost c only
@@ -43,6 +46,7 @@ import type { LimiterOptions } from "../limiter-options";
 import type { CountedReceipt } from "../receipt-state";
 import type { MultiDecision } from "../types";
 import { createShardedDecide } from "./decide";
+import { createShardFence, placementViews } from "./fence";
 import { createMovedKeyCounts } from "./moved-key-counts";
 import type { ShardLayout } from "./options";
 import { createShardedPlans } from "./plans";
@@ -60,17 +64,19 @@ export function createShardedLimiter(
 ): Limiter {
   const now = options.now ?? Date.now;
   const timeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
-  const shards = buildShards(options, layout, build);
   const router = createRouter(layout, timeoutMs);
+  const shards = buildShards(options, layout, build, placementViews(layout, router));
   const counts = createMovedKeyCounts(now);
+  const fence = createShardFence(layout, shards, router);
   const transition = createTransition({
     failMode: options.failMode,
     timeoutMs,
     shards,
     router,
     counts,
+    fence,
   });
-  const limitAll = createShardedDecide(options, shards, router, transition);
+  const limitAll = createShardedDecide(options, shards, router, transition, fence);
   const slots = createShardedSlots(shards, router, now);
   const plans = createShardedPlans({
     names: layout.names,

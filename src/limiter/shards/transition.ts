@@ -6,10 +6,12 @@
  */
 import { boundedKey } from "../../bounded-key";
 import { isConcurrency, isLogAlgorithm } from "../../store/algorithm";
+import type { FenceRefusal } from "../../store/placement-fence";
 import { blockedRequest, denied, fromCache, notAsked } from "../decisions";
 import type { Peek } from "../peek";
 import { type ResolvedPolicy, type RoutedRequest, resolvePolicies } from "../resolved-policy";
 import type { Decision, FailMode, LimitAllOptions, LimitRequest, MultiDecision } from "../types";
+import type { ShardFence } from "./fence";
 import type { MovedKeyCounts } from "./moved-key-counts";
 import { movedPlan } from "./moved-plan";
 import type { Router } from "./router";
@@ -28,7 +30,8 @@ type OneAdjusted =
   | { request: LimitRequest; limit: number | undefined }
   | { short: number; retryAt: number }
   | { blockedUntil: number; storeNow: number }
-  | { failed: Shard };
+  | { failed: Shard }
+  | { refused: FenceRefusal; by: Shard };
 
 export interface Transition {
   /**
@@ -59,11 +62,23 @@ export interface TransitionOptions {
   shards: Shards;
   router: Router;
   counts: MovedKeyCounts;
+  fence: ShardFence;
 }
 
 export function createTransition(options: TransitionOptions): Transition {
-  const { timeoutMs, shards, router, counts } = options;
+  const { timeoutMs, shards, router, counts, fence } = options;
   const failMode = options.failMode ?? "open";
+
+  /**
+   * The old placement closed on the old shard before its count is read there (fence.ts): the
+   * count then only falls. Undefined once closed; else why the read cannot go on.
+   */
+  async function closeOld(oldShard: Shard): Promise<OneAdjusted | undefined> {
+    const closed = await fence.close(oldShard);
+    if (closed === "closed") return undefined;
+    if (closed === "failed") return { failed: oldShard };
+    return { refused: closed, by: oldShard };
+  }
 
   async function adjustOne(
     shard: Shard,
@@ -96,6 +111,8 @@ export function createTransition(options: TransitionOptions): Transition {
     if (isConcurrency(request.algorithm ?? "sliding-log")) {
       // The old shard's live slots count (it takes none after the settle instant).
       if (limit < cost) return { short: limit, retryAt: t + CONCURRENCY_RETRY_MS };
+      const closed = await closeOld(oldShard);
+      if (closed) return closed;
       const held = await counts.slots(
         old,
         oldShard.ctx,
@@ -114,6 +131,8 @@ export function createTransition(options: TransitionOptions): Transition {
         : { request: { ...adjusted, limit }, limit };
     }
     if (limit < cost) return { short: limit, retryAt: t + request.windowMs };
+    const closed = await closeOld(oldShard);
+    if (closed) return closed;
     const count = await counts.read(
       old,
       oldShard.ctx,
@@ -171,6 +190,10 @@ export function createTransition(options: TransitionOptions): Transition {
       for (const slot of decided.slots ?? []) slot.shard = holder.name;
       return { decided };
     }
+    const refused = read.find((r) => "refused" in r);
+    if (refused && "refused" in refused) {
+      return { decided: fence.refused(refused.by, policies(), refused.refused, t) };
+    }
     const blocked = read.findIndex((r) => "blockedUntil" in r);
     if (blocked >= 0) {
       const hit = read[blocked] as { blockedUntil: number; storeNow: number };
@@ -217,6 +240,10 @@ export function createTransition(options: TransitionOptions): Transition {
       throw new Error(
         `peek: shard "${one.failed.name}", where the key lived before, did not answer`,
       );
+    }
+    if ("refused" in one) {
+      // Denied as the check would be: the shard refused this isolate's placement.
+      return answer(fence.refused(one.by, [policy], one.refused, t).decisions[0] as Decision);
     }
     if ("blockedUntil" in one) {
       const waitMs = one.blockedUntil === 0 ? 0 : Math.max(1, one.blockedUntil - one.storeNow);

@@ -10,6 +10,7 @@ import { CLOCK_LUA } from "./clock.lua";
 import { CONCURRENCY_LUA } from "./concurrency.lua";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
 import { foldConstants } from "./fold-constants";
+import { FENCE_LUA } from "./placement-fence.lua";
 import { REQUEST_RECORDS_LUA } from "./request-records.lua";
 import { RING_CODEC_LUA } from "./ring-codec.lua";
 import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
@@ -79,6 +80,9 @@ ${REQUEST_RECORDS_LUA}`;
  *             client key. Limit overrides replace the policies' limits; a live key block answers
  *             {-2, policy (1-based), until (0 = none), now}, nothing read or counted; the reply
  *             ends with the n effective limits.
+ * then "f"    the placement fence (placement-fence.ts fenceArgs), its record the last KEY: a
+ *             caller whose placement is stale is answered {-3, code, at, endsBy}, nothing read
+ *             or counted.
  * ARGV[#ARGV] when ARGV[4] is "1": the call's fingerprint (request-records.lua.ts)
  *
  * Phase 1 checks every policy; phase 2 commits every policy only if all admit: a request denied
@@ -100,16 +104,28 @@ ${REQUEST_RECORDS_LUA}`;
  * and the marks), + SET … PX of the record. A replay's reply ends with one more value: the
  * member id a call with a concurrency policy was decided under (its slot), else ''.
  */
-const EVALUATE_DRIVER = `
+const EVALUATE_DRIVER = `${FENCE_LUA}
 local now = clock(ARGV[1])
 local n = tonumber(ARGV[3])
 
--- Plans (ARGV[6 + 4n] == 'o'): the plans hash is the last KEY; per policy its name
--- (ARGV[6 + 4n + i], '' for a policy that does not opt in) and its encoded client key
+-- The placement fence (placement-fence.ts), after the plans section or in its place: its record
+-- is the last KEY. A caller whose view of the placement is stale is refused before anything is
+-- read or counted: {-3, code, at, endsBy}.
+local ob = 6 + 4 * n
+local fb = ob
+if ARGV[ob] == 'o' then fb = ob + 1 + 2 * n end
+local plansAt = #KEYS
+if ARGV[fb] == 'f' then
+  plansAt = #KEYS - 1
+  local refused = fence(KEYS[#KEYS], fb, now)
+  if refused then return refused end
+end
+
+-- Plans (ARGV[6 + 4n] == 'o'): the plans hash is the last KEY (before the fence's); per policy
+-- its name (ARGV[6 + 4n + i], '' for a policy that does not opt in) and its encoded client key
 -- (ARGV[6 + 5n + i]). One HMGET reads every opted policy's limit override and key block. A live
 -- block refuses the request before anything is read or counted: {-2, policy, until, now}.
 local limits = nil
-local ob = 6 + 4 * n
 if ARGV[ob] == 'o' then
   local fields, at = {}, {}
   for i = 1, n do
@@ -121,7 +137,7 @@ if ARGV[ob] == 'o' then
       at[i] = #fields - 1
     end
   end
-  local got = redis.call('HMGET', KEYS[#KEYS], unpack(fields))
+  local got = redis.call('HMGET', KEYS[plansAt], unpack(fields))
   limits = {}
   for i = 1, n do
     local j = at[i]

@@ -6,7 +6,7 @@
  */
 import { describe, expect, inject, it } from "vitest";
 import type { Env } from "../../../worker/env";
-import { shardPrefix } from "../../support/worker/shard-stores";
+import { announceReshard, shardPrefix } from "../../support/worker/shard-stores";
 import { baseEnv, callWorker, TEST_LIMITER_TOKEN } from "../../support/worker/worker-harness";
 
 const prefix = shardPrefix("shards-reshard-slots");
@@ -49,9 +49,10 @@ describe("a reshard and /check's slots", () => {
   it("slots taken on a removed shard before the instant: held against the limit, released after it (200)", async () => {
     const before = envWith({});
     // Past the instant and its settle interval, within the transition.
+    const at = Date.now() - 60_000;
     const after = envWith({
       shards: ["", "B"],
-      reshard: { from: ["", "B", "C"], at: new Date(Date.now() - 60_000).toISOString() },
+      reshard: { from: ["", "B", "C"], at: new Date(at).toISOString() },
     });
     let key = "";
     for (let i = 0; !key; i++) {
@@ -67,6 +68,9 @@ describe("a reshard and /check's slots", () => {
       expect(answer).toMatchObject({ allowed: true, shard: "C" });
       slots.push(answer.slot as string);
     }
+    // The shards told of the reshard before its instant, as an isolate on the new config does
+    // (docs/shards.md "Which mistakes are refused"; told after it, the reshard is refused).
+    await announceReshard(prefix, ["", "B"], ["", "B", "C"], at);
     // On the new placement: C's 5 slots still held, so nothing more.
     const full = await (await post(after, "/check", { rule: "jobs", key })).json<Answer>();
     expect(full).toMatchObject({ allowed: false });

@@ -24,8 +24,12 @@ function movedKey(limiter: Limiter, at: number, label: string, from?: string, to
   }
 }
 
-/** An isolate on the old config (shards 0 and 1), one on the new (0, 1, 2, with the reshard). */
-function reshardAhead(label: string, firstUrl?: string) {
+/**
+ * An isolate on the old config (shards 0 and 1), one on the new (0, 1, 2, with the reshard),
+ * which has told the shards of the reshard before its instant (its first call does: told only
+ * after it, a reshard is refused, docs/shards.md "Which mistakes are refused").
+ */
+async function reshardAhead(label: string, firstUrl?: string) {
   const clock = manualClock();
   const at = clock.now() + 10_000;
   const urls = shardUrls();
@@ -34,10 +38,35 @@ function reshardAhead(label: string, firstUrl?: string) {
     storeAt(urls[1] as string, TIMEOUT_MS),
     storeAt(urls[2] as string, TIMEOUT_MS),
   ];
-  const common = { prefix, clock: "caller" as const, now: clock.now, timeoutMs: TIMEOUT_MS };
+  // A prefix per test: each test's clock starts before the same instant, and the shards' record
+  // of the reshard (docs/shards.md "Which mistakes are refused") must not be one another test
+  // has already moved past.
+  const common = {
+    prefix: `${prefix}-${label}`,
+    clock: "caller" as const,
+    now: clock.now,
+    timeoutMs: TIMEOUT_MS,
+  };
   const old = createLimiter({ ...common, store: stores().slice(0, 2) });
-  const fresh = createLimiter({ ...common, store: stores(), reshard: { from: ["0", "1"], at } });
-  return { clock, at, settled: at + TIMEOUT_MS, old, fresh, key: movedKey(fresh, at, label) };
+  // Another isolate on the new config: same prefix, clock and instant.
+  const another = () =>
+    createLimiter({ ...common, store: stores(), reshard: { from: ["0", "1"], at } });
+  const fresh = another();
+  const told: Promise<unknown>[] = [];
+  await fresh.limit(
+    { policy: "announce", key: "announce", limit: 1, windowMs: 1_000 },
+    { waitUntil: (promise) => told.push(promise) },
+  );
+  await Promise.all(told);
+  return {
+    clock,
+    at,
+    settled: at + TIMEOUT_MS,
+    old,
+    fresh,
+    another,
+    key: movedKey(fresh, at, label),
+  };
 }
 
 const concurrency = (policy: string, key: string, limit: number): LimitRequest => ({
@@ -50,7 +79,7 @@ const concurrency = (policy: string, key: string, limit: number): LimitRequest =
 
 describe("a reshard meets every operation on a moved key", () => {
   it("slots held on the old shard count on the new one: never more in flight than the limit", async () => {
-    const { clock, at, settled, old, fresh, key } = reshardAhead("slots");
+    const { clock, at, settled, old, fresh, key } = await reshardAhead("slots");
     const request = concurrency("ro-slots", key, 5);
     clock.set(at - 1_000);
     const held: ConcurrencySlot[] = [];
@@ -72,7 +101,7 @@ describe("a reshard meets every operation on a moved key", () => {
   });
 
   it("a slot taken before the instant is released after it by its id alone", async () => {
-    const { clock, at, settled, old, fresh, key } = reshardAhead("release");
+    const { clock, at, settled, old, fresh, key } = await reshardAhead("release");
     const request = concurrency("ro-release", key, 5);
     clock.set(at - 1_000);
     const slots: ConcurrencySlot[] = [];
@@ -86,7 +115,7 @@ describe("a reshard meets every operation on a moved key", () => {
   });
 
   it("a block on the old shard holds after an override is written in the transition", async () => {
-    const { clock, at, settled, old, fresh, key } = reshardAhead("block");
+    const { clock, at, settled, old, fresh, key } = await reshardAhead("block");
     const request: LimitRequest = { policy: "ro-block", key, limit: 100, windowMs: 60_000 };
     const planned = { ...request, overrides: true };
     clock.set(at - 1_000);
@@ -110,7 +139,7 @@ describe("a reshard meets every operation on a moved key", () => {
   });
 
   it("a peek agrees with the check after it, in the settle interval and after it", async () => {
-    const { clock, at, settled, old, fresh, key } = reshardAhead("peek");
+    const { clock, at, settled, old, fresh, key } = await reshardAhead("peek");
     const request: LimitRequest = { policy: "ro-peek", key, limit: 10, windowMs: 60_000 };
     clock.set(at - 5_000);
     for (let i = 0; i < 4; i++) expect((await old.limit(request)).allowed).toBe(true);
@@ -137,7 +166,7 @@ describe("a reshard meets every operation on a moved key", () => {
 
   it("fallback slots taken while the old shard is down are given back", async () => {
     const scenario = await faultScenario("forward");
-    const { clock, settled, fresh, key: _key, at } = reshardAhead("fallback", scenario.url);
+    const { clock, settled, fresh, key: _key, at } = await reshardAhead("fallback", scenario.url);
     const key = movedKey(fresh, at, "fallback", "0");
     const request = { ...concurrency("ro-fallback", key, 5), overrides: true };
     clock.set(settled + 100);
@@ -156,7 +185,7 @@ describe("a reshard meets every operation on a moved key", () => {
 
   it("a fallback slot of a request another shard denied is given back where it was taken", async () => {
     const scenario = await faultScenario("forward");
-    const { clock, settled, fresh, at } = reshardAhead("pair", scenario.url);
+    const { clock, settled, fresh, at, another } = await reshardAhead("pair", scenario.url);
     const key = movedKey(fresh, at, "pair", "0");
     let other = "";
     while (!other) {
@@ -170,9 +199,8 @@ describe("a reshard meets every operation on a moved key", () => {
     clock.set(settled + 100);
     // The rate spent by another isolate on the same config: this one's denial cache does not
     // know it is exhausted (it would deny the pair before any part is decided).
-    const twin = reshardAhead("pair-twin", scenario.url);
-    twin.clock.set(settled + 100);
-    expect((await twin.fresh.limit(rate)).allowed).toBe(true);
+    const twin = another();
+    expect((await twin.limit(rate)).allowed).toBe(true);
     await scenario.set("error-500");
     // The slot is taken from the fallback (the old shard is down), the rate denies on shard 1:
     // all or nothing, so the slot goes back.

@@ -93,6 +93,10 @@ describe("shard options", () => {
     expect(() =>
       createLimiter({ store: [a, b], reshard: { from: ["0"], at: 1, stores: { Z: c } } }),
     ).toThrow(/^reshard\.stores\["Z"\]: not in reshard\.from/);
+    // A reshard that moves no key: the same shards, in any order.
+    expect(() => createLimiter({ store: [a, b], reshard: { from: ["1", "0"], at: 1 } })).toThrow(
+      /^reshard\.from: the same shards as store/,
+    );
   });
 
   it("takes a removed shard's client in reshard.stores, and reports the placements", () => {
