@@ -50,6 +50,9 @@ export default defineConfig({
         test: {
           name: "worker",
           include: ["test/worker/**/*.test.ts"],
+          // As the node project's: on a shared 2-core machine a test of a few real round trips
+          // was seen to pass 5 s while another job ran beside the suite.
+          testTimeout: 30_000,
           globalSetup: [
             "./test/support/global-setup.ts",
             "./test/support/fault-setup.ts",

@@ -67,8 +67,8 @@ export type {
 } from "./limiter/plan-changes";
 export type { PlanEntry, PlanListing, PlanPage, Plans } from "./limiter/plan-listing";
 export type { ResetOutcome, ResetRequest } from "./limiter/reset";
-export type { ReshardOptions, StoreShards } from "./limiter/shard-options";
-export type { ShardPlacement, ShardState } from "./limiter/shard-types";
+export type { ReshardOptions, StoreShards } from "./limiter/shards/options";
+export type { ShardPlacement, ShardState } from "./limiter/shards/types";
 export type {
   ConcurrencySlot,
   Decision,

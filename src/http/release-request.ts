@@ -20,7 +20,7 @@ import { isConcurrency } from "../store/algorithm";
 /** The fields a release body holds. */
 export const RELEASE_FIELDS = ["rule", "key", "slot"] as const;
 
-/** Slot ids are short (a member id, or `r:` and a request id): anything past this is not one. */
+/** Slot ids are short (22 random characters; `r:` and a request id from older records). */
 const MAX_SLOT_LENGTH = 1_024;
 const SLOT = `must be a non-empty string of at most ${MAX_SLOT_LENGTH} characters (a /check answer's "slot")`;
 const slotSchema = v.pipe(v.string(SLOT), v.minLength(1, SLOT), v.maxLength(MAX_SLOT_LENGTH, SLOT));

@@ -3,6 +3,7 @@
  * denial cache, the breaker, single flight, the fallback, the clock policy, and the counters
  * the decision and the refund share. Never per request.
  */
+import type { FenceView } from "../store/placement-fence";
 import type { ScriptClient } from "../store/script-runner";
 import { type CircuitBreaker, createCircuitBreaker } from "./circuit-breaker";
 import { createStoreClock, type StoreClock } from "./clock-policy";
@@ -40,6 +41,8 @@ export interface LimiterContext {
   readonly breaker: CircuitBreaker;
   readonly clock: StoreClock;
   readonly onStoreError: ((error: unknown) => void) | undefined;
+  /** A shard's: the placement its calls at `t` place keys by (StoreLimiterOptions). */
+  readonly placementView: ((t: number) => FenceView) | undefined;
   /**
    * Bumped when a refund or a forget (an admin reset) starts and when a refund ends. Both free
    * capacity, which breaks the cache's premise (only time frees it): a store answer whose call
@@ -108,6 +111,7 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
       onClockChange: options.onClockChange,
     }),
     onStoreError,
+    placementView: options.placementView,
     capacityEpoch: 0,
     lastAnswerAt: Number.NEGATIVE_INFINITY,
   };

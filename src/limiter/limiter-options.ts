@@ -1,13 +1,14 @@
 /**
  * createLimiter's options (public: the package entry exports them).
  */
+import type { FenceView } from "../store/placement-fence";
 import type { ScriptClient } from "../store/script-runner";
 import type { ClockChangeEvent, ClockSource } from "../store/store-clock";
 import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
 import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
 import type { LeaseOptions } from "./leases/lease-sizing";
-import type { ReshardOptions, StoreShards } from "./shard-options";
+import type { ReshardOptions, StoreShards } from "./shards/options";
 import type { FailMode, LimitRequest, MultiDecision } from "./types";
 
 export interface FallbackOptions extends FallbackLimiterOptions {
@@ -144,6 +145,11 @@ export interface LimiterOptions {
 /** The options of one store's limiter (one shard's): a single client, no reshard. */
 export type StoreLimiterOptions = Omit<LimiterOptions, "store" | "reshard"> & {
   store: ScriptClient;
+  /**
+   * A shard's limiter: the placement a store call made at `t` places its keys by
+   * (store/placement-fence.ts), for the calls no routed request carries (a lease's grant).
+   */
+  placementView?: ((t: number) => FenceView) | undefined;
 };
 
 export interface RegionsOptions {

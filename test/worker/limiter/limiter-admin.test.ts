@@ -25,7 +25,12 @@ const request = (key: string, extra: Partial<LimitRequest> = {}): LimitRequest =
 
 describe("one handle: plans on the limiter's own prefix", () => {
   it("an override set through limiter.overrides is what limiter.limit decides by; removed, the request's limit again", async () => {
-    const limiter = createLimiter({ store: testStore(), prefix, denialCache: false });
+    const limiter = createLimiter({
+      store: testStore(),
+      prefix,
+      denialCache: false,
+      timeoutMs: 10_000,
+    });
     const key = `k-${crypto.randomUUID()}`;
     expect(await limiter.overrides.set("admin", key, { limit: 10 })).toEqual({
       ok: true,
@@ -38,8 +43,8 @@ describe("one handle: plans on the limiter's own prefix", () => {
 
   it("two limiters with two prefixes on one store do not see each other's overrides or blocks", async () => {
     const store = testStore();
-    const mine = createLimiter({ store, prefix, denialCache: false });
-    const theirs = createLimiter({ store, prefix: other, denialCache: false });
+    const mine = createLimiter({ store, prefix, denialCache: false, timeoutMs: 10_000 });
+    const theirs = createLimiter({ store, prefix: other, denialCache: false, timeoutMs: 10_000 });
     const key = `k-${crypto.randomUUID()}`;
     await theirs.overrides.set("admin", key, { limit: 0 });
     await theirs.blocks.add({ policy: "admin", key: `${key}-blocked` });
@@ -107,7 +112,12 @@ describe("one handle: plans on the limiter's own prefix", () => {
 
 describe("peek", () => {
   it("says what a request would get, counting nothing; at the key's override; blocked as blocked", async () => {
-    const limiter = createLimiter({ store: testStore(), prefix, denialCache: false });
+    const limiter = createLimiter({
+      store: testStore(),
+      prefix,
+      denialCache: false,
+      timeoutMs: 10_000,
+    });
     const key = `k-${crypto.randomUUID()}`;
     await limiter.limit(request(key));
     expect(await limiter.peek(request(key))).toMatchObject({
