@@ -472,7 +472,7 @@ const WAITED_MS = FAULT_TIMEOUT_MS * 0.95;
  * cooldownMs, maxCooldownMs). "defaults" are the worker's own (DEFAULT_BREAKER), written out.
  * @type {{ id: string, name: string, breaker: { failureThreshold: number, cooldownMs: number, maxCooldownMs: number } }[]}
  */
-/** A shard's breaker doubles its cool-down up to this at most (SHARD_MAX_COOLDOWN_MS in src/limiter/sharded-limiter.ts). */
+/** A shard's breaker doubles its cool-down up to this at most (SHARD_MAX_COOLDOWN_MS in src/limiter/shards/shard.ts). */
 const SHARD_MAX_COOLDOWN_MS = 1_500;
 
 export const FAULT_BREAKERS = [

@@ -143,7 +143,13 @@ async function main() {
     restUrl = bridge.url;
     restToken = bridgeToken;
     bridgeNote = bridge.url;
-    redisNote = `${redactUrl(redis.url)}${redis.started ? " (private redis-server)" : ""}`;
+    redisNote = `${redactUrl(redis.url)} (${
+      redis.started
+        ? "private redis-server"
+        : process.env.REDIS_URL?.trim()
+          ? "REDIS_URL"
+          : "already running at the default, shared: set REDIS_URL for another"
+    })`;
   }
 
   const limiterConfig = withAnalytics(process.env.LIMITER_CONFIG || undefined);
@@ -396,7 +402,13 @@ async function startWrangler({ port, token, vars }) {
   let storeTries = 0;
   for (;;) {
     const verdict = announced ? await probe(workerUrl, token) : undefined;
-    if (verdict && !verdict.ready && !verdict.field && ++storeTries < PROBE_TRIES) {
+    if (
+      verdict &&
+      !verdict.ready &&
+      !verdict.field &&
+      !verdict.final &&
+      ++storeTries < PROBE_TRIES
+    ) {
       await new Promise((resolve) => setTimeout(resolve, 500));
       continue;
     }
@@ -412,7 +424,7 @@ async function startWrangler({ port, token, vars }) {
 }
 
 /**
- * @typedef {{ ready: true } | { ready: false, problem: string, field?: string, store?: true }} Verdict
+ * @typedef {{ ready: true } | { ready: false, problem: string, field?: string, store?: true, final?: true }} Verdict
  */
 
 /**
@@ -444,11 +456,25 @@ async function probe(workerUrl, token) {
     await res.body?.cancel();
     return { ready: true };
   }
-  const body = /** @type {{ title?: string, detail?: string, field?: string }} */ (
+  const body = /** @type {{ title?: string, detail?: string, field?: string, cause?: string }} */ (
     await res.json().catch(() => ({}))
   );
+  if (res.status === 503 && body.title === "Store unavailable" && body.cause === "unauthorized") {
+    // Final, not asked again: a wrong token stays wrong.
+    return {
+      ready: false,
+      store: true,
+      final: true,
+      problem:
+        "the worker's store refused its token (unauthorized): UPSTASH_REDIS_REST_TOKEN is wrong",
+    };
+  }
   if (res.status === 503 && body.title === "Store unavailable") {
-    return { ready: false, store: true, problem: "the worker's store did not answer" };
+    return {
+      ready: false,
+      store: true,
+      problem: `the worker's store did not answer${body.detail ? ` (${body.detail})` : ""}`,
+    };
   }
   if (res.status === 503 && body.field) {
     // A field of LIMITER_CONFIG (rules[0].window) is named as one, so the reader knows where.

@@ -44,6 +44,13 @@ export {
 } from "./http/rule-set";
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
+export {
+  type BreakerLine,
+  describeStoreError,
+  type Meanwhile,
+  type StoreErrorCause,
+  type StoreErrorLine,
+} from "./limiter/degradation-log";
 export type { LeaseOptions } from "./limiter/leases/lease-sizing";
 export type { Limiter } from "./limiter/limiter-api";
 export type { FallbackOptions, LimiterOptions, RegionsOptions } from "./limiter/limiter-options";
@@ -60,8 +67,8 @@ export type {
 } from "./limiter/plan-changes";
 export type { PlanEntry, PlanListing, PlanPage, Plans } from "./limiter/plan-listing";
 export type { ResetOutcome, ResetRequest } from "./limiter/reset";
-export type { ReshardOptions, StoreShards } from "./limiter/shard-options";
-export type { ShardPlacement, ShardState } from "./limiter/shard-types";
+export type { ReshardOptions, StoreShards } from "./limiter/shards/options";
+export type { ShardPlacement, ShardState } from "./limiter/shards/types";
 export type {
   ConcurrencySlot,
   Decision,

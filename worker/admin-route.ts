@@ -4,7 +4,7 @@
  */
 
 import type { LimitRequest, Peek } from "edge-limiter";
-import { problemResponse } from "edge-limiter";
+import { describeStoreError, problemResponse } from "edge-limiter";
 import type { Context } from "hono";
 import { authorizeCheck } from "./authorized-check";
 import type { Env } from "./env";
@@ -98,6 +98,8 @@ async function authorizedSingleCheck(
 
 /** 503 for an admin route whose store did not answer (logged once, with the error). */
 export function storeUnavailable(error: unknown): Response {
-  console.error(JSON.stringify({ event: "admin-store-error", error: String(error) }));
-  return problemResponse(503, { title: "Store unavailable", detail: "the store did not answer" });
+  const { cause, detail } = describeStoreError(error);
+  console.error(JSON.stringify({ event: "admin-store-error", cause, error: String(error) }));
+  // The cause, not the error's text (it may quote the request): a wrong token is named so.
+  return problemResponse(503, { title: "Store unavailable", detail, cause });
 }

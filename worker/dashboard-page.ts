@@ -37,6 +37,7 @@ export const DASHBOARD_HTML = `<!doctype html>
   table { border-collapse: collapse; width: 100%; font-size: 13px; }
   td { padding: 2px 4px; border-bottom: 1px solid #eee; }
   td.key { font-family: ui-monospace, monospace; word-break: break-all; }
+  td.key .digest { color: #888; font-size: 11px; margin-left: 6px; }
   td.count { text-align: right; width: 60px; }
   .legend { display: flex; gap: 10px; flex-wrap: wrap; font-size: 12px; color: var(--muted); }
   .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; }
@@ -62,7 +63,7 @@ export const DASHBOARD_HTML = `<!doctype html>
 </header>
 <section id="shards" class="card" hidden></section>
 <main id="rules"></main>
-<section id="plans" class="card"></section>
+<section id="plans" class="card"><h2>Plans</h2><div class="empty">loading…</div></section>
 <script>
 (() => {
   const SOURCES = [["redis", "#1565c0"], ["cache", "#ef6c00"], ["fallback", "#8d6e63"], ["fail-open", "#9e9d24"], ["fail-closed", "#c62828"], ["lease", "#00838f"], ["region", "#6a1b9a"], ["block", "#000000"]];
@@ -179,9 +180,13 @@ export const DASHBOARD_HTML = `<!doctype html>
     if (rule.topDenied.length === 0) node.append(el("div", { class: "empty" }, "none"));
     else {
       const table = el("table", { class: "top-keys" });
-      for (const { key, count } of rule.topDenied) {
+      for (const { key, count, label } of rule.topDenied) {
         const row = el("tr", { "data-key": key });
-        row.append(el("td", { class: "key" }, key), el("td", { class: "count" }, count));
+        // With analytics.keyLabels, a header rule's key (a SHA-256) comes with its raw value.
+        const cell = el("td", { class: "key" });
+        if (label === undefined) cell.textContent = key;
+        else cell.append(el("span", { class: "label" }, label), el("span", { class: "digest", title: key }, key.slice(0, 12) + "…"));
+        row.append(cell, el("td", { class: "count" }, count));
         table.append(row);
       }
       node.append(table);
@@ -189,15 +194,21 @@ export const DASHBOARD_HTML = `<!doctype html>
     return node;
   }
 
-  // Overrides and blocks set at run time (docs/plans.md): the first page of each.
-  async function plans(base) {
-    const section = document.getElementById("plans");
-    const parts = [["overrides", "Overrides"], ["blocks", "Key blocks"], ["network", "Network blocks"]];
-    const nodes = [el("h2", {}, "Plans")];
-    for (const [what, title] of parts) {
+  // Overrides and blocks set at run time (docs/plans.md): the first page of each, fetched beside
+  // the stats (not after them), so the page is drawn whole: never rules with an empty Plans card.
+  const PLAN_PARTS = [["overrides", "Overrides"], ["blocks", "Key blocks"], ["network", "Network blocks"]];
+  function fetchPlans(base) {
+    return Promise.all(PLAN_PARTS.map(async ([what]) => {
       const res = await fetch(base + "?count=100&what=" + what, { credentials: "same-origin", cache: "no-store" });
       if (!res.ok) throw new Error("GET /check/plans answered " + res.status);
-      const page = await res.json();
+      return res.json();
+    }));
+  }
+  function plans(pages) {
+    const section = document.getElementById("plans");
+    const nodes = [el("h2", {}, "Plans")];
+    for (const [i, [what, title]] of PLAN_PARTS.entries()) {
+      const page = pages[i];
       nodes.push(el("h3", {}, title));
       if (page.entries.length === 0) {
         nodes.push(el("div", { class: "empty" }, "none"));
@@ -208,7 +219,9 @@ export const DASHBOARD_HTML = `<!doctype html>
         const row = el("tr", { "data-key": entry.value });
         const detail = entry.limit !== undefined ? "limit " + entry.limit
           : entry.until ? "until " + new Date(entry.until).toISOString().slice(0, 19) + " UTC" : "until removed";
-        row.append(el("td", {}, entry.policy || "every rule"), el("td", { class: "key" }, entry.by + " " + entry.value), el("td", { class: "count" }, detail));
+        const who = el("td", { class: "key" }, entry.by + " " + (entry.label === undefined ? entry.value : entry.label));
+        if (entry.label !== undefined) who.append(el("span", { class: "digest", title: entry.value }, entry.value.slice(0, 12) + "…"));
+        row.append(el("td", {}, entry.policy || "every rule"), who, el("td", { class: "count" }, detail));
         table.append(row);
       }
       nodes.push(table);
@@ -245,10 +258,14 @@ export const DASHBOARD_HTML = `<!doctype html>
       // http://user:pass@host/… holds credentials, and fetch refuses such a URL ("Request cannot
       // be constructed from a URL that includes credentials"). The browser sends the Basic
       // credentials it logged in with all the same.
-      const statsAt = location.origin + location.pathname.replace(/[^/]*$/, "") + "stats?minutes=60";
-      const res = await fetch(statsAt, { credentials: "same-origin", cache: "no-store" });
-      if (!res.ok) throw new Error("GET /check/stats answered " + res.status);
-      const stats = await res.json();
+      const base = location.origin + location.pathname.replace(/[^/]*$/, "");
+      const [stats, planPages] = await Promise.all([
+        fetch(base + "stats?minutes=60", { credentials: "same-origin", cache: "no-store" }).then((res) => {
+          if (!res.ok) throw new Error("GET /check/stats answered " + res.status);
+          return res.json();
+        }),
+        fetchPlans(base + "plans"),
+      ]);
       const main = document.getElementById("rules");
       main.replaceChildren();
       if (!stats.enabled) main.append(el("p", { class: "empty" }, stats.detail));
@@ -265,7 +282,7 @@ export const DASHBOARD_HTML = `<!doctype html>
       badge.className = "badge " + breaker;
       status.className = "";
       status.textContent = "updated " + new Date(stats.generatedAt || Date.now()).toISOString().slice(11, 19) + " UTC";
-      await plans(location.origin + location.pathname.replace(/[^/]*$/, "") + "plans");
+      plans(planPages);
       await highlight();
       document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
     } catch (error) {

@@ -40,11 +40,13 @@ export async function overrideHandler(c: Context<{ Bindings: Env }>): Promise<Re
   const key = await runtime.rules.keyOf(rule.rule, body.key);
   const { name, algorithm } = rule.rule;
   const limit = body.limit;
-  return answer(runtime, [rule.rule], key, () =>
-    limit === null
-      ? runtime.limiter.overrides.remove(name, key)
-      : runtime.limiter.overrides.set(name, key, { limit, algorithm }),
-  );
+  const raw = body.key;
+  return answer(runtime, [rule.rule], key, async () => {
+    if (limit === null) return runtime.limiter.overrides.remove(name, key);
+    const set = await runtime.limiter.overrides.set(name, key, { limit, algorithm });
+    if (set.ok) await runtime.keyLabels?.remember(key, raw);
+    return set;
+  });
 }
 
 /** POST /check/block `{"rule"?, "key" | "ip" | "country" | "asn", "seconds"?}`. */
@@ -99,6 +101,14 @@ async function blockChange(c: Context<{ Bindings: Env }>, block: boolean): Promi
         : runtime.limiter.blocks.remove(keys),
     );
     if (changed.ok) for (const { rule, key } of keys) forgetHere(runtime, rule, key);
+    if (changed.ok && block && runtime.keyLabels) {
+      const raw = body.key;
+      const labelled = await storeCall(async () => {
+        for (const { key } of keys) await runtime.keyLabels?.remember(key, raw);
+        return changed;
+      });
+      return changeAnswer(labelled, rules);
+    }
     return changeAnswer(changed, rules);
   }
 
@@ -163,7 +173,16 @@ export async function plansListHandler(c: Context<{ Bindings: Env }>): Promise<R
     return bad("rule", "must name a configured rule");
   try {
     const page = await runtime.limiter.plans.list({ what, cursor, count, policy: rule });
-    return Response.json(page);
+    if (!runtime.keyLabels || what === "network") return Response.json(page);
+    // analytics.keyLabels: each key's raw value, as the admin set it, beside its digest.
+    const labels = await runtime.keyLabels.read([...new Set(page.entries.map((e) => e.value))]);
+    return Response.json({
+      ...page,
+      entries: page.entries.map((entry) => {
+        const label = labels.get(entry.value);
+        return label === undefined ? entry : { ...entry, label };
+      }),
+    });
   } catch (error) {
     return storeUnavailable(error);
   }

@@ -6,6 +6,7 @@
 import { waitUntil } from "cloudflare:workers";
 import {
   type Analytics,
+  type BreakerEvent,
   createAnalytics,
   createLimiter,
   createRules,
@@ -18,7 +19,9 @@ import {
   type RuleSet,
   type Validated,
 } from "edge-limiter";
+import { howToSet } from "./binding-hint";
 import type { Env } from "./env";
+import { createKeyLabels, type KeyLabels } from "./key-labels";
 import { buildStores } from "./shard-stores";
 import { createShardTally, type ShardTally } from "./shard-tally";
 
@@ -36,6 +39,8 @@ export type Runtime =
       networkBlocks: NetworkBlocks | undefined;
       /** This isolate's decisions per shard, when `shards` is set (docs/shards.md). */
       shardTally: ShardTally | undefined;
+      /** Raw keys beside the plans' digests, when `analytics.keyLabels` is on. */
+      keyLabels: KeyLabels | undefined;
     }
   | { ok: false; field: string; detail: string };
 
@@ -103,7 +108,8 @@ function buildRuntime(env: Env): Runtime {
   if (!stores.ok) return stores;
   // What is per deployment (analytics, network blocks) lives on the first shard.
   const store = stores.first;
-  const analytics = buildAnalytics(env, config, store);
+  const rules = createRules(config, { region: env.LIMITER_REGION });
+  const analytics = buildAnalytics(env, config, store, rules);
   if (analytics && !("record" in analytics)) return analytics;
   const regions = buildRegions(env, config);
   if (!regions.ok) return regions;
@@ -139,21 +145,23 @@ function buildRuntime(env: Env): Runtime {
     singleFlight: config.singleFlight,
     ...(config.isolateLeases ? {} : { leases: false as const }),
     ...(regions.stores ? { regions: { stores: regions.stores } } : {}),
-    // One JSON line per breaker state change (it carries the error that opened it), not one per
-    // failing request: an outage must not flood the logs.
-    onBreakerChange: (event) => {
-      console.log(JSON.stringify(event));
-      analytics?.noteBreaker(event);
-    },
+    // The library's own log, per store (one JSON line per breaker change and kind of store
+    // error, at most one a cool-down: an outage must not flood the logs), beside the breaker
+    // the stats report.
+    log: true,
+    ...(analytics
+      ? { onBreakerChange: (event: BreakerEvent) => analytics.noteBreaker(event) }
+      : {}),
     ...(onDecision ? { onDecision } : {}),
   });
   return {
     ok: true,
     config,
-    rules: createRules(config, { region: env.LIMITER_REGION }),
+    rules,
     limiter,
     analytics,
     shardTally,
+    keyLabels: config.analytics.keyLabels ? createKeyLabels(store, config.prefix) : undefined,
     networkBlocks: config.networkBlocks
       ? limiter.networkBlocks({
           refreshMs: config.networkBlocks.refreshMs,
@@ -192,7 +200,7 @@ function buildRegions(env: Env, config: LimiterConfig): RegionsBuilt {
       return {
         ok: false,
         field: url ? tokenBinding : urlBinding,
-        detail: `is not set: region "${name}" has no store (set it with \`wrangler secret put\`)`,
+        detail: `is not set: region "${name}" has no store (${howToSet(url ? tokenBinding : urlBinding)})`,
       };
     }
     try {
@@ -218,6 +226,7 @@ function buildAnalytics(
   env: Env,
   config: LimiterConfig,
   store: ReturnType<typeof createStoreClient>,
+  rules: RuleSet,
 ): Analytics | { ok: false; field: string; detail: string } | undefined {
   const settings = config.analytics;
   if (!settings.enabled) return undefined;
@@ -237,6 +246,8 @@ function buildAnalytics(
     flushIntervalMs: settings.flushIntervalMs,
     retentionMinutes: settings.retentionMinutes,
     topKeys: settings.topKeys,
+    // Raw header values beside their digests, only when asked: they may be secrets (API keys).
+    ...(settings.keyLabels ? { keyLabel: rules.keyLabel } : {}),
     // Counted by name: the configured rules; every ad-hoc /check window in one bucket.
     rules: config.rules.map((rule) => rule.name),
     regions: Object.keys(config.regions),

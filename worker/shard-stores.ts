@@ -6,6 +6,7 @@
  * their bindings too until its transition ends: their counts are still held against the limit.
  */
 import { createStoreClient, type LimiterConfig } from "edge-limiter";
+import { howToSet } from "./binding-hint";
 import type { Env } from "./env";
 
 type StoreClient = ReturnType<typeof createStoreClient>;
@@ -63,8 +64,8 @@ function storeOf(
       field: url ? bindings.token : bindings.url,
       detail:
         name === "" && !config.shards
-          ? "is not set: the limiter has no store (set it with `wrangler secret put`)"
-          : `is not set: shard "${name}" has no store (set it with \`wrangler secret put\`)`,
+          ? `is not set: the limiter has no store (${howToSet(url ? bindings.token : bindings.url)})`
+          : `is not set: shard "${name}" has no store (${howToSet(url ? bindings.token : bindings.url)})`,
     };
   }
   try {

@@ -3,7 +3,7 @@
  * what it decided is in the answer to the request.
  */
 
-import { problemResponse } from "edge-limiter";
+import { describeStoreError, problemResponse } from "edge-limiter";
 import type { Context } from "hono";
 import { authorizedReader } from "./dashboard-auth";
 import type { Env } from "./env";
@@ -36,11 +36,7 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     try {
       inFlight = await runtime.limiter.inFlight(concurrency);
     } catch (error) {
-      console.error(JSON.stringify({ event: "stats-store-error", error: String(error) }));
-      return problemResponse(503, {
-        title: "Store unavailable",
-        detail: "the store did not answer",
-      });
+      return statsStoreUnavailable(error);
     }
   }
   const slots = inFlight.length > 0 ? { inFlight } : {};
@@ -66,8 +62,7 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
       runtime.config.rules.map((rule) => rule.name),
     );
   } catch (error) {
-    console.error(JSON.stringify({ event: "stats-store-error", error: String(error) }));
-    return problemResponse(503, { title: "Store unavailable", detail: "the store did not answer" });
+    return statsStoreUnavailable(error);
   }
   return c.json(
     {
@@ -87,4 +82,11 @@ export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Respo
     200,
     noStore,
   );
+}
+
+/** 503 naming the store's cause (a wrong token is said as such), logged with the error. */
+function statsStoreUnavailable(error: unknown): Response {
+  const { cause, detail } = describeStoreError(error);
+  console.error(JSON.stringify({ event: "stats-store-error", cause, error: String(error) }));
+  return problemResponse(503, { title: "Store unavailable", detail, cause });
 }

@@ -6,6 +6,7 @@
  */
 
 import { bearerTokenMatches } from "./bearer-token";
+import { howToSet } from "./binding-hint";
 import type { Env } from "./env";
 
 /** "decision": /check and /check/peek; "admin": every route that changes or lists state. */
@@ -55,11 +56,11 @@ const WRONG_TOKEN: TokenRefusal = Object.freeze({
 });
 const DECISION_CLOSED: TokenRefusal = Object.freeze({
   status: 401,
-  detail: "LIMITER_TOKEN is not configured: /check is closed",
+  detail: `LIMITER_TOKEN is not configured: /check is closed (${howToSet("LIMITER_TOKEN")})`,
 });
 const ADMIN_CLOSED: TokenRefusal = Object.freeze({
   status: 401,
-  detail: "LIMITER_ADMIN_TOKEN is not configured: the admin routes are closed",
+  detail: `LIMITER_ADMIN_TOKEN is not configured: the admin routes are closed (${howToSet("LIMITER_ADMIN_TOKEN")})`,
 });
 const DECISION_ON_ADMIN: TokenRefusal = Object.freeze({
   status: 403,

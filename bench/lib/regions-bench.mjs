@@ -479,7 +479,7 @@ export function slowRegionMarkdown(r) {
       `${r.seconds} s with the us store ${r.slowMs} ms away, under the workers' ${r.timeoutMs} ms ` +
       "deadline (each region call would succeed), after 2 s with it near. A region whose round " +
       "trip is above home's is not asked on the request path (a spend) but for one probe a " +
-      "second, so decisions go home (src/limiter/leases/region-stores.ts); isolate leases still take " +
+      "second, so decisions go home (src/limiter/regions/region-stores.ts); isolate leases still take " +
       "from it off the path. Before that change the same command measured " +
       "`isolateLeases: false` at p50 404 ms, p99 471 ms (2026-12-03): every decision waited.",
     "",

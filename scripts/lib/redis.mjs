@@ -28,7 +28,13 @@ export async function ensureRedis({ url, log = () => {} } = {}) {
 
   const ping = await pingRedis(target);
   if (ping.ok) {
-    log(`redis: using ${redactUrl(target)}`);
+    // Said plainly when it is the default: a Redis someone else runs, whose data is shared.
+    log(
+      explicit === undefined
+        ? `redis: REDIS_URL unset; using the Redis already running at ${redactUrl(target)} ` +
+            "(not started by us, shared with whatever else uses it; set REDIS_URL for another)"
+        : `redis: using ${redactUrl(target)} (${url !== undefined ? "url" : "REDIS_URL"})`,
+    );
     return { url: target, started: false, stop: async () => {} };
   }
   if (explicit !== undefined) {

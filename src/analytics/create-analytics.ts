@@ -29,6 +29,7 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
     prefix: options.prefix ?? DEFAULT_PREFIX,
     retentionMinutes: options.retentionMinutes ?? DEFAULT_RETENTION_MINUTES,
     topKeys,
+    keyLabel: options.keyLabel,
   };
   const { store, analyticsEngine, waitUntil, onFlushError } = options;
   const shadow = new Set(options.shadowPolicies ?? []);
@@ -138,6 +139,7 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
         rules,
         shadowPolicies: shadow,
         topKeys,
+        labels: options.keyLabel !== undefined,
         regions: options.regions ?? [],
       });
     },

@@ -12,6 +12,8 @@ import { ADHOC_RULE, addCounts, OTHER_RULE } from "./aggregate";
 import {
   COUNT_CODES,
   countsKey,
+  HOUR_MINUTES,
+  labelsKey,
   MINUTE_MS,
   REGION_CODE,
   TOP_KEYS_RETENTION_MINUTES,
@@ -29,6 +31,8 @@ export interface ReadStatsOptions {
   rules: readonly string[];
   shadowPolicies: ReadonlySet<string>;
   topKeys: number;
+  /** Read the top keys' labels too (AnalyticsOptions.keyLabel given). */
+  labels?: boolean;
   /** Region names whose counts are read (`<rule>|@<region>`). */
   regions?: readonly string[];
 }
@@ -113,11 +117,47 @@ async function readTopKeys(
     read.zunion(keys.length, keys, { withScores: true, aggregate: "sum" });
   }
   const answers = (await read.exec()) as unknown[];
-  return answers.map((answer) =>
+  const tops = answers.map((answer) =>
     scoredPairs(answer)
       .sort((a, b) => b.count - a.count || (a.key < b.key ? -1 : 1))
       .slice(0, options.topKeys),
   );
+  if (options.labels) await addLabels(store, options.prefix, rules, recent, tops);
+  return tops;
+}
+
+/**
+ * Each top key's label, from the hour hashes the span's minutes fall in (two at most for an
+ * hour): one more call, HMGET of the listed keys only.
+ */
+async function addLabels(
+  store: AnalyticsStore,
+  prefix: string,
+  rules: readonly string[],
+  minuteIds: readonly number[],
+  tops: { key: string; count: number; label?: string }[][],
+): Promise<void> {
+  const hours = [...new Set(minuteIds.map((minute) => Math.floor(minute / HOUR_MINUTES)))];
+  const read = store.pipeline();
+  const asked: { rule: number }[] = [];
+  rules.forEach((rule, r) => {
+    const keys = (tops[r] ?? []).map((top) => top.key);
+    if (keys.length === 0) return;
+    for (const hour of hours) {
+      read.hmget(labelsKey(prefix, hour, rule), ...keys);
+      asked.push({ rule: r });
+    }
+  });
+  if (asked.length === 0) return;
+  const answers = (await read.exec()) as unknown[];
+  answers.forEach((answer, i) => {
+    const top = tops[asked[i]?.rule ?? -1] ?? [];
+    const fields = top.map((entry) => entry.key);
+    for (const [key, value] of pairs(answer, fields)) {
+      const entry = top.find((candidate) => candidate.key === key);
+      if (entry && typeof value === "string" && entry.label === undefined) entry.label = value;
+    }
+  });
 }
 
 // Every decision source, spelled out so that a new one fails to compile here until it is read.

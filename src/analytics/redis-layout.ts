@@ -10,6 +10,9 @@
  * - `<prefix>:analytics:<minute>:top:<rule>`: a sorted set of that rule's most denied client
  *   keys, trimmed to `topKeys` members at every flush, expiring 62 minutes after its minute.
  *
+ * - `<prefix>:analytics:labels:<rule>:<hour>` (only with a `keyLabel`): a hash, top key → the raw
+ *   value it was hashed from, for the top keys written in that hour; expires 62 minutes after it.
+ *
  * Every write is an increment (HINCRBY, ZINCRBY), so isolates add up without coordination, and
  * every key gets an absolute expiry (PEXPIREAT) with every write: none lives without a TTL.
  */
@@ -30,10 +33,17 @@ export const countsKey = (prefix: string, minute: number) => `${prefix}:analytic
 export const topKey = (prefix: string, minute: number, policy: string) =>
   `${prefix}:analytics:${minute}:top:${policy}`;
 
+/** Labels of top keys are kept per hour: two hashes cover the dashboard's hour. */
+export const HOUR_MINUTES = 60;
+export const labelsKey = (prefix: string, hour: number, policy: string) =>
+  `${prefix}:analytics:labels:${policy}:${hour}`;
+
 export interface FlushLayout {
   prefix: string;
   retentionMinutes: number;
   topKeys: number;
+  /** The raw value of a top key, when known (AnalyticsOptions.keyLabel). */
+  keyLabel?: ((key: string) => string | undefined) | undefined;
 }
 
 /**
@@ -55,8 +65,22 @@ export async function flushPending(
       if (counts.top && layout.topKeys > 0) {
         const top = topKey(layout.prefix, minute, policy);
         // Send a few more than kept: the merge across isolates needs their near-misses.
+        const hour = Math.floor(minute / HOUR_MINUTES);
+        const labels = labelsKey(layout.prefix, hour, policy);
+        let labelled = false;
         for (const [client, count] of counts.top.top(layout.topKeys * 2)) {
           pipeline.zincrby(top, count, client);
+          commands++;
+          const label = layout.keyLabel?.(client);
+          if (label !== undefined) {
+            pipeline.hset(labels, { [client]: label });
+            commands++;
+            labelled = true;
+          }
+        }
+        if (labelled) {
+          const hourEnd = (hour + 1) * HOUR_MINUTES * MINUTE_MS;
+          pipeline.pexpireat(labels, hourEnd + TOP_KEYS_RETENTION_MINUTES * MINUTE_MS);
           commands++;
         }
         pipeline.zremrangebyrank(top, 0, -(layout.topKeys + 1));

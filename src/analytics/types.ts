@@ -54,6 +54,14 @@ export interface AnalyticsOptions {
    */
   topKeys?: number;
   /**
+   * The raw value a top denied key was hashed from, when known (the worker gives its rule set's
+   * `keyLabel` when `analytics.keyLabels` is on). Given, each flush stores it beside the key for
+   * an hour and two minutes, and the stats answer it as `label`. Raw values are then in Redis:
+   * leave it off where keys are secrets.
+   * @default none: no label is stored
+   */
+  keyLabel?: (key: string) => string | undefined;
+  /**
    * The region names whose counts GET /check/stats reads back (the configured `regions`).
    * @default []
    */
@@ -143,7 +151,7 @@ export interface StatsRule {
   /** One entry per minute, oldest first; `minute` is its start (Unix ms). */
   minutes: ({ minute: number } & Omit<RuleMinuteCounts, "sources">)[];
   /** The most denied client keys over the span (its last hour at most), most first. */
-  topDenied: { key: string; count: number }[];
+  topDenied: { key: string; count: number; label?: string }[];
 }
 
 export interface StatsSpan {

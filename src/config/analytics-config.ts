@@ -23,6 +23,12 @@ export const analyticsSchema = plainObject(
     /** Most denied client keys kept per rule and minute (0 keeps none). @default 10 */
     topKeys: v.optional(integerIn(0, 50), DEFAULT_TOP_KEYS),
     /**
+     * Store the raw value beside a header rule's top denied keys (their SHA-256), for the
+     * dashboard to name who is limited. Off: an API key is a secret, kept out of Redis.
+     * @default false
+     */
+    keyLabels: v.optional(v.boolean("must be true or false"), false),
+    /**
      * Where counts go: `"redis"` (what /check/stats reads) and/or `"analytics-engine"` (one data
      * point per decision to the `LIMITER_ANALYTICS` Workers Analytics Engine binding).
      * @default ["redis"]
@@ -38,7 +44,7 @@ export const analyticsSchema = plainObject(
       ["redis"],
     ),
   },
-  "must be an object with enabled, flushIntervalMs, retentionMinutes, topKeys and/or sinks",
+  "must be an object with enabled, flushIntervalMs, retentionMinutes, topKeys, keyLabels and/or sinks",
 );
 
 export type AnalyticsConfig = v.InferOutput<typeof analyticsSchema>;

@@ -1,4 +1,5 @@
 import type { BaseIssue } from "valibot";
+import { fieldsAt, unknownFieldDetail } from "./field-suggestion";
 import { invalid } from "./validation";
 
 /**
@@ -9,6 +10,8 @@ import { invalid } from "./validation";
 export function firstIssue(
   issues: readonly BaseIssue<unknown>[],
   root: string,
+  /** The schema that raised them: an unknown field is then told the known one it resembles. */
+  schema?: unknown,
 ): { ok: false; field: string; detail: string } {
   const issue = issues[0];
   if (!issue) return invalid(root, "is invalid");
@@ -22,6 +25,20 @@ export function firstIssue(
   // of the schema it fails (e.g. "must be an object" for a missing rule name): say both plainly.
   const missing = issue.input === undefined && (issue.path?.length ?? 0) > 0;
   const detail =
-    issue.expected === "never" ? "unknown field" : missing ? "is required" : issue.message;
+    issue.expected === "never"
+      ? unknownField(issue, schema)
+      : missing
+        ? "is required"
+        : issue.message;
   return invalid(field === "" ? root : field, detail);
+}
+
+/** "unknown field", and the known field at that place it is probably a typo of. */
+function unknownField(issue: BaseIssue<unknown>, schema: unknown): string {
+  const path = (issue.path ?? []).map((item) =>
+    typeof item.key === "number" ? item.key : String(item.key),
+  );
+  const given = path.pop();
+  if (schema === undefined || typeof given !== "string") return "unknown field";
+  return unknownFieldDetail(given, fieldsAt(schema, path));
 }

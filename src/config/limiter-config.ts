@@ -62,7 +62,8 @@ const networkBlocksSchema = v.pipe(
   ),
 );
 
-const configSchema = plainObject(
+// Exported for test/node/config-docs.test.ts, which holds docs/configuration.md to its fields.
+export const configSchema = plainObject(
   {
     /** The rules every proxied request is decided against (docs/configuration.md). */
     rules: v.optional(v.array(ruleSchema, "must be an array"), []),
@@ -175,9 +176,15 @@ export function parseConfig(
     return invalid("rules", 'is required (write "rules": [] for a worker that only serves /check)');
   }
   const result = v.safeParse(configSchema, input);
-  if (!result.success) return firstIssue(result.issues, "LIMITER_CONFIG");
+  if (!result.success) return firstIssue(result.issues, "LIMITER_CONFIG", configSchema);
   if (result.output.reshard && !result.output.shards) {
     return invalid("reshard", 'needs "shards": the shards in force from its instant');
+  }
+  const { shards, reshard } = result.output;
+  if (reshard && shards && sameShards(shards, reshard.from)) {
+    // A reshard that moves no key would still be told to the shards, and hold off the next
+    // reshard for its whole transition (docs/shards.md "Which mistakes are refused").
+    return invalid("reshard.from", 'names the same shards as "shards": nothing to reshard');
   }
   return ruleListIssue(result.output.rules) ?? { ok: true, value: result.output };
 }
@@ -186,4 +193,10 @@ export function parseConfig(
 export function parseRules(raw: unknown): Validated<RuleConfig[]> {
   const parsed = parseConfig({ rules: raw });
   return parsed.ok ? { ok: true, value: parsed.value.rules } : parsed;
+}
+
+/** `reshard.from` and `shards` name the same set (the placement is of the set, not the order). */
+function sameShards(shards: readonly string[], from: readonly string[]): boolean {
+  const before = new Set(from);
+  return before.size === shards.length && shards.every((name) => before.has(name));
 }

@@ -7,6 +7,7 @@
  */
 import * as v from "valibot";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
+import { unknownFieldDetail } from "../config/field-suggestion";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
 import { LEASE_NEEDS_LOG, type RuleConfig } from "../config/rule-schema";
 import {
@@ -112,7 +113,7 @@ export function parseCheckBody(
   const illFormed = wellFormed ? undefined : illFormedString(body, "body");
   if (illFormed) return illFormed;
   const extra = unknownField(body, FIELDS);
-  if (extra) return invalid(extra, "unknown field");
+  if (extra) return invalid(extra, unknownFieldDetail(extra, FIELDS));
 
   const key = v.safeParse(clientKeySchema, body.key);
   if (!key.success) return refused("key", key.issues);

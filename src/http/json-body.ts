@@ -4,6 +4,8 @@
  * those fields whose every string is well-formed UTF-16. Refusals are the problem+json answer to
  * send (415, 413, 400 naming the field); nothing is read past the cap.
  */
+
+import { unknownFieldDetail } from "../config/field-suggestion";
 import {
   illFormedString,
   isPlainObject,
@@ -70,7 +72,7 @@ export async function readJsonBody(request: Request, options: JsonBodyOptions): 
     const illFormed = mayHoldLoneSurrogate(text) ? illFormedString(json, "body") : undefined;
     if (illFormed) return refuse(bad(illFormed.field, illFormed.detail));
     const extra = unknownField(json, fields);
-    if (extra) return refuse(bad(extra, "unknown field"));
+    if (extra) return refuse(bad(extra, unknownFieldDetail(extra, fields)));
   }
   return { ok: true, json, text };
 }

@@ -4,6 +4,7 @@
  * as the proxy groups it), the slot a /check answer's. The first wrong field is named.
  */
 import * as v from "valibot";
+import { unknownFieldDetail } from "../config/field-suggestion";
 import type { RuleConfig } from "../config/rule-schema";
 import { clientKeySchema } from "../config/schema-parts";
 import {
@@ -19,7 +20,7 @@ import { isConcurrency } from "../store/algorithm";
 /** The fields a release body holds. */
 export const RELEASE_FIELDS = ["rule", "key", "slot"] as const;
 
-/** Slot ids are short (a member id, or `r:` and a request id): anything past this is not one. */
+/** Slot ids are short (22 random characters; `r:` and a request id from older records). */
 const MAX_SLOT_LENGTH = 1_024;
 const SLOT = `must be a non-empty string of at most ${MAX_SLOT_LENGTH} characters (a /check answer's "slot")`;
 const slotSchema = v.pipe(v.string(SLOT), v.minLength(1, SLOT), v.maxLength(MAX_SLOT_LENGTH, SLOT));
@@ -38,7 +39,7 @@ export function parseReleaseBody(
   const illFormed = illFormedString(body, "body");
   if (illFormed) return illFormed;
   const extra = unknownField(body, RELEASE_FIELDS);
-  if (extra) return invalid(extra, "unknown field");
+  if (extra) return invalid(extra, unknownFieldDetail(extra, RELEASE_FIELDS));
   if (typeof body.rule !== "string") {
     return invalid("rule", body.rule === undefined ? "is required" : "must be a string");
   }

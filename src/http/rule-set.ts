@@ -14,7 +14,7 @@ import type { Limiter } from "../limiter/limiter-api";
 import type { WaitUntil } from "../limiter/types";
 import { groupAddress } from "../net/ip-address";
 import type { NetworkBlocks } from "../net/network-blocks";
-import { headerRuleKey } from "../rules/client-key";
+import { headerKeyLabel, headerRuleKey } from "../rules/client-key";
 import type { ShadowDenyEvent } from "../rules/decide";
 import { applyingRules, type CompiledRule, compileRules } from "../rules/match";
 import type { RulesOutcome } from "../rules/outcome";
@@ -72,6 +72,11 @@ export interface RuleSet {
    */
   keyOf(rule: RuleConfig, raw: string): Promise<string>;
   /**
+   * The raw value a header rule's key was hashed from, while this isolate remembers it (the
+   * analytics' `keyLabel`: docs/analytics.md "Who is limited"); undefined otherwise.
+   */
+  keyLabel(key: string): string | undefined;
+  /**
    * A /check body (docs/check-api.md) read strictly, with the keys it names already keyed:
    * the first wrong field named, nothing counted. `text` is the body's JSON text.
    */
@@ -122,6 +127,7 @@ export function createRules(config: LimiterConfig, options: RuleSetOptions = {})
   return {
     config,
     rule: (name) => byName.get(name),
+    keyLabel: headerKeyLabel,
     applying: (method, path) => applyingRules(compiled, method, path),
     regionOf: (request) => pick(requestCf(request)),
     keyOf,

@@ -172,3 +172,17 @@ export function createCircuitBreaker(options: CircuitBreakerOptions = {}): Circu
     },
   };
 }
+
+/**
+ * Breaker options whose cool-down never passes `capMs`, for a store only some decisions use (a
+ * shard, a region's store): its keys return to Redis only when a probe finds it answering, so a
+ * cool-down that doubles to 30 s would keep them on the fallback that long after it recovered.
+ * A probe costs one request per isolate a cool-down at most, on that store's keys alone.
+ */
+export function cappedCooldown<
+  T extends Pick<CircuitBreakerOptions, "cooldownMs" | "maxCooldownMs">,
+>(options: T | undefined, capMs: number): T & { cooldownMs: number; maxCooldownMs: number } {
+  const cooldownMs = Math.min(options?.cooldownMs ?? DEFAULT_BREAKER.cooldownMs, capMs);
+  const maxCooldownMs = Math.min(options?.maxCooldownMs ?? DEFAULT_BREAKER.maxCooldownMs, capMs);
+  return { ...(options as T), cooldownMs, maxCooldownMs: Math.max(cooldownMs, maxCooldownMs) };
+}

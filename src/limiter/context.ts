@@ -3,15 +3,18 @@
  * denial cache, the breaker, single flight, the fallback, the clock policy, and the counters
  * the decision and the refund share. Never per request.
  */
+import type { FenceView } from "../store/placement-fence";
 import type { ScriptClient } from "../store/script-runner";
 import { type CircuitBreaker, createCircuitBreaker } from "./circuit-breaker";
 import { createStoreClock, type StoreClock } from "./clock-policy";
 import {
+  DEFAULT_BREAKER,
   DEFAULT_CLOCK,
   DEFAULT_FAIL_MODE,
   DEFAULT_LIMITER_TIMEOUT_MS,
   DEFAULT_PREFIX,
 } from "./defaults";
+import { createDegradationLog } from "./degradation-log";
 import { createDenialCache, type DenialCache } from "./denial-cache";
 import { createFallbackLimiter, type FallbackLimiter } from "./fallback-limiter";
 import type { StoreLimiterOptions } from "./limiter-options";
@@ -38,6 +41,8 @@ export interface LimiterContext {
   readonly breaker: CircuitBreaker;
   readonly clock: StoreClock;
   readonly onStoreError: ((error: unknown) => void) | undefined;
+  /** A shard's: the placement its calls at `t` place keys by (StoreLimiterOptions). */
+  readonly placementView: ((t: number) => FenceView) | undefined;
   /**
    * Bumped when a refund or a forget (an admin reset) starts and when a refund ends. Both free
    * capacity, which breaks the cache's premise (only time frees it): a store answer whose call
@@ -56,6 +61,21 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
   const now = options.now ?? Date.now;
   const cacheOption = options.denialCache ?? {};
   const fallbackOption = options.fallback ?? {};
+  // The default log speaks for the hooks not given (beside them too with `log: true`): a
+  // degraded store must never be silent.
+  const always = options.log === true;
+  const log =
+    options.log === false || (!always && options.onBreakerChange && options.onStoreError)
+      ? undefined
+      : createDegradationLog({
+          store: options.store,
+          failMode: options.failMode ?? DEFAULT_FAIL_MODE,
+          fallback: fallbackOption !== false,
+          everyMs: options.breaker?.cooldownMs ?? DEFAULT_BREAKER.cooldownMs,
+          now,
+        });
+  const onBreakerChange = alongside(options.onBreakerChange, log?.onBreakerChange, always);
+  const onStoreError = alongside(options.onStoreError, log?.onStoreError, always);
   return {
     store: options.store,
     prefix: options.prefix ?? DEFAULT_PREFIX,
@@ -82,7 +102,7 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
       probeTimeoutMs: 2 * timeoutMs,
       ...options.breaker,
       now,
-      ...(options.onBreakerChange ? { onStateChange: options.onBreakerChange } : {}),
+      ...(onBreakerChange ? { onStateChange: onBreakerChange } : {}),
     }),
     clock: createStoreClock({
       store: options.store,
@@ -90,7 +110,8 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
       now,
       onClockChange: options.onClockChange,
     }),
-    onStoreError: options.onStoreError,
+    onStoreError,
+    placementView: options.placementView,
     capacityEpoch: 0,
     lastAnswerAt: Number.NEGATIVE_INFINITY,
   };
@@ -104,4 +125,18 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
 export function capacityFreed(ctx: LimiterContext, cacheKeys: Iterable<string>): void {
   ctx.capacityEpoch++;
   for (const key of cacheKeys) ctx.cache?.forget(key);
+}
+
+/** The caller's hook; the default's when none is given, or both with `log: true`. */
+function alongside<T>(
+  given: ((value: T) => void) | undefined,
+  fallback: ((value: T) => void) | undefined,
+  both: boolean,
+): ((value: T) => void) | undefined {
+  if (!given || !fallback) return given ?? fallback;
+  if (!both) return given;
+  return (value) => {
+    fallback(value);
+    given(value);
+  };
 }

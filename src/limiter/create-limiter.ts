@@ -17,6 +17,7 @@
  */
 import { boundedKey, needsDigest } from "../bounded-key";
 import { type EvaluateAnswer, evaluate } from "../store/evaluate";
+import { type FenceView, fenceKey } from "../store/placement-fence";
 import { plansKey } from "../store/plans";
 import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
@@ -30,16 +31,17 @@ import { inFlightOf } from "./in-flight";
 import { createKeyBlocks } from "./key-blocks";
 import { createLimiterLeases } from "./leases/isolate-leases";
 import { createRegionBooks } from "./leases/isolate-leases-in-region";
-import { createRegionalLeases } from "./leases/regional-leases";
 import type { Limiter } from "./limiter-api";
 import type { LimiterOptions, StoreLimiterOptions } from "./limiter-options";
 import { nextMemberId } from "./member-id";
 import { createNetworkBlockCopies } from "./network-block-copies";
 import { peekRequest } from "./peek";
+import { type PlacedCallOptions, refusedByFence } from "./placement-refusal";
 import { createPlanChanges } from "./plan-changes";
 import { createPlanListing } from "./plan-listing";
 import type { CountedReceipt } from "./receipt-state";
 import { refundReceipt } from "./refund-receipt";
+import { createRegionalLeases } from "./regions/regional-leases";
 import { releaseOf, slotMemberId } from "./release-slots";
 import { resetKey } from "./reset";
 import {
@@ -49,8 +51,8 @@ import {
   resolvePolicies,
   withStorageKeys,
 } from "./resolved-policy";
-import { shardLayout } from "./shard-options";
-import { createShardedLimiter } from "./sharded-limiter";
+import { shardLayout } from "./shards/options";
+import { createShardedLimiter } from "./shards/sharded-limiter";
 import type { Decision, LimitRequest, MultiDecision, WaitUntil } from "./types";
 
 /**
@@ -69,7 +71,7 @@ import type { Decision, LimitRequest, MultiDecision, WaitUntil } from "./types";
  * ```
  */
 export function createLimiter(options: LimiterOptions): Limiter {
-  // Bad shards or reshard options throw here, naming the field (shard-options.ts).
+  // Bad shards or reshard options throw here, naming the field (shards/options.ts).
   const layout = shardLayout(options.store, options.reshard);
   if (layout.single) {
     const { reshard: _, ...single } = options;
@@ -78,7 +80,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       store: layout.clients[0] as StoreLimiterOptions["store"],
     }).limiter;
   }
-  // Several shards: one limiter per shard behind a router (sharded-limiter.ts).
+  // Several shards: one limiter per shard behind a router (shards/sharded-limiter.ts).
   return createShardedLimiter(options, layout, buildStoreLimiter);
 }
 
@@ -95,6 +97,7 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
   const degraded = createDegradedPath(ctx);
   // Plans (docs/plans.md): the hash the policies with `overrides` read, and the blocks seen.
   const plans = plansKey(ctx.prefix);
+  const fenced = fenceKey(ctx.prefix);
   const keyBlocks = createKeyBlocks();
   // Leases (isolate-leases.ts): steps 0 and 6 below, the refund and endLeases.
   const leases = createLimiterLeases(ctx, options.leases);
@@ -118,6 +121,7 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
     requestId: string | undefined,
     waitUntil: WaitUntil | undefined,
     region: string | undefined,
+    fence: FenceView | undefined,
   ): Promise<MultiDecision> {
     // 0. A request in a region (`region`, see limitAll): paid from the region's leases in one
     // near round trip, or denied there from a denial home decided; else home decides it below
@@ -177,7 +181,7 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
     // store call, so a permit is always reported and a client's input never counts as a store
     // failure.
     withStorageKeys(policies, ctx.prefix);
-    const memberId = slotMemberId(policies, requestId) ?? nextMemberId();
+    const memberId = slotMemberId(policies) ?? nextMemberId();
     const permit: Permit = breaker.acquire();
     if (permit === "skip") return degraded(policies);
 
@@ -186,7 +190,14 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
     const epochAtSend = ctx.capacityEpoch;
     const call = withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
       ctx.clock.run(store, (client, clock) =>
-        evaluate(client, { policies, memberId, now: clock, requestId, plansKey: plans }),
+        evaluate(client, {
+          policies,
+          memberId,
+          now: clock,
+          requestId,
+          plansKey: plans,
+          fence: fence && { key: fenced, view: fence },
+        }),
       ),
     );
     // Followers join only a key exhausted at its last answer (step 2): lead only there, so an
@@ -219,6 +230,8 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
     // (A region slower than home is not waited for: region-stores.ts.)
     regional?.homeAnswered(receivedAt - sentAt);
     breaker.success(permit);
+    // A shard that refused this isolate's placement (a sharded limiter's call): nothing counted.
+    if (answer.fenced) return refusedByFence(ctx, policies, answer.fenced, fence, receivedAt);
     // A request id decided with other parameters: nothing was decided, so nothing is learnt.
     if (answer.conflict) return conflicted(policies, answer.conflict, receivedAt);
     // A blocked key: nothing was read or counted.
@@ -247,6 +260,7 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
     requestId: string | undefined,
     waitUntil?: WaitUntil,
     regionName?: string,
+    fence?: FenceView,
   ): Promise<MultiDecision> {
     // Keys past MAX_KEY_LENGTH count under their digest, before any map or Redis key sees them
     // (bounded-key.ts); the hook below sees the keys as counted.
@@ -270,7 +284,7 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
       const named = regional ? (regionName ?? regionOf?.(requests)) : undefined;
       const region =
         requestId === undefined && regional?.applies(policies, named) ? named : undefined;
-      decided = await decide(policies, requestId, waitUntil, region);
+      decided = await decide(policies, requestId, waitUntil, region, fence);
       if (region !== undefined) decided.region = region;
     } catch (error) {
       // Only a bug of ours gets here (store errors are handled above); still never throw.
@@ -304,6 +318,7 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
         limitOptions?.requestId,
         limitOptions?.waitUntil,
         limitOptions?.region,
+        (limitOptions as PlacedCallOptions | undefined)?.fence,
       );
     },
     refund(receipt, refundOptions) {

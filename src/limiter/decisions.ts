@@ -8,6 +8,7 @@ import type { EvaluateAnswer, PolicyAnswer } from "../store/evaluate";
 import type { Exhaustion } from "./denial-cache";
 import type { FallbackDecision } from "./fallback-limiter";
 import type { Lease } from "./leases/lease";
+import { legacySlotId } from "./member-id";
 import type { CountedReceipt } from "./receipt-state";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { ConcurrencySlot, Decision, MultiDecision } from "./types";
@@ -264,7 +265,14 @@ export function fromEvaluation(
   // decision the store answers).
   const decided: MultiDecision = { allowed: answer.allowed, decisions, replayed: answer.replayed };
   if (deniedBy !== undefined) decided.deniedBy = deniedBy;
-  if (answer.allowed) addSlots(decided, policies, answer.now, memberId);
+  // A replay's slot is the original's: the id its record kept (a record from before records
+  // kept one: the request id's, as slots were named then).
+  if (answer.allowed) {
+    const slotId = !answer.replayed
+      ? memberId
+      : answer.member || (requestId !== undefined ? legacySlotId(requestId) : memberId);
+    addSlots(decided, policies, answer.now, slotId);
+  }
   if (answer.allowed && !answer.replayed) {
     const receipt: CountedReceipt = {
       memberId,

@@ -8,7 +8,7 @@ import type { CircuitBreaker } from "./circuit-breaker";
 import { denied, failClosed, failOpen, fallbackDecision } from "./decisions";
 import type { FallbackDecision, FallbackLimiter } from "./fallback-limiter";
 import { LOCAL_SLOT_PREFIX, type LocalSlots, localSlotKey } from "./local-slots";
-import { nextMemberId } from "./member-id";
+import { newSlotId } from "./member-id";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { ConcurrencySlot, Decision, MultiDecision } from "./types";
 
@@ -87,7 +87,7 @@ export function createDegradedPath(
       const slot: ConcurrencySlot = {
         policy: policy.name,
         key: policy.clientKey,
-        slot: `${LOCAL_SLOT_PREFIX}${nextMemberId()}`,
+        slot: `${LOCAL_SLOT_PREFIX}${newSlotId()}`,
         expires: at + policy.windowMs,
       };
       const local = localSlots.take(

@@ -11,7 +11,7 @@ import type { KeyBlocksAdmin, NetworkBlocksAdmin, Overrides } from "./plan-chang
 import type { Plans } from "./plan-listing";
 import type { ReleaseInput, ReleaseOptions } from "./release-slots";
 import type { ResetOutcome, ResetRequest } from "./reset";
-import type { ShardPlacement, ShardState } from "./shard-types";
+import type { ShardPlacement, ShardState } from "./shards/types";
 import type {
   Decision,
   LimitAllOptions,

@@ -1,13 +1,14 @@
 /**
  * createLimiter's options (public: the package entry exports them).
  */
+import type { FenceView } from "../store/placement-fence";
 import type { ScriptClient } from "../store/script-runner";
 import type { ClockChangeEvent, ClockSource } from "../store/store-clock";
 import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
 import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
 import type { LeaseOptions } from "./leases/lease-sizing";
-import type { ReshardOptions, StoreShards } from "./shard-options";
+import type { ReshardOptions, StoreShards } from "./shards/options";
 import type { FailMode, LimitRequest, MultiDecision } from "./types";
 
 export interface FallbackOptions extends FallbackLimiterOptions {
@@ -103,10 +104,28 @@ export interface LimiterOptions {
     /** The region of a request whose options name none. @default none (home) */
     regionOf?: (requests: readonly LimitRequest[]) => string | undefined;
   };
-  /** Called with every store error (for metrics); never throws into the decision. */
+  /**
+   * Called with every store error (for metrics); never throws into the decision. Given, it
+   * replaces the default log's store-error lines.
+   * @default one JSON line on console.warn per kind of error (unauthorized, timeout, refused),
+   * at most one a cool-down, naming the store and what decides meanwhile (see `log`)
+   */
   onStoreError?: (error: unknown) => void;
-  /** One structured event per breaker state change (the worker logs it as one JSON line). */
+  /**
+   * One structured event per breaker state change. Given, it replaces the default log's
+   * breaker lines.
+   * @default one JSON line on console.warn when the breaker opens (or stays open after a
+   * probe, at most one a cool-down) and when it closes again (see `log`)
+   */
   onBreakerChange?: (event: BreakerEvent) => void;
+  /**
+   * The default log of a degraded store (docs/failure-modes.md "What is logged"): JSON lines
+   * on console.warn naming the store, the cause and what decides meanwhile. Unset, it speaks for
+   * the hooks above that are not given; `true` writes it beside hooks of your own too (the
+   * worker's breaker hook feeds its stats); `false` writes none.
+   * @default for the hooks not given
+   */
+  log?: boolean;
   /**
    * Called once if the store refuses the Redis clock in scripts (a store that wants
    * deterministic scripts): every script on this store client, this limiter's included, has
@@ -126,6 +145,11 @@ export interface LimiterOptions {
 /** The options of one store's limiter (one shard's): a single client, no reshard. */
 export type StoreLimiterOptions = Omit<LimiterOptions, "store" | "reshard"> & {
   store: ScriptClient;
+  /**
+   * A shard's limiter: the placement a store call made at `t` places its keys by
+   * (store/placement-fence.ts), for the calls no routed request carries (a lease's grant).
+   */
+  placementView?: ((t: number) => FenceView) | undefined;
 };
 
 export interface RegionsOptions {

@@ -10,12 +10,13 @@ import { releaseSlots, type SlotRef } from "../store/release";
 import { withinDeadline } from "../store/script-runner";
 import type { LimiterContext } from "./context";
 import { LOCAL_SLOT_PREFIX, localSlotKey } from "./local-slots";
+import { newSlotId } from "./member-id";
 import type { ConcurrencySlot, ReleaseOutcome, WaitUntil } from "./types";
 
 /** Retries of a failed release, off the path, and the wait before each (ms). */
 export const RELEASE_RETRY_DELAYS_MS = [100, 500, 2_000] as const;
 
-/** Slot ids are the limiter's member ids or `r:<request id>`: anything longer is not one. */
+/** Slot ids are the limiter's (random, or `r:<request id>` from older records): anything longer is not one. */
 const MAX_SLOT_LENGTH = 1_024;
 
 /** What `release` takes: one slot as a decision handed it out, or several. */
@@ -104,18 +105,13 @@ async function retry(attempt: () => Promise<boolean[]>, ctx: LimiterContext): Pr
 }
 
 /**
- * The member id of a call with a request id and a concurrency policy: its slot's id, the same
- * for every retry (its record replays the admission; a retry whose record is gone re-adds the
- * same member, counted once). Undefined otherwise: a fresh member id per call.
+ * The member id of a call with a concurrency policy: its slot's id, random (newSlotId), for a
+ * release that names it is all a holder proves. A retry with a request id gets the original's
+ * slot from its record (the record keeps the member id); undefined without a concurrency policy:
+ * the short log member id then.
  */
-export function slotMemberId(
-  policies: readonly { algorithm: string }[],
-  requestId: string | undefined,
-): string | undefined {
-  if (requestId === undefined) return undefined;
-  return policies.some((policy) => policy.algorithm === "concurrency")
-    ? `r:${requestId}`
-    : undefined;
+export function slotMemberId(policies: readonly { algorithm: string }[]): string | undefined {
+  return policies.some((policy) => policy.algorithm === "concurrency") ? newSlotId() : undefined;
 }
 
 // A plain-JS caller may pass anything: refused here, never sent.

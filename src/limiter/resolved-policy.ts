@@ -38,6 +38,16 @@ export interface ResolvedPolicy extends StorePolicy {
 }
 
 /**
+ * A request as the sharded limiter's router hands it to a shard: a moved key's limit during a
+ * reshard's transition is the asked one less what its old shard holds (shards/transition.ts),
+ * and `askedLimit` the asked one, which a request id's record is fingerprinted with
+ * (StorePolicy.askedLimit). Never a caller's.
+ */
+export interface RoutedRequest extends LimitRequest {
+  askedLimit?: number;
+}
+
+/**
  * The key a request has in the denial cache and the fallback limiter (for `forget` after a reset).
  * The limit, window and algorithm are part of it: ad-hoc checks of one policy may differ in them,
  * and each algorithm counts in its own Redis key.
@@ -109,7 +119,8 @@ export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode):
   // The denial cache, the fallback, single flight and leases keep these strings past the
   // request: copies, never views into whatever larger string the caller cut the key from.
   const clientKey = ownedString(request.key);
-  return {
+  const { askedLimit } = request as RoutedRequest;
+  const resolved: ResolvedPolicy = {
     name: request.policy,
     clientKey,
     algorithm,
@@ -123,6 +134,8 @@ export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode):
     overrides: request.overrides === true,
     redisKey: "",
   };
+  if (askedLimit !== undefined) resolved.askedLimit = askedLimit;
+  return resolved;
 }
 
 /**

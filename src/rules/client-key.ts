@@ -193,6 +193,17 @@ export function headerRuleKey(raw: string): Promise<string> {
   return hashedHeaderKey(headerKeyValue(raw) ?? raw);
 }
 
+/**
+ * The raw value a header rule's key (its SHA-256) was hashed from, while this isolate still holds
+ * it in the cache above (a scan of at most HEADER_KEY_CACHE_SIZE entries: for the dashboard's few
+ * top keys at a flush, never per request). Undefined once it left, or for any other key.
+ */
+export function headerKeyLabel(key: string): string | undefined {
+  if (key.length !== 64) return undefined;
+  for (const [value, hex] of headerKeys) if (hex === key) return value;
+  return undefined;
+}
+
 /** How many header values the cache holds now (tests check its bound). */
 export function headerKeyCacheSize(): number {
   return headerKeys.size;

@@ -13,7 +13,8 @@
 import { isLogAlgorithm } from "./algorithm";
 import { STAMP_AHEAD_MAX_MS } from "./keys";
 import { EVALUATE_SCRIPTS } from "./lua/scripts";
-import { type ScriptCall, type StorePolicy, scriptInputs } from "./script-inputs";
+import { type FenceRefusal, fenceRefusalOf } from "./placement-fence";
+import { readsPlans, type ScriptCall, type StorePolicy, scriptInputs } from "./script-inputs";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
 
 /** One policy's answer in the evaluate script's reply (peek answers the same shape). */
@@ -44,6 +45,11 @@ export interface EvaluateAnswer {
   deniedBy: number | undefined;
   /** The answer is the stored original decision of this request id; nothing was counted now. */
   replayed: boolean;
+  /**
+   * A replay's: the member id the original was decided under (its concurrency slot's id); ''
+   * when it took no slot, or for a record written before records kept it.
+   */
+  member?: string;
   /** The store's clock when it decided (ms). */
   now: number;
   /**
@@ -73,6 +79,11 @@ export interface EvaluateAnswer {
    * (`allowed` false, `policies` empty).
    */
   blocked?: KeyBlock;
+  /**
+   * Set when the shard refused the caller's placement view (placement-fence.ts): nothing was
+   * read, decided or counted (`allowed` false, `policies` empty).
+   */
+  fenced?: FenceRefusal;
 }
 
 /** A live key block the evaluate script met. */
@@ -110,7 +121,8 @@ export interface RecordConflict {
  * up to limit 248, else 4–5 admitted and 2–3 denied (GETRANGE/SETRANGE); sliding-log-zset: 5
  * admitted (4 on an empty log), 3 denied; fixed-window, sliding-counter, token-bucket: 2 admitted, 1 denied; plus, with a
  * request id, one MGET (the record and the policies' reset marks) and SET when it stores the answer;
- * plus, when a policy reads plans (`overrides` and the call's `plansKey`), one HMGET for all of them.
+ * plus, when a policy reads plans (`overrides` and the call's `plansKey`), one HMGET for all of them;
+ * plus, with a placement fence (a sharded limiter's call), one GET (a SET when it writes the record).
  */
 export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<EvaluateAnswer> {
   const { policies } = call;
@@ -127,7 +139,11 @@ export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<
   const { keys, args } = scriptInputs("evaluate", call, [ahead]);
   const reply = await runScript<unknown>(client, scriptFor(policies), keys, args);
   const marks = call.resetMarks === "read" && call.requestId === undefined;
-  const plans = keys.length > 0 && keys[keys.length - 1] === call.plansKey;
+  const plans = readsPlans("evaluate", call);
+  if (call.fence !== undefined) {
+    const fenced = fenceRefusalOf(reply);
+    if (fenced) return fencedAnswer(fenced);
+  }
   return parseReply(reply, policies.length, ahead, marks, plans);
 }
 
@@ -152,11 +168,14 @@ function parseReply(
   }
   const numbers = 4 + 4 * n;
   const strings = marks ? n : 0;
+  // A replay ends with the member id its record was decided under.
+  const replay = Array.isArray(reply) && reply[2] === 1 ? 1 : 0;
+  const limits = numbers + strings + (plans ? n : 0);
   if (
     !Array.isArray(reply) ||
-    reply.length !== numbers + strings + (plans ? n : 0) ||
+    reply.length !== limits + replay ||
     !reply.every((value, i) =>
-      i < numbers || i >= numbers + strings
+      (i < numbers || i >= numbers + strings) && i < limits
         ? typeof value === "number" && Number.isFinite(value)
         : typeof value === "string",
     )
@@ -188,6 +207,7 @@ function parseReply(
     policies,
   };
   if (marks) answer.resetMarks = (reply as unknown[]).slice(numbers, numbers + n) as string[];
+  if (replay) answer.member = reply[limits] as string;
   if (plans) {
     for (let i = 0; i < n; i++) {
       (policies[i] as PolicyAnswer).limit = at(numbers + strings + i);
@@ -217,6 +237,20 @@ function blockedAnswer(reply: unknown[], n: number): EvaluateAnswer {
     retryAfterMs: until === 0 ? 0 : Math.max(0, until - now),
     policies: [],
     blocked: { index: policy - 1, until },
+  };
+}
+
+/** The fence's refusal: nothing decided. */
+function fencedAnswer(fenced: FenceRefusal): EvaluateAnswer {
+  return {
+    allowed: false,
+    deniedBy: undefined,
+    replayed: false,
+    now: 0,
+    stamp: 0,
+    retryAfterMs: 0,
+    policies: [],
+    fenced,
   };
 }
 

@@ -1,9 +1,11 @@
 /**
  * How many concurrency slots a policy holds now, over all its keys (an admin read: the stats
- * route), by a bounded scan of its sets. Not on any request's path.
+ * route), by a bounded scan of its sets. Not on any request's path; one key's count is (a
+ * reshard's transition reads a moved key's old set).
  */
 import { clockedScript } from "./clock-slots";
 import { storageKey } from "./keys";
+import { CLOCK_LUA } from "./lua/clock.lua";
 import { IN_FLIGHT_LUA } from "./lua/in-flight.lua";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
 
@@ -56,4 +58,30 @@ export async function countInFlight(
     if (cursor === "0") return { policy, inFlight, keys, complete: true };
   }
   return { policy, inFlight, keys, complete: false };
+}
+
+// KEYS[1] a concurrency key's set; ARGV[1] the caller's clock in ms, or "" for the Redis clock.
+// Returns its live slots. Commands: TIME (unless the caller's clock), ZCOUNT.
+const KEY_SLOTS_SCRIPT = clockedScript(
+  `#!lua flags=allow-key-locking
+${CLOCK_LUA}local now = clock(ARGV[1])
+return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+`,
+  0,
+);
+
+/**
+ * The live slots of one concurrency key (a reshard reads a moved key's old set with it): one
+ * script call. Throws on a store failure.
+ */
+export async function countKeySlots(
+  client: ScriptClient,
+  redisKey: string,
+  now: number | undefined,
+): Promise<number> {
+  const reply = await runScript<unknown>(client, KEY_SLOTS_SCRIPT, [redisKey], [now ?? ""]);
+  if (typeof reply !== "number" || !Number.isSafeInteger(reply) || reply < 0) {
+    throw new StoreReplyError(`unexpected slot count reply: ${JSON.stringify(reply)}`);
+  }
+  return reply;
 }

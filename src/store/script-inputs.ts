@@ -6,6 +6,7 @@
 import type { Algorithm } from "./algorithm";
 import { storePolicyIssue } from "./caps";
 import { encodeKeyPart, requestRecordKey, resetMarkKey } from "./keys";
+import { type FenceView, fenceArgs } from "./placement-fence";
 import type { ScriptArg } from "./store-clock";
 
 /**
@@ -21,6 +22,13 @@ export interface StorePolicy {
   algorithm: Algorithm;
   /** Units per window: 1 to MAX_ZSET_LIMIT for the sliding-log-zset, MAX_LIMIT for the others. */
   limit: number;
+  /**
+   * The limit the caller asked, when `limit` is one the limiter derived from it (a moved key
+   * during a reshard: the limit less what its old shard still holds, which falls with time). A
+   * request id's record is fingerprinted with it, so a retry asking the same matches its
+   * record whatever was derived then and now. @default limit
+   */
+  askedLimit?: number;
   windowMs: number;
   /**
    * Units this request takes in this policy: 1 to limit; the sliding-log-zset costs of one call
@@ -46,7 +54,10 @@ export interface ScriptCall {
    * keys.ts); Upstash and a single Redis take any keys.
    */
   policies: readonly StorePolicy[];
-  /** Unique per evaluation (isolate id + counter): log members are `<memberId>.<n>`. */
+  /**
+   * Unique per evaluation: log members are `<memberId>.<n>`, a concurrency slot is `<memberId>`
+   * (random: limiter/member-id.ts). A request id's record keeps it, and a replay returns it.
+   */
   memberId: string;
   /** The caller's clock (ms); omit (or undefined) to use the Redis clock. */
   now?: number | undefined;
@@ -73,6 +84,12 @@ export interface ScriptCall {
    * only. Without it (or without such a policy) no plan is read: no extra command.
    */
   plansKey?: string | undefined;
+  /**
+   * The placement fence (placement-fence.ts), in the evaluate call only: the record's key
+   * (fenceKey) and what the caller knows of the placement. A sharded limiter sends it with every
+   * decision; without it nothing is checked (one store: nothing to place).
+   */
+  fence?: { key: string; view: FenceView } | undefined;
 }
 
 /** The field of a policy a PolicyBoundsError names. */
@@ -121,6 +138,13 @@ export function scriptInputs(
   // before that, naming the field. A short loop; nothing is sent past it.
   const issue = storePolicyIssue(policies);
   if (issue) throw new PolicyBoundsError(caller, issue.index, issue.field, issue.detail);
+  const asked = policies.findIndex(
+    ({ askedLimit }) =>
+      askedLimit !== undefined && !(Number.isSafeInteger(askedLimit) && askedLimit >= 1),
+  );
+  if (asked >= 0) {
+    throw new PolicyBoundsError(caller, asked, "limit", "asked must be an integer ≥ 1");
+  }
   const keys = policies.map((policy) => policy.redisKey);
   const withRecord = call.requestId !== undefined;
   const marks = withRecord ? undefined : call.resetMarks;
@@ -146,14 +170,44 @@ export function scriptInputs(
   }
   // A refund's marks follow the policies (the evaluate script reads them itself).
   if (Array.isArray(marks)) args.push(...marks);
-  if (caller === "evaluate" && call.plansKey !== undefined && policies.some((p) => p.overrides)) {
+  if (readsPlans(caller, call)) {
     // The plans section: its hash last in KEYS; names ('' not opted), then encoded client keys.
-    keys.push(call.plansKey);
+    keys.push(call.plansKey as string);
     args.push("o");
     for (const policy of policies) args.push(policy.overrides ? (policy.name ?? "") : "");
     for (const policy of policies) {
       args.push(policy.overrides ? encodeKeyPart(policy.clientKey ?? "") : "");
     }
   }
+  if (caller === "evaluate" && call.fence !== undefined) {
+    // The fence section after the plans', its record the last KEY (fixed offsets from its 'f').
+    keys.push(call.fence.key);
+    args.push(...fenceArgs(call.fence.view));
+  }
+  // The record's fingerprint last of all (request-records.lua.ts reads ARGV[#ARGV]).
+  if (withRecord) args.push(recordFingerprint(policies));
   return { keys, args };
+}
+
+/**
+ * What a request id's record is fingerprinted with: per policy `algorithm:limit:window:cost` as
+ * the caller asked them (askedLimit over limit), joined by ','. The same text the scripts once
+ * built from their ARGV, so records written before stay comparable.
+ */
+export function recordFingerprint(policies: readonly StorePolicy[]): string {
+  let text = "";
+  for (let i = 0; i < policies.length; i++) {
+    const p = policies[i] as StorePolicy;
+    text += `${i > 0 ? "," : ""}${p.algorithm}:${p.askedLimit ?? p.limit}:${p.windowMs}:${p.cost}`;
+  }
+  return text;
+}
+
+/** The call reads plans: the evaluate script's plans section is sent. */
+export function readsPlans(caller: string, call: ScriptCall): boolean {
+  return (
+    caller === "evaluate" &&
+    call.plansKey !== undefined &&
+    call.policies.some((policy) => policy.overrides)
+  );
 }

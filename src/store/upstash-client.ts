@@ -39,6 +39,8 @@ export type SignalledScripts = Pick<Redis, "evalsha" | "eval">;
  * ScriptClient).
  */
 export type StoreClient = Redis & {
+  /** The REST URL it calls (never the token): the limiter's log names the store by its host. */
+  readonly storeUrl: string;
   withTimeout(timeoutMs: number): Redis;
   withSignal?(signal: AbortSignal): SignalledScripts;
 };
@@ -117,7 +119,7 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
   const main = make(defaultTimeoutMs, false);
   // A pipelined client calls `signal` a tick later, when the batch goes: it would never see
   // the signal set for it, so only the unpipelined client offers withSignal.
-  if (pipelined) return Object.assign(main, { withTimeout });
+  if (pipelined) return Object.assign(main, { withTimeout, storeUrl: options.url });
   // withSignal's own client: the same signal handling, the scripts-only options.
   const scripts = make(defaultTimeoutMs, true);
   const withSignal = (signal: AbortSignal): SignalledScripts => ({
@@ -138,7 +140,7 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
       }
     },
   });
-  return Object.assign(main, { withTimeout, withSignal });
+  return Object.assign(main, { withTimeout, withSignal, storeUrl: options.url });
 }
 
 const TIMEOUT_STEP_MS = 10;

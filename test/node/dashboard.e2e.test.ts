@@ -70,7 +70,8 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
         LIMITER_REGION: "lab",
         LIMITER_CONFIG: JSON.stringify({
           prefix,
-          analytics: { enabled: true },
+          // keyLabels: a header rule's top keys (SHA-256 digests) shown with their raw value.
+          analytics: { enabled: true, keyLabels: true },
           networkBlocks: true,
           regions: { lab: { store: "LAB" } },
           rules: [
@@ -192,6 +193,10 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
       });
       const response = await page.goto(`${worker.url}/check/dashboard`);
       expect(response?.status()).toBe(200);
+      // The page is drawn whole: the moment the rules' cards appear, the Plans card has its
+      // tables too (a screenshot taken at load is never rules beside an empty Plans card).
+      await page.waitForSelector('section[data-rule="api"]');
+      expect(await page.locator("#plans table.plans").count()).toBeGreaterThan(0);
       await page.waitForSelector('body[data-loaded] section[data-rule="api"]');
 
       const api = page.locator('section[data-rule="api"]');
@@ -210,11 +215,15 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
       ).toEqual(["ip 198.51.100.0/24"]);
       const override = page.locator('table.plans[data-what="overrides"] tr');
       expect(await override.count()).toBe(1);
+      // With analytics.keyLabels the key as the admin set it, beside its digest.
       expect(await override.locator("td").allTextContents()).toEqual([
         "quota",
-        expect.stringMatching(/^key [0-9a-f]{64}$/),
+        expect.stringMatching(new RegExp(`^key vip-${run}[0-9a-f]{12}…$`)),
         "limit 50",
       ]);
+      expect(await override.locator("td.key .digest").getAttribute("title")).toMatch(
+        /^[0-9a-f]{64}$/,
+      );
       const login = page.locator('section[data-rule="login"]');
       expect(await login.locator(".denied b").textContent()).toBe("1");
       expect(await login.locator(".top-keys td.key").first().textContent()).toBe("203.0.113.9");
@@ -237,11 +246,15 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
         expect(Number.isInteger(axis[1]) && (axis[1] ?? 0) > 0, rule).toBe(true);
         expect(axis[2], rule).toBe(2 * (axis[1] ?? 0));
       }
-      // Typing a header rule's raw key marks its digest's row (hashed in the page).
+      // A header rule's top key is a digest; with analytics.keyLabels the raw key is beside it.
       const quota = page.locator('section[data-rule="quota"]');
-      expect(await quota.locator(".top-keys td.key").first().textContent()).toMatch(
+      expect(await quota.locator(".top-keys td.key .label").first().textContent()).toBe(
+        `cust-${run}`,
+      );
+      expect(await quota.locator(".top-keys td.key .digest").first().getAttribute("title")).toMatch(
         /^[0-9a-f]{64}$/,
       );
+      // Typing a header rule's raw key marks its digest's row (hashed in the page).
       await page.fill("#find", `cust-${run}`);
       await page.waitForSelector('section[data-rule="quota"] tr.found');
       expect(await page.locator("#found").textContent()).toBe("1 row");

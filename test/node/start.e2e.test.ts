@@ -239,6 +239,8 @@ describe("npm start", () => {
     expect(instance.output()).toContain(`try: curl -s -X POST ${instance.workerUrl}/check`);
     // The environment's admin token, not the development one.
     expect(instance.output()).toContain("| LIMITER_ADMIN_TOKEN e2e-start-admin-token |");
+    // Which Redis, and why that one.
+    expect(instance.output()).toContain(`| redis ${inject("redisUrl")} (REDIS_URL) |`);
     expect(instance.output()).toContain(
       `dashboard ${instance.workerUrl}/check/dashboard (analytics off: LIMITER_ANALYTICS=1 npm start)`,
     );
@@ -406,6 +408,20 @@ describe("npm start", () => {
     expect(output).toMatch(
       /Set UPSTASH_REDIS_REST_URL_B and UPSTASH_REDIS_REST_TOKEN_B in your environment/,
     );
+    expect(await instance.stop()).toBe(1);
+  }, 120_000);
+
+  it("a wrong UPSTASH_REDIS_REST_TOKEN: NOT ready once, naming it unauthorized", async () => {
+    const instance = await launch({
+      UPSTASH_REDIS_REST_URL: inject("bridgeUrl"),
+      UPSTASH_REDIS_REST_TOKEN: "not-the-bridge-token",
+    });
+    const output = (await readyOrExited(instance)) ? "ready" : instance.output();
+    expect(output.match(/edge-limiter NOT ready/g), output).toHaveLength(1);
+    expect(output).toMatch(/NOT ready: the worker's store refused its token \(unauthorized\)/);
+    expect(output).toMatch(/UPSTASH_REDIS_REST_TOKEN/);
+    expect(output).not.toMatch(/did not answer/);
+    expect(output).not.toContain("not-the-bridge-token");
     expect(await instance.stop()).toBe(1);
   }, 120_000);
 

@@ -125,3 +125,71 @@ describe("a misconfigured worker", () => {
     }
   });
 });
+
+describe("a worker whose store refuses its token", () => {
+  it("names the cause in the 503 of a route without a fallback, and in its log", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    const warnings = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      const worker = workerWith({
+        UPSTASH_REDIS_REST_TOKEN: "not-the-token",
+        LIMITER_TOKEN: "limiter-token-value",
+        LIMITER_CONFIG: JSON.stringify({ prefix: uniquePrefix("runtime"), rules: [] }),
+      });
+      const request = (path: string) =>
+        worker(path, {
+          method: "POST",
+          headers: {
+            "Content-Type": "application/json",
+            Authorization: "Bearer limiter-token-value",
+          },
+          body: JSON.stringify({ key: "k", limit: 5, window: "1m" }),
+        });
+      const peek = await request("/check/peek");
+      expect(peek.status).toBe(503);
+      const problem = await peek.json<{ cause: string; detail: string }>();
+      expect(problem.cause).toBe("unauthorized");
+      expect(problem.detail).toMatch(/unauthorized.*UPSTASH_REDIS_REST_TOKEN/);
+      expect(problem.detail).not.toContain("not-the-token");
+      // A decision is the fallback's, and the log says so, naming the cause.
+      const check = await request("/check");
+      expect(await check.json()).toMatchObject({ allowed: true, source: "fallback" });
+      const lines = warnings.mock.calls.map((args) => JSON.parse(String(args[0])));
+      expect(lines).toContainEqual(
+        expect.objectContaining({ cause: "unauthorized", meanwhile: "fallback" }),
+      );
+    } finally {
+      errors.mockRestore();
+      warnings.mockRestore();
+    }
+  });
+});
+
+describe("a worker without its store bindings (plain `wrangler dev` without .dev.vars)", () => {
+  it("names .dev.vars for wrangler dev and `wrangler secret put` for a deploy", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const worker = workerWith({
+        UPSTASH_REDIS_REST_URL: undefined,
+        UPSTASH_REDIS_REST_TOKEN: undefined,
+        LIMITER_TOKEN: "limiter-token-value",
+        LIMITER_CONFIG: JSON.stringify({ prefix: uniquePrefix("runtime-unset"), rules: [] }),
+      });
+      const res = await worker("/check", {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          Authorization: "Bearer limiter-token-value",
+        },
+        body: JSON.stringify({ key: "k", limit: 5, window: "1m" }),
+      });
+      expect(res.status).toBe(503);
+      const problem = await res.json<{ field: string; detail: string }>();
+      expect(problem.field).toBe("UPSTASH_REDIS_REST_URL");
+      expect(problem.detail).toContain("cp .dev.vars.example .dev.vars");
+      expect(problem.detail).toContain("`wrangler secret put UPSTASH_REDIS_REST_URL` for a deploy");
+    } finally {
+      errors.mockRestore();
+    }
+  });
+});

@@ -4,9 +4,11 @@
  * the limiter's clock. The lease book (isolate-lease-book.ts) never sees Redis: only this interface.
  */
 import { evaluate } from "../../store/evaluate";
+import { fenceKey } from "../../store/placement-fence";
 import { refund } from "../../store/refund";
 import { withinDeadline } from "../../store/script-runner";
 import type { LimiterContext } from "../context";
+import { fenceError, tellRefusal } from "../placement-refusal";
 import type { ResolvedPolicy } from "../resolved-policy";
 import type { WaitUntil } from "../types";
 import type { Lease } from "./lease";
@@ -61,6 +63,9 @@ export interface LeaseStore {
 export function createLeaseStore(ctx: LimiterContext): LeaseStore {
   return {
     async take(policy, units, lifetimeMs, memberId) {
+      // A shard's grant is fenced as its decisions are (store/placement-fence.ts): by the
+      // placement in force when it was asked for, so a stale isolate's lease is refused too.
+      const view = ctx.placementView?.(ctx.now());
       const answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
         ctx.clock.run(store, (client, now) =>
           evaluate(client, {
@@ -69,9 +74,11 @@ export function createLeaseStore(ctx: LimiterContext): LeaseStore {
             now,
             stampOffsetMs: lifetimeMs,
             resetMarks: "read",
+            fence: view && { key: fenceKey(ctx.prefix), view },
           }),
         ),
       );
+      if (answer.fenced) tellRefusal(ctx, fenceError(answer.fenced, view));
       const only = answer.policies[0];
       return {
         granted: answer.allowed,

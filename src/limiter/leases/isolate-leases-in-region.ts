@@ -7,11 +7,11 @@
  */
 import type { LimiterContext } from "../context";
 import type { CountedReceipt } from "../receipt-state";
+import type { RegionalLeases } from "../regions/regional-leases";
 import type { ResolvedPolicy } from "../resolved-policy";
 import type { MultiDecision, WaitUntil } from "../types";
 import { createLimiterLeases, type LimiterLeases } from "./isolate-leases";
 import type { LeaseOptions } from "./lease-sizing";
-import type { RegionalLeases } from "./regional-leases";
 
 export interface RegionBooks {
   /** The request decided in `region`, or undefined: ask home. */

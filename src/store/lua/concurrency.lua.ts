@@ -3,8 +3,9 @@
  * scripts.ts for the interface every algorithm implements): at most `limit` requests in flight
  * per key, exactly, across every isolate.
  *
- * Key: a sorted set of slots; a slot is a member named by the call's member id (unique per
- * acquire; `r:<request id>` for a call with a request id, so a retry takes the same slot), scored
+ * Key: a sorted set of slots; a slot is a member named by the call's member id (128 random bits
+ * per acquire: a release naming it is all a holder proves; a request id's retry is replayed
+ * from its record, which keeps the id), scored
  * by its expiry: the time it was taken plus the policy's window, which for this algorithm is the
  * slot's timeout. Expired slots are removed before counting, so a holder that never releases
  * frees its slot at its timeout, and the set holds at most `limit` live members plus those one
@@ -29,7 +30,7 @@ ALG['concurrency'] = {
     p.allowed = p.count + 1 <= p.limit
   end,
   commit = function(p, now)
-    -- 0 when the member is there already (a request id's retry whose record is gone): counted once.
+    -- 0 when the member is there already (never, with random ids): counted once.
     p.count = p.count + redis.call('ZADD', p.key, now + p.window, p.member)
     redis.call('PEXPIRE', p.key, p.window + GRACE)
   end,

@@ -10,6 +10,7 @@ import { CLOCK_LUA } from "./clock.lua";
 import { CONCURRENCY_LUA } from "./concurrency.lua";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
 import { foldConstants } from "./fold-constants";
+import { FENCE_LUA } from "./placement-fence.lua";
 import { REQUEST_RECORDS_LUA } from "./request-records.lua";
 import { RING_CODEC_LUA } from "./ring-codec.lua";
 import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
@@ -79,6 +80,10 @@ ${REQUEST_RECORDS_LUA}`;
  *             client key. Limit overrides replace the policies' limits; a live key block answers
  *             {-2, policy (1-based), until (0 = none), now}, nothing read or counted; the reply
  *             ends with the n effective limits.
+ * then "f"    the placement fence (placement-fence.ts fenceArgs), its record the last KEY: a
+ *             caller whose placement is stale is answered {-3, code, at, endsBy}, nothing read
+ *             or counted.
+ * ARGV[#ARGV] when ARGV[4] is "1": the call's fingerprint (request-records.lua.ts)
  *
  * Phase 1 checks every policy; phase 2 commits every policy only if all admit: a request denied
  * by one policy consumes nothing in any. Returns
@@ -92,21 +97,35 @@ ${REQUEST_RECORDS_LUA}`;
  * denied (it consumed nothing, so re-deciding after that counts nothing twice, and a retry that
  * honours Retry-After is not denied forever), at most RECORD_TTL_MAX_MS. A record written before
  * a reset of any of its policies is not replayed (records().read). A retry whose policies differ
- * from the record's fingerprint (algorithm, limit, window or cost) is not replayed either, nor
+ * from the record's fingerprint (algorithm, limit, window or cost as the caller asked them) is
+ * not replayed either, nor
  * decided: the reply is {-1, policy (1-based), field (1 algorithm, 2 limit, 3 window ms, 4 cost),
  * recorded value, asked value} and nothing is counted or written. Commands: one MGET (the record
- * and the marks), + SET … PX of the record.
+ * and the marks), + SET … PX of the record. A replay's reply ends with one more value: the
+ * member id a call with a concurrency policy was decided under (its slot), else ''.
  */
-const EVALUATE_DRIVER = `
+const EVALUATE_DRIVER = `${FENCE_LUA}
 local now = clock(ARGV[1])
 local n = tonumber(ARGV[3])
 
--- Plans (ARGV[6 + 4n] == 'o'): the plans hash is the last KEY; per policy its name
--- (ARGV[6 + 4n + i], '' for a policy that does not opt in) and its encoded client key
+-- The placement fence (placement-fence.ts), after the plans section or in its place: its record
+-- is the last KEY. A caller whose view of the placement is stale is refused before anything is
+-- read or counted: {-3, code, at, endsBy}.
+local ob = 6 + 4 * n
+local fb = ob
+if ARGV[ob] == 'o' then fb = ob + 1 + 2 * n end
+local plansAt = #KEYS
+if ARGV[fb] == 'f' then
+  plansAt = #KEYS - 1
+  local refused = fence(KEYS[#KEYS], fb, now)
+  if refused then return refused end
+end
+
+-- Plans (ARGV[6 + 4n] == 'o'): the plans hash is the last KEY (before the fence's); per policy
+-- its name (ARGV[6 + 4n + i], '' for a policy that does not opt in) and its encoded client key
 -- (ARGV[6 + 5n + i]). One HMGET reads every opted policy's limit override and key block. A live
 -- block refuses the request before anything is read or counted: {-2, policy, until, now}.
 local limits = nil
-local ob = 6 + 4 * n
 if ARGV[ob] == 'o' then
   local fields, at = {}, {}
   for i = 1, n do
@@ -118,7 +137,7 @@ if ARGV[ob] == 'o' then
       at[i] = #fields - 1
     end
   end
-  local got = redis.call('HMGET', KEYS[#KEYS], unpack(fields))
+  local got = redis.call('HMGET', KEYS[plansAt], unpack(fields))
   limits = {}
   for i = 1, n do
     local j = at[i]
@@ -143,14 +162,18 @@ local record, marks = nil, nil
 if ARGV[4] == '1' then
   record = KEYS[n + 1]
   local stored, fp
-  stored, marks, fp = records().read(n)
+  local member
+  stored, marks, fp, member = records().read(n)
   if stored then
-    local conflict = records().conflict(fp, n, 5)
+    local conflict = records().conflict(fp, n)
     if conflict then return conflict end
     local out = {}
     for v in string.gmatch(stored, '[^,]+') do out[#out + 1] = tonumber(v) end
     out[3] = 1
-    return withLimits(out)
+    -- A replay ends with the member id it was decided under ('' for an older record).
+    out = withLimits(out)
+    out[#out + 1] = member or ''
+    return out
   end
 end
 
@@ -217,6 +240,7 @@ return withLimits(out)
  * ARGV[5]     the store's `now` of the original decision (which window it was counted in), plus
  *             its stamp offset if it had one (the log's refund finds the request's times by it)
  * ARGV[6..]   per policy: algorithm, limit, window ms, cost (as evaluated)
+ * ARGV[#ARGV] when ARGV[4] is "1": the call's fingerprint, as the evaluation sent it
  *
  * With a request-id record, the refund happens only if the record exists, says "admitted" and
  * no policy was reset since (the reset already forgot the request), and the record is deleted: a second refund gives back nothing, and a retry of the request is
@@ -241,7 +265,7 @@ elseif ARGV[4] == '1' then
   local record = KEYS[n + 1]
   local stored, _, fp = records().read(n)
   -- Refunded only as evaluated: other costs than recorded would give back what it never took.
-  if not stored or string.sub(stored, 1, 1) ~= '1' or records().conflict(fp, n, 5) then
+  if not stored or string.sub(stored, 1, 1) ~= '1' or records().conflict(fp, n) then
     for i = 1, n do out[i + 1] = 0 end
     return out
   end

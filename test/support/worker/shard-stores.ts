@@ -3,6 +3,8 @@
 // (databases 1 and 2 of the same Redis: separate key spaces). Keys are deleted after the file.
 import { Redis } from "@upstash/redis/cloudflare";
 import { afterAll, inject } from "vitest";
+import { createLimiter } from "../../../src/limiter/create-limiter";
+import { storeAt } from "./fault-control";
 import { deleteKeys, uniquePrefix } from "./redis";
 
 /** The three shard URLs, database 0 first. */
@@ -30,4 +32,45 @@ export function shardPrefix(label: string): string {
     await Promise.all(shardRedis().map((redis) => deleteKeys(redis, `${prefix}*`)));
   });
   return prefix;
+}
+
+/**
+ * Tells the three shards (names "", "B", "C", as the worker tests bind them) of a reshard before
+ * its instant, as the first isolate on the new config does (docs/shards.md "Which mistakes are
+ * refused"): a library limiter on `prefix`, its clock (passed to Redis) a second before `at`.
+ * A test that deploys a reshard whose instant has passed needs this first: told to the shards
+ * only after its instant, a reshard is refused.
+ */
+export async function announceReshard(
+  prefix: string,
+  shards: readonly string[],
+  from: readonly string[],
+  at: number,
+): Promise<void> {
+  const urls = shardUrls();
+  const byName: Record<string, string> = {
+    "": urls[0] as string,
+    B: urls[1] as string,
+    C: urls[2] as string,
+  };
+  const client = (name: string) => storeAt(byName[name] as string, 2_000);
+  const limiter = createLimiter({
+    prefix,
+    clock: "caller",
+    now: () => at - 1_000,
+    store: Object.fromEntries(shards.map((name) => [name, client(name)])),
+    reshard: {
+      from,
+      at,
+      stores: Object.fromEntries(
+        from.filter((name) => !shards.includes(name)).map((name) => [name, client(name)]),
+      ),
+    },
+  });
+  const told: Promise<unknown>[] = [];
+  await limiter.limit(
+    { policy: "announce", key: "announce", limit: 1, windowMs: 1_000 },
+    { waitUntil: (promise) => told.push(promise) },
+  );
+  await Promise.all(told);
 }

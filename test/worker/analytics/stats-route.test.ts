@@ -129,6 +129,8 @@ describe("GET /check/stats with analytics on", () => {
     // Every key the analytics wrote expires (counts after a day, top keys after an hour).
     const keys = await redis.keys(`${prefix}:analytics:*`);
     expect(keys.length).toBeGreaterThanOrEqual(4);
+    // analytics.keyLabels is off by default: no raw value (an API key) is stored.
+    expect(keys.filter((key) => key.includes(":labels:"))).toEqual([]);
     for (const key of keys) {
       const ttl = await redis.pttl(key);
       expect(ttl, key).toBeGreaterThan(0);

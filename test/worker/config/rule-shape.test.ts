@@ -63,3 +63,42 @@ describe("the middleware's rule type is the rule schema's input", () => {
     expect(parseRules([rule]).ok).toBe(true);
   });
 });
+
+describe("an unknown field is told the known one it resembles", () => {
+  const rule = { name: "a", limit: 10, window: "1m" };
+  const cases: [config: Record<string, unknown>, said: string][] = [
+    [
+      { rules: [{ name: "a", limit: 10, windw: "1m" }] },
+      'rules[0].windw: unknown field (did you mean "window"?)',
+    ],
+    [
+      { rules: [{ ...rule, match: { pth: "/x" } }] },
+      'rules[0].match.pth: unknown field (did you mean "path"?)',
+    ],
+    [{ rules: [rule], timeotMs: 100 }, 'timeotMs: unknown field (did you mean "timeoutMs"?)'],
+    [
+      { rules: [rule], breaker: { coolDownMs: 5 } },
+      'breaker.coolDownMs: unknown field (did you mean "cooldownMs"?)',
+    ],
+    [
+      { rules: [rule], analytics: { enabeld: true } },
+      'analytics.enabeld: unknown field (did you mean "enabled"?)',
+    ],
+    // Nothing close: no guess.
+    [{ rules: [rule], colour: "red" }, "colour: unknown field"],
+  ];
+  for (const [config, said] of cases) {
+    it(said, () => {
+      expect(detail(parseConfig(JSON.stringify(config)))).toBe(said);
+    });
+  }
+
+  it("the middleware's rules and a /check body say the same", () => {
+    expect(detail(parseRules([{ name: "a", limit: 10, widnow: "1m" }]))).toBe(
+      'rules[0].widnow: unknown field (did you mean "window"?)',
+    );
+    expect(detail(parseCheckBody({ key: "k", limt: 5, window: "1m" }, new Map()))).toBe(
+      'limt: unknown field (did you mean "limit"?)',
+    );
+  });
+});

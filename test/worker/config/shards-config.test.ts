@@ -49,6 +49,11 @@ describe("shards in LIMITER_CONFIG", () => {
       "reshard.by",
     ],
     [{ reshard: { from: [""], at: "2026-12-10T12:00:00Z" } }, "reshard"],
+    // A reshard that moves no key (the same shards, in any order): nothing to reshard.
+    [
+      { shards: ["", "B"], reshard: { from: ["B", ""], at: "2026-12-10T12:00:00Z" } },
+      "reshard.from",
+    ],
   ])("refuses %j, naming %s", (config, field) => {
     const parsed = parseConfig(config);
     expect(parsed.ok ? "ok" : parsed.field).toBe(field);

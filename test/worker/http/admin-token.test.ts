@@ -153,7 +153,10 @@ describe("the admin token", () => {
     const refused = await decide(noDecisionToken, key, TEST_LIMITER_TOKEN);
     expect(refused.status).toBe(401);
     expect(await refused.json()).toMatchObject({
-      detail: "LIMITER_TOKEN is not configured: /check is closed",
+      // Where to set it: .dev.vars locally (`wrangler secret put` does nothing there), a secret
+      // for a deploy.
+      detail:
+        "LIMITER_TOKEN is not configured: /check is closed (set it in .dev.vars for `wrangler dev` (cp .dev.vars.example .dev.vars), or with `wrangler secret put LIMITER_TOKEN` for a deploy)",
     });
   });
 });
@@ -170,7 +173,9 @@ describe("without LIMITER_ADMIN_TOKEN", () => {
         expect(res.headers.get("Content-Type")).toBe("application/problem+json");
         expect(await res.json(), `${label(route)} ${token}`).toMatchObject({
           status: 401,
-          detail: "LIMITER_ADMIN_TOKEN is not configured: the admin routes are closed",
+          detail: expect.stringMatching(
+            /^LIMITER_ADMIN_TOKEN is not configured: the admin routes are closed \(set it in \.dev\.vars .*`wrangler secret put LIMITER_ADMIN_TOKEN` for a deploy\)$/,
+          ),
         });
       }
     }

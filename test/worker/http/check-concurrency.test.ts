@@ -47,7 +47,8 @@ describe("POST /check with a concurrency rule", () => {
     const full = await check({ key, rule: "exports" });
     expect(full.status).toBe(429);
     expect(full.headers.get("Retry-After")).toBe("1");
-    expect(full.headers.get("RateLimit")).toMatch(/^"exports";r=0;/);
+    // t is the Retry-After (docs/concurrency.md says so): no reset to name.
+    expect(full.headers.get("RateLimit")).toBe('"exports";r=0;t=1');
     expect(await full.json()).toMatchObject({
       allowed: false,
       deniedBy: "exports",
@@ -82,6 +83,25 @@ describe("POST /check with a concurrency rule", () => {
     expect((await check({ key, rule: "exports" })).status).toBe(429);
     // The header rule keys its value as the proxy does (hashed): its set holds both slots.
     expect(await redis.keys(`${prefix}:exports/concurrency:*`)).toHaveLength(1);
+  });
+
+  it("a guessed slot id is 404 and frees nothing: a third request is still refused", async () => {
+    const key = `guess-${run}`;
+    const holder = await (await check({ key, rule: "exports" })).json<{ slot: string }>();
+    const mine = await (await check({ key, rule: "exports" })).json<{ slot: string }>();
+    // Ids were once an isolate's prefix (12 characters) and a base-36 counter: the holder
+    // before me had my counter - 1 (or a little less, under other tests' traffic).
+    const prefix12 = mine.slot.slice(0, 12);
+    const counter = Number.parseInt(mine.slot.slice(12), 36);
+    for (let d = 1; d <= 5; d++) {
+      const slot = `${prefix12}${(counter - d).toString(36)}`;
+      expect((await release({ rule: "exports", key, slot })).status).toBe(404);
+    }
+    expect((await check({ key, rule: "exports" })).status).toBe(429);
+    expect(holder.slot.length).toBeGreaterThanOrEqual(16);
+    for (const slot of [holder.slot, mine.slot]) {
+      expect((await release({ rule: "exports", key, slot })).status).toBe(200);
+    }
   });
 
   it("a slot not released lapses at its timeout: 404 for the release, room for the next", async () => {

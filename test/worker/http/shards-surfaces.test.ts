@@ -3,14 +3,15 @@
  * databases (the test bridge's database 0 unsuffixed, databases 1 and 2 as B and C): cost, peek
  * and reset on the key's shard; an override and a key block set through the admin routes stored
  * on the key's shard alone and applied there; network blocks and the analytics on the first
- * shard; a reshard ahead of its instant deciding on the old placement, and one past it
- * deciding a removed shard's keys elsewhere with that shard's count held against the limit; and
+ * shard; a reshard ahead of its instant deciding on the old placement, and one past it (told
+ * to the shards before it) deciding a removed shard's keys elsewhere with that shard's count
+ * held against the limit; and
  * one shard's bridge hanging while the other shards' keys are still decided by Redis.
  */
 import { describe, expect, inject, it } from "vitest";
 import type { Env } from "../../../worker/env";
 import { faultScenario } from "../../support/worker/fault-control";
-import { shardPrefix, shardRedis } from "../../support/worker/shard-stores";
+import { announceReshard, shardPrefix, shardRedis } from "../../support/worker/shard-stores";
 import {
   baseEnv,
   callWorker,
@@ -250,6 +251,10 @@ describe("a sharded worker's surfaces", () => {
         shard: "C",
       });
     }
+    // The premise the shards check (docs/shards.md "Which mistakes are refused"): an isolate on
+    // the new config told them of the reshard before its instant (after the old config's last
+    // decisions here).
+    await announceReshard(removing, ["", "B"], ["", "B", "C"], Date.parse(at));
     // On the new placement: not C, and C's 3 still count against the limit of 5.
     const moved = await check(after, { rule: "api", key: onC });
     expect(moved).toMatchObject({ allowed: true, limit: 5, remaining: 1 });
@@ -260,6 +265,11 @@ describe("a sharded worker's surfaces", () => {
       shard: moved.shard,
     });
     expect(await check(after, { rule: "api", key: onC })).toMatchObject({ allowed: false });
+    // The old config, still running past the instant, is refused on C (it would admit 2 more).
+    expect(await check(before, { rule: "api", key: onC })).toMatchObject({
+      allowed: false,
+      source: "fail-closed",
+    });
     const stats = await callWorker(after, "/check/stats", {
       headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
     });

@@ -36,6 +36,17 @@ const rate = (name: string, key: string, limit: number): LimitRequest => ({
 const setKey = (name: string, key: string) => storageKey(prefix, name, key, "concurrency");
 const held = (name: string, key: string) => redis.zcard(setKey(name, key));
 
+/**
+ * The ids a caller holding `slot` would try for its neighbours: ids were once a per-isolate
+ * prefix (12 characters) and a base-36 counter, so the holder just before had the counter - 1.
+ */
+function neighbourIds(slot: string): string[] {
+  const prefix = slot.slice(0, 12);
+  const counter = Number.parseInt(slot.slice(12), 36);
+  const near = [-3, -2, -1, 1, 2, 3].map((d) => `${prefix}${(counter + d).toString(36)}`);
+  return near.filter((id) => id !== slot);
+}
+
 describe("concurrency: exact in flight across isolates", () => {
   it("60 simultaneous acquires through two isolates admit exactly the limit", async () => {
     const [a, b] = [isolate(), isolate()];
@@ -155,6 +166,35 @@ describe("release", () => {
     expect(await held("c-foreign", key)).toBe(1);
     expect((await limiter.limit(slots("c-foreign", key, 1))).allowed).toBe(false);
     await limiter.release(mine.slot as ConcurrencySlot);
+  });
+
+  it("a guessed slot id releases nothing: neither a neighbour of one's own nor r:<request id>", async () => {
+    const limiter = isolate({ denialCache: false });
+    const key = `guess-${crypto.randomUUID()}`;
+    const requestId = `guess-rid-${crypto.randomUUID()}`;
+    const holder = await limiter.limit(slots("c-guess", key, 3));
+    const byId = await limiter.limitAll([slots("c-guess", key, 3)], { requestId });
+    const mine = await limiter.limit(slots("c-guess", key, 3));
+    for (const d of [holder, byId.decisions[0], mine]) expect(d?.allowed).toBe(true);
+    const own = mine.slot?.slot ?? "";
+    // What a caller can derive from the slot it holds: its neighbours, and the id a request id
+    // names. Each guessed id is tried on the key the holders hold.
+    const guesses = [...neighbourIds(own), `r:${requestId}`];
+    const out = await limiter.release(guesses.map((slot) => ({ policy: "c-guess", key, slot })));
+    expect(out.released).toEqual(guesses.map(() => false));
+    expect(await held("c-guess", key)).toBe(3);
+    expect((await limiter.limit(slots("c-guess", key, 3))).allowed).toBe(false);
+    // At least 96 random bits each: 16 base64url characters, no shared prefix.
+    for (const slot of [holder.slot?.slot, byId.slots?.[0]?.slot, own]) {
+      expect(slot?.replace(/^r:/, "").length ?? 0).toBeGreaterThanOrEqual(16);
+    }
+    expect(own.slice(0, 8)).not.toBe(holder.slot?.slot.slice(0, 8));
+    const back = await limiter.release([
+      holder.slot as ConcurrencySlot,
+      ...(byId.slots ?? []),
+      mine.slot as ConcurrencySlot,
+    ]);
+    expect(back.released).toEqual([true, true, true]);
   });
 
   it("with waitUntil the release keeps itself alive: the caller need not await it", async () => {

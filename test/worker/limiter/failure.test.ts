@@ -263,8 +263,10 @@ describe("circuit breaker", () => {
     const lines: string[] = [];
     const original = console.log;
     const originalError = console.error;
+    const originalWarn = console.warn;
     console.log = (line: unknown) => lines.push(String(line));
     console.error = (line: unknown) => lines.push(String(line));
+    console.warn = (line: unknown) => lines.push(String(line));
     try {
       const env = {
         UPSTASH_REDIS_REST_URL: store.url,
@@ -288,6 +290,7 @@ describe("circuit breaker", () => {
     } finally {
       console.log = original;
       console.error = originalError;
+      console.warn = originalWarn;
     }
     const breakerLines = lines.filter((line) => line.includes('"circuit-breaker"'));
     expect(breakerLines).toHaveLength(1);

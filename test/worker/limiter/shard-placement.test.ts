@@ -2,7 +2,7 @@
 // refuses (no store is asked: these are properties of the hash and the option checks).
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import { createPlacement } from "../../../src/limiter/shard-placement";
+import { createPlacement } from "../../../src/limiter/shards/placement";
 import { storeAt } from "../../support/worker/fault-control";
 
 const KEYS = Array.from({ length: 30_000 }, (_, i) => `client-${i}-${(i * 7919) % 1000}`);
@@ -93,6 +93,10 @@ describe("shard options", () => {
     expect(() =>
       createLimiter({ store: [a, b], reshard: { from: ["0"], at: 1, stores: { Z: c } } }),
     ).toThrow(/^reshard\.stores\["Z"\]: not in reshard\.from/);
+    // A reshard that moves no key: the same shards, in any order.
+    expect(() => createLimiter({ store: [a, b], reshard: { from: ["1", "0"], at: 1 } })).toThrow(
+      /^reshard\.from: the same shards as store/,
+    );
   });
 
   it("takes a removed shard's client in reshard.stores, and reports the placements", () => {

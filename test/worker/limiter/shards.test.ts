@@ -5,7 +5,7 @@ import { boundedKey } from "../../../src/bounded-key";
 import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { LimiterOptions } from "../../../src/limiter/limiter-options";
-import { SHARD_MAX_COOLDOWN_MS } from "../../../src/limiter/sharded-limiter";
+import { SHARD_MAX_COOLDOWN_MS } from "../../../src/limiter/shards/shard";
 import type { ConcurrencySlot, LimitRequest } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
 import { counting, faultScenario, manualClock, storeAt } from "../../support/worker/fault-control";

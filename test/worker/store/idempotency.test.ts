@@ -95,7 +95,8 @@ describe("a request id is counted once", () => {
     const first = await ask("x", T);
     expect(first).toMatchObject({ allowed: true, replayed: false });
     for (let i = 1; i <= 5; i++) {
-      expect(await ask("x", T + i)).toEqual({ ...first, replayed: true });
+      // A replay names the member id the original was decided under: a slot's only ('' here).
+      expect(await ask("x", T + i)).toEqual({ ...first, replayed: true, member: "" });
     }
     expect((await ask("y", T + 10)).allowed).toBe(true);
     expect((await ask("z", T + 10)).allowed).toBe(true);
@@ -241,7 +242,7 @@ describe("a request id's retry with other parameters is a conflict, not a replay
       now: T + 2,
       requestId: "X",
     });
-    expect(retry).toEqual({ ...first, replayed: true });
+    expect(retry).toEqual({ ...first, replayed: true, member: "" });
     expect(await logCount(redis, policy.redisKey)).toBe(1);
   });
 

@@ -5,7 +5,7 @@
  * the other option groups are (leases, regions): a limiter is never built on a store it cannot
  * place keys over.
  */
-import type { ScriptClient } from "../store/script-runner";
+import type { ScriptClient } from "../../store/script-runner";
 
 /** A change of the shards (LimiterOptions.reshard). */
 export interface ReshardOptions {
@@ -122,6 +122,11 @@ export function shardLayout(store: StoreShards, reshard: ReshardOptions | undefi
         `reshard.stores[${JSON.stringify(name)}]: not in reshard.from (only a shard being removed is kept there)`,
       );
     }
+  }
+  const current = names.slice(0, placed);
+  if (from.length === placed && current.every((name) => from.includes(name))) {
+    // It would move no key, yet be told to the shards and hold off the next reshard.
+    throw new RangeError("reshard.from: the same shards as store: nothing to reshard");
   }
   return { single: false, names, clients, placed, reshard: { from: [...from], at } };
 }

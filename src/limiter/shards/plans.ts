@@ -5,9 +5,9 @@
  * and the one after), so that it holds whichever decides the key. The listing walks every
  * shard; network blocks, per deployment, live on the first shard.
  */
-import type { Limiter } from "./limiter-api";
-import type { KeyBlocksAdmin, Overrides, PlanChange, PlanKey } from "./plan-changes";
-import type { Plans } from "./plan-listing";
+import type { Limiter } from "../limiter-api";
+import type { KeyBlocksAdmin, Overrides, PlanChange, PlanKey } from "../plan-changes";
+import type { Plans } from "../plan-listing";
 
 export interface ShardedPlansOptions {
   names: readonly string[];

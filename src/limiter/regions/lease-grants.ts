@@ -14,12 +14,12 @@ import {
 } from "../../store/region-lease";
 import { withinDeadline } from "../../store/script-runner";
 import type { LimiterContext } from "../context";
+import { policyFingerprint, spendableMs } from "../leases/lease";
 import { nextMemberId } from "../member-id";
 import type { ResolvedPolicy } from "../resolved-policy";
 import type { WaitUntil } from "../types";
-import { policyFingerprint, spendableMs } from "./lease";
-import type { RoundTrip } from "./region-round-trip";
 import type { RegionStores } from "./region-stores";
+import type { RoundTrip } from "./round-trip";
 
 /** RegionsOptions as resolved and checked (regional-leases.ts). */
 export interface RegionalSizing {

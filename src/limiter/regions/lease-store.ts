@@ -5,9 +5,9 @@
  * while it lives, else to home by its stamp.
  */
 import { regionReturn, regionSpend } from "../../store/region-lease";
-import type { LeaseStore } from "./isolate-lease-store";
+import type { LeaseStore } from "../leases/isolate-lease-store";
+import type { RegionalGrants } from "./lease-grants";
 import type { RegionStores } from "./region-stores";
-import type { RegionalGrants } from "./regional-lease-grants";
 
 export function regionalLeaseStore(
   region: string,

@@ -30,15 +30,15 @@ import { regionReturn, regionSpend } from "../../store/region-lease";
 import type { CircuitBreaker, CircuitBreakerOptions } from "../circuit-breaker";
 import type { LimiterContext } from "../context";
 import { fromRegion, regionDenied } from "../decisions";
+import type { LeaseStore } from "../leases/isolate-lease-store";
 import type { RegionsOptions } from "../limiter-options";
 import { type CountedReceipt, countedReceipt, type RegionalSpend } from "../receipt-state";
 import type { ResolvedPolicy } from "../resolved-policy";
 import type { MultiDecision, RefundOutcome, WaitUntil } from "../types";
-import type { LeaseStore } from "./isolate-lease-store";
-import { createRoundTrip } from "./region-round-trip";
+import { createRegionalGrants } from "./lease-grants";
+import { regionalLeaseStore } from "./lease-store";
 import { createRegionStores } from "./region-stores";
-import { createRegionalGrants } from "./regional-lease-grants";
-import { regionalLeaseStore } from "./regional-lease-store";
+import { createRoundTrip } from "./round-trip";
 
 export interface RegionalLeases {
   /** Whether this request is one for its region: a known region, every policy leasable. */

@@ -2,7 +2,7 @@
  * What a limiter says about its shards (docs/shards.md), for /check/stats and the dashboard:
  * plain data, read with `limiter.shards()` and `limiter.placement()`.
  */
-import type { BreakerState } from "./circuit-breaker";
+import type { BreakerState } from "../circuit-breaker";
 
 /** One shard of a limiter and its health in this isolate. */
 export interface ShardState {

@@ -9,12 +9,19 @@
  * denied, later still). Until then u is exactly what was read; afterwards a remembered u is an
  * upper bound (deciding with it is conservative), and it is read again. A count of 0 cannot
  * fall: it holds until the transition ends. A refund or reset on the old shard only lowers u.
+ *
+ * A concurrency key's old slots the same way: after the settle instant the old shard takes no
+ * slot for the key, so its live slots only fall (a release, a lapse) and a read is an upper
+ * bound. A release may come at any instant, so only a count of 0 is remembered.
  */
-import { peekQuota, type QuotaClient } from "../store/peek-reset";
-import { withDeadline } from "../store/with-deadline";
-import type { LimiterContext } from "./context";
-import { denialCacheKey } from "./resolved-policy";
-import type { LimitRequest } from "./types";
+import { countKeySlots } from "../../store/in-flight";
+import { storageKey } from "../../store/keys";
+import { peekQuota, type QuotaClient } from "../../store/peek-reset";
+import { withinDeadline } from "../../store/script-runner";
+import { withDeadline } from "../../store/with-deadline";
+import type { LimiterContext } from "../context";
+import { denialCacheKey } from "../resolved-policy";
+import type { LimitRequest } from "../types";
 
 /** What a moved key's old shard holds for one policy. */
 export interface OldCount {
@@ -39,12 +46,29 @@ export interface MovedKeyCounts {
     request: LimitRequest,
     holdsUntil: number,
   ): Promise<OldCount | undefined>;
+  /**
+   * The live concurrency slots of `request`'s key on the old shard, or undefined when it could
+   * not be read (as `read`). `request.key` as counted.
+   */
+  slots(
+    from: number,
+    ctx: LimiterContext,
+    request: LimitRequest,
+    holdsUntil: number,
+  ): Promise<number | undefined>;
   /** Forget every remembered count (a reset or forget: a count may have been dropped). */
   clear(): void;
 }
 
 export function createMovedKeyCounts(now: () => number): MovedKeyCounts {
   const remembered = new Map<string, OldCount & { validUntil: number }>();
+  const remember = (name: string, count: OldCount & { validUntil: number }) => {
+    if (remembered.size >= MAX_REMEMBERED) {
+      const oldest = remembered.keys().next();
+      if (!oldest.done) remembered.delete(oldest.value);
+    }
+    remembered.set(name, count);
+  };
   return {
     async read(from, ctx, request, holdsUntil) {
       const cost = request.cost ?? 1;
@@ -85,14 +109,31 @@ export function createMovedKeyCounts(now: () => number): MovedKeyCounts {
         retryAt: sentAt + answer.retryAfterMs,
         validUntil: used === 0 ? holdsUntil : sentAt + Math.max(0, answer.reset - answer.now),
       };
-      if (count.validUntil > sentAt) {
-        if (remembered.size >= MAX_REMEMBERED) {
-          const oldest = remembered.keys().next();
-          if (!oldest.done) remembered.delete(oldest.value);
-        }
-        remembered.set(name, count);
-      }
+      if (count.validUntil > sentAt) remember(name, count);
       return count;
+    },
+    async slots(from, ctx, request, holdsUntil) {
+      const name = `${from}\n${denialCacheKey(request)}\nslots`;
+      const known = remembered.get(name);
+      const sentAt = now();
+      if (known && sentAt < known.validUntil) return known.used;
+      if (known) remembered.delete(name);
+      const permit = ctx.breaker.acquire();
+      if (permit === "skip") return undefined;
+      const redisKey = storageKey(ctx.prefix, request.policy, request.key, "concurrency");
+      let held: number;
+      try {
+        held = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
+          ctx.clock.run(store, (client, clock) => countKeySlots(client, redisKey, clock)),
+        );
+      } catch (error) {
+        ctx.breaker.failure(permit, error);
+        ctx.onStoreError?.(error);
+        return undefined;
+      }
+      ctx.breaker.success(permit);
+      if (held === 0) remember(name, { used: 0, retryAt: sentAt, validUntil: holdsUntil });
+      return held;
     },
     clear() {
       remembered.clear();

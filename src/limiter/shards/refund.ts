@@ -2,9 +2,9 @@
  * A sharded limiter's refund (docs/shards.md): each part of a receipt given back on the shard
  * that counted it, and the outcomes put back together in the receipt's order.
  */
-import type { Limiter } from "./limiter-api";
-import type { CountedReceipt } from "./receipt-state";
-import type { RefundOutcome } from "./types";
+import type { Limiter } from "../limiter-api";
+import type { CountedReceipt } from "../receipt-state";
+import type { RefundOutcome } from "../types";
 
 type Part = NonNullable<CountedReceipt["parts"]>[number];
 

@@ -24,10 +24,11 @@ import { StoreTimeoutError } from "../../store/with-deadline";
 import {
   type CircuitBreaker,
   type CircuitBreakerOptions,
+  cappedCooldown,
   createCircuitBreaker,
 } from "../circuit-breaker";
 import type { LimiterContext } from "../context";
-import { createRoundTrip, type RoundTrip } from "./region-round-trip";
+import { createRoundTrip, type RoundTrip } from "./round-trip";
 
 export interface RegionStores {
   /** Whether `region` is one of `regions.stores`. */
@@ -86,14 +87,12 @@ export function createRegionStores(
   );
   const breakers = new Map<string, CircuitBreaker>();
   const trips = new Map<string, { trip: RoundTrip; probedAt: number }>();
-  const cooldownMs = Math.min(breakerOptions?.cooldownMs ?? 1_000, REGION_MAX_COOLDOWN_MS);
+  const capped = cappedCooldown(breakerOptions, REGION_MAX_COOLDOWN_MS);
   for (const name of stores.keys()) {
     breakers.set(
       name,
       createCircuitBreaker({
-        ...breakerOptions,
-        cooldownMs,
-        maxCooldownMs: Math.min(breakerOptions?.maxCooldownMs ?? 30_000, REGION_MAX_COOLDOWN_MS),
+        ...capped,
         now: ctx.now,
       }),
     );

@@ -3,8 +3,8 @@
  * have answered it: all or nothing, the decisions in request order, each naming its shard, one
  * receipt whose parts a refund gives back shard by shard.
  */
-import type { CountedReceipt } from "./receipt-state";
-import type { Decision, LimitRequest, MultiDecision } from "./types";
+import type { CountedReceipt } from "../receipt-state";
+import type { Decision, LimitRequest, MultiDecision } from "../types";
 
 /** One shard's share of a request: which of the request's policies, and what that shard said. */
 export interface ShardPart {
@@ -21,10 +21,11 @@ export interface ShardPart {
 export function tagShard(decided: MultiDecision, shard: string): MultiDecision {
   for (const decision of decided.decisions) {
     decision.shard = shard;
-    // A slot names its shard: its release goes there, whatever the placement is by then.
-    if (decision.slot) decision.slot.shard = shard;
+    // A slot names its shard: its release goes there, whatever the placement is by then (one
+    // named already was taken elsewhere: a fallback slot in a failed old shard's local store).
+    if (decision.slot) decision.slot.shard ??= shard;
   }
-  for (const slot of decided.slots ?? []) slot.shard = shard;
+  for (const slot of decided.slots ?? []) slot.shard ??= shard;
   if (decided.receipt) (decided.receipt as CountedReceipt).shard = shard;
   return decided;
 }

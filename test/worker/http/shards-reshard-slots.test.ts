@@ -1,0 +1,92 @@
+/**
+ * /check's concurrency slots across a reshard, through the worker app in workerd: slots taken
+ * on a shard being removed, before the reshard's config is deployed, are released by
+ * POST /check/release after its instant (the release names no shard: the router asks the key's
+ * shard now, then the one it lived on), and count against the limit until they are.
+ */
+import { describe, expect, inject, it } from "vitest";
+import type { Env } from "../../../worker/env";
+import { announceReshard, shardPrefix } from "../../support/worker/shard-stores";
+import { baseEnv, callWorker, TEST_LIMITER_TOKEN } from "../../support/worker/worker-harness";
+
+const prefix = shardPrefix("shards-reshard-slots");
+const [urlB, urlC] = inject("shardBridgeUrls");
+
+function envWith(config: Record<string, unknown>): Env {
+  return {
+    ...baseEnv,
+    LIMITER_CONFIG: JSON.stringify({
+      prefix,
+      timeoutMs: 5_000,
+      shards: ["", "B", "C"],
+      rules: [
+        { name: "jobs", algorithm: "concurrency", limit: 5, timeout: "10m", key: "header:x-c" },
+        { name: "probe", limit: 1_000, window: "1m", key: "header:x-c" },
+      ],
+      ...config,
+    }),
+    UPSTASH_REDIS_REST_URL_B: urlB,
+    UPSTASH_REDIS_REST_TOKEN_B: baseEnv.UPSTASH_REDIS_REST_TOKEN,
+    UPSTASH_REDIS_REST_URL_C: urlC,
+    UPSTASH_REDIS_REST_TOKEN_C: baseEnv.UPSTASH_REDIS_REST_TOKEN,
+  } as Env;
+}
+
+const post = (env: Env, path: string, body: unknown) =>
+  callWorker(env, path, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TEST_LIMITER_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+
+interface Answer {
+  allowed: boolean;
+  shard?: string;
+  slot?: string;
+}
+
+describe("a reshard and /check's slots", () => {
+  it("slots taken on a removed shard before the instant: held against the limit, released after it (200)", async () => {
+    const before = envWith({});
+    // Past the instant and its settle interval, within the transition.
+    const at = Date.now() - 60_000;
+    const after = envWith({
+      shards: ["", "B"],
+      reshard: { from: ["", "B", "C"], at: new Date(at).toISOString() },
+    });
+    let key = "";
+    for (let i = 0; !key; i++) {
+      const candidate = `jobs-${i}-${crypto.randomUUID()}`;
+      const answer = await (
+        await post(before, "/check", { rule: "probe", key: candidate })
+      ).json<Answer>();
+      if (answer.shard === "C") key = candidate;
+    }
+    const slots: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const answer = await (await post(before, "/check", { rule: "jobs", key })).json<Answer>();
+      expect(answer).toMatchObject({ allowed: true, shard: "C" });
+      slots.push(answer.slot as string);
+    }
+    // The shards told of the reshard before its instant, as an isolate on the new config does
+    // (docs/shards.md "Which mistakes are refused"; told after it, the reshard is refused).
+    await announceReshard(prefix, ["", "B"], ["", "B", "C"], at);
+    // On the new placement: C's 5 slots still held, so nothing more.
+    const full = await (await post(after, "/check", { rule: "jobs", key })).json<Answer>();
+    expect(full).toMatchObject({ allowed: false });
+    const statuses: number[] = [];
+    for (const slot of slots) {
+      const res = await post(after, "/check/release", { rule: "jobs", key, slot });
+      await res.arrayBuffer();
+      statuses.push(res.status);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200]);
+    const again = await post(after, "/check/release", { rule: "jobs", key, slot: slots[0] });
+    await again.arrayBuffer();
+    expect(again.status).toBe(404);
+    // All given back: the new shard admits.
+    const admitted = await (await post(after, "/check", { rule: "jobs", key })).json<Answer>();
+    expect(admitted).toMatchObject({ allowed: true });
+    expect(["", "B"]).toContain(admitted.shard);
+  });
+});
