@@ -1,0 +1,69 @@
+/**
+ * A concurrency slot of a client key longer than MAX_KEY_LENGTH (counted under its digest): the
+ * middleware gives it back when the request ends, so the next request of the key is admitted.
+ */
+import { Hono } from "hono";
+import { describe, expect, it } from "vitest";
+import { boundedKey } from "../../../src/bounded-key";
+import { createLimiter, rateLimit } from "../../../src/index";
+import { storageKey } from "../../../src/store/keys";
+import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
+
+const redis = testRedis();
+const prefix = scopedPrefix("long-key-slots");
+const limiter = createLimiter({ store: testStore(10_000), prefix, timeoutMs: 10_000 });
+
+/** Polls (bounded) until the key holds `n` slots: a release runs off the request path. */
+async function heldBecomes(key: string, n: number): Promise<number> {
+  const redisKey = storageKey(prefix, "long-slots", await boundedKey(key), "concurrency");
+  const deadline = Date.now() + 5_000;
+  let now = await redis.zcard(redisKey);
+  while (now !== n && Date.now() < deadline) {
+    await redis.ping();
+    now = await redis.zcard(redisKey);
+  }
+  return now;
+}
+
+describe("a long client key's concurrency slot", () => {
+  it("is given back by the middleware when the request ends", async () => {
+    // A bearer token of 600 characters: counted under its digest.
+    const key = `token-${crypto.randomUUID()}${"t".repeat(600)}`;
+    const hono = new Hono();
+    hono.use(
+      rateLimit({
+        limiter,
+        rules: { name: "long-slots", algorithm: "concurrency", limit: 1, timeout: "30s" },
+        key: () => key,
+      }),
+    );
+    hono.get("/plain", (c) => c.text("plain"));
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const response = await hono.request("/plain");
+      statuses.push(response.status);
+      await response.text();
+      await heldBecomes(key, 0);
+    }
+    // One at a time, each ended before the next: every one admitted (control: a short key).
+    expect(statuses).toEqual([200, 200, 200, 200, 200]);
+    expect(await heldBecomes(key, 0)).toBe(0);
+  });
+
+  it("is given back by the library from the decision's slot", async () => {
+    const key = `lib-${crypto.randomUUID()}${"l".repeat(600)}`;
+    const request = {
+      policy: "long-slots",
+      key,
+      limit: 1,
+      windowMs: 30_000,
+      algorithm: "concurrency" as const,
+    };
+    const first = await limiter.limit(request);
+    expect(first.allowed).toBe(true);
+    expect(await limiter.release(first.slot as NonNullable<typeof first.slot>)).toMatchObject({
+      released: [true],
+    });
+    expect((await limiter.limit(request)).allowed).toBe(true);
+  });
+});
