@@ -16,6 +16,7 @@ import type {
 } from "../types";
 import { cachedDenial } from "./cached-denial";
 import { mergeParts, type ShardPart, tagShard } from "./merge";
+import { replayOnOld } from "./old-replay";
 import { asReplay, replaysAdmission } from "./replay";
 import type { Router } from "./router";
 import type { Shard, Shards } from "./shard";
@@ -66,8 +67,11 @@ export function createShardedDecide(
     }
     const groups = new Map<number, Group>();
     let moved = false;
+    // Where each key lived before the instant (its shard now, unless a transition moved it).
+    const olds = new Set<number>();
     given.forEach((request, i) => {
-      const { to } = router.route(request.key, t);
+      const { to, from } = router.route(request.key, t);
+      olds.add(from ?? to);
       let group = groups.get(to);
       if (!group) {
         group = { shard: to, indices: [], from: [] };
@@ -90,6 +94,15 @@ export function createShardedDecide(
     const counted = given.some((request) => needsDigest(request.key))
       ? await Promise.all(given.map((request) => boundedKey(request.key)))
       : given.map((request) => request.key);
+    const { requestId } = limitOptions;
+    if (moved && requestId !== undefined && olds.size === 1) {
+      // A retry of a request the old shard admitted before the instant: replayed from its
+      // record there (old-replay.ts), not decided afresh and counted twice.
+      const old = shards.list[[...olds][0] as number] as Shard;
+      const failMode = options.failMode ?? "open";
+      const replayed = await replayOnOld(old, given, counted, requestId, failMode);
+      if (replayed) return report(given, replayed);
+    }
     const policies = resolvePolicies(
       "limit",
       given.map((request, i) => ({ ...request, key: counted[i] as string })),
