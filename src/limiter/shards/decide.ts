@@ -94,20 +94,27 @@ export function createShardedDecide(
     const counted = given.some((request) => needsDigest(request.key))
       ? await Promise.all(given.map((request) => boundedKey(request.key)))
       : given.map((request) => request.key);
-    const { requestId } = limitOptions;
-    if (moved && requestId !== undefined && olds.size === 1) {
-      // A retry of a request the old shard admitted before the instant: replayed from its
-      // record there (old-replay.ts), not decided afresh and counted twice.
-      const old = shards.list[[...olds][0] as number] as Shard;
-      const failMode = options.failMode ?? "open";
-      const replayed = await replayOnOld(old, given, counted, requestId, failMode);
-      if (replayed) return report(given, replayed);
-    }
     const policies = resolvePolicies(
       "limit",
       given.map((request, i) => ({ ...request, key: counted[i] as string })),
       options.failMode ?? "open",
     );
+    const { requestId } = limitOptions;
+    if (moved && requestId !== undefined && olds.size === 1) {
+      // A retry of a request the old shard admitted before the instant: replayed from its
+      // record there (old-replay.ts), not decided afresh and counted twice. That shard not
+      // answering: the call goes to its failure policy, as its moved keys' would after a
+      // second deadline, its slots named there.
+      const old = shards.list[[...olds][0] as number] as Shard;
+      const failMode = options.failMode ?? "open";
+      const replayed = await replayOnOld(old, given, counted, requestId, failMode);
+      if (replayed === "failed") {
+        const decided = shards.degradedOn(old)(policies);
+        for (const slot of decided.slots ?? []) slot.shard = old.name;
+        return report(given, tagShard(decided, old.name));
+      }
+      if (replayed) return report(given, replayed);
+    }
     // One policy known to deny denies the whole before any part reaches a store.
     const cached = cachedDenial(shards.denialCache, policies, limitOptions.requestId, now());
     if (cached) {

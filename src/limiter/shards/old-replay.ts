@@ -16,8 +16,9 @@ import type { Shard } from "./shard";
 
 /**
  * The replayed admission of `requestId` on `old` (the shard every request's key lived on before
- * the instant), or undefined: no admission recorded there, or the shard could not be asked (the
- * call is then decided as without this, its failure handled there). `keys`: as counted.
+ * the instant), undefined when none is recorded there, or "failed" when the shard could not be
+ * asked (its breaker open, a failure, the deadline): the caller sends the call to that shard's
+ * failure policy rather than ask it again (a second deadline). `keys`: as counted.
  */
 export async function replayOnOld(
   old: Shard,
@@ -25,7 +26,7 @@ export async function replayOnOld(
   keys: readonly string[],
   requestId: string,
   failMode: FailMode,
-): Promise<MultiDecision | undefined> {
+): Promise<MultiDecision | "failed" | undefined> {
   const { ctx } = old;
   // As the original was sent: its keys as counted, its asked limits (the record's fingerprint).
   const policies = resolvePolicies(
@@ -35,7 +36,7 @@ export async function replayOnOld(
   );
   withStorageKeys(policies, ctx.prefix);
   const permit = ctx.breaker.acquire();
-  if (permit === "skip") return undefined;
+  if (permit === "skip") return "failed";
   try {
     const answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
       ctx.clock.run(store, (client, now) =>
@@ -49,6 +50,6 @@ export async function replayOnOld(
   } catch (error) {
     ctx.breaker.failure(permit, error);
     ctx.onStoreError?.(error);
-    return undefined;
+    return "failed";
   }
 }
