@@ -179,6 +179,14 @@ export function parseConfig(
   if (result.output.reshard && !result.output.shards) {
     return invalid("reshard", 'needs "shards": the shards in force from its instant');
   }
+  const { reshard, shards } = result.output;
+  if (reshard && shards && reshard.from[0] !== shards[0]) {
+    // The first shard holds the network blocks and the analytics: another first starts with none.
+    return invalid(
+      "reshard.from",
+      `must list "shards"' first shard (${JSON.stringify(shards[0])}) first: it holds the network blocks and analytics, which a reshard does not move`,
+    );
+  }
   return ruleListIssue(result.output.rules) ?? { ok: true, value: result.output };
 }
 

@@ -93,6 +93,13 @@ describe("shard options", () => {
     expect(() =>
       createLimiter({ store: [a, b], reshard: { from: ["0"], at: 1, stores: { Z: c } } }),
     ).toThrow(/^reshard\.stores\["Z"\]: not in reshard\.from/);
+    // The first shard holds the network blocks: another first would start with none.
+    expect(() =>
+      createLimiter({
+        store: { B: b, C: c },
+        reshard: { from: ["A", "B"], at: 1, stores: { A: a } },
+      }),
+    ).toThrow(/^reshard\.from\[0\]: "A" is not store's first shard "B"/);
   });
 
   it("takes a removed shard's client in reshard.stores, and reports the placements", () => {
