@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { boundedKey } from "../../../src/bounded-key";
 import { createLimiter, rateLimit } from "../../../src/index";
 import { storageKey } from "../../../src/store/keys";
+import { faultScenario, storeAt } from "../../support/worker/fault-control";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 
 const redis = testRedis();
@@ -65,5 +66,30 @@ describe("a long client key's concurrency slot", () => {
       released: [true],
     });
     expect((await limiter.limit(request)).allowed).toBe(true);
+  });
+
+  it("taken from the fallback while the store is down, is given back there", async () => {
+    const scenario = await faultScenario("error-500");
+    const down = createLimiter({ store: storeAt(scenario.url, 2_000), prefix, timeoutMs: 2_000 });
+    const key = `down-${crypto.randomUUID()}${"d".repeat(600)}`;
+    const request = {
+      policy: "long-slots",
+      key,
+      limit: 1,
+      windowMs: 30_000,
+      algorithm: "concurrency" as const,
+    };
+    let admitted = 0;
+    let released = 0;
+    for (let i = 0; i < 5; i++) {
+      const decided = await down.limit(request);
+      if (!decided.allowed) continue;
+      admitted++;
+      expect(decided.source).toBe("fallback");
+      const slot = decided.slot as NonNullable<typeof decided.slot>;
+      if ((await down.release(slot)).released[0]) released++;
+    }
+    // Control, a short key: 5 admitted, 5 released.
+    expect({ admitted, released }).toEqual({ admitted: 5, released: 5 });
   });
 });
