@@ -108,12 +108,13 @@ export function createShardedDecide(
       const old = shards.list[[...olds][0] as number] as Shard;
       const failMode = options.failMode ?? "open";
       const replayed = await replayOnOld(old, given, counted, requestId, failMode);
-      if (replayed === "failed") {
+      // (In the settle interval the call is denied below, asking no shard: as without an id.)
+      if (replayed === "failed" && t >= router.settledAt) {
         const decided = shards.degradedOn(old)(policies);
         for (const slot of decided.slots ?? []) slot.shard = old.name;
         return report(given, tagShard(decided, old.name));
       }
-      if (replayed) return report(given, replayed);
+      if (replayed && replayed !== "failed") return report(given, replayed);
     }
     // One policy known to deny denies the whole before any part reaches a store.
     const cached = cachedDenial(shards.denialCache, policies, limitOptions.requestId, now());

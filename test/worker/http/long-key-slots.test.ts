@@ -1,6 +1,7 @@
 /**
- * A concurrency slot of a client key longer than MAX_KEY_LENGTH (counted under its digest): the
- * middleware gives it back when the request ends, so the next request of the key is admitted.
+ * A concurrency slot of a client key longer than MAX_KEY_LENGTH (counted under its digest, which
+ * the slot carries as its key): given back by the middleware when the request ends, by the
+ * library from the decision's slot, and from the local fallback when the store is down.
  */
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";

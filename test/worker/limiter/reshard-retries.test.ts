@@ -70,8 +70,12 @@ describe("a request id's retry across a reshard", () => {
     const { clock, at, settled, fresh } = reshardAhead(scenario.url);
     const key = movedKey(fresh, at, "0");
     const request: LimitRequest = { policy: "rr-down", key, limit: 5, windowMs: 60_000 };
-    clock.set(settled + 100);
     await scenario.set("error-500");
+    // In the settle interval: denied as without a request id, not sent to the fallback.
+    clock.set(at + 100);
+    const settling = await fresh.limitAll([request], { requestId: "rr-down-0" });
+    expect(settling.decisions[0]).toMatchObject({ allowed: false, source: "cache" });
+    clock.set(settled + 100);
     const asked = async (run: () => Promise<unknown>) => {
       const before = (await scenario.stats()).requests;
       await run();
