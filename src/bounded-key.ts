@@ -46,3 +46,14 @@ async function digestedKey(key: string): Promise<string> {
   }
   return DIGESTED_KEY_PREFIX + (await digestHex("SHA-256", units));
 }
+
+const DIGESTED_KEY = /^#sha256:[0-9a-f]{64}$/;
+
+/**
+ * Whether `key` is a digest as boundedKey makes one: what a decision's concurrency slot carries
+ * for a long key (its key as counted). A client's own key may spell one too (it is then counted
+ * under its digest), so a release tries both (release-slots.ts).
+ */
+export function isDigestedKey(key: string): boolean {
+  return DIGESTED_KEY.test(key);
+}

@@ -186,6 +186,13 @@ export function parseConfig(
     // reshard for its whole transition (docs/shards.md "Which mistakes are refused").
     return invalid("reshard.from", 'names the same shards as "shards": nothing to reshard');
   }
+  if (reshard && shards && reshard.from[0] !== shards[0]) {
+    // The first shard holds the network blocks and the analytics: another first starts with none.
+    return invalid(
+      "reshard.from",
+      `must list "shards"' first shard (${JSON.stringify(shards[0])}) first: it holds the network blocks and analytics, which a reshard does not move`,
+    );
+  }
   return ruleListIssue(result.output.rules) ?? { ok: true, value: result.output };
 }
 

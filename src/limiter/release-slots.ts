@@ -4,7 +4,7 @@
  * `waitUntil`, retried off the request path a bounded number of times. A release that never
  * lands costs the slot's holder nothing more than its timeout: the slot lapses then.
  */
-import { boundedKey } from "../bounded-key";
+import { boundedKey, isDigestedKey } from "../bounded-key";
 import { POLICY_NAME, storageKey } from "../store/keys";
 import { releaseSlots, type SlotRef } from "../store/release";
 import { withinDeadline } from "../store/script-runner";
@@ -44,17 +44,27 @@ export async function releaseOf(
   if (slots.some(({ slot }) => slot.startsWith(LOCAL_SLOT_PREFIX))) {
     return releaseMixed(ctx, slots, options);
   }
-  // Keys as counted: a decision's slot carries its digest already (bounded either way).
-  const refs: SlotRef[] = await Promise.all(
-    slots.map(async ({ policy, key, slot }) => ({
-      redisKey: storageKey(ctx.prefix, policy, await boundedKey(key), "concurrency"),
-      slot,
-    })),
-  );
-  const attempt = () =>
-    withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
+  // Each slot under every key it may be counted under (countedKeys); one script call for all.
+  const candidates = await Promise.all(slots.map(({ key }) => countedKeys(key)));
+  const refs: SlotRef[] = [];
+  const owner: number[] = [];
+  candidates.forEach((keys, i) => {
+    const { policy, slot } = slots[i] as ReleaseInput;
+    for (const counted of keys) {
+      refs.push({ redisKey: storageKey(ctx.prefix, policy, counted, "concurrency"), slot });
+      owner.push(i);
+    }
+  });
+  const attempt = async () => {
+    const removed = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
       ctx.clock.run(store, (client, clock) => releaseSlots(client, refs, clock)),
     );
+    const released: boolean[] = new Array(slots.length).fill(false);
+    removed.forEach((done, j) => {
+      if (done) released[owner[j] as number] = true;
+    });
+    return released;
+  };
   try {
     return { released: await attempt() };
   } catch (error) {
@@ -79,8 +89,11 @@ async function releaseMixed(
   const released: boolean[] = [];
   for (const { policy, key, slot } of slots) {
     if (slot.startsWith(LOCAL_SLOT_PREFIX)) {
-      const counted = await boundedKey(key);
-      released.push(ctx.localSlots.release(localSlotKey(policy, counted), slot, at));
+      let done = false;
+      for (const counted of await countedKeys(key)) {
+        done ||= ctx.localSlots.release(localSlotKey(policy, counted), slot, at);
+      }
+      released.push(done);
     } else {
       released.push(fromStore.released[next++] ?? false);
     }
@@ -89,6 +102,18 @@ async function releaseMixed(
   if ("error" in fromStore && fromStore.error !== undefined) outcome.error = fromStore.error;
   if ("retrying" in fromStore && fromStore.retrying) outcome.retrying = true;
   return outcome;
+}
+
+/**
+ * The keys a slot's key may be counted under. A decision's slot carries its key as counted: for
+ * a key past MAX_KEY_LENGTH its digest, which boundedKey would digest again (a key spelling a
+ * digest is digested, bounded-key.ts). A slot named by hand (POST /check/release) carries the
+ * key as the client sent it. A key in the digest's form may be either: both are tried (slot ids
+ * are unique, so at most one holds it).
+ */
+async function countedKeys(key: string): Promise<string[]> {
+  const bounded = await boundedKey(key);
+  return isDigestedKey(key) && bounded !== key ? [key, bounded] : [bounded];
 }
 
 /** The retries, one after another, until one lands; errors reported, never thrown. */

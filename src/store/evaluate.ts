@@ -155,7 +155,7 @@ function scriptFor(policies: readonly StorePolicy[]): string {
     : EVALUATE_SCRIPTS.mixed;
 }
 
-function parseReply(
+export function parseReply(
   reply: unknown,
   n: number,
   ahead: number,

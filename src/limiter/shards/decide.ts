@@ -18,6 +18,7 @@ import type {
 import { cachedDenial } from "./cached-denial";
 import type { ShardFence } from "./fence";
 import { mergeParts, type ShardPart, tagShard } from "./merge";
+import { replayOnOld } from "./old-replay";
 import { asReplay, replaysAdmission } from "./replay";
 import type { Router } from "./router";
 import type { Shard, Shards } from "./shard";
@@ -72,8 +73,11 @@ export function createShardedDecide(
     }
     const groups = new Map<number, Group>();
     let moved = false;
+    // Where each key lived before the instant (its shard now, unless a transition moved it).
+    const olds = new Set<number>();
     given.forEach((request, i) => {
-      const { to } = router.route(request.key, t);
+      const { to, from } = router.route(request.key, t);
+      olds.add(from ?? to);
       let group = groups.get(to);
       if (!group) {
         group = { shard: to, indices: [], from: [] };
@@ -101,6 +105,23 @@ export function createShardedDecide(
       given.map((request, i) => ({ ...request, key: counted[i] as string })),
       options.failMode ?? "open",
     );
+    const { requestId } = limitOptions;
+    if (moved && requestId !== undefined && olds.size === 1) {
+      // A retry of a request the old shard admitted before the instant: replayed from its
+      // record there (old-replay.ts), not decided afresh and counted twice. That shard not
+      // answering: the call goes to its failure policy, as its moved keys' would after a
+      // second deadline, its slots named there.
+      const old = shards.list[[...olds][0] as number] as Shard;
+      const failMode = options.failMode ?? "open";
+      const replayed = await replayOnOld(old, given, counted, requestId, failMode);
+      // (In the settle interval the call is denied below, asking no shard: as without an id.)
+      if (replayed === "failed" && t >= router.settledAt) {
+        const decided = shards.degradedOn(old)(policies);
+        for (const slot of decided.slots ?? []) slot.shard = old.name;
+        return report(given, tagShard(decided, old.name));
+      }
+      if (replayed && replayed !== "failed") return report(given, replayed);
+    }
     // One policy known to deny denies the whole before any part reaches a store.
     const cached = cachedDenial(shards.denialCache, policies, limitOptions.requestId, now());
     if (cached) {

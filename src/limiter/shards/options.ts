@@ -116,6 +116,14 @@ export function shardLayout(store: StoreShards, reshard: ReshardOptions | undefi
       throw new RangeError(`reshard.from[${i}]: ${JSON.stringify(name)} is named twice`);
     }
   }
+  if (from[0] !== names[0]) {
+    // The first shard holds what is per deployment (network blocks, the analytics' counts),
+    // read from store's first: another one there would start with none (every blocked network
+    // let through, from the deploy on). A reshard moves client keys, not those.
+    throw new RangeError(
+      `reshard.from[0]: ${JSON.stringify(from[0])} is not store's first shard ${JSON.stringify(names[0])} (the first shard holds the network blocks and analytics; keep it first in both)`,
+    );
+  }
   for (const name of Object.keys(removed)) {
     if (!from.includes(name)) {
       throw new RangeError(

@@ -7,19 +7,23 @@
  * the whole was admitted, and the retry is its replay: the parts decided afresh give back what
  * they counted now (and the slots they took), whatever they decided.
  *
- * A part that replays "denied" means the whole was denied, and a conflict or a key block
- * answers as it does on one store: those retries are decided as they are.
+ * A part that replays "denied" beside one that replays "admitted" does not make it a denial: a
+ * denied original's admitted parts were refunded, records and all, so that denial is a retry's
+ * own, recorded by a part an earlier replay decided afresh (its original record had lapsed;
+ * the replay gave back nothing of a denial, and its record stays for the wait). Veto the replay
+ * on it and the second retry of an admitted request would be denied where the first was
+ * replayed. Alone, a replayed denial is the original's, and a conflict or a key block answers
+ * as it does on one store: those retries are decided as they are.
  */
 import type { LimitAllOptions } from "../types";
 import type { ShardPart } from "./merge";
 import type { Shard, Shards } from "./shard";
 
-/** The original was admitted: some part replays an admission, none a denial, none conflicts. */
+/** The original was admitted: some part replays an admission, none conflicts or is blocked. */
 export function replaysAdmission(parts: readonly ShardPart[]): boolean {
   let admitted = false;
   for (const { decided } of parts) {
     if (decided.conflict || decided.blocked) return false;
-    if (decided.replayed && !decided.allowed) return false;
     if (decided.replayed && decided.allowed) admitted = true;
   }
   return admitted;
@@ -38,7 +42,8 @@ export async function asReplay(
   await Promise.all(
     parts.map(async (part) => {
       const { decided } = part;
-      if (decided.replayed) return;
+      // A replayed denial (see above) took nothing: it only answers as the admission.
+      if (decided.replayed && decided.allowed) return;
       const shard = shards.byName.get(part.shard) as Shard;
       const { receipt, slots } = decided;
       delete decided.receipt;

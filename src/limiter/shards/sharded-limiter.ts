@@ -96,21 +96,27 @@ export function createShardedLimiter(
       return decisions[0] as MultiDecision["decisions"][number];
     },
     limitAll,
-    refund(receipt, refundOptions) {
+    async refund(receipt, refundOptions) {
       const counted = receipt as CountedReceipt;
-      if (Array.isArray(counted?.parts)) {
-        return refundParts(
-          counted,
-          refundOptions?.policies,
-          (name) => shards.byName.get(name)?.limiter,
-        );
-      }
       const named =
         typeof counted?.shard === "string" ? shards.byName.get(counted.shard) : undefined;
       // A receipt that names no shard: the one its key lives on now (or the first, which
       // answers a receipt it cannot read as one store does).
-      const shard = named ?? shardFor(counted?.resolved?.[0]?.clientKey);
-      return shard.limiter.refund(receipt, refundOptions);
+      const outcome = Array.isArray(counted?.parts)
+        ? await refundParts(
+            counted,
+            refundOptions?.policies,
+            (name) => shards.byName.get(name)?.limiter,
+          )
+        : await (named ?? shardFor(counted?.resolved?.[0]?.clientKey)).limiter.refund(
+            receipt,
+            refundOptions,
+          );
+      // Units given back on a moved key's old shard lower the count this isolate remembers of
+      // it: remembered on, it would hold the key's limit down until that count's next unit left
+      // the window (an upper bound: safe, but a refund that frees nothing). Read afresh.
+      if (outcome.refunded && now() < router.endsBy) counts.clear();
+      return outcome;
     },
     async endLeases() {
       await Promise.all(shards.list.map((shard) => shard.limiter.endLeases()));

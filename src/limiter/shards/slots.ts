@@ -2,6 +2,7 @@
  * A sharded limiter's concurrency slots (docs/shards.md, docs/concurrency.md): each release to
  * the shard that holds the slot, and the in-flight counts of every shard added up.
  */
+import { isDigestedKey } from "../../bounded-key";
 import type { Limiter } from "../limiter-api";
 import type { ReleaseInput, ReleaseOptions } from "../release-slots";
 import type { ReleaseOutcome } from "../types";
@@ -59,36 +60,44 @@ export function createShardedSlots(
       // Each slot to the shard that holds it: named on the slot a decision handed out, else (a
       // slot id given back by hand, as /check/release takes it) the key's shard now and, while
       // a reshard's transition lasts, the one it lived on before, where a slot taken before the
-      // instant still is. Ids are unique, so the second is asked only for the slots the first
-      // did not hold.
-      const firsts: (Shard | undefined)[] = [];
-      const seconds: (Shard | undefined)[] = [];
-      for (const slot of slots) {
-        const named = slot.shard === undefined ? undefined : shards.byName.get(slot.shard);
-        if (named) {
-          firsts.push(named);
-          seconds.push(undefined);
-          continue;
-        }
+      // instant still is. A key in a digest's form may be a long key as counted (a decision's
+      // slot's key, which no placement can tell the shard of): every shard is asked, in turn.
+      // Ids are unique, so each next shard is asked only for the slots the ones before did not hold.
+      const candidates: Shard[][] = slots.map((slot) => {
+        const named = slot?.shard === undefined ? undefined : shards.byName.get(slot.shard);
+        if (named) return [named];
+        const key = slot?.key;
         const { to, from } =
-          typeof slot?.key === "string" ? router.route(slot.key, t) : { to: 0, from: undefined };
-        firsts.push(shards.list[to]);
-        seconds.push(from === undefined ? undefined : shards.list[from]);
+          typeof key === "string" ? router.route(key, t) : { to: 0, from: undefined };
+        const placed = [to, ...(from === undefined ? [] : [from])];
+        if (typeof key === "string" && isDigestedKey(key)) {
+          shards.list.forEach((_, i) => {
+            if (!placed.includes(i)) placed.push(i);
+          });
+        }
+        return placed.map((i) => shards.list[i] as Shard);
+      });
+      const released: boolean[] = new Array(slots.length).fill(false);
+      const errors: string[] = [];
+      let retrying = false;
+      for (let pass = 0; ; pass++) {
+        const on = candidates.map((list, i) => (released[i] ? undefined : list[pass]));
+        if (!on.some((shard) => shard !== undefined)) break;
+        const outcome = await releaseOn(slots, on, releaseOptions);
+        if (outcome.error !== undefined) errors.push(outcome.error);
+        if (outcome.retrying) retrying = true;
+        // Not answered: which shard holds the rest is unknown, and asking on could not tell.
+        if (outcome.released.length === 0) {
+          if (pass === 0) return outcome;
+          break;
+        }
+        outcome.released.forEach((done, i) => {
+          if (done) released[i] = true;
+        });
       }
-      const first = await releaseOn(slots, firsts, releaseOptions);
-      const missed = first.released.map((done, i) => !done && seconds[i] !== undefined);
-      if (first.released.length === 0 || !missed.some(Boolean)) return first;
-      const second = await releaseOn(
-        slots,
-        seconds.map((shard, i) => (missed[i] ? shard : undefined)),
-        releaseOptions,
-      );
-      const outcome: ReleaseOutcome = {
-        released: first.released.map((done, i) => done || (second.released[i] ?? false)),
-      };
-      const errors = [first.error, second.error].filter((error) => error !== undefined);
+      const outcome: ReleaseOutcome = { released };
       if (errors.length > 0) outcome.error = errors.join("; ");
-      if (first.retrying || second.retrying) outcome.retrying = true;
+      if (retrying) outcome.retrying = true;
       return outcome;
     },
 

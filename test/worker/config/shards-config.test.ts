@@ -54,6 +54,15 @@ describe("shards in LIMITER_CONFIG", () => {
       { shards: ["", "B"], reshard: { from: ["B", ""], at: "2026-12-10T12:00:00Z" } },
       "reshard.from",
     ],
+    // The first shard holds the network blocks and analytics: a reshard keeps it first.
+    [
+      { shards: ["B", "C"], reshard: { from: ["", "B"], at: "2026-12-10T12:00:00Z" } },
+      "reshard.from",
+    ],
+    [
+      { shards: ["C", "", "B"], reshard: { from: ["", "B"], at: "2026-12-10T12:00:00Z" } },
+      "reshard.from",
+    ],
   ])("refuses %j, naming %s", (config, field) => {
     const parsed = parseConfig(config);
     expect(parsed.ok ? "ok" : parsed.field).toBe(field);

@@ -138,6 +138,23 @@ describe("a reshard meets every operation on a moved key", () => {
     expect(await fresh.limit(planned)).toMatchObject({ allowed: true, limit: 50 });
   });
 
+  it("an old receipt refunded after the instant frees its unit at once", async () => {
+    const { clock, at, settled, old, fresh, key } = await reshardAhead("refund");
+    const request: LimitRequest = { policy: "ro-refund", key, limit: 2, windowMs: 60_000 };
+    clock.set(at - 1_000);
+    const first = await old.limitAll([request]);
+    expect((await old.limit(request)).allowed).toBe(true);
+    clock.set(settled + 100);
+    // The old shard's 2 units hold the key (this isolate remembers that count).
+    expect((await fresh.limit(request)).allowed).toBe(false);
+    expect(await fresh.refund(first.receipt as NonNullable<typeof first.receipt>)).toMatchObject({
+      refunded: true,
+    });
+    // One unit given back: one admitted on the new shard (as without a reshard), and no more.
+    const after = [await fresh.limit(request), await fresh.limit(request)];
+    expect(after.map((decision) => decision.allowed)).toEqual([true, false]);
+  });
+
   it("a peek agrees with the check after it, in the settle interval and after it", async () => {
     const { clock, at, settled, old, fresh, key } = await reshardAhead("peek");
     const request: LimitRequest = { policy: "ro-peek", key, limit: 10, windowMs: 60_000 };

@@ -94,9 +94,16 @@ describe("shard options", () => {
       createLimiter({ store: [a, b], reshard: { from: ["0"], at: 1, stores: { Z: c } } }),
     ).toThrow(/^reshard\.stores\["Z"\]: not in reshard\.from/);
     // A reshard that moves no key: the same shards, in any order.
-    expect(() => createLimiter({ store: [a, b], reshard: { from: ["1", "0"], at: 1 } })).toThrow(
-      /^reshard\.from: the same shards as store/,
-    );
+    expect(() =>
+      createLimiter({ store: [a, b, c], reshard: { from: ["0", "2", "1"], at: 1 } }),
+    ).toThrow(/^reshard\.from: the same shards as store/);
+    // The first shard holds the network blocks: another first would start with none.
+    expect(() =>
+      createLimiter({
+        store: { B: b, C: c },
+        reshard: { from: ["A", "B"], at: 1, stores: { A: a } },
+      }),
+    ).toThrow(/^reshard\.from\[0\]: "A" is not store's first shard "B"/);
   });
 
   it("takes a removed shard's client in reshard.stores, and reports the placements", () => {

@@ -115,6 +115,11 @@ describe("request ids over two shards", () => {
     expect(await logCount(redis[1] as (typeof redis)[0], storageKey(prefix, "rec-long", b))).toBe(
       1,
     );
+    // Retried again at once: the short part, decided afresh above, recorded its denial for the
+    // wait; the long part still replays the admission, so the retry is replayed again.
+    const second = await limiter.limitAll([short, long], { requestId });
+    expect(second).toMatchObject({ allowed: true, replayed: true });
+    expect(second.decisions.map((decision) => decision.allowed)).toEqual([true, true]);
     // Once the short rule has room again, the retry's part there admits afresh: given back, so
     // the retry still counts nothing.
     await until(free);
