@@ -4,7 +4,7 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { afterAll, inject } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
-import { storeAt } from "./fault-control";
+import { manualClock, storeAt } from "./fault-control";
 import { deleteKeys, uniquePrefix } from "./redis";
 
 /** The three shard URLs, database 0 first. */
@@ -73,4 +73,34 @@ export async function announceReshard(
     { waitUntil: (promise) => told.push(promise) },
   );
   await Promise.all(told);
+}
+
+/**
+ * An isolate on the old config (shards 0 and 1) and, from `another()`, isolates on the new
+ * (0, 1, 2, with the reshard at 10 s from now on a manual clock passed to Redis), all under
+ * `prefix`; the first new one (`fresh`) has told the shards of the reshard before its instant
+ * (told only after it, a reshard is refused: docs/shards.md "Which mistakes are refused").
+ * `firstUrl` puts another store (a fault server) in front of shard 0.
+ */
+export async function reshardAhead(prefix: string, timeoutMs: number, firstUrl?: string) {
+  const clock = manualClock();
+  const at = clock.now() + 10_000;
+  const urls = shardUrls();
+  const stores = () => [
+    storeAt(firstUrl ?? (urls[0] as string), timeoutMs),
+    storeAt(urls[1] as string, timeoutMs),
+    storeAt(urls[2] as string, timeoutMs),
+  ];
+  const common = { prefix, clock: "caller" as const, now: clock.now, timeoutMs };
+  const old = createLimiter({ ...common, store: stores().slice(0, 2) });
+  const another = () =>
+    createLimiter({ ...common, store: stores(), reshard: { from: ["0", "1"], at } });
+  const fresh = another();
+  const told: Promise<unknown>[] = [];
+  await fresh.limit(
+    { policy: "announce", key: "announce", limit: 1, windowMs: 1_000 },
+    { waitUntil: (promise) => told.push(promise) },
+  );
+  await Promise.all(told);
+  return { clock, at, settled: at + timeoutMs, old, fresh, another };
 }

@@ -4,11 +4,10 @@
 // the transition, a peek agrees with the check after it, and a fallback slot taken while the old
 // shard is down is given back. Three shard databases behind the bridges, the caller's clock.
 import { describe, expect, it } from "vitest";
-import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { Limiter } from "../../../src/limiter/limiter-api";
 import type { ConcurrencySlot, LimitRequest } from "../../../src/limiter/types";
-import { faultScenario, manualClock, storeAt } from "../../support/worker/fault-control";
-import { shardPrefix, shardUrls } from "../../support/worker/shard-stores";
+import { faultScenario } from "../../support/worker/fault-control";
+import { reshardAhead as reshardOf, shardPrefix } from "../../support/worker/shard-stores";
 
 const prefix = shardPrefix("reshard-ops");
 const TIMEOUT_MS = 2_000;
@@ -24,49 +23,10 @@ function movedKey(limiter: Limiter, at: number, label: string, from?: string, to
   }
 }
 
-/**
- * An isolate on the old config (shards 0 and 1), one on the new (0, 1, 2, with the reshard),
- * which has told the shards of the reshard before its instant (its first call does: told only
- * after it, a reshard is refused, docs/shards.md "Which mistakes are refused").
- */
+/** The old and new configs (shard-stores.ts), under this test's prefix, and a key that moves. */
 async function reshardAhead(label: string, firstUrl?: string) {
-  const clock = manualClock();
-  const at = clock.now() + 10_000;
-  const urls = shardUrls();
-  const stores = () => [
-    storeAt(firstUrl ?? (urls[0] as string), TIMEOUT_MS),
-    storeAt(urls[1] as string, TIMEOUT_MS),
-    storeAt(urls[2] as string, TIMEOUT_MS),
-  ];
-  // A prefix per test: each test's clock starts before the same instant, and the shards' record
-  // of the reshard (docs/shards.md "Which mistakes are refused") must not be one another test
-  // has already moved past.
-  const common = {
-    prefix: `${prefix}-${label}`,
-    clock: "caller" as const,
-    now: clock.now,
-    timeoutMs: TIMEOUT_MS,
-  };
-  const old = createLimiter({ ...common, store: stores().slice(0, 2) });
-  // Another isolate on the new config: same prefix, clock and instant.
-  const another = () =>
-    createLimiter({ ...common, store: stores(), reshard: { from: ["0", "1"], at } });
-  const fresh = another();
-  const told: Promise<unknown>[] = [];
-  await fresh.limit(
-    { policy: "announce", key: "announce", limit: 1, windowMs: 1_000 },
-    { waitUntil: (promise) => told.push(promise) },
-  );
-  await Promise.all(told);
-  return {
-    clock,
-    at,
-    settled: at + TIMEOUT_MS,
-    old,
-    fresh,
-    another,
-    key: movedKey(fresh, at, label),
-  };
+  const setup = await reshardOf(`${prefix}-${label}`, TIMEOUT_MS, firstUrl);
+  return { ...setup, key: movedKey(setup.fresh, setup.at, label) };
 }
 
 const concurrency = (policy: string, key: string, limit: number): LimitRequest => ({

@@ -3,45 +3,17 @@
 // the old shard before the instant is replayed from its record there after it, and an old
 // shard that cannot be read is asked once per call, as without a request id.
 import { describe, expect, it } from "vitest";
-import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { Limiter } from "../../../src/limiter/limiter-api";
 import type { ConcurrencySlot, LimitRequest } from "../../../src/limiter/types";
-import { faultScenario, manualClock, storeAt } from "../../support/worker/fault-control";
-import { shardPrefix, shardUrls } from "../../support/worker/shard-stores";
+import { faultScenario } from "../../support/worker/fault-control";
+import { reshardAhead as reshardOf, shardPrefix } from "../../support/worker/shard-stores";
 
 const prefix = shardPrefix("reshard-retries");
 const TIMEOUT_MS = 2_000;
 
-/**
- * An isolate on the old config (shards 0 and 1), one on the new (0, 1, 2, with the reshard),
- * under a prefix of the test's own: the new one tells the shards of the reshard before its
- * instant (docs/shards.md "Which mistakes are refused"), and each test's clock starts before it.
- */
-async function reshardAhead(label: string, firstUrl?: string) {
-  const clock = manualClock();
-  const at = clock.now() + 10_000;
-  const urls = shardUrls();
-  const stores = () => [
-    storeAt(firstUrl ?? (urls[0] as string), TIMEOUT_MS),
-    storeAt(urls[1] as string, TIMEOUT_MS),
-    storeAt(urls[2] as string, TIMEOUT_MS),
-  ];
-  const common = {
-    prefix: `${prefix}-${label}`,
-    clock: "caller" as const,
-    now: clock.now,
-    timeoutMs: TIMEOUT_MS,
-  };
-  const old = createLimiter({ ...common, store: stores().slice(0, 2) });
-  const fresh = createLimiter({ ...common, store: stores(), reshard: { from: ["0", "1"], at } });
-  const told: Promise<unknown>[] = [];
-  await fresh.limit(
-    { policy: "announce", key: "announce", limit: 1, windowMs: 1_000 },
-    { waitUntil: (promise) => told.push(promise) },
-  );
-  await Promise.all(told);
-  return { clock, at, settled: at + TIMEOUT_MS, old, fresh };
-}
+/** The old and new configs (shard-stores.ts), under this test's prefix. */
+const reshardAhead = (label: string, firstUrl?: string) =>
+  reshardOf(`${prefix}-${label}`, TIMEOUT_MS, firstUrl);
 
 /** A key that moves at `at` from shard `from`. */
 function movedKey(limiter: Limiter, at: number, from: string): string {
