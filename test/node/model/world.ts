@@ -7,6 +7,7 @@
  */
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { Limiter } from "../../../src/limiter/limiter-api";
+import type { StoreClient } from "../../../src/store/upstash-client";
 import type { Feature } from "./features";
 import { type Policy, Reference } from "./reference";
 import type { ModelStore } from "./stores";
@@ -143,7 +144,7 @@ export class World {
   }
 
   private build(oldConfig: boolean): Limiter {
-    const clients = Object.fromEntries(
+    const clients: Record<string, StoreClient> = Object.fromEntries(
       this.stores.map((store) => [store.name, store.client(TIMEOUT_MS)]),
     );
     const common = {
@@ -155,7 +156,7 @@ export class World {
       onBreakerChange: () => {},
     };
     if (this.at === undefined) return createLimiter({ ...common, store: clients });
-    if (oldConfig) return createLimiter({ ...common, store: { A: clients.A, B: clients.B } });
+    if (oldConfig) return createLimiter({ ...common, store: { A: clients.A as StoreClient, B: clients.B as StoreClient } });
     return createLimiter({ ...common, store: clients, reshard: { from: ["A", "B"], at: this.at } });
   }
 
