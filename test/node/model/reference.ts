@@ -101,7 +101,7 @@ export class Reference {
   operations = 0;
 
   constructor(
-    start: number,
+    readonly start: number,
     readonly reshard: Reshard | undefined,
   ) {
     this.now = start;
@@ -304,7 +304,7 @@ export class Reference {
     if (held.length > policy.limit) {
       throw new Violation(
         "in-flight",
-        `${held.length} slots held at limit ${policy.limit} (${key}; taken at ${held.map((s) => `${s.t}@${s.ref.shard ?? ""}`).join(", ")}) ${context}`,
+        `${held.length} slots held at limit ${policy.limit} (${key}; taken at ${held.map((s) => `t=${s.t - this.start} on ${s.ref.shard ?? ""}`).join(", ")}) ${context}`,
       );
     }
     const isolates = new Set(this.slots.filter((s) => s.local).map((s) => s.iso));
