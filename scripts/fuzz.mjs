@@ -64,7 +64,13 @@ function runSeed(s) {
       try {
         resolve(JSON.parse(readFileSync(report, "utf8")));
       } catch {
-        resolve({ seed: s, numRuns: 0, operations: 0, failed: true, property: `vitest exited ${code} with no report` });
+        resolve({
+          seed: s,
+          numRuns: 0,
+          operations: 0,
+          failed: true,
+          property: `vitest exited ${code} with no report`,
+        });
       }
     });
   });
@@ -81,11 +87,13 @@ do {
     failures.push(report);
     console.log(
       `seed ${seed}: ${report.numRuns} runs, ${report.operations} operations, VIOLATION ${report.property}\n` +
-        `  ${report.message}\n  shrunk: ${report.counterexample}\n` +
-        `  keep: ${JSON.stringify({ seed, path: report.path, numRuns: runs, needs: [], note: report.property })}`,
+        `  ${report.message}\n` +
+        `  keep: ${JSON.stringify({ seed, config: report.config, steps: report.steps, needs: [], note: report.property })}`,
     );
   } else {
-    console.log(`seed ${seed}: ${report.numRuns} runs, ${report.operations} operations, 0 violations`);
+    console.log(
+      `seed ${seed}: ${report.numRuns} runs, ${report.operations} operations, 0 violations`,
+    );
   }
   seed++;
 } while (Date.now() < until);

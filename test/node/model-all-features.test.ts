@@ -13,9 +13,9 @@
  */
 import { writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import kept from "./model/kept-seeds.json" with { type: "json" };
 import { enabledFeatures, type Feature } from "./model/features";
-import { type ModelRunReport, runModel } from "./model/run-model";
+import kept from "./model/kept-seeds.json" with { type: "json" };
+import { type KeptCase, type ModelRunReport, replayKept, runModel } from "./model/run-model";
 import { type ModelStore, startModelStores } from "./model/stores";
 import { SHARDS } from "./model/world";
 
@@ -24,12 +24,11 @@ const seed = Number(process.env.MODEL_SEED ?? DEFAULT_SEED);
 const numRuns = Number(process.env.MODEL_RUNS ?? 30);
 const maxCommands = Number(process.env.MODEL_STEPS ?? 40);
 
-interface KeptSeed {
-  seed: number;
-  path?: string;
-  numRuns?: number;
-  /** Features this seed needs on (it is skipped while any is switched off). */
+/** A shrunk failing sequence kept as a regular test (the fuzz prints each as a `keep:` line). */
+interface KeptSeed extends KeptCase {
+  /** Features it needs on (it is skipped while any is switched off, e.g. still KNOWN_BROKEN). */
   needs?: Feature[];
+  /** The property it broke, and where. */
   note: string;
 }
 
@@ -46,9 +45,9 @@ afterAll(async () => {
 
 function explain(report: ModelRunReport): string {
   return [
-    `model violation (${report.property}) with MODEL_SEED=${report.seed}, path ${report.path}`,
+    `model violation (${report.property}) with MODEL_SEED=${report.seed}`,
     report.message,
-    `shrunk: ${report.counterexample}`,
+    `shrunk: ${JSON.stringify({ config: report.config, steps: report.steps })}`,
   ].join("\n");
 }
 
@@ -57,7 +56,10 @@ describe("every feature at once, against the reference model", () => {
     const features = enabledFeatures();
     const report = await runModel(stores, { seed, numRuns, maxCommands, features });
     if (process.env.MODEL_REPORT) {
-      writeFileSync(process.env.MODEL_REPORT, JSON.stringify({ ...report, features: [...features] }));
+      writeFileSync(
+        process.env.MODEL_REPORT,
+        JSON.stringify({ ...report, features: [...features] }),
+      );
     }
     console.log(
       `model: seed ${seed}, ${report.numRuns} runs, ${report.operations} operations, ${report.failed ? 1 : 0} violations`,
@@ -68,15 +70,13 @@ describe("every feature at once, against the reference model", () => {
   const all = enabledFeatures();
   for (const entry of kept as KeptSeed[]) {
     const off = (entry.needs ?? []).filter((f) => !all.has(f));
-    it.skipIf(off.length > 0)(`kept seed ${entry.seed}: ${entry.note}`, async () => {
-      const report = await runModel(stores, {
-        seed: entry.seed,
-        numRuns: entry.numRuns ?? numRuns,
-        maxCommands,
-        path: entry.path,
-        features: all,
-      });
-      expect(report.failed, report.failed ? explain(report) : "").toBe(false);
-    }, 600_000);
+    it.skipIf(off.length > 0)(
+      `kept seed ${entry.seed}: ${entry.note}`,
+      async () => {
+        const report = await replayKept(stores, entry, all);
+        expect(report.failed, report.failed ? explain(report) : "").toBe(false);
+      },
+      600_000,
+    );
   }
 });

@@ -70,7 +70,10 @@ function record(
     const policy = policyOf(r);
     const source = d.decisions[i]?.source ?? "?";
     if (d.allowed && ref.blocked(policy, r.key) && !FAILURE_SOURCES.has(source)) {
-      throw new Violation("block", `${r.policy} ${r.key} is blocked, admitted (${source}) ${context}`);
+      throw new Violation(
+        "block",
+        `${r.policy} ${r.key} is blocked, admitted (${source}) ${context}`,
+      );
     }
   }
   if (!d.allowed || d.replayed) return [];
@@ -194,7 +197,9 @@ class Retry implements Step {
       }) &&
       !ref.changes.some((c) => c.plan && keys.includes(c.key) && c.t >= original.t) &&
       // A retry of a request decided on the old shard is decided afresh (docs/shards.md).
-      keys.every((key) => w.placement.shardOf(key, original.t) === w.placement.shardOf(key, ref.now));
+      keys.every(
+        (key) => w.placement.shardOf(key, original.t) === w.placement.shardOf(key, ref.now),
+      );
     const d = await isolate.limiter.limitAll(requests, { requestId: original.id });
     const context = `${w.when()} (${this}: ${original.id} first decided at ${original.t - ref.now} ms, sources ${original.sources})`;
     if (expectReplay && !d.decisions.some((x) => FAILURE_SOURCES.has(x.source))) {
@@ -207,7 +212,10 @@ class Retry implements Step {
       }
       const slots = (d.slots ?? []).map((s) => s.slot);
       if (slots.join() !== original.slots.join()) {
-        throw new Violation("retry", `replayed with slots ${slots}, first ${original.slots} ${context}`);
+        throw new Violation(
+          "retry",
+          `replayed with slots ${slots}, first ${original.slots} ${context}`,
+        );
       }
     }
     record(w, isolate.id, requests, d, context);
@@ -406,11 +414,20 @@ class Block implements Step {
     const isolate = w.isolate(this.iso);
     const key = w.keys[this.k] as string;
     const target = { policy: "plan", key };
-    const change = this.on ? isolate.limiter.blocks.add(target) : isolate.limiter.blocks.remove(target);
+    const change = this.on
+      ? isolate.limiter.blocks.add(target)
+      : isolate.limiter.blocks.remove(target);
     const out = await change.catch(() => undefined);
     w.ref.next();
     if (out && !out.ok) throw new Error(`block refused: ${out.field} ${out.detail}`);
-    w.ref.recordBlock(POLICIES.plan as Policy, key, isolate.id, isolate.oldConfig, this.on, out !== undefined);
+    w.ref.recordBlock(
+      POLICIES.plan as Policy,
+      key,
+      isolate.id,
+      isolate.oldConfig,
+      this.on,
+      out !== undefined,
+    );
   }
   toString() {
     return `${this.on ? "block" : "unblock"}(iso${this.iso}, k${this.k})`;
@@ -438,7 +455,8 @@ class NetBlock implements Step {
     const out = await change.catch(() => undefined);
     w.ref.next();
     if (out && !out.ok) throw new Error(`network block refused: ${out.field} ${out.detail}`);
-    if (this.on && out) w.ref.netBlocks.set(value, { t: w.ref.now, iso: isolate.id, removed: false });
+    if (this.on && out)
+      w.ref.netBlocks.set(value, { t: w.ref.now, iso: isolate.id, removed: false });
     else if (!this.on) w.ref.netBlocks.delete(value);
   }
   toString() {
@@ -566,15 +584,88 @@ export function steps(): fc.Arbitrary<Step>[] {
     fc
       .tuple(iso, fc.integer({ min: 0, max: IPS.length - 1 }), fc.boolean())
       .map(([i, ip, on]) => new NetBlock(i, ip, on)),
-    fc.tuple(iso, fc.integer({ min: 0, max: IPS.length - 1 })).map(([i, ip]) => new NetCheck(i, ip)),
     fc
-      .tuple(fc.integer({ min: 0, max: 2 }), fc.constantFrom("down" as const, "down" as const, "hang" as const))
+      .tuple(iso, fc.integer({ min: 0, max: IPS.length - 1 }))
+      .map(([i, ip]) => new NetCheck(i, ip)),
+    fc
+      .tuple(
+        fc.integer({ min: 0, max: 2 }),
+        fc.constantFrom("down" as const, "down" as const, "hang" as const),
+      )
       .map(([s, m]) => new Fault(s, m)),
     fc.integer({ min: 0, max: 2 }).map((s) => new Fault(s, "up")),
     fc.integer({ min: 0, max: 2 }).map((s) => new Fault(s, "up")),
-    fc.constantFrom(1, 100, 499, 1_000, 1_600, 3_000, 6_000, 10_000, 16_000).map((ms) => new Advance(ms)),
+    fc
+      .constantFrom(1, 100, 499, 1_000, 1_600, 3_000, 6_000, 10_000, 16_000)
+      .map((ms) => new Advance(ms)),
     fc.constantFrom(1, 250, 2_500, 5_000).map((ms) => new Advance(ms)),
     fc.constantFrom(-1, 0, TIMEOUT_MS - 1, TIMEOUT_MS, TIMEOUT_MS + 1).map((o) => new ToInstant(o)),
     fc.constantFrom(-1_000, -1, TIMEOUT_MS, TIMEOUT_MS + 2_000).map((o) => new ToInstant(o)),
   ];
+}
+
+function parsePart(text: string): Part {
+  const m = /^([a-z]+)\/k(\d+)(?:×(\d+))?$/.exec(text.trim());
+  if (!m) throw new Error(`not a step's part: ${text}`);
+  return { p: m[1] as string, k: Number(m[2]), c: Number(m[3] ?? 1) };
+}
+
+/**
+ * A step from its `toString()`: a shrunk sequence, as the fuzz prints it, is kept as text
+ * (model/kept-seeds.json) and replayed step by step, whatever the generators become.
+ */
+export function parseStep(text: string): Step {
+  const call = /^([a-z+-]+)\((.*)\)$/.exec(text.trim());
+  if (call) {
+    const [, name, body] = call as unknown as [string, string, string];
+    const args = body.split(", ");
+    const isoOf = (arg: string | undefined) =>
+      Number(/^iso(\d)$/.exec(arg ?? "")?.[1] ?? Number.NaN);
+    const num = (arg: string | undefined) => Number((arg ?? "").replace(/^[#k]/, ""));
+    switch (name) {
+      case "decide":
+        return new Decide(
+          isoOf(args[0]),
+          (args[1] ?? "").split("+").map(parsePart),
+          args[2] === "id",
+        );
+      case "retry":
+        return new Retry(isoOf(args[0]), num(args[1]));
+      case "burst": {
+        const m = /^(\S+) ×(\d+)$/.exec(body) as RegExpExecArray;
+        return new Burst(parsePart(m[1] as string), Number(m[2]));
+      }
+      case "release":
+        return new Release(isoOf(args[0]), num(args[1]));
+      case "refund":
+        return new Refund(isoOf(args[0]), num(args[1]));
+      case "peek+decide":
+        return new Peek(isoOf(args[0]), parsePart(args[1] ?? ""));
+      case "reset":
+        return new Reset(isoOf(args[0]), parsePart(args[1] ?? ""));
+      case "override":
+        return new Override(
+          isoOf(args[0]),
+          num(args[1]),
+          args[2] === "remove" ? undefined : num(args[2]),
+        );
+      case "block":
+      case "unblock":
+        return new Block(isoOf(args[0]), num(args[1]), name === "block");
+      case "net-block":
+      case "net-unblock":
+        return new NetBlock(isoOf(args[0]), IPS.indexOf(args[1] ?? ""), name === "net-block");
+      case "net-check":
+        return new NetCheck(isoOf(args[0]), IPS.indexOf(args[1] ?? ""));
+    }
+  }
+  const store = /^store ([A-C]) (up|down|hang)$/.exec(text.trim());
+  if (store) {
+    return new Fault(SHARDS.indexOf(store[1] as "A"), store[2] as "up" | "down" | "hang");
+  }
+  const clock = /^clock \+(\d+)$/.exec(text.trim());
+  if (clock) return new Advance(Number(clock[1]));
+  const instant = /^clock to at([+-]\d+)$/.exec(text.trim());
+  if (instant) return new ToInstant(Number(instant[1]));
+  throw new Error(`not a model step: ${JSON.stringify(text)}`);
 }

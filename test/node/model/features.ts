@@ -37,6 +37,8 @@ export const FEATURES = [
   "reshard×request-ids",
   "reshard×plans",
   "reshard×peek",
+  // a broken premise of the reshard: isolate 0 still on the old config up to 3 s after `at`
+  "reshard-premise",
   "reshard×faults",
   "multi-shard×request-ids",
 ] as const;
@@ -47,7 +49,12 @@ export type Feature = (typeof FEATURES)[number];
  * Left out by default: found failing on main by this test (the coordinator re-enables each once
  * its fix has merged: delete it here and run `npm run fuzz`).
  */
-export const KNOWN_BROKEN: readonly Feature[] = [];
+export const KNOWN_BROKEN: readonly Feature[] = [
+  "reshard×peek",
+  "reshard×concurrency",
+  "multi-shard×request-ids",
+  "reshard-premise",
+];
 
 function listed(raw: string | undefined): string[] {
   return (raw ?? "")
@@ -57,12 +64,16 @@ function listed(raw: string | undefined): string[] {
 }
 
 /** The features on for this run: all, less KNOWN_BROKEN (unless MODEL_ON), less MODEL_OFF. */
-export function enabledFeatures(env: Record<string, string | undefined> = process.env): Set<Feature> {
+export function enabledFeatures(
+  env: Record<string, string | undefined> = process.env,
+): Set<Feature> {
   const on = listed(env.MODEL_ON);
   const off = listed(env.MODEL_OFF);
   for (const name of [...on, ...off]) {
     if (name !== "all" && !(FEATURES as readonly string[]).includes(name)) {
-      throw new Error(`unknown model feature ${JSON.stringify(name)}: one of ${FEATURES.join(", ")}`);
+      throw new Error(
+        `unknown model feature ${JSON.stringify(name)}: one of ${FEATURES.join(", ")}`,
+      );
     }
   }
   const enabled = new Set<Feature>(FEATURES);

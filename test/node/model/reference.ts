@@ -128,7 +128,7 @@ export class Reference {
   /** A moved key between `at` and the end of its transition for this policy. */
   inTransition(policy: Policy, key: string, t = this.now): boolean {
     const r = this.reshard;
-    if (!r || !r.moved(key)) return false;
+    if (r === undefined || !r.moved(key)) return false;
     return t >= r.at && t < r.at + r.settleMs + STAMP_AHEAD_MS + 2 * policy.windowMs;
   }
 
@@ -136,7 +136,13 @@ export class Reference {
     const id = pk(policy, key);
     let state = this.plans.get(id);
     if (!state) {
-      state = { override: undefined, unknown: false, ever: [], blockedSeq: undefined, oldConfig: false };
+      state = {
+        override: undefined,
+        unknown: false,
+        ever: [],
+        blockedSeq: undefined,
+        oldConfig: false,
+      };
       this.plans.set(id, state);
     }
     return state;
@@ -160,7 +166,14 @@ export class Reference {
     return state.override ?? policy.limit;
   }
 
-  recordOverride(policy: Policy, key: string, iso: string, oldConfig: boolean, value: number | undefined, ok: boolean) {
+  recordOverride(
+    policy: Policy,
+    key: string,
+    iso: string,
+    oldConfig: boolean,
+    value: number | undefined,
+    ok: boolean,
+  ) {
     const state = this.plan(policy.policy, key);
     if (value !== undefined) state.ever.push(value);
     if (ok) state.override = value;
@@ -169,7 +182,14 @@ export class Reference {
     this.changes.push({ policy: policy.policy, key, t: this.now, iso, plan: true });
   }
 
-  recordBlock(policy: Policy, key: string, iso: string, oldConfig: boolean, blocked: boolean, ok: boolean) {
+  recordBlock(
+    policy: Policy,
+    key: string,
+    iso: string,
+    oldConfig: boolean,
+    blocked: boolean,
+    ok: boolean,
+  ) {
     const state = this.plan(policy.policy, key);
     // Only a block known written is promised; a failed unblock may have unblocked.
     state.blockedSeq = blocked && ok ? this.seq : undefined;

@@ -1,10 +1,11 @@
 /**
- * One model-based run: `numRuns` random command sequences from `seed`, each on a fresh world
- * (new isolates, keys and prefix) over the shared private stores. Returns fast-check's verdict
- * and the figures the fuzz prints (operations, the violated property, the shrunk sequence).
+ * Model-based runs: `numRuns` random command sequences from `seed`, each on a fresh world (new
+ * isolates, keys and prefix) over the shared private stores; or one kept sequence, replayed.
+ * Returns fast-check's verdict and the figures the fuzz prints (operations, the violated
+ * property, the shrunk sequence as the steps' text, ready to keep).
  */
 import fc from "fast-check";
-import { steps } from "./commands";
+import { parseStep, steps } from "./commands";
 import type { Feature } from "./features";
 import { Violation } from "./reference";
 import type { ModelStore } from "./stores";
@@ -14,8 +15,6 @@ export interface ModelRunOptions {
   seed: number;
   numRuns: number;
   maxCommands: number;
-  /** A counterexample's path, to replay it shrunk (fast-check's `path`). */
-  path?: string | undefined;
   features: ReadonlySet<Feature>;
 }
 
@@ -25,9 +24,39 @@ export interface ModelRunReport {
   operations: number;
   failed: boolean;
   property?: string | undefined;
-  counterexample?: string | undefined;
-  path?: string | undefined;
   message?: string | undefined;
+  /** The shrunk failing run: its config and steps, as model/kept-seeds.json keeps them. */
+  config?: RunConfig | undefined;
+  steps?: string[] | undefined;
+}
+
+/** A sequence kept from a failing seed (model/kept-seeds.json). */
+export interface KeptCase {
+  seed: number;
+  config: RunConfig;
+  steps: string[];
+}
+
+async function runOnce(
+  stores: readonly ModelStore[],
+  cfg: RunConfig,
+  features: ReadonlySet<Feature>,
+  commands: Iterable<fc.AsyncCommand<World, World, false>>,
+): Promise<number> {
+  const world = new World(stores, cfg, features);
+  try {
+    await fc.asyncModelRun(() => ({ model: world, real: world }), commands);
+  } finally {
+    await world.close();
+  }
+  return world.ref.operations;
+}
+
+function failure(error: unknown): Pick<ModelRunReport, "property" | "message"> {
+  return {
+    property: error instanceof Violation ? error.property : "error",
+    message: error instanceof Error ? error.message : String(error),
+  };
 }
 
 export async function runModel(
@@ -38,25 +67,18 @@ export async function runModel(
   const config: fc.Arbitrary<RunConfig> = fc.record({
     reshard: options.features.has("reshard") ? fc.boolean() : fc.constant(false),
     atOffset: fc.integer({ min: 1_000, max: 20_000 }),
+    lateRedeployMs: options.features.has("reshard-premise")
+      ? fc.constantFrom(0, 1_000, 3_000)
+      : fc.constant(0),
   });
   const property = fc.asyncProperty(
     config,
     fc.commands(steps(), { maxCommands: options.maxCommands, size: "max" }),
     async (cfg, commands) => {
-      const world = new World(stores, cfg, options.features);
-      try {
-        await fc.asyncModelRun(() => ({ model: world, real: world }), commands);
-      } finally {
-        operations += world.ref.operations;
-        await world.close();
-      }
+      operations += await runOnce(stores, cfg, options.features, commands);
     },
   );
-  const out = await fc.check(property, {
-    seed: options.seed,
-    numRuns: options.numRuns,
-    ...(options.path === undefined ? {} : { path: options.path }),
-  });
+  const out = await fc.check(property, { seed: options.seed, numRuns: options.numRuns });
   const report: ModelRunReport = {
     seed: options.seed,
     numRuns: out.numRuns,
@@ -64,11 +86,34 @@ export async function runModel(
     failed: out.failed,
   };
   if (out.failed) {
-    const error = out.errorInstance;
-    report.property = error instanceof Violation ? error.property : "error";
-    report.path = out.counterexamplePath ?? undefined;
-    report.counterexample = out.counterexample ? fc.stringify(out.counterexample) : undefined;
-    report.message = error instanceof Error ? error.message : String(error);
+    Object.assign(report, failure(out.errorInstance));
+    if (out.counterexample) {
+      const [cfg, commands] = out.counterexample;
+      report.config = cfg;
+      // The steps that ran (fast-check's own printing lists only those, too).
+      report.steps = fc.stringify(commands) === "" ? [] : parseShown(commands);
+    }
+  }
+  return report;
+}
+
+/** The steps a shrunk sequence ran, as text (its `toString` lists them, skipped ones left out). */
+function parseShown(commands: Iterable<fc.AsyncCommand<World, World, false>>): string[] {
+  const shown = String(commands).replace(/\s*\/\*replayPath=.*\*\/\s*$/, "");
+  return shown === "" ? [] : shown.split(/,(?![^(]*\))/).map((s) => s.trim());
+}
+
+/** Replays a kept sequence on a fresh world: its verdict, as `runModel` gives it. */
+export async function replayKept(
+  stores: readonly ModelStore[],
+  kept: KeptCase,
+  features: ReadonlySet<Feature>,
+): Promise<ModelRunReport> {
+  const report: ModelRunReport = { seed: kept.seed, numRuns: 1, operations: 0, failed: false };
+  try {
+    report.operations = await runOnce(stores, kept.config, features, kept.steps.map(parseStep));
+  } catch (error) {
+    Object.assign(report, failure(error), { failed: true, config: kept.config, steps: kept.steps });
   }
   return report;
 }

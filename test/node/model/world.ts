@@ -19,7 +19,13 @@ export const T0 = 1_900_000_000_000;
 
 export const POLICIES: Record<string, Policy> = {
   log: { policy: "log", algorithm: "sliding-log", limit: 5, windowMs: 10_000, failMode: "closed" },
-  zset: { policy: "zset", algorithm: "sliding-log-zset", limit: 4, windowMs: 8_000, failMode: "open" },
+  zset: {
+    policy: "zset",
+    algorithm: "sliding-log-zset",
+    limit: 4,
+    windowMs: 8_000,
+    failMode: "open",
+  },
   plan: {
     policy: "plan",
     algorithm: "sliding-log",
@@ -36,7 +42,13 @@ export const POLICIES: Record<string, Policy> = {
     failMode: "closed",
     lease: true,
   },
-  fixed: { policy: "fixed", algorithm: "fixed-window", limit: 5, windowMs: 10_000, failMode: "open" },
+  fixed: {
+    policy: "fixed",
+    algorithm: "fixed-window",
+    limit: 5,
+    windowMs: 10_000,
+    failMode: "open",
+  },
   counter: {
     policy: "counter",
     algorithm: "sliding-counter",
@@ -44,7 +56,13 @@ export const POLICIES: Record<string, Policy> = {
     windowMs: 10_000,
     failMode: "closed",
   },
-  bucket: { policy: "bucket", algorithm: "token-bucket", limit: 5, windowMs: 10_000, failMode: "open" },
+  bucket: {
+    policy: "bucket",
+    algorithm: "token-bucket",
+    limit: 5,
+    windowMs: 10_000,
+    failMode: "open",
+  },
   conc: { policy: "conc", algorithm: "concurrency", limit: 3, windowMs: 15_000, failMode: "open" },
 };
 
@@ -64,6 +82,11 @@ export interface RunConfig {
   reshard: boolean;
   /** `at`, from the run's start (ms). */
   atOffset: number;
+  /**
+   * How long after `at` isolate 0 still runs the old config (0: the premise kept; more: a
+   * deploy that came late, which the limiter must refuse or stay within the limit across).
+   */
+  lateRedeployMs: number;
 }
 
 export interface Isolate {
@@ -125,7 +148,10 @@ export class World {
 
   /** The instant, for a violation's message: from the run's start, and from `at`. */
   when(): string {
-    const at = this.at === undefined ? "" : `, at${this.clockNow >= this.at ? "+" : ""}${this.clockNow - this.at}`;
+    const at =
+      this.at === undefined
+        ? ""
+        : `, at${this.clockNow >= this.at ? "+" : ""}${this.clockNow - this.at}`;
     return `t=${this.clockNow - T0}${at}`;
   }
 
@@ -156,28 +182,51 @@ export class World {
       onBreakerChange: () => {},
     };
     if (this.at === undefined) return createLimiter({ ...common, store: clients });
-    if (oldConfig) return createLimiter({ ...common, store: { A: clients.A as StoreClient, B: clients.B as StoreClient } });
+    if (oldConfig)
+      return createLimiter({
+        ...common,
+        store: { A: clients.A as StoreClient, B: clients.B as StoreClient },
+      });
     return createLimiter({ ...common, store: clients, reshard: { from: ["A", "B"], at: this.at } });
   }
 
-  /** Four keys: in a run that reshards, two that move at `at` and two that stay. */
+  /**
+   * Four keys, each placed the same in every run (so a kept sequence replays on the same
+   * shards whatever the run's prefix): k0 on A, k1 on B, k2 on C, k3 on A; in a run that
+   * reshards (two shards become three), k0 moves from A to C, k1 stays on A, k2 moves from B
+   * to C, k3 stays on B.
+   */
   private pickKeys(): string[] {
     const at = this.at;
-    if (at === undefined) return [0, 1, 2, 3].map((i) => `${this.prefix}-k${i}`);
-    const moved: string[] = [];
-    const stay: string[] = [];
-    for (let i = 0; moved.length < 2 || stay.length < 2; i++) {
+    const want: [string, string][] =
+      at === undefined
+        ? [
+            ["A", "A"],
+            ["B", "B"],
+            ["C", "C"],
+            ["A", "A"],
+          ]
+        : [
+            ["A", "C"],
+            ["A", "A"],
+            ["B", "C"],
+            ["B", "B"],
+          ];
+    const keys: string[] = [];
+    for (let i = 0; keys.length < want.length; i++) {
       const key = `${this.prefix}-k${i}`;
-      const moves = this.placement.shardOf(key, at) !== this.placement.shardOf(key, at - 1);
-      const list = moves ? moved : stay;
-      if (list.length < 2) list.push(key);
+      const before = this.placement.shardOf(key, at === undefined ? T0 : at - 1);
+      const after = this.placement.shardOf(key, at ?? T0);
+      const [from, to] = want[keys.length] as [string, string];
+      if (before === from && after === to) keys.push(key);
     }
-    return [moved[0], stay[0], moved[1], stay[1]] as string[];
+    return keys;
   }
 
   /** Isolate `i` (0..2) now: isolate 0 is redeployed on the new config at `at`. */
   isolate(i: number): Isolate {
-    const redeployed = i === 0 && this.at !== undefined && this.clockNow >= this.at;
+    const redeployed =
+      i === 0 && this.at !== undefined && this.clockNow >= this.at + this.cfg.lateRedeployMs;
     const id = redeployed ? "0r" : String(i);
     let isolate = this.isolates.get(id);
     if (!isolate) {
@@ -190,7 +239,9 @@ export class World {
 
   /** The isolate by id, if it still runs (isolate "0" is gone from `at` on). */
   isolateById(id: string): Isolate | undefined {
-    if (id === "0" && this.at !== undefined && this.clockNow >= this.at) return undefined;
+    if (id === "0" && this.at !== undefined && this.clockNow >= this.at + this.cfg.lateRedeployMs) {
+      return undefined;
+    }
     return this.isolates.get(id);
   }
 
