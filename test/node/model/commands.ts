@@ -5,6 +5,7 @@
  */
 import fc from "fast-check";
 import type { LimitRequest, MultiDecision } from "../../../src/limiter/types";
+import type { Feature } from "./features";
 import {
   type Admission,
   FAILURE_SOURCES,
@@ -545,63 +546,132 @@ class ToInstant implements Step {
 }
 
 const RATE = ["log", "zset", "plan", "lease", "fixed", "counter", "bucket"];
+const PEEKABLE = ["log", "zset", "plan", "lease"];
 const iso = fc.integer({ min: 0, max: 2 });
 const key = fc.integer({ min: 0, max: 3 });
 const pick = fc.nat({ max: 1_000 });
-const part = (names: string[]) =>
-  fc.record({ p: fc.constantFrom(...names), k: key, c: fc.integer({ min: 1, max: 3 }) });
-const anyPart = part([...RATE, "conc"]);
+const ip = fc.integer({ min: 0, max: IPS.length - 1 });
 
-/** Every step, weighted by repetition. */
-export function steps(): fc.Arbitrary<Step>[] {
-  const decide = fc
-    .tuple(iso, fc.array(anyPart, { minLength: 1, maxLength: 2 }), fc.boolean())
-    .map(([i, parts, id]) => new Decide(i, parts, id));
-  const acquire = fc
-    .tuple(iso, key, fc.boolean())
-    .map(([i, k, id]) => new Decide(i, [{ p: "conc", k, c: 1 }], id));
-  return [
-    decide,
-    decide,
-    decide,
-    decide,
-    acquire,
-    acquire,
-    fc.tuple(iso, pick).map(([i, p]) => new Release(i, p)),
-    fc.tuple(iso, pick).map(([i, p]) => new Release(i, p)),
-    fc.tuple(iso, pick).map(([i, p]) => new Retry(i, p)),
-    fc.tuple(iso, pick).map(([i, p]) => new Retry(i, p)),
-    fc.tuple(part(RATE), fc.integer({ min: 2, max: 8 })).map(([p, n]) => new Burst(p, n)),
-    fc.tuple(part(["conc"]), fc.integer({ min: 2, max: 6 })).map(([p, n]) => new Burst(p, n)),
-    fc.tuple(iso, part(["log", "zset", "plan", "lease"])).map(([i, p]) => new Peek(i, p)),
-    fc.tuple(iso, part(["log", "zset", "plan", "lease"])).map(([i, p]) => new Peek(i, p)),
-    fc.tuple(iso, pick).map(([i, p]) => new Refund(i, p)),
-    fc.tuple(iso, part(RATE)).map(([i, p]) => new Reset(i, p)),
-    fc
-      .tuple(iso, key, fc.option(fc.integer({ min: 0, max: 8 }), { nil: undefined }))
-      .map(([i, k, l]) => new Override(i, k, l)),
-    fc.tuple(iso, key, fc.boolean()).map(([i, k, on]) => new Block(i, k, on)),
-    fc
-      .tuple(iso, fc.integer({ min: 0, max: IPS.length - 1 }), fc.boolean())
-      .map(([i, ip, on]) => new NetBlock(i, ip, on)),
-    fc
-      .tuple(iso, fc.integer({ min: 0, max: IPS.length - 1 }))
-      .map(([i, ip]) => new NetCheck(i, ip)),
-    fc
-      .tuple(
-        fc.integer({ min: 0, max: 2 }),
-        fc.constantFrom("down" as const, "down" as const, "hang" as const),
-      )
-      .map(([s, m]) => new Fault(s, m)),
-    fc.integer({ min: 0, max: 2 }).map((s) => new Fault(s, "up")),
-    fc.integer({ min: 0, max: 2 }).map((s) => new Fault(s, "up")),
-    fc
-      .constantFrom(1, 100, 499, 1_000, 1_600, 3_000, 6_000, 10_000, 16_000)
-      .map((ms) => new Advance(ms)),
+/**
+ * Every step whose features are on, weighted by repetition (a step switched off is not
+ * generated at all, so a narrow MODEL_ONLY run spends its steps on what it aims at; `check`
+ * still leaves out the meetings switched off, which depend on the run).
+ */
+export function steps(features: ReadonlySet<Feature>): fc.Arbitrary<Step>[] {
+  const on = (f: Feature) => features.has(f);
+  const rate = RATE.filter((p) => on(POLICY_FEATURE[p] as Feature));
+  const peekable = PEEKABLE.filter((p) => rate.includes(p));
+  const cost = on("costs") ? fc.integer({ min: 1, max: 3 }) : fc.constant(1);
+  const part = (names: string[]) => fc.record({ p: fc.constantFrom(...names), k: key, c: cost });
+  const out: fc.Arbitrary<Step>[] = [];
+  const add = (times: number, arb: fc.Arbitrary<Step>) => {
+    for (let n = 0; n < times; n++) out.push(arb);
+  };
+  const any = [...rate, ...(on("concurrency") ? ["conc"] : [])];
+  if (any.length > 0) {
+    const parts = fc.array(part(any), { minLength: 1, maxLength: on("multi-policy") ? 2 : 1 });
+    add(
+      4,
+      fc.tuple(iso, parts, fc.boolean()).map(([i, ps, id]) => new Decide(i, ps, id)),
+    );
+  }
+  if (on("concurrency")) {
+    const acquire = fc
+      .tuple(iso, key, fc.boolean())
+      .map(([i, k, id]) => new Decide(i, [{ p: "conc", k, c: 1 }], id));
+    add(2, acquire);
+    add(
+      2,
+      fc.tuple(iso, pick).map(([i, p]) => new Release(i, p)),
+    );
+    if (on("burst")) {
+      add(
+        1,
+        fc.tuple(part(["conc"]), fc.integer({ min: 2, max: 6 })).map(([p, n]) => new Burst(p, n)),
+      );
+    }
+  }
+  if (on("request-ids"))
+    add(
+      2,
+      fc.tuple(iso, pick).map(([i, p]) => new Retry(i, p)),
+    );
+  if (on("burst") && rate.length > 0) {
+    add(
+      1,
+      fc.tuple(part(rate), fc.integer({ min: 2, max: 8 })).map(([p, n]) => new Burst(p, n)),
+    );
+  }
+  if (on("peek") && peekable.length > 0) {
+    add(
+      2,
+      fc.tuple(iso, part(peekable)).map(([i, p]) => new Peek(i, p)),
+    );
+  }
+  if (on("refunds"))
+    add(
+      1,
+      fc.tuple(iso, pick).map(([i, p]) => new Refund(i, p)),
+    );
+  if (on("reset") && rate.length > 0) {
+    add(
+      1,
+      fc.tuple(iso, part(rate)).map(([i, p]) => new Reset(i, p)),
+    );
+  }
+  if (on("overrides")) {
+    const limit = fc.option(fc.integer({ min: 0, max: 8 }), { nil: undefined });
+    add(
+      1,
+      fc.tuple(iso, key, limit).map(([i, k, l]) => new Override(i, k, l)),
+    );
+  }
+  if (on("key-blocks")) {
+    add(
+      1,
+      fc.tuple(iso, key, fc.boolean()).map(([i, k, b]) => new Block(i, k, b)),
+    );
+  }
+  if (on("network-blocks")) {
+    add(
+      1,
+      fc.tuple(iso, ip, fc.boolean()).map(([i, n, b]) => new NetBlock(i, n, b)),
+    );
+    add(
+      1,
+      fc.tuple(iso, ip).map(([i, n]) => new NetCheck(i, n)),
+    );
+  }
+  if (on("faults")) {
+    const mode = on("hang")
+      ? fc.constantFrom("down" as const, "down" as const, "hang" as const)
+      : fc.constant("down" as const);
+    add(
+      1,
+      fc.tuple(fc.integer({ min: 0, max: 2 }), mode).map(([s, m]) => new Fault(s, m)),
+    );
+    add(
+      2,
+      fc.integer({ min: 0, max: 2 }).map((s) => new Fault(s, "up")),
+    );
+  }
+  const steps = fc.constantFrom(1, 100, 499, 1_000, 1_600, 3_000, 6_000, 10_000, 16_000);
+  add(
+    1,
+    steps.map((ms) => new Advance(ms)),
+  );
+  add(
+    1,
     fc.constantFrom(1, 250, 2_500, 5_000).map((ms) => new Advance(ms)),
-    fc.constantFrom(-1, 0, TIMEOUT_MS - 1, TIMEOUT_MS, TIMEOUT_MS + 1).map((o) => new ToInstant(o)),
-    fc.constantFrom(-1_000, -1, TIMEOUT_MS, TIMEOUT_MS + 2_000).map((o) => new ToInstant(o)),
-  ];
+  );
+  if (on("reshard")) {
+    const offsets = [-1_000, -1, 0, TIMEOUT_MS - 1, TIMEOUT_MS, TIMEOUT_MS + 1, TIMEOUT_MS + 2_000];
+    add(
+      2,
+      fc.constantFrom(...offsets).map((o) => new ToInstant(o)),
+    );
+  }
+  return out;
 }
 
 function parsePart(text: string): Part {

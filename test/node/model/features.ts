@@ -3,7 +3,8 @@
  * whose fix has not landed is listed in KNOWN_BROKEN (left out by default) until it holds.
  *
  * MODEL_OFF=a,b   leaves out more features (names below);
- * MODEL_ON=a,b    puts back ones KNOWN_BROKEN leaves out (MODEL_ON=all: every one).
+ * MODEL_ON=a,b    puts back ones KNOWN_BROKEN leaves out (MODEL_ON=all: every one);
+ * MODEL_ONLY=a,b  generates these features alone (to aim a fuzz at a meeting of a few).
  *
  * A name with "×" is an intersection: both features stay on, only their meeting is left out
  * (e.g. "reshard×concurrency": no concurrency in a run that reshards).
@@ -69,7 +70,8 @@ export function enabledFeatures(
 ): Set<Feature> {
   const on = listed(env.MODEL_ON);
   const off = listed(env.MODEL_OFF);
-  for (const name of [...on, ...off]) {
+  const only = listed(env.MODEL_ONLY);
+  for (const name of [...on, ...off, ...only]) {
     if (name !== "all" && !(FEATURES as readonly string[]).includes(name)) {
       throw new Error(
         `unknown model feature ${JSON.stringify(name)}: one of ${FEATURES.join(", ")}`,
@@ -81,5 +83,10 @@ export function enabledFeatures(
     if (!on.includes("all") && !on.includes(feature)) enabled.delete(feature);
   }
   for (const feature of off) enabled.delete(feature as Feature);
+  if (only.length > 0) {
+    for (const feature of FEATURES) {
+      if (!only.includes(feature) && !on.includes(feature)) enabled.delete(feature);
+    }
+  }
   return enabled;
 }

@@ -73,7 +73,7 @@ export async function runModel(
   });
   const property = fc.asyncProperty(
     config,
-    fc.commands(steps(), { maxCommands: options.maxCommands, size: "max" }),
+    fc.commands(steps(options.features), { maxCommands: options.maxCommands, size: "max" }),
     async (cfg, commands) => {
       operations += await runOnce(stores, cfg, options.features, commands);
     },
