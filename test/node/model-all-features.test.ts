@@ -21,8 +21,8 @@ import { SHARDS } from "./model/world";
 
 const DEFAULT_SEED = 42_042;
 const seed = Number(process.env.MODEL_SEED ?? DEFAULT_SEED);
-const numRuns = Number(process.env.MODEL_RUNS ?? 30);
-const maxCommands = Number(process.env.MODEL_STEPS ?? 40);
+const numRuns = Number(process.env.MODEL_RUNS ?? 80);
+const maxCommands = Number(process.env.MODEL_STEPS ?? 50);
 
 /** A shrunk failing sequence kept as a regular test (the fuzz prints each as a `keep:` line). */
 interface KeptSeed extends KeptCase {

@@ -53,6 +53,8 @@ export type Feature = (typeof FEATURES)[number];
 export const KNOWN_BROKEN: readonly Feature[] = [
   "reshard×peek",
   "reshard×concurrency",
+  "reshard×request-ids",
+  "reshard×plans",
   "multi-shard×request-ids",
   "reshard-premise",
 ];
