@@ -95,7 +95,7 @@ function record(
     ref.admissions.push(admission);
     admitted.push(admission);
     if (policy.algorithm === "concurrency") {
-      const slot = d.slots?.find((s) => s.policy === r.policy);
+      const slot = d.slots?.find((s) => s.policy === r.policy && s.key === r.key);
       if (!slot) throw new Violation("in-flight", `admitted ${r.key} with no slot ${context}`);
       // A request id's slot is the same slot on every retry (`r:<id>`): one slot, not two.
       for (const same of ref.slots) {
