@@ -13,7 +13,14 @@ import {
   type Policy,
   Violation,
 } from "./reference";
-import { POLICIES, POLICY_FEATURE, SHARDS, TIMEOUT_MS, type World } from "./world";
+import {
+  BLOCKS_REFRESH_MS,
+  POLICIES,
+  POLICY_FEATURE,
+  SHARDS,
+  TIMEOUT_MS,
+  type World,
+} from "./world";
 
 type Step = fc.AsyncCommand<World, World, false>;
 
@@ -436,7 +443,6 @@ class Block implements Step {
 }
 
 const IPS = ["192.0.2.1", "192.0.2.2", "198.51.100.7"];
-const BLOCKS_REFRESH_MS = 1_000;
 
 class NetBlock implements Step {
   constructor(
@@ -476,15 +482,17 @@ class NetCheck implements Step {
   async run(w: World) {
     const isolate = w.isolate(this.iso);
     const ip = IPS[this.ip] as string;
-    const copy = isolate.limiter.networkBlocks({
-      refreshMs: BLOCKS_REFRESH_MS,
-      onRefreshFailed: () => {},
-    });
+    // The same options object every time: a copy is kept per options (the callback compared
+    // by identity), so each isolate keeps one copy that refreshes as a deployed one does.
+    const copy = isolate.limiter.networkBlocks(w.blocksOptions(isolate.id));
     const hit = await copy.match({ ip }, ["log"]);
     w.ref.next();
     const block = w.ref.netBlocks.get(ip);
     const seen = block && (block.iso === isolate.id || w.ref.now - block.t > BLOCKS_REFRESH_MS);
-    if (block && seen && w.ref.shardHealthy("A") && !hit) {
+    // A copy whose refresh failed lately decides from the old copy until the next attempt.
+    const failed = w.refreshFailedAt.get(isolate.id);
+    const fresh = failed === undefined || w.ref.now - failed > 2 * BLOCKS_REFRESH_MS;
+    if (block && seen && fresh && w.ref.shardHealthy("A") && !hit) {
       throw new Violation(
         "network-block",
         `${ip} blocked ${w.ref.now - block.t} ms ago by isolate ${block.iso}, not matched by isolate ${isolate.id} (${this})`,

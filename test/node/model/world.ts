@@ -7,6 +7,7 @@
  */
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { Limiter } from "../../../src/limiter/limiter-api";
+import type { NetworkBlocksOptions } from "../../../src/limiter/network-block-copies";
 import type { StoreClient } from "../../../src/store/upstash-client";
 import type { Feature } from "./features";
 import { type Policy, Reference } from "./reference";
@@ -16,6 +17,8 @@ export const SHARDS = ["A", "B", "C"] as const;
 /** The limiter's timeoutMs: the longest a call waits, and the reshard's settle interval. */
 export const TIMEOUT_MS = 500;
 export const T0 = 1_900_000_000_000;
+/** How old an isolate's copy of the network blocks may be. */
+export const BLOCKS_REFRESH_MS = 1_000;
 
 export const POLICIES: Record<string, Policy> = {
   log: { policy: "log", algorithm: "sliding-log", limit: 5, windowMs: 10_000, failMode: "closed" },
@@ -117,6 +120,9 @@ export class World {
     id?: IdRecord;
   }[] = [];
   private readonly isolates = new Map<string, Isolate>();
+  /** When each isolate's copy of the network blocks last failed to refresh (model time). */
+  readonly refreshFailedAt = new Map<string, number>();
+  private readonly copyOptions = new Map<string, NetworkBlocksOptions>();
   private clockNow = T0;
   readonly at: number | undefined;
   /** A new-config isolate's view of placement (shardOf), never used to decide. */
@@ -235,6 +241,21 @@ export class World {
       this.isolates.set(id, isolate);
     }
     return isolate;
+  }
+
+  /** One options object per isolate, so that it keeps one copy of the network blocks. */
+  blocksOptions(id: string): NetworkBlocksOptions {
+    let options = this.copyOptions.get(id);
+    if (!options) {
+      options = {
+        refreshMs: BLOCKS_REFRESH_MS,
+        onRefreshFailed: () => {
+          this.refreshFailedAt.set(id, this.clockNow);
+        },
+      };
+      this.copyOptions.set(id, options);
+    }
+    return options;
   }
 
   /** The isolate by id, if it still runs (isolate "0" is gone from `at` on). */
