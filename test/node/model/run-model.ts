@@ -42,14 +42,15 @@ async function runOnce(
   cfg: RunConfig,
   features: ReadonlySet<Feature>,
   commands: Iterable<fc.AsyncCommand<World, World, false>>,
-): Promise<number> {
+  count: (operations: number) => void,
+): Promise<void> {
   const world = new World(stores, cfg, features);
   try {
     await fc.asyncModelRun(() => ({ model: world, real: world }), commands);
   } finally {
+    count(world.ref.operations);
     await world.close();
   }
-  return world.ref.operations;
 }
 
 function failure(error: unknown): Pick<ModelRunReport, "property" | "message"> {
@@ -75,7 +76,9 @@ export async function runModel(
     config,
     fc.commands(steps(options.features), { maxCommands: options.maxCommands, size: "max" }),
     async (cfg, commands) => {
-      operations += await runOnce(stores, cfg, options.features, commands);
+      await runOnce(stores, cfg, options.features, commands, (n) => {
+        operations += n;
+      });
     },
   );
   const out = await fc.check(property, { seed: options.seed, numRuns: options.numRuns });
@@ -111,7 +114,9 @@ export async function replayKept(
 ): Promise<ModelRunReport> {
   const report: ModelRunReport = { seed: kept.seed, numRuns: 1, operations: 0, failed: false };
   try {
-    report.operations = await runOnce(stores, kept.config, features, kept.steps.map(parseStep));
+    await runOnce(stores, kept.config, features, kept.steps.map(parseStep), (n) => {
+      report.operations += n;
+    });
   } catch (error) {
     Object.assign(report, failure(error), { failed: true, config: kept.config, steps: kept.steps });
   }
