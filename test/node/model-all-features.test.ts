@@ -26,7 +26,7 @@ import { SHARDS } from "./model/world";
 
 const DEFAULT_SEED = 42_042;
 const seed = Number(process.env.MODEL_SEED ?? DEFAULT_SEED);
-const numRuns = Number(process.env.MODEL_RUNS ?? 150);
+const numRuns = Number(process.env.MODEL_RUNS ?? 100);
 const maxCommands = Number(process.env.MODEL_STEPS ?? 50);
 
 /** A shrunk failing sequence kept as a regular test (the fuzz prints each as a `keep:` line). */

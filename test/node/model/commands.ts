@@ -160,6 +160,7 @@ class Decide implements Step {
         requests: requests.map((r) => ({ policy: policyOf(r), key: r.key, cost: r.cost ?? 1 })),
         allowed: d.allowed,
         sources: d.decisions.map((x) => x.source),
+        shards: d.decisions.map((x) => x.shard),
         refunded: false,
         slots: (d.slots ?? []).map((s) => s.slot),
       };
@@ -204,10 +205,10 @@ class Retry implements Step {
         return reset === undefined || reset.seq < original.seq;
       }) &&
       !ref.changes.some((c) => c.plan && keys.includes(c.key) && c.t >= original.t) &&
-      // A retry of a request decided on the old shard is decided afresh (docs/shards.md).
-      keys.every(
-        (key) => w.placement.shardOf(key, original.t) === w.placement.shardOf(key, ref.now),
-      );
+      // A retry of a request decided on the old shard is decided afresh (docs/shards.md): the
+      // shard each part was decided on (an isolate still on the old config says which) must be
+      // where the key lives now.
+      keys.every((key, i) => original.shards[i] === w.placement.shardOf(key, ref.now));
     const d = await isolate.limiter.limitAll(requests, { requestId: original.id });
     const context = `${w.when()} (${this}: ${original.id} first decided at ${original.t - ref.now} ms, sources ${original.sources})`;
     if (expectReplay && !d.decisions.some((x) => FAILURE_SOURCES.has(x.source))) {

@@ -105,6 +105,8 @@ export interface IdRecord {
   requests: { policy: Policy; key: string; cost: number }[];
   allowed: boolean;
   sources: string[];
+  /** The shard each part was decided on. */
+  shards: (string | undefined)[];
   refunded: boolean;
   slots: string[];
 }
