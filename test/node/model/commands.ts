@@ -296,16 +296,22 @@ class Release implements Step {
   }
 }
 
+/** Receipts a refund may pick: those of requests with an id only while that meeting is on. */
+function refundable(w: World) {
+  return w.receipts.filter((r) => r.id === undefined || w.on("refunds×request-ids"));
+}
+
 class Refund implements Step {
   constructor(
     readonly iso: number,
     readonly pick: number,
   ) {}
   check(w: World) {
-    return w.on("refunds") && w.receipts.length > 0;
+    return w.on("refunds") && refundable(w).length > 0;
   }
   async run(w: World) {
-    const entry = w.receipts[this.pick % w.receipts.length] as (typeof w.receipts)[number];
+    const candidates = refundable(w);
+    const entry = candidates[this.pick % candidates.length] as (typeof candidates)[number];
     const isolate = w.isolate(this.iso);
     const out = await isolate.limiter.refund(entry.receipt);
     w.ref.next();

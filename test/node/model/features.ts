@@ -42,6 +42,7 @@ export const FEATURES = [
   "reshard-premise",
   "reshard×faults",
   "multi-shard×request-ids",
+  "refunds×request-ids",
 ] as const;
 
 export type Feature = (typeof FEATURES)[number];
@@ -56,6 +57,7 @@ export const KNOWN_BROKEN: readonly Feature[] = [
   "reshard×request-ids",
   "reshard×plans",
   "multi-shard×request-ids",
+  "refunds×request-ids",
   "reshard-premise",
 ];
 
