@@ -1,0 +1,341 @@
+/**
+ * The reference model: what the library promises, kept as plain bookkeeping of what it answered,
+ * and checked after every step. Each check is exact where the docs promise exactness and is
+ * skipped where they do not (a decision the failure policy made, a step whose outcome the test
+ * cannot know, a documented slack).
+ *
+ * Time is one manual clock every isolate reads, and each call is sent and answered at one
+ * instant of it, so "counted strictly, send to receive" is counting at that instant.
+ */
+import type { Algorithm } from "../../../src/store/algorithm";
+
+/** A step's answer that breaks a promise: the property, and what was seen. */
+export class Violation extends Error {
+  constructor(
+    readonly property: string,
+    detail: string,
+  ) {
+    super(`${property}: ${detail}`);
+    this.name = "Violation";
+  }
+}
+
+export interface Policy {
+  policy: string;
+  algorithm: Algorithm;
+  limit: number;
+  /** The window, or a concurrency slot's timeout. */
+  windowMs: number;
+  failMode: "open" | "closed";
+  lease?: true;
+  overrides?: true;
+}
+
+/** Sources that mean the failure policy answered, not the store. */
+export const FAILURE_SOURCES = new Set(["fail-open", "fail-closed", "fallback"]);
+/** Sources of an admission the store did not count (per isolate at most: the fallback). */
+export const LOCAL_SOURCES = new Set(["fail-open", "fallback"]);
+
+const EXACT = new Set<Algorithm>(["sliding-log", "sliding-log-zset"]);
+
+/** A lease's units may be spent this long after a reset by the isolates that did not reset. */
+const LEASE_AFTER_RESET_MS = 1_000;
+/** The furthest ahead a lease stamps (STAMP_AHEAD_MAX_MS): part of a transition's length. */
+const STAMP_AHEAD_MS = 10_000;
+
+export interface Admission {
+  seq: number;
+  t: number;
+  iso: string;
+  policy: Policy;
+  key: string;
+  cost: number;
+  source: string;
+  refunded: boolean;
+}
+
+export interface HeldSlot {
+  seq: number;
+  t: number;
+  iso: string;
+  key: string;
+  policy: Policy;
+  ref: { policy: string; key: string; slot: string; expires: number; shard?: string };
+  /** Lapses at this instant (the smaller of the promised timeout and the slot's expires). */
+  until: number;
+  state: "held" | "released" | "unknown";
+  local: boolean;
+}
+
+interface PlanState {
+  override: number | undefined;
+  /** A write whose outcome is unknown (it failed): the limit is any value ever set. */
+  unknown: boolean;
+  ever: number[];
+  blockedSeq: number | undefined;
+  /** The last write came from an isolate on the old config (a reshard run, before `at`). */
+  oldConfig: boolean;
+}
+
+export interface Reshard {
+  at: number;
+  settleMs: number;
+  /** Whether a key changes shard at `at`. */
+  moved: (key: string) => boolean;
+}
+
+const pk = (policy: string, key: string) => `${policy}\u0000${key}`;
+
+export class Reference {
+  seq = 0;
+  now: number;
+  readonly admissions: Admission[] = [];
+  readonly slots: HeldSlot[] = [];
+  readonly resets = new Map<string, { seq: number; t: number; iso: string }[]>();
+  readonly plans = new Map<string, PlanState>();
+  /** Changes after which an isolate's memory may deny what the store would admit. */
+  readonly changes: { policy: string; key: string; t: number; iso: string; plan: boolean }[] = [];
+  readonly netBlocks = new Map<string, { t: number; iso: string; removed: boolean }>();
+  /** Per shard: its proxy mode and when it last changed. */
+  readonly faults = new Map<string, { mode: string; since: number }>();
+  operations = 0;
+
+  constructor(
+    readonly start: number,
+    readonly reshard: Reshard | undefined,
+  ) {
+    this.now = start;
+  }
+
+  next(): number {
+    this.operations++;
+    return ++this.seq;
+  }
+
+  /** No shard faulty now or within the breaker's longest cool-down (1.5 s) plus a margin. */
+  allHealthy(): boolean {
+    for (const fault of this.faults.values()) {
+      if (fault.mode !== "up" || this.now - fault.since < 2_000) return false;
+    }
+    return true;
+  }
+
+  shardHealthy(name: string): boolean {
+    const fault = this.faults.get(name);
+    return fault === undefined || (fault.mode === "up" && this.now - fault.since >= 2_000);
+  }
+
+  /** A moved key between `at` and the end of its transition for this policy. */
+  inTransition(policy: Policy, key: string, t = this.now): boolean {
+    const r = this.reshard;
+    if (r === undefined || !r.moved(key)) return false;
+    return t >= r.at && t < r.at + r.settleMs + STAMP_AHEAD_MS + 2 * policy.windowMs;
+  }
+
+  private plan(policy: string, key: string): PlanState {
+    const id = pk(policy, key);
+    let state = this.plans.get(id);
+    if (!state) {
+      state = {
+        override: undefined,
+        unknown: false,
+        ever: [],
+        blockedSeq: undefined,
+        oldConfig: false,
+      };
+      this.plans.set(id, state);
+    }
+    return state;
+  }
+
+  /** A plan whose writes the product may have forgotten by design (docs/shards.md, limits). */
+  private planMayBeLost(policy: Policy, key: string, state: PlanState): boolean {
+    const r = this.reshard;
+    if (!r || !state.oldConfig || !r.moved(key)) return false;
+    return this.now >= r.at + r.settleMs + STAMP_AHEAD_MS + policy.windowMs;
+  }
+
+  /** The limit a check of this key is held to now (the largest it may be, when unknown). */
+  limitOf(policy: Policy, key: string): number {
+    if (!policy.overrides) return policy.limit;
+    const state = this.plans.get(pk(policy.policy, key));
+    if (!state) return policy.limit;
+    if (state.unknown || this.planMayBeLost(policy, key, state)) {
+      return Math.max(policy.limit, ...state.ever);
+    }
+    return state.override ?? policy.limit;
+  }
+
+  recordOverride(
+    policy: Policy,
+    key: string,
+    iso: string,
+    oldConfig: boolean,
+    value: number | undefined,
+    ok: boolean,
+  ) {
+    const state = this.plan(policy.policy, key);
+    if (value !== undefined) state.ever.push(value);
+    if (ok) state.override = value;
+    else state.unknown = true;
+    state.oldConfig = oldConfig;
+    this.changes.push({ policy: policy.policy, key, t: this.now, iso, plan: true });
+  }
+
+  recordBlock(
+    policy: Policy,
+    key: string,
+    iso: string,
+    oldConfig: boolean,
+    blocked: boolean,
+    ok: boolean,
+  ) {
+    const state = this.plan(policy.policy, key);
+    // Only a block known written is promised; a failed unblock may have unblocked.
+    state.blockedSeq = blocked && ok ? this.seq : undefined;
+    if (!ok) state.unknown = true;
+    state.oldConfig = oldConfig;
+    this.changes.push({ policy: policy.policy, key, t: this.now, iso, plan: true });
+  }
+
+  /** Whether a block of this key is promised to hold now. */
+  blocked(policy: Policy, key: string): boolean {
+    const state = this.plans.get(pk(policy.policy, key));
+    if (!state || state.blockedSeq === undefined) return false;
+    return !this.planMayBeLost(policy, key, state);
+  }
+
+  recordReset(policy: Policy, key: string, iso: string) {
+    const id = pk(policy.policy, key);
+    const list = this.resets.get(id) ?? [];
+    list.push({ seq: this.seq, t: this.now, iso });
+    this.resets.set(id, list);
+    this.changes.push({ policy: policy.policy, key, t: this.now, iso, plan: false });
+  }
+
+  lastReset(policy: Policy, key: string) {
+    return this.resets.get(pk(policy.policy, key))?.at(-1);
+  }
+
+  recordRefund(admissions: Admission[], iso: string) {
+    for (const a of admissions) {
+      a.refunded = true;
+      this.changes.push({ policy: a.policy.policy, key: a.key, t: this.now, iso, plan: false });
+    }
+  }
+
+  /**
+   * An isolate other than `iso` may still deny this key from its memory of an answer the store
+   * no longer gives (a refund or reset elsewhere: until its Retry-After; a plan change: 1 s).
+   */
+  mayRememberStale(policy: Policy, key: string, iso: string): boolean {
+    return this.changes.some(
+      (c) =>
+        c.policy === policy.policy &&
+        c.key === key &&
+        ((c.plan && this.now - c.t <= 1_000) ||
+          (c.iso !== iso && this.now - c.t <= policy.windowMs + 1_000)),
+    );
+  }
+
+  /** Admissions the store counts for this key in the window ending now. */
+  private counted(policy: Policy, key: string): number {
+    const reset = this.lastReset(policy, key);
+    let sum = 0;
+    for (const a of this.admissions) {
+      if (a.policy.policy !== policy.policy || a.key !== key || a.refunded) continue;
+      if (LOCAL_SOURCES.has(a.source)) continue;
+      if (a.t <= this.now - policy.windowMs || a.t > this.now) continue;
+      if (reset && a.seq < reset.seq) continue;
+      // A lease granted before a reset may be spent for a while after it by the other isolates.
+      if (
+        reset &&
+        a.source === "lease" &&
+        a.iso !== reset.iso &&
+        a.t - reset.t <= LEASE_AFTER_RESET_MS
+      ) {
+        continue;
+      }
+      sum += a.cost;
+    }
+    return sum;
+  }
+
+  /** Never more than the limit admitted in a rolling window (checked when one is admitted). */
+  checkWindow(policy: Policy, key: string, context: string) {
+    if (policy.algorithm === "concurrency") return this.checkInFlight(policy, key, context);
+    const sum = this.counted(policy, key);
+    if (EXACT.has(policy.algorithm)) {
+      const limit = this.limitOf(policy, key);
+      if (sum > limit) {
+        throw new Violation(
+          "window",
+          `${sum} units admitted in ${policy.windowMs} ms at limit ${limit} (${policy.algorithm} ${policy.policy} ${key}) ${context}`,
+        );
+      }
+      return;
+    }
+    // The O(1) algorithms: exact per aligned window (fixed, counter) or in their own model
+    // (bucket), so at most twice the limit in any rolling window; a key moved by a reshard
+    // starts afresh on its new shard (docs/shards.md), one window more of slack.
+    if (this.inTransition(policy, key)) return;
+    if (sum > 2 * policy.limit) {
+      throw new Violation(
+        "window",
+        `${sum} units admitted in ${policy.windowMs} ms, over twice the limit ${policy.limit} (${policy.algorithm} ${policy.policy} ${key}) ${context}`,
+      );
+    }
+  }
+
+  /** Each isolate's fallback admits at most the limit per window on its own. */
+  checkFallbackWindow(policy: Policy, key: string, iso: string, context: string) {
+    if (policy.algorithm === "concurrency") return;
+    let sum = 0;
+    for (const a of this.admissions) {
+      if (a.policy.policy !== policy.policy || a.key !== key || a.iso !== iso) continue;
+      if (a.source !== "fallback" || a.refunded) continue;
+      if (a.t <= this.now - policy.windowMs) continue;
+      sum += a.cost;
+    }
+    const limit = Math.max(policy.limit, this.limitOf(policy, key));
+    if (sum > limit) {
+      throw new Violation(
+        "fallback-window",
+        `isolate ${iso}'s fallback admitted ${sum} at limit ${limit} (${policy.policy} ${key}) ${context}`,
+      );
+    }
+  }
+
+  liveSlots(policy: Policy, key: string, local: boolean, iso?: string): HeldSlot[] {
+    return this.slots.filter(
+      (s) =>
+        s.policy.policy === policy.policy &&
+        s.key === key &&
+        s.state === "held" &&
+        s.local === local &&
+        (iso === undefined || s.iso === iso) &&
+        this.now < s.until,
+    );
+  }
+
+  /** Never more in flight than the limit: in the store, and in each isolate's fallback. */
+  checkInFlight(policy: Policy, key: string, context: string) {
+    const held = this.liveSlots(policy, key, false);
+    if (held.length > policy.limit) {
+      throw new Violation(
+        "in-flight",
+        `${held.length} slots held at limit ${policy.limit} (${key}; taken at ${held.map((s) => `t=${s.t - this.start} on ${s.ref.shard ?? ""}`).join(", ")}) ${context}`,
+      );
+    }
+    const isolates = new Set(this.slots.filter((s) => s.local).map((s) => s.iso));
+    for (const iso of isolates) {
+      const local = this.liveSlots(policy, key, true, iso);
+      if (local.length > policy.limit) {
+        throw new Violation(
+          "fallback-in-flight",
+          `isolate ${iso} holds ${local.length} fallback slots at limit ${policy.limit} (${key}) ${context}`,
+        );
+      }
+    }
+  }
+}
