@@ -5,6 +5,7 @@
  * adjusted for its transition (transition.ts).
  */
 import { boundedKey, needsDigest } from "../../bounded-key";
+import { DEFAULT_LIMITER_TIMEOUT_MS } from "../defaults";
 import type { LimiterOptions } from "../limiter-options";
 import type { PlacedCallOptions } from "../placement-refusal";
 import { resolvePolicies } from "../resolved-policy";
@@ -18,7 +19,7 @@ import type {
 import { cachedDenial } from "./cached-denial";
 import type { ShardFence } from "./fence";
 import { mergeParts, type ShardPart, tagShard } from "./merge";
-import { replayOnOld } from "./old-replay";
+import { blockedSinceRecord, replayOnOld } from "./old-replay";
 import { asReplay, replaysAdmission } from "./replay";
 import type { Router } from "./router";
 import type { Shard, Shards } from "./shard";
@@ -120,7 +121,16 @@ export function createShardedDecide(
         for (const slot of decided.slots ?? []) slot.shard = old.name;
         return report(given, tagShard(decided, old.name));
       }
-      if (replayed && replayed !== "failed") return report(given, replayed);
+      const placedOn = (request: LimitRequest) =>
+        shards.list[router.route(request.key, t).to] as Shard;
+      const timeoutMs = options.timeoutMs ?? DEFAULT_LIMITER_TIMEOUT_MS;
+      if (
+        replayed &&
+        replayed !== "failed" &&
+        !(await blockedSinceRecord(given, placedOn, old, timeoutMs, limitOptions))
+      ) {
+        return report(given, replayed);
+      }
     }
     // One policy known to deny denies the whole before any part reaches a store.
     const cached = cachedDenial(shards.denialCache, policies, limitOptions.requestId, now());

@@ -10,8 +10,9 @@ import { replayRecord } from "../../store/replay-record";
 import { withinDeadline } from "../../store/script-runner";
 import { fromEvaluation } from "../decisions";
 import { resolvePolicies, withStorageKeys } from "../resolved-policy";
-import type { FailMode, LimitRequest, MultiDecision } from "../types";
+import type { FailMode, LimitAllOptions, LimitRequest, MultiDecision } from "../types";
 import { tagShard } from "./merge";
+import { movedPlan } from "./moved-plan";
 import type { Shard } from "./shard";
 
 /**
@@ -52,4 +53,31 @@ export async function replayOnOld(
     ctx.onStoreError?.(error);
     return "failed";
   }
+}
+
+/**
+ * Whether a key block stands now on a request of the call that reads plans (`overrides`), its
+ * plan merged over the key's new shard `to` and `old` (moved-plan.ts). The evaluate script
+ * refuses a blocked key before it replays a record: a replay from the old shard must not let a
+ * block written since through. A shard that does not answer counts as blocked here, so the call
+ * takes the decision path, which answers that as it would without a request id.
+ */
+export async function blockedSinceRecord(
+  requests: readonly LimitRequest[],
+  placed: (request: LimitRequest) => Shard,
+  old: Shard,
+  timeoutMs: number,
+  limitOptions: Pick<LimitAllOptions, "waitUntil">,
+): Promise<boolean> {
+  const plans = await Promise.all(
+    requests
+      .filter((request) => request.overrides === true)
+      .map((request) => movedPlan(placed(request), old, request, timeoutMs, limitOptions)),
+  );
+  return plans.some(
+    (plan) =>
+      plan === undefined ||
+      (plan.blockedUntil !== undefined &&
+        (plan.blockedUntil === 0 || plan.blockedUntil > plan.now)),
+  );
 }

@@ -11,9 +11,8 @@ export const REQUEST_RECORDS_LUA = `-- With a request id: KEYS[n + 1] is its rec
 -- built from the policies' ARGV, because the limiter may decide with a limit it derived (a moved
 -- key's limit less what its old shard holds, which falls with time): a retry asks the same, and
 -- must match. A record holds the reply (numbers, ','), ';', the marks it saw (one per policy, ''
--- for none; all empty when no policy had a mark), ';', its fingerprint, and for a call with a
--- concurrency policy ';' and the member id it was decided under (the slot's id: a replay hands
--- the same slot back). A record is
+-- for none; all empty when no policy had a mark), ';', its fingerprint, ';' and the member id it
+-- was decided under (a slot's id: a replay hands the same slot back). A record is
 -- forgotten (nil) when a policy now has a mark it did not see: that policy was reset after the
 -- record was written, and the reset forgets everything recorded for its key. A mark gone since
 -- (expired) proves nothing was reset after it, so the record stands. A call whose fingerprint
@@ -88,18 +87,14 @@ local function records()
     return { -1, 1, 1, fp, mine }
   end
 
-  -- The member id is kept only for a call that takes a slot (ARGV[from + 1 ..]: 4 values per
-  -- policy, the algorithm first): a log member is never handed back, and every record costs
-  -- memory for its window.
-  function R.value(out, marks, n, from)
+  -- The member id (ARGV[2]) ends every record: a replay hands a slot call's slot back by it, and
+  -- a refund gives back only the decision it names (a receipt refunded, its id retried and
+  -- decided afresh, then refunded again must not give back the retry's units).
+  function R.value(out, marks, n)
     local value = table.concat(out, ',')
     local seen = {}
     for i = 1, n do seen[i] = marks[i] or '' end
-    local record = value .. ';' .. table.concat(seen, ',') .. ';' .. R.fingerprint()
-    for i = 1, n do
-      if ARGV[from + (i - 1) * 4 + 1] == 'concurrency' then return record .. ';' .. ARGV[2] end
-    end
-    return record
+    return value .. ';' .. table.concat(seen, ',') .. ';' .. R.fingerprint() .. ';' .. ARGV[2]
   end
   RECORDS = R
   return R

@@ -216,7 +216,7 @@ if record then
   if not all then ttl = longestWait end
   -- Capped so that a reset mark (kept as long) outlives every record written before it.
   if ttl > RECORD_TTL_MAX then ttl = RECORD_TTL_MAX end
-  if ttl > 0 then redis.call('SET', record, records().value(out, marks, n, 5), 'PX', ttl) end
+  if ttl > 0 then redis.call('SET', record, records().value(out, marks, n), 'PX', ttl) end
 elseif ARGV[4] == '2' then
   -- A lease: the marks it is granted under, which its give-backs carry (see the refund).
   local got = redis.call('MGET', unpack(KEYS, n + 1, 2 * n))
@@ -263,9 +263,11 @@ if ARGV[4] == '2' then
   end
 elseif ARGV[4] == '1' then
   local record = KEYS[n + 1]
-  local stored, _, fp = records().read(n)
-  -- Refunded only as evaluated: other costs than recorded would give back what it never took.
-  if not stored or string.sub(stored, 1, 1) ~= '1' or records().conflict(fp, n) then
+  local stored, _, fp, member = records().read(n)
+  -- Refunded only as evaluated: other costs than recorded would give back what it never took;
+  -- and only the decision the record names (a retry decided afresh under the same id is another).
+  local other = member ~= nil and member ~= '' and member ~= ARGV[2]
+  if not stored or string.sub(stored, 1, 1) ~= '1' or records().conflict(fp, n) or other then
     for i = 1, n do out[i + 1] = 0 end
     return out
   end

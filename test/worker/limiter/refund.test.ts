@@ -165,6 +165,10 @@ describe("refund", () => {
     // The refunded request is retried: decided and counted again, not replayed.
     expect(await ask("r1b", "req")).toMatchObject({ allowed: true, replayed: false });
     expect(await logCount(redis, policies[0]?.redisKey ?? "")).toBe(1);
+    // The first receipt refunded again finds the retry's record: that is another decision, so
+    // nothing is given back (before, the retry's unit was: 6 admitted at limit 5 after it).
+    expect(await give()).toEqual({ refunded: false, units: [0, 0] });
+    expect(await logCount(redis, policies[0]?.redisKey ?? "")).toBe(1);
     // A denied request (by request id) has nothing to refund.
     await ask("f1");
     await ask("f2");

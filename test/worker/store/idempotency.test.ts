@@ -95,8 +95,9 @@ describe("a request id is counted once", () => {
     const first = await ask("x", T);
     expect(first).toMatchObject({ allowed: true, replayed: false });
     for (let i = 1; i <= 5; i++) {
-      // A replay names the member id the original was decided under: a slot's only ('' here).
-      expect(await ask("x", T + i)).toEqual({ ...first, replayed: true, member: "" });
+      // A replay names the member id the original was decided under (a refund of the original
+      // gives back only that decision; a slot call's is its slot).
+      expect(await ask("x", T + i)).toEqual({ ...first, replayed: true, member: `x-${T}` });
     }
     expect((await ask("y", T + 10)).allowed).toBe(true);
     expect((await ask("z", T + 10)).allowed).toBe(true);
@@ -242,7 +243,7 @@ describe("a request id's retry with other parameters is a conflict, not a replay
       now: T + 2,
       requestId: "X",
     });
-    expect(retry).toEqual({ ...first, replayed: true, member: "" });
+    expect(retry).toEqual({ ...first, replayed: true, member: "a" });
     expect(await logCount(redis, policy.redisKey)).toBe(1);
   });
 
