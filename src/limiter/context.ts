@@ -51,7 +51,7 @@ export interface LimiterContext {
   capacityEpoch: number;
   /**
    * When (isolate clock) the store last answered a call: a timeout of a call sent before that is
-   * a slow store, not a dead one (see create-limiter.ts).
+   * a slow store, not a dead one (see store-limiter.ts).
    */
   lastAnswerAt: number;
 }

@@ -134,7 +134,7 @@ export function scriptInputs(
   const { policies } = call;
   if (policies.length === 0) throw new TypeError(`${caller}: no policies`);
   // A backstop for code that calls the store directly (evaluate, refund): the limiter has already
-  // refused an over-cap request before its breaker (create-limiter.ts), /check and the config
+  // refused an over-cap request before its breaker (store-limiter.ts), /check and the config
   // before that, naming the field. A short loop; nothing is sent past it.
   const issue = storePolicyIssue(policies);
   if (issue) throw new PolicyBoundsError(caller, issue.index, issue.field, issue.detail);

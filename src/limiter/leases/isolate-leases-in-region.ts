@@ -1,7 +1,7 @@
 /**
  * Isolate leases on top of regional ones (docs/regions.md): in a region, an isolate leases from
  * the region's leases, not from home, in one lease book per region built on first use. This is
- * step 0 of create-limiter.ts's flow for a request in a region: paid from a lease this isolate
+ * step 0 of store-limiter.ts's flow for a request in a region: paid from a lease this isolate
  * took from the region, else from the region's leases in one near round trip, or denied there
  * from a denial home decided.
  */

@@ -1,6 +1,6 @@
 /**
  * The limiter's side of leases: the lease book built from the limiter's context, and the three
- * hooks create-limiter.ts calls — decide a request from leases, tell the book what the store
+ * hooks store-limiter.ts calls — decide a request from leases, tell the book what the store
  * answered, refund a request leases paid for. The book (isolate-lease-book.ts) keeps the leases; this
  * file turns its spends into decisions and receipts.
  */
