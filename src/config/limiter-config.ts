@@ -62,7 +62,7 @@ const networkBlocksSchema = v.pipe(
   ),
 );
 
-// Exported for test/node/config-docs.test.ts, which holds docs/configuration.md to its fields.
+// Exported for test/repo/config-docs.test.ts, which holds docs/configuration.md to its fields.
 export const configSchema = plainObject(
   {
     /** The rules every proxied request is decided against (docs/configuration.md). */
