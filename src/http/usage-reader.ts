@@ -28,7 +28,7 @@ import { compilePaths, usageValue } from "./usage-paths";
  * integer from 0 to 10¹²; a negative, fractional, non-numeric or larger value is ignored, as if
  * the path or header were missing.
  */
-export type UsageSpec = { header: string } | { json: string | string[] };
+export type UsageSpec = { header: string } | { json: string | readonly string[] };
 
 /** Caps on what reading usage may hold per response. */
 export type UsageReaderOptions = {
@@ -113,7 +113,13 @@ function readHeader(response: Response, name: string): UsageReading {
     return { response, usage: Promise.resolve(undefined) };
   }
   let complete = false;
-  const scan: BodyScan = { push() {}, finish: (ended) => void (complete = ended) };
+  const scan: BodyScan = {
+    push() {},
+    finish(ended) {
+      complete = ended;
+      return undefined;
+    },
+  };
   const reading = scanned(response, scan);
   const usage = reading.usage.then(async () => {
     if (!complete) return undefined;
