@@ -1,111 +1,78 @@
 /**
  * Usage read from a `text/event-stream` as its bytes pass, in constant memory. The scanner
- * follows the WHATWG event-stream parsing rules: lines end with CRLF, LF or CR (a CRLF split
- * across two chunks is one line end), a line starting with ":" is a comment, `data` fields of an
- * event are joined with LF, one space after the colon is dropped, other fields (`event`, `id`,
- * `retry`) are ignored, an empty line dispatches the event, and a leading UTF-8 BOM is skipped.
+ * follows the WHATWG event-stream parsing rules: a leading BOM is dropped, lines end with CRLF,
+ * LF or CR (a CRLF split across two chunks is one line end), a line starting with ":" is a
+ * comment, the `data` fields of an event are joined with LF (one space after the colon dropped),
+ * other fields (`event`, `id`, `retry`) are ignored, and an empty line dispatches the event.
  *
- * It works on bytes: LF and CR never occur inside a multi-byte UTF-8 sequence, so lines split
- * safely before decoding, and only the values of `data` lines are copied (the 5 bytes of a
- * line's head are kept until it is known to be one). An event's data larger than the cap is
- * dropped, and the rest of that event skipped, not buffered: what the scanner holds never
- * exceeds cap + 5 bytes, whatever the stream's length.
+ * Each chunk is decoded once (a streaming TextDecoder: a character split across chunks comes out
+ * whole) and its lines are found with the string's native search, which costs far less per byte
+ * than a search over bytes in JavaScript. Only `data` values are kept, and only until their event
+ * ends; an event is parsed as JSON only when its data is an object that may hold a path (it
+ * contains a path's last key, or a \u escape), so most of an LLM's events are never parsed.
+ *
+ * Memory: what is kept between chunks (the unfinished event's data and line) is copied into
+ * strings of its own at the end of each chunk, so no chunk outlives its turn, and is capped: an
+ * event whose data grows past the cap is dropped and the rest of it skipped, not buffered.
  */
-import { mayHold, type UsagePath, UsageTally } from "./usage-paths";
+import { compilePathNeedles, type UsagePath, UsageTally } from "./usage-paths";
 
-const LF = 0x0a;
-const CR = 0x0d;
-const COLON = 0x3a;
-const SPACE = 0x20;
-const DATA = [0x64, 0x61, 0x74, 0x61]; // "data"
-const BOM = [0xef, 0xbb, 0xbf];
+/** The event size (characters of its joined data) past which an event is skipped: 64 Ki. */
+export const DEFAULT_MAX_EVENT_LENGTH = 64 * 1024;
 
-/** The event size (of its joined data) past which an event is skipped: 64 KiB. */
-export const DEFAULT_MAX_EVENT_BYTES = 64 * 1024;
+const LF = 10;
+const CR = 13;
+const COLON = 58;
+const SPACE = 32;
 
-const decoder = new TextDecoder();
-
-/** What the current line is, as far as its head tells: undecided, a `data` field, or neither. */
-const Line = { Head: 0, Data: 1, Skip: 2 } as const;
-type Line = (typeof Line)[keyof typeof Line];
-
-/** The LF a data line adds to its event's data. */
-const LINE_END = new Uint8Array([LF]);
+const encoder = new TextEncoder();
+const copier = new TextDecoder();
+/** The same text in a string of its own (not a slice that would keep a whole chunk alive). */
+const copied = (text: string) => (text === "" ? "" : copier.decode(encoder.encode(text)));
 
 export class SseUsageScanner {
+  private readonly decoder = new TextDecoder();
   private readonly tally: UsageTally;
-  private data = new Uint8Array(0);
-  private dataLength = 0;
+  private readonly needles: readonly string[] | undefined;
+  /** The current event's data lines, joined with LF. */
+  private data = "";
+  private dataLines = 0;
+  /** The event's data may hold a path: worth parsing. */
+  private mayHold = false;
   /** The event's data went past the cap: the rest of the event is skipped. */
   private oversized = false;
-  /** The event has had at least one `data` line (an empty one counts). */
-  private hasData = false;
-  private line: Line = Line.Head;
-  private readonly head = new Uint8Array(5);
-  private headLength = 0;
-  /** The line has had at least one byte. */
-  private lineStarted = false;
-  /** After "data:", one space is still to be dropped. */
-  private dropSpace = false;
-  /** The last byte was a CR: an LF that follows it ends no second line. */
+  /** The start of a line the last chunk did not finish, kept while it may be a data line. */
+  private partial = "";
+  /** The unfinished line is not a data line (or is too long): the rest of it is ignored. */
+  private skipping = false;
+  /** The last character was a CR: an LF right after it ends no second line. */
   private afterCR = false;
-  /** How many bytes of a leading BOM were matched; -1 once the stream's start has passed. */
-  private bom = 0;
-  private peakBytes = 0;
+  private peak = 0;
 
   constructor(
-    private readonly paths: readonly UsagePath[],
-    private readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
+    paths: readonly UsagePath[],
+    private readonly maxEventLength = DEFAULT_MAX_EVENT_LENGTH,
   ) {
     this.tally = new UsageTally(paths);
+    this.needles = compilePathNeedles(paths);
   }
 
-  /** Bytes held now (the event's data buffer as allocated, a line's head): at most the cap + 5. */
-  get bufferedBytes(): number {
-    return this.data.length + this.headLength;
+  /** Characters held between chunks (the event's data, an unfinished line): at most cap + 6. */
+  get heldLength(): number {
+    return this.data.length + this.partial.length;
   }
 
-  /** The most bytes held at once since the stream began. */
-  get peakBufferedBytes(): number {
-    return this.peakBytes;
+  /** The most characters held between chunks since the stream began. */
+  get peakHeldLength(): number {
+    return this.peak;
   }
 
   /** Scans one chunk of the body. */
   push(chunk: Uint8Array): void {
-    const n = chunk.length;
-    let i = 0;
-    while (this.bom >= 0 && i < n) {
-      if (chunk[i] !== BOM[this.bom]) {
-        this.bom = -1;
-        break;
-      }
-      i++;
-      if (++this.bom === BOM.length) this.bom = -1;
-    }
-    // The next LF and CR at or after i, found once per chunk each rather than once per line.
-    let nextLF = -2;
-    let nextCR = -2;
-    while (i < n) {
-      if (this.afterCR) {
-        this.afterCR = false;
-        if (chunk[i] === LF) {
-          i++;
-          continue;
-        }
-      }
-      if (nextLF !== -1 && nextLF < i) nextLF = chunk.indexOf(LF, i);
-      if (nextCR !== -1 && nextCR < i) nextCR = chunk.indexOf(CR, i);
-      const end = nextLF === -1 ? nextCR : nextCR === -1 ? nextLF : Math.min(nextLF, nextCR);
-      if (end === -1) {
-        this.feed(chunk, i, n);
-        break;
-      }
-      this.feed(chunk, i, end);
-      this.endLine();
-      this.afterCR = chunk[end] === CR;
-      i = end + 1;
-    }
-    if (this.bufferedBytes > this.peakBytes) this.peakBytes = this.bufferedBytes;
+    this.scan(this.decoder.decode(chunk, { stream: true }));
+    if (this.data !== "") this.data = copied(this.data);
+    if (this.partial !== "") this.partial = copied(this.partial);
+    if (this.heldLength > this.peak) this.peak = this.heldLength;
   }
 
   /**
@@ -115,90 +82,111 @@ export class SseUsageScanner {
    */
   finish(complete: boolean): number | undefined {
     if (complete) {
-      if (this.lineStarted) this.endLine();
+      this.scan(this.decoder.decode());
+      if (this.partial !== "") this.line(this.partial, 0, this.partial.length);
       this.dispatch();
     }
-    this.data = new Uint8Array(0);
-    this.dataLength = 0;
+    this.data = "";
+    this.partial = "";
     return this.tally.total();
   }
 
-  private feed(chunk: Uint8Array, start: number, end: number): void {
-    if (start === end) return;
-    this.lineStarted = true;
-    let i = start;
-    while (this.line === Line.Head && i < end) {
-      const byte = chunk[i++] as number;
-      const at = this.headLength;
-      if (at === 0 && byte === COLON) this.line = Line.Skip;
-      else if (at < 4 && byte !== DATA[at]) this.line = Line.Skip;
-      else if (at === 4) {
-        this.line = byte === COLON ? Line.Data : Line.Skip;
-        this.dropSpace = true;
-        this.hasData ||= this.line === Line.Data;
+  private scan(text: string): void {
+    const n = text.length;
+    let i = 0;
+    // The next LF and CR at or after i, each searched once per chunk rather than once per line.
+    let nextLF = -2;
+    let nextCR = -2;
+    while (i < n) {
+      if (this.afterCR) {
+        this.afterCR = false;
+        if (text.charCodeAt(i) === LF) {
+          i++;
+          continue;
+        }
       }
-      this.head[this.headLength++] = byte;
-      if (this.line !== Line.Head) this.headLength = 0;
+      if (nextLF !== -1 && nextLF < i) nextLF = text.indexOf("\n", i);
+      if (nextCR !== -1 && nextCR < i) nextCR = text.indexOf("\r", i);
+      const end = nextLF === -1 ? nextCR : nextCR === -1 ? nextLF : Math.min(nextLF, nextCR);
+      if (end === -1) {
+        this.unfinished(text, i, n);
+        return;
+      }
+      if (this.skipping) this.skipping = false;
+      else if (this.partial !== "") {
+        const whole = this.partial + text.slice(i, end);
+        this.partial = "";
+        this.line(whole, 0, whole.length);
+      } else this.line(text, i, end);
+      this.afterCR = text.charCodeAt(end) === CR;
+      i = end + 1;
     }
-    if (this.line !== Line.Data || i === end) return;
-    if (this.dropSpace) {
-      this.dropSpace = false;
-      if (chunk[i] === SPACE) i++;
-    }
-    this.append(chunk, i, end);
   }
 
-  private append(chunk: Uint8Array, start: number, end: number): void {
-    if (this.oversized || start === end) return;
-    const needed = this.dataLength + (end - start);
-    if (needed > this.maxEventBytes) {
-      this.oversized = true;
-      this.data = new Uint8Array(0);
-      this.dataLength = 0;
+  /** Keeps the start of a line the chunk did not finish, if it may be a data line. */
+  private unfinished(text: string, start: number, end: number): void {
+    if (this.skipping) return;
+    const line = this.partial + text.slice(start, end);
+    const data = line.length < 5 ? "data:".startsWith(line) : line.startsWith("data:");
+    // "data: " and the value: at most the cap plus the 6 characters of the field's name.
+    if (data && !this.oversized && this.data.length + line.length <= this.maxEventLength + 6) {
+      this.partial = line;
       return;
     }
-    if (needed > this.data.length) {
-      const grown = new Uint8Array(
-        Math.min(this.maxEventBytes, Math.max(needed, this.data.length * 2, 256)),
-      );
-      grown.set(this.data.subarray(0, this.dataLength));
-      this.data = grown;
-    }
-    this.data.set(chunk.subarray(start, end), this.dataLength);
-    this.dataLength = needed;
+    if (data && !this.oversized) this.drop();
+    this.partial = "";
+    this.skipping = true;
   }
 
-  private endLine(): void {
-    if (!this.lineStarted) {
+  /** One whole line, text[start, end). */
+  private line(text: string, start: number, end: number): void {
+    if (start === end) {
       this.dispatch();
       return;
     }
-    // A line that ended on "data" (no colon) is a data field with an empty value.
-    if (this.line === Line.Head && this.headLength === 4) {
-      this.line = Line.Data;
-      this.hasData = true;
+    if (!text.startsWith("data", start)) return; // a comment, another field
+    let from = start + 4;
+    if (from < end) {
+      if (text.charCodeAt(from) !== COLON) return; // a field named data-something
+      from++;
+      if (text.charCodeAt(from) === SPACE) from++;
     }
-    if (this.line === Line.Data) this.append(LINE_END, 0, 1);
-    this.line = Line.Head;
-    this.headLength = 0;
-    this.lineStarted = false;
-    this.dropSpace = false;
+    if (this.oversized) return;
+    const value = from < end ? text.slice(from, end) : "";
+    if (this.data.length + value.length + 1 > this.maxEventLength) {
+      this.drop();
+      return;
+    }
+    this.data = this.dataLines++ === 0 ? value : `${this.data}\n${value}`;
+    if (!this.mayHold) this.mayHold = this.holds(value);
+  }
+
+  /** A key of a path or a \u escape in this data line (a key never spans two lines). */
+  private holds(value: string): boolean {
+    if (this.needles === undefined) return true;
+    for (const needle of this.needles) if (value.includes(needle)) return true;
+    return value.includes("\\u");
+  }
+
+  private drop(): void {
+    this.oversized = true;
+    this.data = "";
   }
 
   private dispatch(): void {
-    if (this.hasData && !this.oversized && this.dataLength > 0) {
-      // The data without the LF its last line added.
-      const text = decoder.decode(this.data.subarray(0, this.dataLength - 1));
-      if (text.trimStart().startsWith("{") && mayHold(text, this.paths)) {
+    if (this.dataLines > 0 && this.mayHold && !this.oversized) {
+      const data = this.data;
+      if (data.trimStart().startsWith("{")) {
         try {
-          this.tally.record(JSON.parse(text));
+          this.tally.record(JSON.parse(data));
         } catch {
           // Not JSON (a truncated or foreign event): it carries no usage.
         }
       }
     }
-    this.dataLength = 0;
+    this.data = "";
+    this.dataLines = 0;
+    this.mayHold = false;
     this.oversized = false;
-    this.hasData = false;
   }
 }

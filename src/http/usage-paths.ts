@@ -38,15 +38,18 @@ export function compilePaths(json: string | readonly string[]): UsagePath[] {
 }
 
 /**
- * True when a document's text may hold one of the paths: it contains a path's last key as
- * spelt, or a \u escape (which could spell it), or a path has no needle. Lets a stream skip
- * JSON.parse for the events that cannot carry usage (all but one or two of an LLM's stream).
+ * The keys a document's text must contain (as spelt, or through a \u escape) to hold one of the
+ * paths, or undefined when a path's key could be spelt otherwise and every document must be
+ * parsed. Lets a stream skip JSON.parse for the events that cannot carry usage (all but one or
+ * two of an LLM's).
  */
-export function mayHold(text: string, paths: readonly UsagePath[]): boolean {
+export function compilePathNeedles(paths: readonly UsagePath[]): string[] | undefined {
+  const needles: string[] = [];
   for (const path of paths) {
-    if (path.needle === undefined || text.includes(path.needle)) return true;
+    if (path.needle === undefined) return undefined;
+    needles.push(path.needle);
   }
-  return text.includes("\\u");
+  return needles;
 }
 
 /** A usage figure: a JSON number whose value is an integer in [0, 10¹²]; anything else is not. */

@@ -6,7 +6,7 @@
  * (workerd, Node, Bun, Deno): no runtime-specific API.
  */
 import { DEFAULT_MAX_JSON_BYTES, JsonUsageCollector } from "./json-usage";
-import { DEFAULT_MAX_EVENT_BYTES, SseUsageScanner } from "./sse-usage";
+import { DEFAULT_MAX_EVENT_LENGTH, SseUsageScanner } from "./sse-usage";
 import { compilePaths, usageValue } from "./usage-paths";
 
 /**
@@ -34,8 +34,8 @@ export type UsageSpec = { header: string } | { json: string | readonly string[] 
 export type UsageReaderOptions = {
   /** A JSON body larger than this is passed through unread (no usage). Default 1 MiB. */
   maxJsonBytes?: number;
-  /** An event whose joined data is larger than this is skipped. Default 64 KiB. */
-  maxEventBytes?: number;
+  /** An event whose joined data is longer than this (in characters) is skipped. Default 64 Ki. */
+  maxEventLength?: number;
 };
 
 /** The response to hand to the client, and the usage it reports once its body has ended. */
@@ -79,7 +79,7 @@ export function readUsage(
   if (type === "text/event-stream") {
     return scanned(
       response,
-      new SseUsageScanner(paths, options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES),
+      new SseUsageScanner(paths, options.maxEventLength ?? DEFAULT_MAX_EVENT_LENGTH),
     );
   }
   if (type === "application/json" || type.endsWith("+json")) {

@@ -4,7 +4,7 @@
  * a chunk), under each line ending; and what it holds stays within its cap over 10 MB.
  */
 import { describe, expect, it } from "vitest";
-import { DEFAULT_MAX_EVENT_BYTES, SseUsageScanner } from "../../../src/http/sse-usage";
+import { DEFAULT_MAX_EVENT_LENGTH, SseUsageScanner } from "../../../src/http/sse-usage";
 import { compilePaths } from "../../../src/http/usage-paths";
 
 const bytes = (text: string) => new TextEncoder().encode(text);
@@ -14,9 +14,9 @@ function scan(
   stream: Uint8Array,
   paths: string | string[],
   cuts: number[] = [],
-  maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
+  maxEventLength = DEFAULT_MAX_EVENT_LENGTH,
 ): number | undefined {
-  const scanner = new SseUsageScanner(compilePaths(paths), maxEventBytes);
+  const scanner = new SseUsageScanner(compilePaths(paths), maxEventLength);
   let from = 0;
   for (const cut of [...cuts, stream.length]) {
     scanner.push(stream.subarray(from, cut));
@@ -30,7 +30,7 @@ const anthropic = [
   ": a comment line\n",
   "event: message_start\n",
   'data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant",',
-  '"content":[],"model":"claude","usage":{"input_tokens":25,"output_tokens":1}}}\n\n',
+  '"content":[],"model":"claude-é€𝄞","usage":{"input_tokens":25,"output_tokens":1}}}\n\n',
   "event: content_block_start\n",
   'data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n',
   'event: ping\ndata: {"type": "ping"}\n\n',
@@ -128,28 +128,44 @@ describe("SseUsageScanner", () => {
     const big = `data: {"n":3,"pad":"${"x".repeat(200)}"}\n\n`;
     const split = `data: {"n":4,\ndata: "pad":"${"y".repeat(60)}",\ndata: "more":"${"z".repeat(60)}"}\n\n`;
     const stream = bytes(`data: {"n":1}\n\n${big}${split}`);
-    expect(scan(stream, "n", [], 100)).toBe(1);
+    const everyByte = Array.from({ length: stream.length - 1 }, (_, i) => i + 1);
+    for (const cuts of [[], everyByte]) {
+      expect(scan(stream, "n", cuts, 100)).toBe(1);
+      expect(scan(stream, "n", cuts, 1000)).toBe(4);
+    }
     expect(scan(bytes(`${big}data: {"n":2}\n\n`), "n", [], 100)).toBe(2);
-    expect(scan(stream, "n", [], 1000)).toBe(4);
   });
 
   it("holds at most its cap over a 10 MB stream without usage, an oversized event in it", () => {
-    const scanner = new SseUsageScanner(compilePaths("usage.total_tokens"));
     const event = bytes(`data: {"choices":[{"delta":{"content":"${"t".repeat(150)}"}}]}\n\n`);
-    const chunk = new Uint8Array(16 * 1024);
-    for (let at = 0; at + event.length <= chunk.length; at += event.length) chunk.set(event, at);
-    const huge = bytes(`data: "${"h".repeat(200 * 1024)}"\n\n`);
-    let fed = 0;
-    while (fed < 10 * 1024 * 1024) {
-      scanner.push(fed === 5 * 1024 * 1024 ? huge : chunk);
-      fed += fed === 5 * 1024 * 1024 ? huge.length : chunk.length;
-      expect(scanner.bufferedBytes).toBeLessThanOrEqual(DEFAULT_MAX_EVENT_BYTES + 5);
+    // The stream is the event over and over, cut every 16 000 bytes: most cuts fall inside one.
+    const period = new Uint8Array(event.length * 200);
+    for (let at = 0; at < period.length; at += event.length) period.set(event, at);
+    const twice = new Uint8Array(period.length * 2);
+    twice.set(period);
+    twice.set(period, period.length);
+    const pieces = function* () {
+      for (let at = 0; at < 10 * 1024 * 1024; at += 16_000) {
+        yield twice.subarray(at % period.length, (at % period.length) + 16_000);
+      }
+    };
+    const cap = DEFAULT_MAX_EVENT_LENGTH + 6;
+    const scanner = new SseUsageScanner(compilePaths("usage.total_tokens"));
+    scanner.push(bytes(`data: {"usage":{"total_tokens":3},"pad":"${"h".repeat(200 * 1024)}"}\n\n`));
+    expect(scanner.heldLength).toBeLessThanOrEqual(cap);
+    for (const piece of pieces()) {
+      scanner.push(piece);
+      expect(scanner.heldLength).toBeLessThanOrEqual(cap);
     }
+    expect(scanner.peakHeldLength).toBeLessThanOrEqual(cap);
     expect(scanner.finish(true)).toBeUndefined();
-    expect(scanner.peakBufferedBytes).toBeLessThanOrEqual(DEFAULT_MAX_EVENT_BYTES + 5);
-    // The small events themselves needed a few hundred bytes, not the stream's megabytes.
+    // Without the oversized event, what is held is one unfinished event, not the megabytes; the
+    // scanner is still in step after 10 MB of cuts: a last event's usage is read.
     const small = new SseUsageScanner(compilePaths("usage.total_tokens"));
-    for (let i = 0; i < 640; i++) small.push(chunk);
-    expect(small.peakBufferedBytes).toBeLessThanOrEqual(1024);
+    for (const piece of pieces()) small.push(piece);
+    small.push(bytes('\n\ndata: {"usage":{"total_tokens":42}}\n\n'));
+    expect(small.peakHeldLength).toBeGreaterThan(0);
+    expect(small.peakHeldLength).toBeLessThanOrEqual(event.length);
+    expect(small.finish(true)).toBe(42);
   });
 });

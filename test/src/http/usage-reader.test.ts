@@ -99,14 +99,18 @@ describe("readUsage: the response handed on", () => {
 
   it("passes a 10 MB event stream without usage through whole: no usage, every byte", async () => {
     const event = bytes(`data: {"choices":[{"delta":{"content":"${"t".repeat(100)}"}}]}\n\n`);
-    const chunk = new Uint8Array(64 * 1024);
-    for (let at = 0; at + event.length <= chunk.length; at += event.length) chunk.set(event, at);
+    // The event over and over, cut every 65 000 bytes (inside events), as a fast origin sends.
+    const period = new Uint8Array(event.length * 1000);
+    for (let at = 0; at < period.length; at += event.length) period.set(event, at);
+    const twice = new Uint8Array(period.length * 2);
+    twice.set(period);
+    twice.set(period, period.length);
     let sent = 0;
     const body = new ReadableStream<Uint8Array>({
       pull(controller) {
         if (sent >= 10 * 1024 * 1024) return controller.close();
-        sent += chunk.length;
-        controller.enqueue(chunk);
+        controller.enqueue(twice.subarray(sent % period.length, (sent % period.length) + 65_000));
+        sent += 65_000;
       },
     });
     const { response, usage } = readUsage(new Response(body, { headers: sse }), {
