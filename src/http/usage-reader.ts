@@ -36,6 +36,13 @@ export type UsageReaderOptions = {
   maxJsonBytes?: number;
   /** An event whose joined data is longer than this (in characters) is skipped. Default 64 Ki. */
   maxEventLength?: number;
+  /**
+   * The incoming request's signal: its abort (the client went away) ends the reading as a cancel
+   * does. workerd never calls the `cancel` of a body made in JavaScript when its client drops
+   * (release-at-end.ts); it aborts this signal (with `enable_request_signal`), or errors the
+   * pipe of a body wrapped by `releasingAtEnd`, which cancels this one.
+   */
+  signal?: AbortSignal | undefined;
 };
 
 /** The response to hand to the client, and the usage it reports once its body has ended. */
@@ -72,19 +79,19 @@ export function readUsage(
   spec: UsageSpec,
   options: UsageReaderOptions = {},
 ): UsageReading {
-  if ("header" in spec) return readHeader(response, spec.header);
+  if ("header" in spec) return readHeader(response, spec.header, options.signal);
   const paths = compilePaths(spec.json);
   const type = mediaType(response.headers.get("content-type"));
   const maxJson = options.maxJsonBytes ?? DEFAULT_MAX_JSON_BYTES;
   if (type === "text/event-stream") {
-    return scanned(
-      response,
-      new SseUsageScanner(paths, options.maxEventLength ?? DEFAULT_MAX_EVENT_LENGTH),
-    );
+    const scan = new SseUsageScanner(paths, options.maxEventLength ?? DEFAULT_MAX_EVENT_LENGTH);
+    return scanned(response, scan, options.signal);
   }
   if (type === "application/json" || type.endsWith("+json")) {
     const declared = Number(response.headers.get("content-length") ?? Number.NaN);
-    if (!(declared > maxJson)) return scanned(response, new JsonUsageCollector(paths, maxJson));
+    if (!(declared > maxJson)) {
+      return scanned(response, new JsonUsageCollector(paths, maxJson), options.signal);
+    }
   }
   return { response, usage: Promise.resolve(undefined) };
 }
@@ -104,7 +111,11 @@ function headerUsage(value: string | null | undefined): number | undefined {
 /** Trailers, where a runtime exposes them as `response.trailers` (a promise of Headers). */
 type WithTrailers = { trailers?: unknown };
 
-function readHeader(response: Response, name: string): UsageReading {
+function readHeader(
+  response: Response,
+  name: string,
+  signal: AbortSignal | undefined,
+): UsageReading {
   if (name.trim() === "") throw new TypeError("usage.header: a header name");
   const now = headerUsage(response.headers.get(name));
   if (now !== undefined) return { response, usage: Promise.resolve(now) };
@@ -120,7 +131,7 @@ function readHeader(response: Response, name: string): UsageReading {
       return undefined;
     },
   };
-  const reading = scanned(response, scan);
+  const reading = scanned(response, scan, signal);
   const usage = reading.usage.then(async () => {
     if (!complete) return undefined;
     try {
@@ -134,15 +145,24 @@ function readHeader(response: Response, name: string): UsageReading {
 }
 
 /** The response with its body re-served through `scan`; the usage when the body stops. */
-function scanned(response: Response, scan: BodyScan): UsageReading {
+function scanned(
+  response: Response,
+  scan: BodyScan,
+  signal: AbortSignal | undefined,
+): UsageReading {
   const body = response.body;
   if (!body) return { response, usage: Promise.resolve(scan.finish(true)) };
+  if (signal?.aborted) {
+    body.cancel(signal.reason).catch(() => {});
+    return { response, usage: Promise.resolve(scan.finish(false)) };
+  }
   let resolve: (usage: number | undefined) => void = () => {};
   const usage = new Promise<number | undefined>((done) => (resolve = done));
   let finished = false;
   const finish = (complete: boolean) => {
     if (finished) return;
     finished = true;
+    signal?.removeEventListener("abort", gone);
     let read: number | undefined;
     try {
       read = scan.finish(complete);
@@ -152,6 +172,11 @@ function scanned(response: Response, scan: BodyScan): UsageReading {
     resolve(read);
   };
   const reader = body.getReader();
+  const gone = () => {
+    finish(false);
+    reader.cancel(signal?.reason).catch(() => {});
+  };
+  signal?.addEventListener("abort", gone);
   const passing = new ReadableStream<Uint8Array>(
     {
       async pull(controller) {

@@ -1,10 +1,11 @@
 /**
  * src/http/usage-reader.ts in workerd: the response handed on carries the origin's status,
  * headers and bytes, chunk for chunk, its first chunk before the origin has sent a second; the
- * usage resolves from a header at once, from a JSON body or an event stream when the body ends,
- * and with what was already read when the client cancels or the origin fails.
+ * usage resolves from a header at once, from an event stream when the body ends, and with what
+ * was already read when the client cancels or the origin fails. JSON bodies: json-usage.test.ts.
  */
 import { describe, expect, it } from "vitest";
+import { releasingAtEnd } from "../../../src/http/release-at-end";
 import { readUsage } from "../../../src/http/usage-reader";
 
 const bytes = (text: string) => new TextEncoder().encode(text);
@@ -175,74 +176,6 @@ describe("readUsage: a header", () => {
   });
 });
 
-describe("readUsage: a JSON body", () => {
-  const body = JSON.stringify({ id: "x", usage: { prompt_tokens: 9, completion_tokens: 3 } });
-  const paths = { json: ["usage.prompt_tokens", "usage.completion_tokens"] };
-
-  it("sums the paths of a JSON body split anywhere, for +json types and a charset too", async () => {
-    for (const type of [
-      "application/json",
-      "application/json; charset=utf-8",
-      "application/vnd.x+json",
-    ]) {
-      for (let cut = 1; cut < body.length; cut += 7) {
-        const origin = responseOf([body.slice(0, cut), body.slice(cut)], {
-          headers: { "Content-Type": type },
-        });
-        const { response, usage } = readUsage(origin, paths);
-        expect(await response.text()).toBe(body);
-        expect(await usage, `${type} cut at ${cut}`).toBe(12);
-      }
-    }
-  });
-
-  it("counts a missing path 0 beside a present one; none present, invalid, or not JSON: none", async () => {
-    const read = async (text: string, spec = paths) => {
-      const { response, usage } = readUsage(new Response(text, { headers: json }), spec);
-      await response.arrayBuffer();
-      return usage;
-    };
-    expect(await read('{"usage":{"prompt_tokens":9}}')).toBe(9);
-    expect(await read('{"usage":{"prompt_tokens":-9}}')).toBeUndefined();
-    expect(await read('{"usage":{}}')).toBeUndefined();
-    expect(await read('[{"usage":{"prompt_tokens":9}}]')).toBeUndefined();
-    expect(await read('{"usage":{"prompt_tokens":9}')).toBeUndefined();
-    expect(await read('{"n":7}', { json: ["n"] })).toBe(7);
-  });
-
-  it("passes a body past its cap through unread, and does not wrap one declared past it", async () => {
-    const big = JSON.stringify({ pad: "p".repeat(5000), n: 3 });
-    const streamed = readUsage(
-      responseOf([big.slice(0, 100), big.slice(100)], { headers: json }),
-      {
-        json: "n",
-      },
-      { maxJsonBytes: 4096 },
-    );
-    expect(await streamed.response.text()).toBe(big);
-    expect(await streamed.usage).toBeUndefined();
-    const declared = new Response(big, {
-      headers: { ...json, "Content-Length": String(big.length) },
-    });
-    const reading = readUsage(declared, { json: "n" }, { maxJsonBytes: 4096 });
-    expect(reading.response).toBe(declared);
-    expect(await reading.usage).toBeUndefined();
-    // Under the default cap (1 MiB), the same body is read (once the client has taken it).
-    const under = readUsage(new Response(big, { headers: json }), { json: "n" });
-    await under.response.arrayBuffer();
-    expect(await under.usage).toBe(3);
-  });
-
-  it("has no usage, at once, for another content type or no body", async () => {
-    const text = new Response('{"n":1}', { headers: { "Content-Type": "text/plain" } });
-    expect(readUsage(text, { json: "n" }).response).toBe(text);
-    expect(await readUsage(text, { json: "n" }).usage).toBeUndefined();
-    expect(
-      await readUsage(new Response(null, { status: 204, headers: json }), { json: "n" }).usage,
-    ).toBeUndefined();
-  });
-});
-
 describe("readUsage: an event stream cut short", () => {
   const start = 'data: {"type":"message_start","message":{"usage":{"input_tokens":25}}}\n\n';
   const paths = { json: ["message.usage.input_tokens", "usage.output_tokens"] };
@@ -266,6 +199,42 @@ describe("readUsage: an event stream cut short", () => {
     const { response, usage } = readUsage(new Response(origin.body, { headers: sse }), paths);
     await (response.body as ReadableStream<Uint8Array>).cancel();
     expect(await usage).toBeUndefined();
+    expect(origin.cancelled).toHaveLength(1);
+  });
+
+  it("resolves with the usage already read when the request's signal aborts", async () => {
+    const origin = handFed();
+    const client = new AbortController();
+    const { response, usage } = readUsage(new Response(origin.body, { headers: sse }), paths, {
+      signal: client.signal,
+    });
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    origin.send(start);
+    await reader.read();
+    client.abort(new Error("client gone"));
+    expect(await usage).toBe(25);
+    expect(origin.cancelled).toHaveLength(1);
+    // Aborted before the reading began: no usage, the origin's body cancelled.
+    const late = handFed();
+    const reading = readUsage(new Response(late.body, { headers: sse }), paths, {
+      signal: client.signal,
+    });
+    expect(await reading.usage).toBeUndefined();
+    expect(late.cancelled).toHaveLength(1);
+  });
+
+  it("resolves when the client of workerd's native pipe (releasingAtEnd) goes away", async () => {
+    const origin = handFed();
+    const { response, usage } = readUsage(new Response(origin.body, { headers: sse }), paths);
+    const out = releasingAtEnd(response, () => {});
+    const reader = (out.body as ReadableStream<Uint8Array>).getReader();
+    origin.send(start);
+    await reader.read();
+    await reader.cancel("client gone");
+    // The pipe sees the cancel at the origin's next chunk (release-at-end.ts), then cancels ours:
+    // that chunk was read from the origin, so the usage it reports counts.
+    origin.send('data: {"usage":{"output_tokens":9}}\n\n');
+    expect(await usage).toBe(34);
     expect(origin.cancelled).toHaveLength(1);
   });
 
