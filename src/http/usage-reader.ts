@@ -65,7 +65,7 @@ type BodyScan = {
  *   with the usage of the events already complete (a JSON body cut short has none);
  * - at once with undefined when nothing can be read: no body, a body of another content type, a
  *   JSON body whose Content-Length is past the cap, a header missing where the runtime exposes no
- *   trailers.
+ *   trailers, a signal already aborted (the origin's body is then cancelled).
  *
  * A body nobody reads never ends: its usage stays pending, as the body does.
  *
@@ -144,6 +144,13 @@ function readHeader(
   return { response: reading.response, usage };
 }
 
+/** A body's chunk as bytes (a Uint8Array in every runtime; any other view read as its bytes). */
+function asBytes(chunk: ArrayBufferView): Uint8Array {
+  return chunk instanceof Uint8Array
+    ? chunk
+    : new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+}
+
 /** The response with its body re-served through `scan`; the usage when the body stops. */
 function scanned(
   response: Response,
@@ -194,11 +201,12 @@ function scanned(
           return;
         }
         const chunk = read.value;
-        // Handed on first: the scan's CPU never stands between a chunk and the client.
+        // Handed on before it is scanned: a scan that fails cannot lose it. The client's read
+        // still resumes after the scan (same turn), which costs it the scan's few µs a chunk.
         controller.enqueue(chunk);
         if (!finished) {
           try {
-            scan.push(chunk instanceof Uint8Array ? chunk : new Uint8Array(chunk));
+            scan.push(asBytes(chunk));
           } catch {
             finish(false);
           }
