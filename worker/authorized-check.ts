@@ -4,8 +4,8 @@
  * strict validation of the body. Nothing is counted unless this returns ok.
  */
 
-import type { CheckRequest } from "edge-limiter";
-import { problemResponse, readJsonBody } from "edge-limiter";
+import type { CheckRequest } from "edge-limiter/server";
+import { problemResponse, readJsonBody } from "edge-limiter/server";
 import type { Env } from "./env";
 import { misconfigured } from "./problems";
 import { getRuntime, type ReadyRuntime } from "./runtime";

@@ -5,7 +5,8 @@
  * pair, so the database a deployment started with stays a shard. A reshard's old shards need
  * their bindings too until its transition ends: their counts are still held against the limit.
  */
-import { createStoreClient, type LimiterConfig } from "edge-limiter";
+import { createStoreClient } from "edge-limiter";
+import type { LimiterConfig } from "edge-limiter/server";
 import { howToSet } from "./binding-hint";
 import type { Env } from "./env";
 

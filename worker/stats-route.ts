@@ -3,7 +3,7 @@
  * what it decided is in the answer to the request.
  */
 
-import { describeStoreError, problemResponse } from "edge-limiter";
+import { describeStoreError, problemResponse } from "edge-limiter/server";
 import type { Context } from "hono";
 import { authorizedReader } from "./dashboard-auth";
 import type { Env } from "./env";
