@@ -107,6 +107,16 @@ export type PolicyField =
  * window, a limit, a cost, or one call's summed sliding-log cost; the limiter adds the policy
  * name, the client key, the fail mode). The caller's error, thrown before the store is called,
  * so nothing is written.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await limiter.limit({ policy: "api", key, limit: requested, windowMs: 60_000 });
+ * } catch (error) {
+ *   if (error instanceof PolicyBoundsError) return c.json({ field: error.field }, 400);
+ *   throw error;
+ * }
+ * ```
  */
 export class PolicyBoundsError extends RangeError {
   override name = "PolicyBoundsError";
