@@ -25,7 +25,7 @@ export type StoresBuilt =
   | { ok: false; field: string; detail: string };
 
 /** The bindings' names of a shard (`""`: the unsuffixed pair). */
-export function shardBindings(name: string): { url: string; token: string } {
+function shardBindings(name: string): { url: string; token: string } {
   return name === ""
     ? { url: "UPSTASH_REDIS_REST_URL", token: "UPSTASH_REDIS_REST_TOKEN" }
     : { url: `UPSTASH_REDIS_REST_URL_${name}`, token: `UPSTASH_REDIS_REST_TOKEN_${name}` };

@@ -204,7 +204,7 @@ export function scriptInputs(
  * the caller asked them (askedLimit over limit), joined by ','. The same text the scripts once
  * built from their ARGV, so records written before stay comparable.
  */
-export function recordFingerprint(policies: readonly StorePolicy[]): string {
+function recordFingerprint(policies: readonly StorePolicy[]): string {
   let text = "";
   for (let i = 0; i < policies.length; i++) {
     const p = policies[i] as StorePolicy;
