@@ -153,6 +153,13 @@ export interface ParseConfigOptions {
 /**
  * LIMITER_CONFIG: a JSON string (from `npm start`, or a wrangler var) or an object (a TOML table
  * in wrangler.toml). Validated once per isolate; the first wrong field is named.
+ *
+ * @example
+ * ```ts
+ * const parsed = parseConfig(env.LIMITER_CONFIG, { required: true });
+ * if (!parsed.ok) throw new Error(`LIMITER_CONFIG: ${parsed.field} ${parsed.detail}`);
+ * const rules = createRules(parsed.value);
+ * ```
  */
 export function parseConfig(
   raw: unknown,

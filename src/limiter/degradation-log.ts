@@ -82,6 +82,12 @@ function storeErrorCause(error: unknown): StoreErrorCause {
 /**
  * A store error said for a person: its cause and a sentence naming what to check (never the
  * error's own text, which may quote a request). The default log and the worker's 503s say it.
+ *
+ * @example
+ * ```ts
+ * const { cause, detail } = describeStoreError(error);
+ * return problemResponse(503, { title: "Store unavailable", detail, cause });
+ * ```
  */
 export function describeStoreError(error: unknown): { cause: StoreErrorCause; detail: string } {
   const cause = storeErrorCause(error);
