@@ -17,7 +17,15 @@ export default defineConfig({
       {
         test: {
           name: "node",
-          include: ["test/node/**/*.test.ts"],
+          // Which runtime runs a test is its place: Node runs the end-to-end tests, the bridge's and
+          // the repository's checks, and any library test named *.node.test.ts (one that needs
+          // processes or a real heap); workerd runs the rest of test/src/ and test/worker/.
+          include: [
+            "test/e2e/**/*.test.ts",
+            "test/bridge/**/*.test.ts",
+            "test/repo/**/*.test.ts",
+            "test/**/*.node.test.ts",
+          ],
           environment: "node",
           // These tests spawn processes (redis-cli per command, wrangler, workerd) beside the
           // worker project's workerd on a 2-core machine: 5 s was seen to run out under that load.
@@ -59,7 +67,12 @@ export default defineConfig({
         },
         test: {
           name: "worker",
-          include: ["test/worker/**/*.test.ts"],
+          include: [
+            "test/src/**/*.test.ts",
+            "test/worker/**/*.test.ts",
+            "test/examples/**/*.test.ts",
+          ],
+          exclude: ["test/**/*.node.test.ts"],
           // As the node project's: on a shared 2-core machine a test of a few real round trips
           // was seen to pass 5 s while another job ran beside the suite.
           testTimeout: 30_000,

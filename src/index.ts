@@ -1,6 +1,6 @@
 /**
  * What a user calls: `import { rateLimit } from "edge-limiter"` (docs/development.md "Public
- * API" lists every name; test/node/public-api.test.ts holds this file to that list). The values,
+ * API" lists every name; test/repo/public-api.test.ts holds this file to that list). The values,
  * and the types they take and return:
  * - `rateLimit()`: the Hono middleware, and `fromEnv`, its store from the bindings;
  * - `createLimiter()`: the limiter, to decide in your own code; what is done to its keys

@@ -1,7 +1,7 @@
 /**
  * What a deployment needs besides the user's entry: `import { createRules } from
  * "edge-limiter/server"` (docs/development.md "Public API" lists every name;
- * test/node/public-api.test.ts holds this file to that list). The worker in this repository is
+ * test/repo/public-api.test.ts holds this file to that list). The worker in this repository is
  * built on it, and so is any HTTP surface of your own:
  * - `parseConfig`: a LIMITER_CONFIG-shaped configuration read and checked;
  * - `createRules`: what a surface decides with (matching, keys, the /check contract, the

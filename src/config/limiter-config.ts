@@ -64,7 +64,7 @@ const networkBlocksSchema = v.pipe(
 
 /**
  * LIMITER_CONFIG's schema.
- * @public for test/node/config-docs.test.ts, which holds docs/configuration.md to its fields: it
+ * @public for test/repo/config-docs.test.ts, which holds docs/configuration.md to its fields: it
  * bundles this file from a string, an import knip cannot follow.
  */
 export const configSchema = plainObject(
