@@ -16,7 +16,7 @@ import type { ModelStore } from "./stores";
 export const SHARDS = ["A", "B", "C"] as const;
 /** The limiter's timeoutMs: the longest a call waits, and the reshard's settle interval. */
 export const TIMEOUT_MS = 500;
-export const T0 = 1_900_000_000_000;
+const T0 = 1_900_000_000_000;
 /** How old an isolate's copy of the network blocks may be. */
 export const BLOCKS_REFRESH_MS = 1_000;
 
