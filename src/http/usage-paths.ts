@@ -6,7 +6,7 @@
  */
 
 /** The largest usage a response may report: what a usage rule's limit can hold. */
-export const MAX_USAGE = 1_000_000_000_000;
+const MAX_USAGE = 1_000_000_000_000;
 
 /** A path split once: its segments, and the text a JSON document must contain to hold it. */
 export type UsagePath = {
