@@ -1,5 +1,5 @@
 import { STAMP_AHEAD_MAX_MS } from "../keys";
-import { READ_SPAN } from "./ring-codec.lua";
+import { READ_SPAN } from "./ring-header.lua";
 import { compileRingState, ringStateTable } from "./ring-state";
 
 /**
