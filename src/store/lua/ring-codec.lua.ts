@@ -13,9 +13,8 @@ const RING_PREFIX_SLOTS = Math.floor((RING_PREFIX_BYTES - RING_HEADER_BYTES) / 4
 export const RING_MARK = 83;
 
 /**
- * The ring layout of the exact log, as Lua shared by both log fragments (the ring reads it; the
- * sorted set reads it to convert a ring it meets when a rule's algorithm changed) and the peek.
- * Composed once into any script that holds a log (scripts.ts).
+ * The ring layout of the exact log, as Lua shared by the log's fragment and the peek. Composed
+ * once into any script that holds the log (scripts.ts).
  *
  * A ring is one Redis string: a 47-byte header, then L + 1 slots of 4 bytes (L = the limit). L
  * slots hold the last L admission times (ms after the header's base, big-endian; 0 is an empty
@@ -44,7 +43,7 @@ export const RING_MARK = 83;
  * Measured in Redis 7 (a Lua loop): reading the header with one string.byte takes ~0.3 µs, where a
  * decimal header's string.match took 1.5; a SETRANGE plus the header's encoding ~1.5 µs, which the
  * gap saves on most admissions. 4 bytes per admitted unit: 4 035 B of data at limit 1 000, where
- * the sorted set keeps ~118 kB. Pure Lua 5.1, no struct or bit library: it runs wherever EVAL does.
+ * the seeds' sorted set (retired) kept ~118 kB. Pure Lua 5.1, no struct or bit library: it runs wherever EVAL does.
  */
 export const RING_CODEC_LUA = compileRingState(`
 local RING_HDR = ${RING_HEADER_BYTES}
@@ -219,16 +218,6 @@ ${RING_HEADER_LUA}  function C.isRing(s)
     parts[#parts + 1] = RING_GAP
     r.gap, r.g0, r.e = #times, #times, r.L - #times
     return C.ringHeader(r) .. table.concat(parts)
-  end
-
-  -- The newest L times of a sorted-set log later than floor, oldest first: what a ring of limit L
-  -- keeps (newest by time: a lease's members are stamped ahead of later ones), read as such
-  -- (O(log n + L)), never the whole set.
-  function C.zsetNewest(key, floor, L)
-    local flat = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(' .. floor, 'WITHSCORES', 'LIMIT', 0, L)
-    local times = {}
-    for i = #flat, 2, -2 do times[#times + 1] = tonumber(flat[i]) end
-    return times
   end
 
   -- The physical slots [from, from + n) of a ring of N slots (wrapping: two pieces), as bytes: cut
