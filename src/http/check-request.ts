@@ -30,12 +30,7 @@ import { DEFAULT_COST } from "../limiter/defaults";
 import type { LimitRequest } from "../limiter/types";
 import { groupAddress } from "../net/ip-address";
 import { ruleRequest } from "../rules/decide";
-import {
-  type Algorithm,
-  DEFAULT_ALGORITHM,
-  isConcurrency,
-  isLogAlgorithm,
-} from "../store/algorithm";
+import { DEFAULT_ALGORITHM, isConcurrency, isLogAlgorithm } from "../store/algorithm";
 import { boundsIssue } from "../store/caps";
 import { createPolicyMemo } from "./policy-memo";
 
