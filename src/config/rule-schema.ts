@@ -122,11 +122,8 @@ const matchSchema = v.pipe(
       : {}),
   })),
 );
-/** Which requests a rule applies to, as read: see matchSchema. */
-export type RuleMatch = v.InferOutput<typeof matchSchema>;
-
 /** Why a concurrency rule refuses a `window`. */
-export const NO_CONCURRENCY_WINDOW =
+const NO_CONCURRENCY_WINDOW =
   'is not taken by a concurrency rule: it counts requests in flight, not per window (a slot lasts until its request ends, at most "timeout")';
 
 // Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
@@ -250,7 +247,7 @@ export const LEASE_NEEDS_LOG =
   'applies to the sliding log only ("sliding-log"): the O(1) algorithms keep counts, which a lease cannot stamp ahead';
 
 /** Why `lease: true` is refused with `overrides: true`. */
-export const OVERRIDES_NOT_LEASED =
+const OVERRIDES_NOT_LEASED =
   "cannot be combined with overrides: a lease would spend past a change of the override for its whole life";
 
 /**

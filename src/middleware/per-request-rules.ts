@@ -10,7 +10,7 @@ import type { RuleConfig, RuleInput } from "../config/rule-schema";
 import { costFits, limitSchemaOf } from "../config/schema-parts";
 
 /** A value computed per request, sync or async. */
-export type PerRequest<E extends HonoEnv, T> = (c: Context<E>) => T | Promise<T>;
+type PerRequest<E extends HonoEnv, T> = (c: Context<E>) => T | Promise<T>;
 
 /** A middleware rule: a LIMITER_CONFIG rule whose `limit` and `cost` may be functions of `c`. */
 export type RateLimitRule<E extends HonoEnv = HonoEnv> = Omit<RuleInput, "limit" | "cost"> & {

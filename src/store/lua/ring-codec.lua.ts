@@ -10,7 +10,7 @@ const RING_PREFIX_BYTES = 1024;
 const RING_PREFIX_SLOTS = Math.floor((RING_PREFIX_BYTES - RING_HEADER_BYTES) / 4);
 
 /** The first byte of a ring ('S'; 'R' marked the 31-byte header of an unreleased build). */
-export const RING_MARK = 83;
+const RING_MARK = 83;
 
 /**
  * The ring layout of the exact log, as Lua shared by the log's fragment and the peek. Composed
