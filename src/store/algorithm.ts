@@ -41,7 +41,7 @@ export const DEFAULT_ALGORITHM: Algorithm = "sliding-log";
  * Algorithms once offered and retired, with what the refusal of a config or call naming one says
  * (schema-parts.ts, caps.ts): the name alone would read as a typo.
  */
-export const RETIRED_ALGORITHMS: Readonly<Record<string, string>> = {
+const RETIRED_ALGORITHMS: Readonly<Record<string, string>> = {
   // The seeds' sorted set (one member per unit, ~120 B each) kept the very log the ring keeps in
   // 4 B a unit with fewer commands (docs/algorithms.md "Why a ring").
   "sliding-log-zset":
