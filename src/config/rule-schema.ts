@@ -171,7 +171,7 @@ export const ruleSchema = v.pipe(
       refundOn: v.optional(refundOnSchema),
       /**
        * Let each isolate lease a few units of a hot key and decide them with no round trip,
-       * still exactly (docs/leases.md). The sliding logs only. @default false
+       * still exactly (docs/leases.md). The sliding log only. @default false
        */
       lease: v.optional(v.boolean("must be true or false"), false),
       /**
@@ -244,7 +244,7 @@ export type RuleConfig = v.InferOutput<typeof ruleSchema>;
  * algorithms keep counts, not times.
  */
 export const LEASE_NEEDS_LOG =
-  'applies to the sliding logs only ("sliding-log", "sliding-log-zset"): the O(1) algorithms keep counts, which a lease cannot stamp ahead';
+  'applies to the sliding log only ("sliding-log"): the O(1) algorithms keep counts, which a lease cannot stamp ahead';
 
 /** Why `lease: true` is refused with `overrides: true`. */
 const OVERRIDES_NOT_LEASED =
@@ -252,7 +252,7 @@ const OVERRIDES_NOT_LEASED =
 
 /**
  * The checks across fields and rules the schema cannot express per field: each rule's limit and
- * cost within its algorithm's caps, every sliding-log rule's cost together within MAX_ZSET_COST
+ * cost within its algorithm's caps, every sliding-log rule's cost together within MAX_RING_COST
  * (one request may match them all, and is decided in one call), cost at most the limit, names
  * distinct. The first issue, named `rules[i].<field>`; undefined when there is none.
  */

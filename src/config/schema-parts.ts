@@ -4,7 +4,12 @@
  */
 import * as v from "valibot";
 import { MAX_KEY_LENGTH } from "../bounded-key";
-import { ALGORITHMS, type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
+import {
+  ALGORITHMS,
+  type Algorithm,
+  DEFAULT_ALGORITHM,
+  unknownAlgorithm,
+} from "../store/algorithm";
 import {
   limitRange,
   MAX_CONCURRENCY_TIMEOUT_MS,
@@ -66,9 +71,9 @@ export const timeoutSchema = v.pipe(
   }),
 );
 
-/** How a policy counts; absent, the default (the exact sliding log). */
+/** How a policy counts; absent, the default (the exact sliding log). A retired one says so. */
 export const algorithmSchema = v.optional(
-  v.picklist(ALGORITHMS, `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")}`),
+  v.picklist(ALGORITHMS, (issue) => unknownAlgorithm(issue.input)),
   DEFAULT_ALGORITHM,
 );
 

@@ -30,12 +30,7 @@ import { DEFAULT_COST } from "../limiter/defaults";
 import type { LimitRequest } from "../limiter/types";
 import { groupAddress } from "../net/ip-address";
 import { ruleRequest } from "../rules/decide";
-import {
-  type Algorithm,
-  DEFAULT_ALGORITHM,
-  isConcurrency,
-  isLogAlgorithm,
-} from "../store/algorithm";
+import { DEFAULT_ALGORITHM, isConcurrency, isLogAlgorithm } from "../store/algorithm";
 import { boundsIssue } from "../store/caps";
 import { createPolicyMemo } from "./policy-memo";
 
@@ -207,21 +202,19 @@ function namedRules(
 }
 
 /**
- * The name, and so the Redis key, of an ad-hoc policy: `check.<window>ms.<limit>`, and `.zset` for
- * the sorted-set log. One log per client key, window, limit and layout: a caller who switches a
- * key's limit or layout starts another log instead of making Redis rewrite or re-read the one
- * another limit wrote (a ring of 100 000 read by a call at limit 1, or turned into a sorted set,
- * is work and memory bounded by the other limit, not this call's). A configured rule keeps one
- * log across a change of its limit or layout (only a deploy changes those).
+ * The name, and so the Redis key, of an ad-hoc policy: `check.<window>ms.<limit>`. One log per
+ * client key, window and limit: a caller who switches a key's limit starts another log instead of
+ * making Redis rewrite or re-read the one another limit wrote (a ring of 100 000 read by a call
+ * at limit 1 is work bounded by the other limit, not this call's). A configured rule keeps one
+ * log across a change of its limit (only a deploy changes it).
  */
-export function adhocPolicyName(windowMs: number, limit: number, algorithm: Algorithm): string {
-  const layout = algorithm === "sliding-log-zset" ? ".zset" : "";
-  return `${ADHOC_POLICY_PREFIX}${windowMs}ms.${limit}${layout}`;
+export function adhocPolicyName(windowMs: number, limit: number): string {
+  return `${ADHOC_POLICY_PREFIX}${windowMs}ms.${limit}`;
 }
 
 /**
  * `"limit"` + `"window"`: an ad-hoc policy (limit, window, cost, algorithm, lease), one log per
- * client key, window, limit and layout (adhocPolicyName), read once per distinct set of values.
+ * client key, window and limit (adhocPolicyName), read once per distinct set of values.
  */
 const adhocPolicy = createPolicyMemo(
   // Every field readAdhocPolicy reads, and no other (a field it reads but the memo does not key
@@ -261,7 +254,7 @@ function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key
   return {
     ok: true,
     value: Object.freeze({
-      policy: adhocPolicyName(window.output, policy.limit, policy.algorithm),
+      policy: adhocPolicyName(window.output, policy.limit),
       limit: policy.limit,
       windowMs: window.output,
       cost: policy.cost,

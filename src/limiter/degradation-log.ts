@@ -8,6 +8,7 @@
 import { StoreTimeoutError } from "../store/with-deadline";
 import type { BreakerEvent, BreakerState } from "./circuit-breaker";
 import { DEFAULT_BREAKER } from "./defaults";
+import { PlacementFenceError } from "./placement-fence-error";
 import type { FailMode } from "./types";
 
 /** Why the store did not answer, as far as its error tells. */
@@ -107,6 +108,9 @@ const MEANWHILE_TEXT: Record<Meanwhile, string> = {
   open: "meanwhile every request is admitted, uncounted (fallback off)",
 };
 
+const FENCE_TEXT =
+  "a shard refused this isolate's placement of the key (a stale deployment: the error names the setting to fix); meanwhile every request it places there is denied, nothing counted";
+
 /**
  * The default log (createLimiter builds one per store unless `log: false`). Lines of one kind
  * (a cause, a breaker change with its cause) are written at most once per `everyMs`; a store
@@ -133,6 +137,22 @@ export function createDegradationLog(options: DegradationLogOptions = {}): Degra
 
   return {
     onStoreError(error) {
+      // A shard refusing this isolate's placement answered: the request is denied whatever the
+      // failure policy (placement-refusal.ts), so the line says "closed", and it is written
+      // even while the breaker is open (a refusal is told once per kind, never again).
+      if (error instanceof PlacementFenceError) {
+        if (!due(`fence:${error.kind}`)) return;
+        const line: StoreErrorLine = {
+          event: "rate-limit-store-error",
+          store,
+          cause: "error",
+          meanwhile: "closed",
+          error: String(error),
+          detail: FENCE_TEXT,
+        };
+        write(JSON.stringify(line));
+        return;
+      }
       if (breaker !== "closed") return;
       const cause = storeErrorCause(error);
       if (!due(`error:${cause}`)) return;

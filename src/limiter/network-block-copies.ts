@@ -9,7 +9,7 @@ import {
   createNetworkBlocks,
   type NetworkBlocks,
 } from "../net/network-blocks";
-import { readNetworkBlocks } from "../store/plans";
+import { readNetworkBlocks } from "../store/plan-reads";
 import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
 import type { LimiterContext } from "./context";

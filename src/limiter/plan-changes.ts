@@ -11,6 +11,7 @@ import { networkValue } from "../net/network-values";
 import { type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
 import { maxLimitOf } from "../store/caps";
 import { POLICY_NAME } from "../store/keys";
+import { readPlan } from "../store/plan-reads";
 import {
   keyBlockField,
   MAX_NETWORK_BLOCKS,
@@ -22,7 +23,6 @@ import {
   overrideField,
   type PlanWriteAnswer,
   plansKey,
-  readPlan,
   writePlan,
 } from "../store/plans";
 import type { LimiterContext } from "./context";

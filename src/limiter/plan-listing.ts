@@ -3,7 +3,8 @@
  * overrides, key blocks or network blocks at a time, bounded by the store's page and ended blocks
  * left out. Changing them is plan-changes.ts.
  */
-import { listPlans, type NetworkBlockKind, networkBlocksKey, plansKey } from "../store/plans";
+import { listPlans } from "../store/plan-reads";
+import { type NetworkBlockKind, networkBlocksKey, plansKey } from "../store/plans";
 import type { LimiterContext } from "./context";
 
 /** One listed plan: an override, a key block or a network block. */

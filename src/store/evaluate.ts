@@ -118,8 +118,7 @@ interface RecordConflict {
  *
  * Redis commands per decision (the script's own; one EVALSHA on the wire): TIME (unless the
  * caller's clock is used), plus per policy — sliding-log (ring): 2 admitted (GET, SET), 1 denied
- * up to limit 248, else 4–5 admitted and 2–3 denied (GETRANGE/SETRANGE); sliding-log-zset: 5
- * admitted (4 on an empty log), 3 denied; fixed-window, sliding-counter, token-bucket: 2 admitted, 1 denied; plus, with a
+ * up to limit 248, else 4–5 admitted and 2–3 denied (GETRANGE/SETRANGE); fixed-window, sliding-counter, token-bucket: 2 admitted, 1 denied; plus, with a
  * request id, one MGET (the record and the policies' reset marks) and SET when it stores the answer;
  * plus, when a policy reads plans (`overrides` and the call's `plansKey`), one HMGET for all of them;
  * plus, with a placement fence (a sharded limiter's call), one GET (a SET when it writes the record).
@@ -134,7 +133,7 @@ export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<
   }
   if (ahead > 0 && !policies.every((policy) => isLogAlgorithm(policy.algorithm))) {
     // The O(1) algorithms keep counts, not times: a future stamp means nothing to them.
-    throw new TypeError("evaluate: stampOffsetMs applies to the sliding logs only");
+    throw new TypeError("evaluate: stampOffsetMs applies to the sliding log only");
   }
   const { keys, args } = scriptInputs("evaluate", call, [ahead]);
   const reply = await runScript<unknown>(client, scriptFor(policies), keys, args);

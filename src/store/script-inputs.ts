@@ -20,7 +20,7 @@ export interface StorePolicy {
   /** Its Redis key: `storageKey(prefix, policy, clientKey, algorithm)`. */
   redisKey: string;
   algorithm: Algorithm;
-  /** Units per window: 1 to MAX_ZSET_LIMIT for the sliding-log-zset, MAX_LIMIT for the others. */
+  /** Units per window: 1 to MAX_LIMIT (MAX_CONCURRENCY_LIMIT for concurrency: caps.ts). */
   limit: number;
   /**
    * The limit the caller asked, when `limit` is one the limiter derived from it (a moved key
@@ -31,8 +31,8 @@ export interface StorePolicy {
   askedLimit?: number;
   windowMs: number;
   /**
-   * Units this request takes in this policy: 1 to limit; the sliding-log-zset costs of one call
-   * together at most MAX_ZSET_COST (caps.ts).
+   * Units this request takes in this policy: 1 to limit; the sliding-log costs of one call
+   * together at most MAX_RING_COST (caps.ts).
    */
   cost: number;
   /**

@@ -50,13 +50,12 @@ export interface LeaseStore {
     waitUntil?: WaitUntil,
   ): Promise<LeaseGrant>;
   /**
-   * Gives back `units` of the lease recorded under `memberId` at `stamp` (store clock), after
-   * `before` of its units were already given back: exactly that many of its admissions leave the
-   * log, or fewer if fewer are left; none if the key was reset since the grant (its reset mark
+   * Gives back `units` of the lease recorded under `memberId` at `stamp` (store clock): exactly
+   * that many of its admissions leave the log, or fewer if fewer are left; none if the key was reset since the grant (its reset mark
    * changed: the reset already deleted them, and the log's units are other requests'). Resolves
    * to the units given back; rejects on a store failure.
    */
-  giveBack(lease: LeaseUnits, units: number, before: number): Promise<number>;
+  giveBack(lease: LeaseUnits, units: number): Promise<number>;
 }
 
 /** The lease calls over the limiter's store, deadline and clock. */
@@ -89,16 +88,12 @@ export function createLeaseStore(ctx: LimiterContext): LeaseStore {
         resetMark: answer.resetMarks?.[0] ?? "",
       };
     },
-    async giveBack({ policy, memberId, stamp, resetMark }, units, before) {
-      // The ring gives back `cost` admissions stamped `at`. The sorted set removes a call's
-      // members by name, `<memberId>.1` to `.<cost>` (store/refund.ts): the `before` given back
-      // took the first names, so asking for before + units removes exactly the next `units`
-      // (ZREM skips names already gone).
-      const cost = policy.algorithm === "sliding-log-zset" ? before + units : units;
+    async giveBack({ policy, memberId, stamp, resetMark }, units) {
+      // The ring gives back `units` admissions stamped `stamp`: exactly these.
       const answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
         ctx.clock.run(store, (client, now) =>
           refund(client, {
-            policies: [{ ...policy, cost }],
+            policies: [{ ...policy, cost: units }],
             memberId,
             at: stamp,
             now,

@@ -15,7 +15,6 @@ import { REQUEST_RECORDS_LUA } from "./request-records.lua";
 import { RING_CODEC_LUA } from "./ring-codec.lua";
 import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
 import { SLIDING_LOG_RING_LUA } from "./sliding-log-ring.lua";
-import { SLIDING_LOG_ZSET_LUA } from "./sliding-log-zset.lua";
 import { TOKEN_BUCKET_LUA } from "./token-bucket.lua";
 
 /**
@@ -285,7 +284,6 @@ return out
 
 const FRAGMENTS: Record<Algorithm, string> = {
   "sliding-log": SLIDING_LOG_RING_LUA,
-  "sliding-log-zset": SLIDING_LOG_ZSET_LUA,
   "fixed-window": FIXED_WINDOW_LUA,
   "sliding-counter": SLIDING_COUNTER_LUA,
   "token-bucket": TOKEN_BUCKET_LUA,
@@ -298,7 +296,7 @@ const FRAGMENTS: Record<Algorithm, string> = {
  *   evaluate never refunds.
  */
 function compose(algorithms: readonly Algorithm[], driver: string, refunds: boolean): string {
-  // Both log layouts read the ring codec (the sorted set converts a ring it meets): once per script.
+  // The log's ring codec, once per script that holds the log.
   const codec = algorithms.some(isLogAlgorithm) ? RING_CODEC_LUA : "";
   const fragments = algorithms.map((name) => FRAGMENTS[name]).join("");
   return foldConstants(`${PRELUDE}local REFUNDS = ${refunds}\n${codec}${fragments}${driver}`);

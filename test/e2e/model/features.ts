@@ -12,7 +12,6 @@
 const FEATURES = [
   // algorithms
   "sliding-log",
-  "sliding-log-zset",
   "fixed-window",
   "sliding-counter",
   "token-bucket",
