@@ -5,13 +5,15 @@
  * checks across fields and rules follow (ruleListIssue).
  */
 import * as v from "valibot";
+import { LONGEST_PERIOD_MS } from "../limiter/calendar-period";
 import { DEFAULT_COST } from "../limiter/defaults";
-import { isLogAlgorithm } from "../store/algorithm";
+import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
 import { boundsIssue, DEFAULT_CONCURRENCY_TIMEOUT_MS } from "../store/caps";
 import { POLICY_NAME } from "../store/keys";
 import { ADHOC_POLICY_PREFIX } from "./limits";
+import { anchorSchema, periodSchema, timezoneSchema } from "./period-schema";
 import {
-  algorithmSchema,
+  algorithmNameSchema,
   costFits,
   costSchema,
   failModeSchema,
@@ -125,6 +127,17 @@ const matchSchema = v.pipe(
 /** Which requests a rule applies to, as read: see matchSchema. */
 export type RuleMatch = v.InferOutput<typeof matchSchema>;
 
+/** Why a rule refuses both `window` and `period`. */
+export const PERIOD_NOT_WINDOW =
+  'cannot be combined with "window": a rule counts per window or per calendar period, not both';
+
+/** Why a period rule refuses another algorithm. */
+export const PERIOD_ALGORITHM =
+  'is "calendar" for a rule with "period" (a count per period, reset when the next starts): leave it out';
+
+/** Why `timezone` or `anchor` without `period` is refused. */
+const NEEDS_PERIOD = 'applies to calendar quotas only: it needs "period"';
+
 /** Why a concurrency rule refuses a `window`. */
 export const NO_CONCURRENCY_WINDOW =
   'is not taken by a concurrency rule: it counts requests in flight, not per window (a slot lasts until its request ends, at most "timeout")';
@@ -142,6 +155,19 @@ export const ruleSchema = v.pipe(
        * rule, which has none (its slots last until released, at most `timeout`).
        */
       window: v.optional(windowSchema),
+      /**
+       * A quota per calendar period in place of `window` (docs/calendar-quotas.md): `limit`
+       * units per "day", "week" or "month" in `timezone`, reset when the next period starts.
+       */
+      period: v.optional(periodSchema),
+      /** A period rule's IANA time zone ("Europe/Berlin"). @default "UTC" */
+      timezone: v.optional(timezoneSchema),
+      /**
+       * A period rule's ISO-8601 instant ("2026-01-31T09:00:00Z") whose weekday (week) or day of
+       * month (month) and time of day, in `timezone`, start every period (a billing day).
+       * @default midnight; Monday (week); the 1st (month)
+       */
+      anchor: v.optional(anchorSchema),
       /**
        * A concurrency rule's slot timeout: a slot whose release never comes (a crashed holder)
        * lapses then. A duration up to 1 day; concurrency rules only. @default "60s"
@@ -165,8 +191,10 @@ export const ruleSchema = v.pipe(
       missingKey: v.optional(missingKeySchema, "shared"),
       /** Narrows the rule (for the middleware: within the route it is mounted on). @default every request */
       match: v.optional(matchSchema),
-      /** How the rule counts (docs/algorithms.md). @default "sliding-log" */
-      algorithm: algorithmSchema,
+      /**
+       * How the rule counts (docs/algorithms.md). @default "sliding-log"; "calendar" with `period`
+       */
+      algorithm: v.optional(algorithmNameSchema),
       /**
        * Give back what a request consumed when the origin answers 5xx (the proxy; the middleware
        * after `next()`). Exact for the sliding log, best effort for the others. @default never
@@ -185,6 +213,34 @@ export const ruleSchema = v.pipe(
     },
     "must be an object",
   ),
+  // A period in place of a window: a calendar quota (its algorithm, "calendar", is implied).
+  v.forward(
+    v.check((rule) => rule.period === undefined || rule.window === undefined, PERIOD_NOT_WINDOW),
+    ["period"],
+  ),
+  v.forward(
+    v.check(
+      (rule) =>
+        rule.period === undefined || rule.algorithm === undefined || rule.algorithm === "calendar",
+      PERIOD_ALGORITHM,
+    ),
+    ["algorithm"],
+  ),
+  v.forward(
+    v.check(
+      (rule) => rule.algorithm !== "calendar" || rule.period !== undefined,
+      'is required by algorithm "calendar" ("day", "week" or "month")',
+    ),
+    ["period"],
+  ),
+  v.forward(
+    v.check((rule) => rule.period !== undefined || rule.timezone === undefined, NEEDS_PERIOD),
+    ["timezone"],
+  ),
+  v.forward(
+    v.check((rule) => rule.period !== undefined || rule.anchor === undefined, NEEDS_PERIOD),
+    ["anchor"],
+  ),
   // Which of window and timeout a rule takes depends on its algorithm (another field).
   v.forward(
     v.check(
@@ -194,7 +250,11 @@ export const ruleSchema = v.pipe(
     ["window"],
   ),
   v.forward(
-    v.check((rule) => rule.algorithm === "concurrency" || rule.window !== undefined, "is required"),
+    v.check(
+      (rule) =>
+        rule.algorithm === "concurrency" || rule.window !== undefined || rule.period !== undefined,
+      'is required (or "period", for a calendar quota)',
+    ),
     ["window"],
   ),
   v.forward(
@@ -205,35 +265,66 @@ export const ruleSchema = v.pipe(
     ["timeout"],
   ),
   // Read as: the window in ms; an absent option is absent, not undefined.
-  v.transform(({ window, timeout, failMode, refundOn, match, ...rest }) => ({
-    ...rest,
-    /**
-     * The window in ms (the config's `window`, read); a concurrency rule's slot timeout (its
-     * `timeout`, default 60 s): how long a slot it hands out lives unreleased.
-     */
-    windowMs:
-      rest.algorithm === "concurrency"
-        ? (timeout ?? DEFAULT_CONCURRENCY_TIMEOUT_MS)
-        : (window ?? DEFAULT_CONCURRENCY_TIMEOUT_MS),
-    ...(failMode
-      ? {
-          /** Overrides the limiter's fail mode for this rule. @default the limiter's `failMode` */
-          failMode,
-        }
-      : {}),
-    ...(refundOn
-      ? {
-          /** Give back what a request consumed when the origin answers 5xx. @default never */
-          refundOn,
-        }
-      : {}),
-    ...(match
-      ? {
-          /** Which requests the rule applies to. @default every request */
-          match,
-        }
-      : {}),
-  })),
+  v.transform(
+    ({
+      window,
+      timeout,
+      failMode,
+      refundOn,
+      match,
+      period,
+      timezone,
+      anchor,
+      algorithm,
+      ...given
+    }) => {
+      const rest = {
+        ...given,
+        /** How the rule counts ("calendar" for a rule with `period`). */
+        algorithm: period ? ("calendar" as const) : (algorithm ?? DEFAULT_ALGORITHM),
+      };
+      return {
+        ...rest,
+        /**
+         * The window in ms (the config's `window`, read); a concurrency rule's slot timeout (its
+         * `timeout`, default 60 s): how long a slot it hands out lives unreleased.
+         */
+        windowMs: period
+          ? LONGEST_PERIOD_MS[period]
+          : rest.algorithm === "concurrency"
+            ? (timeout ?? DEFAULT_CONCURRENCY_TIMEOUT_MS)
+            : (window ?? DEFAULT_CONCURRENCY_TIMEOUT_MS),
+        ...(period
+          ? {
+              /** A calendar quota's period: its unit, zone ("UTC" when none) and anchor (Unix ms). */
+              period: {
+                unit: period,
+                timezone: timezone ?? "UTC",
+                ...(anchor !== undefined ? { anchor } : {}),
+              },
+            }
+          : {}),
+        ...(failMode
+          ? {
+              /** Overrides the limiter's fail mode for this rule. @default the limiter's `failMode` */
+              failMode,
+            }
+          : {}),
+        ...(refundOn
+          ? {
+              /** Give back what a request consumed when the origin answers 5xx. @default never */
+              refundOn,
+            }
+          : {}),
+        ...(match
+          ? {
+              /** Which requests the rule applies to. @default every request */
+              match,
+            }
+          : {}),
+      };
+    },
+  ),
 );
 
 /** A rule as written: in LIMITER_CONFIG's `rules`, or given to the middleware in code. */

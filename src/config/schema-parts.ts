@@ -66,11 +66,14 @@ export const timeoutSchema = v.pipe(
   }),
 );
 
-/** How a policy counts; absent, the default (the exact sliding log). */
-export const algorithmSchema = v.optional(
-  v.picklist(ALGORITHMS, `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")}`),
-  DEFAULT_ALGORITHM,
+/** How a policy counts, when named. */
+export const algorithmNameSchema = v.picklist(
+  ALGORITHMS,
+  `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")}`,
 );
+
+/** How a policy counts; absent, the default (the exact sliding log). */
+export const algorithmSchema = v.optional(algorithmNameSchema, DEFAULT_ALGORITHM);
 
 // A limit within its algorithm's cap (maxLimitOf), refused in limitRange's words. Built once per
 // algorithm: /check picks one per request.

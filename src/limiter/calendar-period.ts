@@ -90,8 +90,7 @@ export function timezoneIssue(timezone: unknown): string | undefined {
 
 // An instant with its offset, as ISO 8601 writes it: a zone-less time would mean another
 // instant in every zone, and a date alone another one still.
-const ISO_INSTANT =
-  /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;
 
 /** An anchor as written ("2026-01-31T00:00:00Z", "2026-03-15T09:00:00+01:00") → Unix ms. */
 export function parseAnchor(text: unknown): number | undefined {
@@ -198,12 +197,7 @@ function localStart(
  * that one, and `after` more after it (each the next one's start too). [start, end) of the period
  * that holds `at` is `[starts[before], starts[before + 1])`.
  */
-export function periodStarts(
-  period: CalendarPeriod,
-  at: number,
-  before = 0,
-  after = 1,
-): number[] {
+export function periodStarts(period: CalendarPeriod, at: number, before = 0, after = 1): number[] {
   const anchor = anchorClock(period);
   const local = wallClock(at, period.timezone);
   const startAt = (offset: number) =>
@@ -220,4 +214,17 @@ export function periodStarts(
 export function periodAt(period: CalendarPeriod, at: number): { start: number; end: number } {
   const [start, end] = periodStarts(period, at) as [number, number];
   return { start, end };
+}
+
+/** Why a period (as a library caller may pass it) is not one, or undefined when it is. */
+export function periodIssue(period: unknown): string | undefined {
+  if (typeof period !== "object" || period === null) return "must be { unit, timezone, anchor? }";
+  const { unit, timezone, anchor } = period as Partial<Record<string, unknown>>;
+  if (!PERIOD_UNITS.includes(unit as PeriodUnit)) return 'unit must be "day", "week" or "month"';
+  const zone = timezoneIssue(timezone);
+  if (zone) return `timezone ${zone}`;
+  if (anchor !== undefined && !(typeof anchor === "number" && Number.isSafeInteger(anchor))) {
+    return "anchor must be Unix ms (an integer)";
+  }
+  return undefined;
 }

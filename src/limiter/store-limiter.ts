@@ -38,6 +38,7 @@ import {
   type ResolvedPolicy,
   receiptIssue,
   resolvePolicies,
+  withPeriodStarts,
   withStorageKeys,
 } from "./resolved-policy";
 import type { Decision, LimitRequest, MultiDecision, WaitUntil } from "./types";
@@ -147,16 +148,19 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
     const sentAt = now();
     const epochAtSend = ctx.capacityEpoch;
     const call = withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
-      ctx.clock.run(store, (client, clock) =>
-        evaluate(client, {
+      ctx.clock.run(store, (client, clock) => {
+        // The periods around the clock the store call runs on (the caller's, or ours as the
+        // estimate of the store's): the script counts in the one that holds its now.
+        withPeriodStarts(policies, clock ?? sentAt);
+        return evaluate(client, {
           policies,
           memberId,
           now: clock,
           requestId,
           plansKey: plans,
           fence: fence && { key: fenced, view: fence },
-        }),
-      ),
+        });
+      }),
     );
     // Followers join only a key exhausted at its last answer (step 2): lead only there, so an
     // ordinary request allocates no flight.

@@ -13,6 +13,8 @@
  * - `concurrency`: at most `limit` requests in flight per key (docs/concurrency.md): a slot per
  *   request, a sorted-set member scored by its expiry, given back when the request ends; the
  *   policy's window is the slot's timeout.
+ * - `calendar`: a quota per day, week or month in a timezone (docs/calendar-quotas.md), O(1): a
+ *   count per period, reset when the next period starts; a rule names it with `period`.
  */
 export const ALGORITHMS = [
   "sliding-log",
@@ -21,6 +23,7 @@ export const ALGORITHMS = [
   "sliding-counter",
   "token-bucket",
   "concurrency",
+  "calendar",
 ] as const;
 
 /**
@@ -65,4 +68,9 @@ export const LEASABLE: ReadonlySet<Algorithm> = new Set<Algorithm>(
  */
 export function isConcurrency(algorithm: Algorithm): boolean {
   return algorithm === "concurrency";
+}
+
+/** A quota per calendar period: its policies carry the period (StorePolicy.periodStarts). */
+export function isCalendar(algorithm: Algorithm): boolean {
+  return algorithm === "calendar";
 }

@@ -44,6 +44,12 @@ export interface StorePolicy {
   name?: string;
   /** The client key as given (the plans hash's fields encode it as the Redis key does). */
   clientKey?: string;
+  /**
+   * A calendar policy's period starts around the caller's clock, ascending (Unix ms): the script
+   * counts in the period of them that holds the store's `now` (lua/calendar.lua.ts). The
+   * limiter sets them just before it calls the store; required for, and only for, "calendar".
+   */
+  periodStarts?: readonly number[] | undefined;
 }
 
 /** One call of a composed script: its policies and what they share. */
@@ -95,6 +101,7 @@ export interface ScriptCall {
 /** The field of a policy a PolicyBoundsError names. */
 export type PolicyField =
   | "policy"
+  | "period"
   | "key"
   | "algorithm"
   | "limit"
@@ -166,7 +173,7 @@ export function scriptInputs(
     ...extra,
   ];
   for (const policy of policies) {
-    args.push(policy.algorithm, policy.limit, policy.windowMs, policy.cost);
+    args.push(policy.algorithm, policy.limit, windowArg(caller, policy), policy.cost);
   }
   // A refund's marks follow the policies (the evaluate script reads them itself).
   if (Array.isArray(marks)) args.push(...marks);
@@ -210,4 +217,18 @@ export function readsPlans(caller: string, call: ScriptCall): boolean {
     call.plansKey !== undefined &&
     call.policies.some((policy) => policy.overrides)
   );
+}
+
+/** The window a script reads: ms, or a calendar policy's period starts ("<s0>:<s1>:…"). */
+function windowArg(caller: string, policy: StorePolicy): ScriptArg {
+  if (policy.algorithm !== "calendar") return policy.windowMs;
+  const starts = policy.periodStarts;
+  if (
+    !Array.isArray(starts) ||
+    starts.length < 2 ||
+    !starts.every((s, i) => Number.isSafeInteger(s) && (i === 0 || s > (starts[i - 1] as number)))
+  ) {
+    throw new TypeError(`${caller}: a calendar policy needs its period starts, ascending`);
+  }
+  return starts.join(":");
 }

@@ -6,6 +6,7 @@
 import { ALGORITHMS, type Algorithm, isLogAlgorithm } from "../algorithm";
 import { clockedScript } from "../clock-slots";
 import { STAMP_AHEAD_MAX_MS } from "../keys";
+import { CALENDAR_LUA } from "./calendar.lua";
 import { CLOCK_LUA } from "./clock.lua";
 import { CONCURRENCY_LUA } from "./concurrency.lua";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
@@ -52,9 +53,17 @@ local function policies(n, from, member, at, stamp)
     if not alg then return nil, 'unknown algorithm: ' .. tostring(ARGV[b + 1]) end
     -- allowed and ring set now: ten fields size the table's hash at 16, room for what the
     -- fragments add (a table's hash grows by reallocating: measured, that costs more than this).
+    local window, bounds = tonumber(ARGV[b + 3]), nil
+    if not window then
+      -- A calendar policy's period starts (calendar.lua.ts); its window: the longest of them.
+      bounds, window = {}, 0
+      for s in string.gmatch(ARGV[b + 3], '[^:]+') do bounds[#bounds + 1] = tonumber(s) end
+      if #bounds < 2 then return nil, 'bad window: ' .. tostring(ARGV[b + 3]) end
+      for j = 2, #bounds do window = math.max(window, bounds[j] - bounds[j - 1]) end
+    end
     ps[i] = { key = KEYS[i], alg = alg, limit = tonumber(ARGV[b + 2]),
-      window = tonumber(ARGV[b + 3]), cost = tonumber(ARGV[b + 4]), member = member, at = at,
-      stamp = stamp, allowed = false, ring = false, over = false }
+      window = window, cost = tonumber(ARGV[b + 4]), member = member, at = at,
+      stamp = stamp, allowed = false, ring = false, over = false, bounds = bounds }
   end
   return ps
 end
@@ -74,7 +83,8 @@ ${REQUEST_RECORDS_LUA}`;
  *             lease: the reply ends with them, one string per policy, '' for none); else "0"
  * ARGV[5]     ms ahead of now to stamp the logs' admissions (0; a lease: its lifetime, at most
  *             STAMP_AHEAD_MAX_MS): the O(1) algorithms ignore it
- * ARGV[6..]   per policy: algorithm, limit, window ms, cost
+ * ARGV[6..]   per policy: algorithm, limit, window ms (a calendar policy: its period starts,
+ *             "<s0>:<s1>:…"), cost
  * ARGV[6 + 4n] "o" when the call reads plans (plans.ts): KEYS' last is the plans hash, then per
  *             policy its name ('' for one that does not opt in) and per policy its encoded
  *             client key. Limit overrides replace the policies' limits; a live key block answers
@@ -290,6 +300,7 @@ const FRAGMENTS: Record<Algorithm, string> = {
   "sliding-counter": SLIDING_COUNTER_LUA,
   "token-bucket": TOKEN_BUCKET_LUA,
   concurrency: CONCURRENCY_LUA,
+  calendar: CALENDAR_LUA,
 };
 
 /**
