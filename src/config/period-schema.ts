@@ -4,6 +4,7 @@
  */
 import * as v from "valibot";
 import {
+  canonicalTimezone,
   PERIOD_UNITS,
   type PeriodUnit,
   parseAnchor,
@@ -18,10 +19,11 @@ export const periodSchema = v.picklist(
 
 const TIMEZONE = 'must be an IANA time zone name ("UTC", "Europe/Berlin", "America/New_York")';
 
-/** An IANA zone name this runtime knows. */
+/** An IANA zone name this runtime knows, → as it spells it. */
 export const timezoneSchema = v.pipe(
   v.string(TIMEZONE),
   v.check((zone) => timezoneIssue(zone) === undefined, TIMEZONE),
+  v.transform(canonicalTimezone),
 );
 
 const ANCHOR =

@@ -11,6 +11,7 @@ import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
 import { boundsIssue, DEFAULT_CONCURRENCY_TIMEOUT_MS } from "../store/caps";
 import { POLICY_NAME } from "../store/keys";
 import { ADHOC_POLICY_PREFIX } from "./limits";
+import { matchSchema } from "./match-schema";
 import { anchorSchema, periodSchema, timezoneSchema } from "./period-schema";
 import {
   algorithmNameSchema,
@@ -46,6 +47,8 @@ const keySpecSchema = v.pipe(
   v.transform((spec) => spec.toLowerCase()),
 );
 
+export { MAX_PATH_PATTERN_LENGTH } from "./match-schema";
+
 const NAME_RULE = "must be 1-64 characters of [A-Za-z0-9_.-]";
 const nameSchema = v.pipe(
   v.string(NAME_RULE),
@@ -56,77 +59,6 @@ const nameSchema = v.pipe(
   ),
 );
 
-// A path pattern: literal segments, ":name" (one segment) and "*" (anything, including "/").
-// At most MAX_PATH_PATTERN_LENGTH characters: matching costs path × pattern (rules/match.ts).
-export const MAX_PATH_PATTERN_LENGTH = 256;
-const PATH_PATTERN = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/;
-const pathSchema = v.pipe(
-  v.string("must be a path pattern"),
-  v.maxLength(
-    MAX_PATH_PATTERN_LENGTH,
-    `must be a path pattern of at most ${MAX_PATH_PATTERN_LENGTH} characters`,
-  ),
-  v.regex(PATH_PATTERN, 'must be a path pattern starting with "/" ("/api/*", "/users/:id")'),
-);
-const METHOD = /^[A-Za-z]{1,16}$/;
-
-/** Which requests a rule applies to. Both parts must fit; an absent part fits everything. */
-const matchSchema = v.pipe(
-  plainObject(
-    {
-      /** Path patterns ("/api/*", "/login", "/users/:id"); any one may fit. @default every path */
-      path: v.optional(
-        v.union(
-          [pathSchema, v.pipe(v.array(pathSchema), v.minLength(1, "must not be empty"))],
-          'must be a path pattern or a non-empty array of them ("/api/*")',
-        ),
-      ),
-      /** HTTP methods (upper-cased when read). @default every method */
-      methods: v.optional(
-        v.pipe(
-          v.array(
-            v.pipe(v.string(), v.regex(METHOD, "must be an HTTP method"), v.toUpperCase()),
-            "must be an array of HTTP methods",
-          ),
-          v.minLength(1, "must not be empty"),
-        ),
-      ),
-      /**
-       * Compare literal path segments case-sensitively. Off by default: many origins (Express,
-       * ASP.NET, IIS, S3 sites behind rewrites) serve "/Login" as "/login", and a limit that a
-       * client can dodge by changing case protects nothing. Counting "/LOGIN" on an origin that
-       * 404s it costs one unit; missing it on one that serves it is a bypass.
-       * @default false
-       */
-      caseSensitive: v.optional(v.boolean("must be true or false")),
-    },
-    "must be an object with path, methods and/or caseSensitive",
-  ),
-  // Read as: `paths` always a list; an absent part is absent, not undefined.
-  v.transform(({ path, methods, caseSensitive }) => ({
-    ...(path !== undefined
-      ? {
-          /** Path patterns ("/api/*", "/login", "/users/:id"); any one may fit. @default every path */
-          paths: [path].flat(),
-        }
-      : {}),
-    ...(methods !== undefined
-      ? {
-          /** Upper-case methods. @default every method */
-          methods,
-        }
-      : {}),
-    ...(caseSensitive !== undefined
-      ? {
-          /** Compare literal path segments case-sensitively (see the config's `caseSensitive`). @default false */
-          caseSensitive,
-        }
-      : {}),
-  })),
-);
-/** Which requests a rule applies to, as read: see matchSchema. */
-export type RuleMatch = v.InferOutput<typeof matchSchema>;
-
 /** Why a rule refuses both `window` and `period`. */
 export const PERIOD_NOT_WINDOW =
   'cannot be combined with "window": a rule counts per window or per calendar period, not both';
@@ -136,7 +68,7 @@ export const PERIOD_ALGORITHM =
   'is "calendar" for a rule with "period" (a count per period, reset when the next starts): leave it out';
 
 /** Why `timezone` or `anchor` without `period` is refused. */
-const NEEDS_PERIOD = 'applies to calendar quotas only: it needs "period"';
+export const NEEDS_PERIOD = 'applies to calendar quotas only: it needs "period"';
 
 /** Why a concurrency rule refuses a `window`. */
 export const NO_CONCURRENCY_WINDOW =

@@ -76,6 +76,11 @@ function formatterOf(timezone: string): Intl.DateTimeFormat {
   return format;
 }
 
+/** A zone name as the runtime spells it ("europe/berlin" → "Europe/Berlin"); a known one only. */
+export function canonicalTimezone(timezone: string): string {
+  return formatterOf(timezone).resolvedOptions().timeZone;
+}
+
 /** Why a zone name is not one this runtime knows, or undefined when it is. */
 export function timezoneIssue(timezone: unknown): string | undefined {
   const words = 'must be an IANA time zone name ("UTC", "Europe/Berlin", "America/New_York")';
