@@ -49,7 +49,7 @@ export default defineConfig({
         },
         test: {
           name: "worker",
-          include: ["test/worker/**/*.test.ts"],
+          include: ["test/worker/**/*.test.ts", "test/src/**/*.test.ts"],
           // As the node project's: on a shared 2-core machine a test of a few real round trips
           // was seen to pass 5 s while another job ran beside the suite.
           testTimeout: 30_000,

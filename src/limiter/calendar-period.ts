@@ -100,6 +100,17 @@ const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\
 /** An anchor as written ("2026-01-31T00:00:00Z", "2026-03-15T09:00:00+01:00") → Unix ms. */
 export function parseAnchor(text: unknown): number | undefined {
   if (typeof text !== "string" || !ISO_INSTANT.test(text)) return undefined;
+  // Date.parse rolls "02-30" over into March: each field must be one the calendar has.
+  const [year, month, day, hour, minute, second = 0] = (text.match(/\d+/g) ?? []).map(Number);
+  if (
+    !(month !== undefined && month >= 1 && month <= 12) ||
+    !(day !== undefined && day >= 1 && day <= daysIn(year as number, month)) ||
+    (hour as number) > 23 ||
+    (minute as number) > 59 ||
+    second > 59
+  ) {
+    return undefined;
+  }
   const ms = Date.parse(text);
   return Number.isFinite(ms) ? ms : undefined;
 }
