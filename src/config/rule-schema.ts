@@ -272,6 +272,15 @@ export type RuleConfig = v.InferOutput<typeof ruleSchema>;
 export const LEASE_NEEDS_LOG =
   'applies to the sliding logs only ("sliding-log", "sliding-log-zset"): the O(1) algorithms keep counts, which a lease cannot stamp ahead';
 
+/**
+ * Why `lease: true` is refused on a calendar quota: a lease is exact because its units are
+ * stamped at its end in a log of times; a period keeps a count, and a unit stamped ahead could
+ * land in the next period, spending its budget early. Regions lease too: a period rule is always
+ * decided by home.
+ */
+export const PERIOD_NOT_LEASED =
+  "does not apply to a calendar quota (period): it keeps a count per period, which a lease cannot stamp ahead; it is decided by the store (and, with regions, by home)";
+
 /** Why `lease: true` is refused with `overrides: true`. */
 export const OVERRIDES_NOT_LEASED =
   "cannot be combined with overrides: a lease would spend past a change of the override for its whole life";
@@ -291,6 +300,9 @@ export function ruleListIssue(
   for (const [index, rule] of rules.entries()) {
     if (!costFits(rule.cost, rule.limit)) {
       return invalid(`rules[${index}].cost`, "must be an integer from 1 to limit");
+    }
+    if (rule.lease && rule.period) {
+      return invalid(`rules[${index}].lease`, PERIOD_NOT_LEASED);
     }
     if (rule.lease && !isLogAlgorithm(rule.algorithm)) {
       return invalid(`rules[${index}].lease`, LEASE_NEEDS_LOG);

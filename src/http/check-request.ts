@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
 import { unknownFieldDetail } from "../config/field-suggestion";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
-import { LEASE_NEEDS_LOG, type RuleConfig } from "../config/rule-schema";
+import { LEASE_NEEDS_LOG, PERIOD_NOT_LEASED, type RuleConfig } from "../config/rule-schema";
 import {
   algorithmSchema,
   clientKeySchema,
@@ -280,6 +280,7 @@ function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key
   // Leases (docs/leases.md): the logs only; a named rule brings its own setting.
   const lease = v.safeParse(optionalLeaseSchema, body.lease);
   if (!lease.success) return refused("lease", lease.issues);
+  if (lease.output && period) return invalid("lease", PERIOD_NOT_LEASED);
   if (lease.output && !isLogAlgorithm(policy.algorithm)) return invalid("lease", LEASE_NEEDS_LOG);
   const name = period
     ? adhocPeriodName(period, policy.limit)
