@@ -10,12 +10,7 @@ import { DEFAULT_ALGORITHM, LEASABLE } from "../store/algorithm";
 import { storePolicyIssue } from "../store/caps";
 import { POLICY_NAME, storageKey } from "../store/keys";
 import { PolicyBoundsError, type PolicyField, type StorePolicy } from "../store/script-inputs";
-import {
-  type CalendarPeriod,
-  LONGEST_PERIOD_MS,
-  periodIssue,
-  periodStarts,
-} from "./calendar-period";
+import { type CalendarPeriod, LONGEST_PERIOD_MS, periodIssue } from "./calendar-period";
 import { DEFAULT_COST } from "./defaults";
 import type { FailMode, LimitRequest, RefundReceipt } from "./types";
 
@@ -170,17 +165,6 @@ function calendarRequest(request: LimitRequest): LimitRequest & { windowKey: str
     windowMs: LONGEST_PERIOD_MS[period.unit],
     windowKey: `${period.unit}@${period.timezone}@${period.anchor ?? ""}`,
   };
-}
-
-/**
- * Sets the calendar policies' period starts (StorePolicy.periodStarts) around `at`, the
- * caller's clock, just before the store is asked: the period before, the one that holds `at`
- * and the two after, so a store clock a period away either side still finds its own.
- */
-export function withPeriodStarts(policies: readonly ResolvedPolicy[], at: number): void {
-  for (const policy of policies) {
-    if (policy.period) policy.periodStarts = periodStarts(policy.period, at, 1, 2);
-  }
 }
 
 /**

@@ -50,6 +50,11 @@ export interface StorePolicy {
    * limiter sets them just before it calls the store; required for, and only for, "calendar".
    */
   periodStarts?: readonly number[] | undefined;
+  /**
+   * The key's own anchor (a plans override's, Unix ms) `periodStarts` were computed with;
+   * undefined: the policy's. The script checks it against the override it reads.
+   */
+  periodAnchor?: number | undefined;
 }
 
 /** One call of a composed script: its policies and what they share. */
@@ -219,7 +224,7 @@ export function readsPlans(caller: string, call: ScriptCall): boolean {
   );
 }
 
-/** The window a script reads: ms, or a calendar policy's period starts ("<s0>:<s1>:…"). */
+/** The window a script reads: ms, or a calendar policy's period starts ("<s0>:<s1>:…|<anchor>"). */
 function windowArg(caller: string, policy: StorePolicy): ScriptArg {
   if (policy.algorithm !== "calendar") return policy.windowMs;
   const starts = policy.periodStarts;
@@ -230,5 +235,5 @@ function windowArg(caller: string, policy: StorePolicy): ScriptArg {
   ) {
     throw new TypeError(`${caller}: a calendar policy needs its period starts, ascending`);
   }
-  return starts.join(":");
+  return `${starts.join(":")}|${policy.periodAnchor ?? ""}`;
 }

@@ -3,7 +3,8 @@
  * as a fragment of the composed scripts (see scripts.ts).
  *
  * Lua cannot read a timezone, so the caller sends the starts of consecutive periods around its
- * own clock in the window's place (script-inputs.ts: "<s0>:<s1>:…", ascending), and the script
+ * own clock in the window's place (script-inputs.ts: "<s0>:<s1>:…|<anchor>", ascending; the
+ * anchor is for a key's own, calendar-plans.lua.ts), and the script
  * counts in the one that holds the store's `now`: every isolate in every location shares one
  * clock and so one period, as with the other algorithms. An isolate whose clock is so far off
  * that no period sent holds `now` gets a script error (its rule's failure policy), never a count
@@ -55,6 +56,16 @@ local function cal_load(p, now, adopt)
 end
 
 ALG['calendar'] = {
+  -- The window sent: "<s0>:<s1>:…|<anchor>" → the starts, and the longest period between them.
+  bounds = function(arg)
+    local bounds, window = {}, 0
+    for s in string.gmatch(string.match(arg, '^[^|]*'), '[^:]+') do
+      bounds[#bounds + 1] = tonumber(s)
+    end
+    if #bounds < 2 then return nil, nil end
+    for j = 2, #bounds do window = math.max(window, bounds[j] - bounds[j - 1]) end
+    return bounds, window
+  end,
   check = function(p, now)
     cal_load(p, now, true)
     p.allowed = p.count + p.cost <= p.limit
