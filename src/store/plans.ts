@@ -14,6 +14,7 @@
 import { clockedScript, LAST_ARG } from "./clock-slots";
 import { encodeKeyPart } from "./keys";
 import { CLOCK_LUA } from "./lua/clock.lua";
+import { readOverride } from "./override-value";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
 import { type ClockSource, reportClockChange, runOnClock, storeClockOf } from "./store-clock";
 
@@ -284,6 +285,11 @@ export async function listPlans(
   return { cursor: String(reply[0]), now: Number(reply[1]), entries };
 }
 
+/** One key's override (its limit, a calendar key's own anchor) and key block in one policy. */
+export type KeyPlan = { now: number; limit: number | undefined; anchor?: number } & {
+  blockedUntil: number | undefined;
+};
+
 /** One key's override and key block in one policy, as the decision script reads them. */
 export async function readPlan(
   client: ScriptClient,
@@ -291,7 +297,7 @@ export async function readPlan(
   policy: string,
   clientKey: string,
   clock: PlanClock = {},
-): Promise<{ now: number; limit: number | undefined; blockedUntil: number | undefined }> {
+): Promise<KeyPlan> {
   const reply = await onClock(client, clock, (clocked, now) =>
     runScript<unknown>(
       clocked,
@@ -307,7 +313,7 @@ export async function readPlan(
   const end = block === "" ? undefined : Number(block);
   return {
     now,
-    limit: limit === "" ? undefined : Number(limit),
+    ...(limit === "" ? { limit: undefined } : readOverride(String(limit))),
     // A block that has ended is no block.
     blockedUntil: end !== undefined && (end === 0 || end > now) ? end : undefined,
   };
