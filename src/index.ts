@@ -42,6 +42,7 @@ export {
   type RuleSet,
   type RuleSetOptions,
 } from "./http/rule-set";
+export type { CalendarPeriod, PeriodUnit } from "./limiter/calendar-period";
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
 export {
