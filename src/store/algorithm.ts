@@ -34,10 +34,11 @@ export type Algorithm = (typeof ALGORITHMS)[number];
 
 /**
  * The algorithms that count a rate (units per window): all but concurrency, which counts requests
- * in flight (its window is a slot's timeout; a request holds one slot).
+ * in flight (its window is a slot's timeout; a request holds one slot), and calendar, which
+ * counts per calendar period (a rule's `period`, not a `window`).
  */
 export const RATE_ALGORITHMS: readonly Algorithm[] = ALGORITHMS.filter(
-  (algorithm) => algorithm !== "concurrency",
+  (algorithm) => algorithm !== "concurrency" && algorithm !== "calendar",
 );
 
 /** The exact log is the default: the product's promise is exactness. */
