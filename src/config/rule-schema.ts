@@ -185,7 +185,7 @@ export const ruleSchema = v.pipe(
     v.check(
       (rule) =>
         rule.algorithm === "concurrency" || rule.window !== undefined || rule.period !== undefined,
-      'is required (or "period", for a calendar quota)',
+      "is required",
     ),
     ["window"],
   ),
