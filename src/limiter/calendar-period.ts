@@ -226,6 +226,25 @@ export function periodStarts(period: CalendarPeriod, at: number, before = 0, aft
   return starts;
 }
 
+// The last starts computed per period (unit, zone, anchor): every decision of a period rule
+// needs them, and they change once a period; computing them reads the zone's offsets ~17 times.
+const AROUND = new Map<string, readonly number[]>();
+const MAX_AROUND = 1_000;
+
+/**
+ * periodStarts(period, at, 1, 2): the period before the one that holds `at`, that one and two
+ * after, as a store call sends them; remembered per period until `at` leaves its period.
+ */
+export function startsAround(period: CalendarPeriod, at: number): readonly number[] {
+  const name = `${period.unit}|${period.timezone}|${period.anchor ?? ""}`;
+  const known = AROUND.get(name);
+  if (known && (known[1] as number) <= at && at < (known[2] as number)) return known;
+  const starts = periodStarts(period, at, 1, 2);
+  if (AROUND.size >= MAX_AROUND) AROUND.clear();
+  AROUND.set(name, starts);
+  return starts;
+}
+
 /** The period that holds `at`: its start (inclusive) and end (exclusive), Unix ms. */
 export function periodAt(period: CalendarPeriod, at: number): { start: number; end: number } {
   const [start, end] = periodStarts(period, at) as [number, number];

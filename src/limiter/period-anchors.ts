@@ -12,7 +12,7 @@
 import { type EvaluateAnswer, evaluate } from "../store/evaluate";
 import type { ScriptCall } from "../store/script-inputs";
 import { type ScriptClient, StoreReplyError } from "../store/script-runner";
-import { periodStarts } from "./calendar-period";
+import { startsAround } from "./calendar-period";
 import type { ResolvedPolicy } from "./resolved-policy";
 
 /** Keys' own anchors this isolate has been told, by prefix and cache key (undefined: none). */
@@ -40,7 +40,7 @@ export async function evaluateInPeriods(
       const own = policy.overrides ? anchors.get(`${prefix}\n${policy.cacheKey}`) : undefined;
       policy.periodAnchor = own;
       const period = own === undefined ? policy.period : { ...policy.period, anchor: own };
-      policy.periodStarts = periodStarts(period, at, 1, 2);
+      policy.periodStarts = startsAround(period, at);
     }
     const answer = await evaluate(client, call);
     const told = answer.periodAnchor;

@@ -70,8 +70,3 @@ export const LEASABLE: ReadonlySet<Algorithm> = new Set<Algorithm>(
 export function isConcurrency(algorithm: Algorithm): boolean {
   return algorithm === "concurrency";
 }
-
-/** A quota per calendar period: its policies carry the period (StorePolicy.periodStarts). */
-export function isCalendar(algorithm: Algorithm): boolean {
-  return algorithm === "calendar";
-}
