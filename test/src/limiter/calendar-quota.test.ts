@@ -3,7 +3,9 @@ import type { CalendarPeriod } from "../../../src/limiter/calendar-period";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { LimitRequest } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
+import { storeAt } from "../../support/worker/fault-control";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
+import { shardPrefix, shardUrls } from "../../support/worker/shard-stores";
 
 const redis = testRedis();
 const prefix = scopedPrefix("calendar");
@@ -184,5 +186,32 @@ describe("a calendar quota decided by the store", () => {
       }),
     ).rejects.toThrow(/timezone/);
     expect(await redis.exists(storageKey(prefix, "quota", key, "calendar"))).toBe(0);
+  });
+});
+
+describe("a calendar quota over shards", () => {
+  it("each key counted on its shard, to its limit, with the period's reset", async () => {
+    const shardsPrefix = shardPrefix("calendar-shards");
+    const clock = { t: at("2026-05-31T23:59:00Z") };
+    const limiter = createLimiter({
+      store: shardUrls().map((url) => storeAt(url, 2_000)),
+      prefix: shardsPrefix,
+      clock: "caller",
+      now: () => clock.t,
+    });
+    const day: CalendarPeriod = { unit: "day", timezone: "UTC" };
+    const shards = new Set<string | undefined>();
+    for (let i = 0; i < 6; i++) {
+      const key = newKey();
+      const decisions = [];
+      for (let n = 0; n < 3; n++) decisions.push(await limiter.limit(quota(key, 2, day)));
+      expect(decisions.map((d) => d.allowed)).toEqual([true, true, false]);
+      expect(decisions[2]).toMatchObject({
+        reset: at("2026-06-01T00:00:00Z"),
+        retryAfterMs: 60_000,
+      });
+      shards.add(decisions[0]?.shard);
+    }
+    expect(shards.size).toBeGreaterThan(1);
   });
 });
