@@ -1,8 +1,8 @@
 // @ts-check
 // npm run fuzz -- --minutes=30: the model-based test of every feature at once
-// (test/node/model-all-features.test.ts) run again and again with random seeds until the time is
+// (test/e2e/model-all-features.test.ts) run again and again with random seeds until the time is
 // up. Prints each seed with its runs, operations and violations, then the totals; a failing
-// seed's line is ready to keep in test/node/model/kept-seeds.json (the short test replays it).
+// seed's line is ready to keep in test/e2e/model/kept-seeds.json (the short test replays it).
 // Options: --minutes=N (default 30), --runs=N runs a seed (default 40), --steps=N (default 40),
 // --seed=N (first seed; the next ones count up from it). MODEL_OFF / MODEL_ON pass through.
 // Exits 1 when any seed failed. Node only.
@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { ensureRedis } from "./lib/redis.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const TEST = "test/node/model-all-features.test.ts";
+const TEST = "test/e2e/model-all-features.test.ts";
 
 /** @param {string} name @param {number} fallback */
 function option(name, fallback) {

@@ -5,7 +5,7 @@
  * V8 (workerd's engine) represents a substring of 13 or more characters (`slice`, `split`'s
  * parts, `trim`) as a view into its parent, and a concatenation as a pair of pointers: either
  * keeps the whole parent alive. A 40-character key cut from a 1 MB header, kept as a Map key,
- * keeps the megabyte for as long as the entry lives (measured: test/node/isolate-memory.test.ts).
+ * keeps the megabyte for as long as the entry lives (measured: test/src/limiter/isolate-memory.node.test.ts).
  * Prepending a character makes a concatenation that `slice` must first flatten into a fresh
  * buffer of the key's own length + 1: the copy points at that buffer, never at the parent.
  * Shorter strings are never views (V8 copies them), so they are returned as they are.

@@ -5,8 +5,9 @@
  * the change reaches the log the proxy counts in.
  */
 
-import type { NetworkChange, PlanChange, RuleConfig } from "edge-limiter";
-import { problemResponse } from "edge-limiter";
+import type { NetworkChange, PlanChange } from "edge-limiter";
+import type { RuleConfig } from "edge-limiter/server";
+import { problemResponse } from "edge-limiter/server";
 import type { Context } from "hono";
 import { storeUnavailable } from "./admin-route";
 import { authorizedJson } from "./authorized-check";

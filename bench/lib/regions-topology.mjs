@@ -3,15 +3,15 @@
 // project's REST bridge; home's database lives in "eu", and "us" and "ap" each have a database of
 // their own. Every link a worker uses is a delay proxy (latency-proxy.mjs), so each round trip
 // pays its distance: home is `farMs` from us and ap and `nearMs` from eu; each region's own
-// store is `nearMs` away. Used by the 3-region test (test/node/regions.test.ts) and the regions
+// store is `nearMs` away. Used by the 3-region test (test/e2e/regions.test.ts) and the regions
 // benchmark (bench/lib/regions-bench.mjs).
 import { startBridge } from "../../bridge/server.mjs";
 import { startPrivateRedis } from "../../scripts/lib/redis.mjs";
 import { startLatencyProxy } from "./latency-proxy.mjs";
 
-export const REGIONS = /** @type {const} */ (["eu", "us", "ap"]);
+const REGIONS = /** @type {const} */ (["eu", "us", "ap"]);
 /** Where home's database is. */
-export const HOME_REGION = "eu";
+const HOME_REGION = "eu";
 
 /**
  * @param {{ farMs?: number, nearMs?: number, token?: string }} [options]

@@ -220,7 +220,7 @@ export function cpuSection(r) {
       "a Headers object built by workerd each time: 0.92× workerd CPU per decision without " +
       "them (paired median of 16 alternated 2 s slices at 400/s, CPU read to the ns). The " +
       "client itself keeps both for the analytics and admin reads " +
-      "(`test/worker/store/upstash-client.test.ts` checks what reaches the store). Measured " +
+      "(`test/src/store/upstash-client.test.ts` checks what reaches the store). Measured " +
       "and not cut: the rate-limit headers on the answer (1.02×, no gain), `keepAlive: false` " +
       "(no gain over the above), the decision's timer (a build without it, for the measure " +
       "only, was 0.96×: it is the deadline, a guarantee). The floor contender above shows what " +
@@ -255,7 +255,7 @@ export function cpuSection(r) {
     "Cut from the request path, each keeping its guarantee: the bearer token is compared " +
       "synchronously in constant time against the configured token's code units kept per " +
       "isolate (it was a SHA-256 of both sides per request through async Web Crypto; " +
-      "`test/worker/http/bearer-token.test.ts` pins no early exit); an exact `POST /check` and " +
+      "`test/worker/bearer-token.test.ts` pins no early exit); an exact `POST /check` and " +
       "every path outside /check skip Hono's dispatch and context (`worker/worker.ts`; /check/* " +
       "and %-escaped paths still routed by Hono; `check-fast-path.test.ts`); the /check answer " +
       "is one Response built in one step; a body with a declared length is read " +

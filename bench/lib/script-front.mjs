@@ -1,6 +1,6 @@
 // @ts-check
 // A network boundary in front of a store (a bridge, or a delay proxy before one) that sees every
-// script call on its way, for the region tests (test/node/regions.test.ts):
+// script call on its way, for the region tests (test/e2e/regions.test.ts):
 // - `stepMs`: the scripts run on a clock stepped that far from the server's (negative: back, as
 //   an NTP step or a failover to a server whose clock is behind does). Every `redis.call('TIME')`
 //   in a script's text is replaced by the server's TIME plus the step, and the call goes on as

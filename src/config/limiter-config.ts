@@ -42,7 +42,7 @@ const requestIdHeadersSchema = v.pipe(
 
 // Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
 /** How often an isolate refreshes its copy of the network blocks, by default (ms). */
-export const DEFAULT_BLOCKS_REFRESH_MS = 1_000;
+const DEFAULT_BLOCKS_REFRESH_MS = 1_000;
 
 const networkBlocksSchema = v.pipe(
   v.union(
@@ -62,7 +62,11 @@ const networkBlocksSchema = v.pipe(
   ),
 );
 
-// Exported for test/node/config-docs.test.ts, which holds docs/configuration.md to its fields.
+/**
+ * LIMITER_CONFIG's schema.
+ * @public for test/repo/config-docs.test.ts, which holds docs/configuration.md to its fields: it
+ * bundles this file from a string, an import knip cannot follow.
+ */
 export const configSchema = plainObject(
   {
     /** The rules every proxied request is decided against (docs/configuration.md). */
@@ -149,6 +153,13 @@ export interface ParseConfigOptions {
 /**
  * LIMITER_CONFIG: a JSON string (from `npm start`, or a wrangler var) or an object (a TOML table
  * in wrangler.toml). Validated once per isolate; the first wrong field is named.
+ *
+ * @example
+ * ```ts
+ * const parsed = parseConfig(env.LIMITER_CONFIG, { required: true });
+ * if (!parsed.ok) throw new Error(`LIMITER_CONFIG: ${parsed.field} ${parsed.detail}`);
+ * const rules = createRules(parsed.value);
+ * ```
  */
 export function parseConfig(
   raw: unknown,

@@ -73,5 +73,3 @@ export const matchSchema = v.pipe(
       : {}),
   })),
 );
-/** Which requests a rule applies to, as read: see matchSchema. */
-export type RuleMatch = v.InferOutput<typeof matchSchema>;

@@ -71,7 +71,7 @@ export const PERIOD_ALGORITHM =
 export const NEEDS_PERIOD = 'applies to calendar quotas only: it needs "period"';
 
 /** Why a concurrency rule refuses a `window`. */
-export const NO_CONCURRENCY_WINDOW =
+const NO_CONCURRENCY_WINDOW =
   'is not taken by a concurrency rule: it counts requests in flight, not per window (a slot lasts until its request ends, at most "timeout")';
 
 // Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
@@ -282,7 +282,7 @@ export const PERIOD_NOT_LEASED =
   "does not apply to a calendar quota (period): it keeps a count per period, which a lease cannot stamp ahead; it is decided by the store (and, with regions, by home)";
 
 /** Why `lease: true` is refused with `overrides: true`. */
-export const OVERRIDES_NOT_LEASED =
+const OVERRIDES_NOT_LEASED =
   "cannot be combined with overrides: a lease would spend past a change of the override for its whole life";
 
 /**

@@ -58,7 +58,7 @@ const FIELDS = [
 ] as const;
 
 /** Most rules one /check may name (one script call, one key per rule). */
-export const MAX_RULES_PER_CHECK = 16;
+const MAX_RULES_PER_CHECK = 16;
 
 const RULE_NAMES = `must be a non-empty array of at most ${MAX_RULES_PER_CHECK} rule names`;
 // The /check-only fields: the rule (or rules) a body names, looked up in the config.

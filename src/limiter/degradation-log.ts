@@ -64,7 +64,7 @@ export interface DegradationLog {
 }
 
 /** The error's cause, read from its type and message (the Upstash client's, fetch's, ours). */
-export function storeErrorCause(error: unknown): StoreErrorCause {
+function storeErrorCause(error: unknown): StoreErrorCause {
   if (error instanceof StoreTimeoutError) return "timeout";
   const text = `${(error as { name?: unknown })?.name ?? ""} ${String(error)} ${String(
     (error as { cause?: unknown })?.cause ?? "",
@@ -82,6 +82,12 @@ export function storeErrorCause(error: unknown): StoreErrorCause {
 /**
  * A store error said for a person: its cause and a sentence naming what to check (never the
  * error's own text, which may quote a request). The default log and the worker's 503s say it.
+ *
+ * @example
+ * ```ts
+ * const { cause, detail } = describeStoreError(error);
+ * return problemResponse(503, { title: "Store unavailable", detail, cause });
+ * ```
  */
 export function describeStoreError(error: unknown): { cause: StoreErrorCause; detail: string } {
   const cause = storeErrorCause(error);
@@ -164,7 +170,7 @@ export function createDegradationLog(options: DegradationLogOptions = {}): Degra
 }
 
 /** A store's name for the log: its URL's host (never the token), else "store". */
-export function storeLabel(store: unknown): string {
+function storeLabel(store: unknown): string {
   const url = (store as { storeUrl?: unknown })?.storeUrl;
   if (typeof url !== "string") return "store";
   try {

@@ -30,7 +30,7 @@ export interface NetworkBlocksOptions {
   onRefreshFailed?: ((event: BlocksRefreshFailed) => void) | undefined;
 }
 
-export const DEFAULT_BLOCKS_REFRESH_MS = 1_000;
+const DEFAULT_BLOCKS_REFRESH_MS = 1_000;
 
 export interface NetworkBlockCopies {
   /** The copy for these options: the same object for the same options. */

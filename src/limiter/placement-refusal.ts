@@ -21,7 +21,7 @@ export interface PlacedCallOptions extends LimitAllOptions {
  * A refused request's Retry-After (ms). The refusal lasts until the deployment is fixed, which
  * no wait fixes; a short one keeps clients polling rather than gone for a window.
  */
-export const FENCE_RETRY_MS = 1_000;
+const FENCE_RETRY_MS = 1_000;
 
 /** A shard refused this isolate's placement: `setting` names what to fix. */
 export class PlacementFenceError extends Error {

@@ -31,7 +31,7 @@ import type { LimiterContext } from "./context";
 import { anchorOf } from "./override-anchor";
 
 /** Longest block with an end (s): a year. Without `seconds` a block lasts until removed. */
-export const MAX_BLOCK_SECONDS = 365 * 86_400;
+const MAX_BLOCK_SECONDS = 365 * 86_400;
 
 /** One client key in one policy, as the limiter counts it (a rule's key: hashed header, grouped address). */
 export interface PlanKey {

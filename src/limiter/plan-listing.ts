@@ -31,7 +31,7 @@ export interface PlanEntry {
 }
 
 /** Most entries one listing page asks the store for (HSCAN COUNT). */
-export const MAX_LIST_COUNT = 1_000;
+const MAX_LIST_COUNT = 1_000;
 
 /** What `limiter.plans.list` lists, and from where. */
 export interface PlanListing {

@@ -11,7 +11,7 @@ import { costFits, limitSchemaOf } from "../config/schema-parts";
 import { MAX_ZSET_COST } from "../store/caps";
 
 /** A value computed per request, sync or async. */
-export type PerRequest<E extends HonoEnv, T> = (c: Context<E>) => T | Promise<T>;
+type PerRequest<E extends HonoEnv, T> = (c: Context<E>) => T | Promise<T>;
 
 /** A middleware rule: a LIMITER_CONFIG rule whose `limit` and `cost` may be functions of `c`. */
 export type RateLimitRule<E extends HonoEnv = HonoEnv> = Omit<RuleInput, "limit" | "cost"> & {

@@ -20,7 +20,7 @@ export const MAX_WINDOW_MS = 7 * 86_400_000;
  * change). A request id's record still lasts at most RECORD_TTL_MAX_MS: a retry is seconds
  * after its request, not weeks.
  */
-export const MAX_PERIOD_MS = 31 * 86_400_000 + 3_600_000;
+const MAX_PERIOD_MS = 31 * 86_400_000 + 3_600_000;
 
 /**
  * The largest limit of the O(1) algorithms (fixed-window, sliding-counter, token-bucket): a
@@ -77,7 +77,7 @@ export const MAX_RING_COST = 100_000;
  * The most slots a concurrency key may hold: one sorted-set member each (~100 bytes), and the
  * script trims and counts them on every acquire.
  */
-export const MAX_CONCURRENCY_LIMIT = 10_000;
+const MAX_CONCURRENCY_LIMIT = 10_000;
 
 /**
  * The longest a concurrency slot lives unreleased (its policy's `windowMs`): a holder that died
@@ -105,7 +105,7 @@ export function limitRange(algorithm: Algorithm): string {
 }
 
 /** How a concurrency cost other than 1 is refused: a request holds one slot. */
-export const CONCURRENCY_COST = "must be 1 for a concurrency rule (a request holds one slot)";
+const CONCURRENCY_COST = "must be 1 for a concurrency rule (a request holds one slot)";
 
 /** A policy as the caps see it. */
 export interface BoundedPolicy {
@@ -200,17 +200,12 @@ export function storePolicyIssue(
 }
 
 /** How a concurrency timeout (its policy's windowMs) outside the bounds is refused. */
-export const TIMEOUT_RANGE = `must be a concurrency slot's timeout: an integer of ms from ${MIN_WINDOW_MS} to ${MAX_CONCURRENCY_TIMEOUT_MS} (1 day)`;
+const TIMEOUT_RANGE = `must be a concurrency slot's timeout: an integer of ms from ${MIN_WINDOW_MS} to ${MAX_CONCURRENCY_TIMEOUT_MS} (1 day)`;
 
 /** How a window outside the bounds is refused. */
-export const WINDOW_RANGE = `must be an integer of ms from ${MIN_WINDOW_MS} to ${MAX_WINDOW_MS} (7 days)`;
+const WINDOW_RANGE = `must be an integer of ms from ${MIN_WINDOW_MS} to ${MAX_WINDOW_MS} (7 days)`;
 
 // Callers in plain JS may pass anything: a non-number is past every cap.
 function isIntegerIn(value: unknown, min: number, max: number): boolean {
   return typeof value === "number" && Number.isInteger(value) && value >= min && value <= max;
 }
-
-/** @deprecated The sorted set's cap, under its old name: MAX_ZSET_LIMIT. */
-export const MAX_LOG_LIMIT = MAX_ZSET_LIMIT;
-/** @deprecated The sorted set's cap, under its old name: MAX_ZSET_COST. */
-export const MAX_LOG_COST = MAX_ZSET_COST;

@@ -101,7 +101,7 @@ export interface KeyBlock {
 }
 
 /** The fields of a policy a request id's record remembers, in the record's order. */
-export const RECORDED_FIELDS = ["algorithm", "limit", "windowMs", "cost"] as const;
+const RECORDED_FIELDS = ["algorithm", "limit", "windowMs", "cost"] as const;
 
 /**
  * A request id already decided with other parameters: the first policy and field that differ,
@@ -109,7 +109,7 @@ export const RECORDED_FIELDS = ["algorithm", "limit", "windowMs", "cost"] as con
  * same request; replaying the first answer would admit the second request for free, and
  * deciding it afresh would count a genuine retry twice.
  */
-export interface RecordConflict {
+interface RecordConflict {
   /** Index in the call's policies. */
   index: number;
   field: (typeof RECORDED_FIELDS)[number];

@@ -119,6 +119,16 @@ export type PolicyField =
  * window, a limit, a cost, or one call's summed sliding-log cost; the limiter adds the policy
  * name, the client key, the fail mode). The caller's error, thrown before the store is called,
  * so nothing is written.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await limiter.limit({ policy: "api", key, limit: requested, windowMs: 60_000 });
+ * } catch (error) {
+ *   if (error instanceof PolicyBoundsError) return c.json({ field: error.field }, 400);
+ *   throw error;
+ * }
+ * ```
  */
 export class PolicyBoundsError extends RangeError {
   override name = "PolicyBoundsError";
@@ -206,7 +216,7 @@ export function scriptInputs(
  * the caller asked them (askedLimit over limit), joined by ','. The same text the scripts once
  * built from their ARGV, so records written before stay comparable.
  */
-export function recordFingerprint(policies: readonly StorePolicy[]): string {
+function recordFingerprint(policies: readonly StorePolicy[]): string {
   let text = "";
   for (let i = 0; i < policies.length; i++) {
     const p = policies[i] as StorePolicy;

@@ -32,7 +32,7 @@ export interface StoreClientOptions {
 }
 
 /** What `withSignal` hands out: the two script calls, aborted by the signal given. */
-export type SignalledScripts = Pick<Redis, "evalsha" | "eval">;
+type SignalledScripts = Pick<Redis, "evalsha" | "eval">;
 
 /**
  * The Upstash client plus `withTimeout`, and `withSignal` when its auto-pipeline is off (see
@@ -54,10 +54,10 @@ export type StoreClient = Redis & {
  *   timer per decision, and a NOSCRIPT → EVAL gets only the time left), else a fresh
  *   `AbortSignal.timeout` (and withinDeadline bounds a second call through `withTimeout`).
  *   (Never share one between requests: workerd ties a signal to the request that made it, and
- *   another request's fetch with it fails — test/worker/http/check-route.test.ts guards this.)
+ *   another request's fetch with it fails — test/worker/check-route/check-route.test.ts guards this.)
  *   A static signal is swallowed by the client (it fakes a 200 with the abort reason) and stays
  *   aborted forever. The abort closes the connection: a request held up *before* Redis (a slow
- *   network, a queue in front of it) is never run (test/worker/limiter/failure.test.ts proves
+ *   network, a queue in front of it) is never run (test/src/limiter/failure.test.ts proves
  *   it with a server that delays, then forwards). A script Redis already ran has counted, however late its answer.
  *   withinDeadline (script-runner.ts, same timeoutMs) bounds the decision as a whole.
  * - the auto-pipeline as `autoPipeline` says (on unless turned off; see there).
@@ -148,7 +148,7 @@ const TIMEOUT_STEP_MS = 10;
 /**
  * The options of a client that only runs our scripts (see createStoreClient). The Cloudflare
  * entry's config type omits `responseEncoding`, but its constructor hands it to the HTTP client
- * (@upstash/redis ≥ 1.28); test/worker/store/upstash-client.test.ts checks the request it sends.
+ * (@upstash/redis ≥ 1.28); test/src/store/upstash-client.test.ts checks the request it sends.
  */
 const SCRIPTS_ONLY: Partial<RedisConfigCloudflare> & { responseEncoding: false } = {
   responseEncoding: false,

@@ -14,7 +14,7 @@ import type { WaitUntil } from "../types";
 import type { Lease } from "./lease";
 
 /** What the store answered to a lease request. */
-export interface LeaseGrant {
+interface LeaseGrant {
   /** The store admitted all `units` (a lease is all or nothing, like any request). */
   granted: boolean;
   /** The store's clock when it decided (ms). */
@@ -35,7 +35,7 @@ export interface LeaseGrant {
 }
 
 /** What a give-back names: the lease's key, its units' member id and stamp, its reset mark. */
-export type LeaseUnits = Pick<Lease, "policy" | "memberId" | "stamp" | "resetMark">;
+type LeaseUnits = Pick<Lease, "policy" | "memberId" | "stamp" | "resetMark">;
 
 export interface LeaseStore {
   /**

@@ -9,7 +9,7 @@ const RING_PREFIX_BYTES = 1024;
 const RING_PREFIX_SLOTS = Math.floor((RING_PREFIX_BYTES - RING_HEADER_BYTES) / 4);
 
 /** The first byte of a ring ('S'; 'R' marked the 31-byte header of an unreleased build). */
-export const RING_MARK = 83;
+const RING_MARK = 83;
 
 /**
  * The range of slots a decision of cost `cost` reads (Lua statements setting locals `from`, the

@@ -1,0 +1,88 @@
+/**
+ * What the model test generates, by feature, and the switch that leaves some out: a feature
+ * whose fix has not landed is listed in KNOWN_BROKEN (left out by default) until it holds.
+ *
+ * MODEL_OFF=a,b   leaves out more features (names below);
+ * MODEL_ON=a,b    puts back ones KNOWN_BROKEN leaves out (MODEL_ON=all: every one);
+ * MODEL_ONLY=a,b  generates these features alone (to aim a fuzz at a meeting of a few).
+ *
+ * A name with "×" is an intersection: both features stay on, only their meeting is left out
+ * (e.g. "reshard×concurrency": no concurrency in a run that reshards).
+ */
+const FEATURES = [
+  // algorithms
+  "sliding-log",
+  "sliding-log-zset",
+  "fixed-window",
+  "sliding-counter",
+  "token-bucket",
+  "concurrency",
+  // what is done with decisions
+  "costs",
+  "multi-policy",
+  "burst",
+  "request-ids",
+  "refunds",
+  "peek",
+  "reset",
+  "overrides",
+  "key-blocks",
+  "network-blocks",
+  "leases",
+  // the environment
+  "reshard",
+  "faults",
+  "hang",
+  // intersections
+  "reshard×concurrency",
+  "reshard×request-ids",
+  "reshard×plans",
+  "reshard×peek",
+  // a broken premise of the reshard: isolate 0 still on the old config up to 3 s after `at`
+  "reshard-premise",
+  "reshard×faults",
+  "multi-shard×request-ids",
+  "refunds×request-ids",
+] as const;
+
+export type Feature = (typeof FEATURES)[number];
+
+/**
+ * Left out by default: a meeting of features this test finds failing, until its fix lands (list
+ * it here with its kept case in kept-seeds.json). Empty: every feature meets every other.
+ */
+const KNOWN_BROKEN: readonly Feature[] = [];
+
+function listed(raw: string | undefined): string[] {
+  return (raw ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+}
+
+/** The features on for this run: all, less KNOWN_BROKEN (unless MODEL_ON), less MODEL_OFF. */
+export function enabledFeatures(
+  env: Record<string, string | undefined> = process.env,
+): Set<Feature> {
+  const on = listed(env.MODEL_ON);
+  const off = listed(env.MODEL_OFF);
+  const only = listed(env.MODEL_ONLY);
+  for (const name of [...on, ...off, ...only]) {
+    if (name !== "all" && !(FEATURES as readonly string[]).includes(name)) {
+      throw new Error(
+        `unknown model feature ${JSON.stringify(name)}: one of ${FEATURES.join(", ")}`,
+      );
+    }
+  }
+  const enabled = new Set<Feature>(FEATURES);
+  for (const feature of KNOWN_BROKEN) {
+    if (!on.includes("all") && !on.includes(feature)) enabled.delete(feature);
+  }
+  for (const feature of off) enabled.delete(feature as Feature);
+  if (only.length > 0) {
+    for (const feature of FEATURES) {
+      if (!only.includes(feature) && !on.includes(feature)) enabled.delete(feature);
+    }
+  }
+  return enabled;
+}
