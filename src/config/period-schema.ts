@@ -39,3 +39,23 @@ export const anchorSchema = v.pipe(
     return NEVER;
   }),
 );
+
+/** Why a rule refuses both `window` and `period`. */
+export const PERIOD_NOT_WINDOW =
+  'cannot be combined with "window": a rule counts per window or per calendar period, not both';
+
+/** Why a period rule refuses another algorithm. */
+export const PERIOD_ALGORITHM =
+  'is "calendar" for a rule with "period" (a count per period, reset when the next starts): leave it out';
+
+/** Why `timezone` or `anchor` without `period` is refused. */
+export const NEEDS_PERIOD = 'applies to calendar quotas only: it needs "period"';
+
+/**
+ * Why `lease: true` is refused on a calendar quota: a lease is exact because its units are
+ * stamped at its end in a log of times; a period keeps a count, and a unit stamped ahead could
+ * land in the next period, spending its budget early. Regions lease too: a period rule is always
+ * decided by home.
+ */
+export const PERIOD_NOT_LEASED =
+  "does not apply to a calendar quota (period): it keeps a count per period, which a lease cannot stamp ahead; it is decided by the store (and, with regions, by home)";

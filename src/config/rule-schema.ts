@@ -12,7 +12,15 @@ import { boundsIssue, DEFAULT_CONCURRENCY_TIMEOUT_MS } from "../store/caps";
 import { POLICY_NAME } from "../store/keys";
 import { ADHOC_POLICY_PREFIX } from "./limits";
 import { matchSchema } from "./match-schema";
-import { anchorSchema, periodSchema, timezoneSchema } from "./period-schema";
+import {
+  anchorSchema,
+  NEEDS_PERIOD,
+  PERIOD_ALGORITHM,
+  PERIOD_NOT_LEASED,
+  PERIOD_NOT_WINDOW,
+  periodSchema,
+  timezoneSchema,
+} from "./period-schema";
 import {
   algorithmNameSchema,
   costFits,
@@ -58,17 +66,6 @@ const nameSchema = v.pipe(
     `must not start with "${ADHOC_POLICY_PREFIX}" (reserved for ad-hoc checks)`,
   ),
 );
-
-/** Why a rule refuses both `window` and `period`. */
-export const PERIOD_NOT_WINDOW =
-  'cannot be combined with "window": a rule counts per window or per calendar period, not both';
-
-/** Why a period rule refuses another algorithm. */
-export const PERIOD_ALGORITHM =
-  'is "calendar" for a rule with "period" (a count per period, reset when the next starts): leave it out';
-
-/** Why `timezone` or `anchor` without `period` is refused. */
-export const NEEDS_PERIOD = 'applies to calendar quotas only: it needs "period"';
 
 /** Why a concurrency rule refuses a `window`. */
 const NO_CONCURRENCY_WINDOW =
@@ -271,15 +268,6 @@ export type RuleConfig = v.InferOutput<typeof ruleSchema>;
  */
 export const LEASE_NEEDS_LOG =
   'applies to the sliding logs only ("sliding-log", "sliding-log-zset"): the O(1) algorithms keep counts, which a lease cannot stamp ahead';
-
-/**
- * Why `lease: true` is refused on a calendar quota: a lease is exact because its units are
- * stamped at its end in a log of times; a period keeps a count, and a unit stamped ahead could
- * land in the next period, spending its budget early. Regions lease too: a period rule is always
- * decided by home.
- */
-export const PERIOD_NOT_LEASED =
-  "does not apply to a calendar quota (period): it keeps a count per period, which a lease cannot stamp ahead; it is decided by the store (and, with regions, by home)";
 
 /** Why `lease: true` is refused with `overrides: true`. */
 const OVERRIDES_NOT_LEASED =

@@ -5,8 +5,14 @@
  */
 import * as v from "valibot";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
-import { anchorSchema, periodSchema, timezoneSchema } from "../config/period-schema";
-import { NEEDS_PERIOD, PERIOD_ALGORITHM, PERIOD_NOT_WINDOW } from "../config/rule-schema";
+import {
+  anchorSchema,
+  NEEDS_PERIOD,
+  PERIOD_ALGORITHM,
+  PERIOD_NOT_WINDOW,
+  periodSchema,
+  timezoneSchema,
+} from "../config/period-schema";
 import { invalid, type Validated } from "../config/validation";
 import type { CalendarPeriod } from "../limiter/calendar-period";
 import type { Algorithm } from "../store/algorithm";

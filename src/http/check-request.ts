@@ -9,7 +9,8 @@ import * as v from "valibot";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
 import { unknownFieldDetail } from "../config/field-suggestion";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
-import { LEASE_NEEDS_LOG, PERIOD_NOT_LEASED, type RuleConfig } from "../config/rule-schema";
+import { PERIOD_NOT_LEASED } from "../config/period-schema";
+import { LEASE_NEEDS_LOG, type RuleConfig } from "../config/rule-schema";
 import {
   algorithmSchema,
   clientKeySchema,

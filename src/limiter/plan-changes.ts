@@ -11,9 +11,8 @@ import { networkValue } from "../net/network-values";
 import { type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
 import { maxLimitOf } from "../store/caps";
 import { POLICY_NAME } from "../store/keys";
-import { overrideValue } from "../store/override-value";
+import { type KeyPlan, overrideValue } from "../store/override-value";
 import {
-  type KeyPlan,
   keyBlockField,
   MAX_NETWORK_BLOCKS,
   MAX_PLAN_BYTES,

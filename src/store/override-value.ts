@@ -15,3 +15,11 @@ export function readOverride(value: string): { limit: number; anchor?: number } 
   if (at < 0) return { limit: Number(value) };
   return { limit: Number(value.slice(0, at)), anchor: Number(value.slice(at + 1)) };
 }
+
+/** One key's override (its limit, a calendar key's own anchor) and key block in one policy. */
+export interface KeyPlan {
+  now: number;
+  limit: number | undefined;
+  anchor?: number;
+  blockedUntil: number | undefined;
+}

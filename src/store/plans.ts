@@ -14,7 +14,7 @@
 import { clockedScript, LAST_ARG } from "./clock-slots";
 import { encodeKeyPart } from "./keys";
 import { CLOCK_LUA } from "./lua/clock.lua";
-import { readOverride } from "./override-value";
+import { type KeyPlan, readOverride } from "./override-value";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
 import { type ClockSource, reportClockChange, runOnClock, storeClockOf } from "./store-clock";
 
@@ -284,11 +284,6 @@ export async function listPlans(
   }
   return { cursor: String(reply[0]), now: Number(reply[1]), entries };
 }
-
-/** One key's override (its limit, a calendar key's own anchor) and key block in one policy. */
-export type KeyPlan = { now: number; limit: number | undefined; anchor?: number } & {
-  blockedUntil: number | undefined;
-};
 
 /** One key's override and key block in one policy, as the decision script reads them. */
 export async function readPlan(
