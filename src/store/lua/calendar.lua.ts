@@ -14,9 +14,11 @@
  * the last at `t`. The period lives in the value, not in the key name, for the reason
  * fixed-window gives: with the Redis clock it is only known inside the script, and every key a
  * script touches is in KEYS. A value of another period is read as fixed-window reads another
- * window: units admitted since this period started (`t` ≥ its start: the anchor or timezone
- * changed mid-period, or the other version of a rolling deploy wrote it) count here, so a change
- * never hands out a fresh budget mid-period; an earlier period counts for nothing. TTL: the
+ * window: a later one of the periods sent (a faster isolate on the caller's clock, across a
+ * boundary) is counted in, never overwritten; units admitted since this period started (`t` ≥
+ * its start: the anchor or timezone changed mid-period, or the other version of a rolling deploy
+ * wrote it) count here, so a change never hands out a fresh budget mid-period; an earlier period
+ * counts for nothing. TTL: the
  * period's end plus CAL_MARGIN (and GRACE on the caller's clock), so a refund arriving just after
  * the boundary still finds its period.
  *
@@ -50,6 +52,11 @@ local function cal_load(p, now, adopt)
   s, t, count = tonumber(s), tonumber(t), tonumber(count)
   if s == start then
     p.count, p.own, p.t = count, true, t
+  elseif adopt and s > start and cal_period(p, s) == s then
+    -- A later period of these (only a faster caller clock can have written it): count there
+    -- too, and never write this older one over it.
+    local _, ends = cal_period(p, s)
+    p.start, p.ends, p.count, p.own, p.t = s, ends, count, true, t
   elseif adopt and t >= start then
     p.count = count
   end
@@ -72,7 +79,7 @@ ALG['calendar'] = {
   end,
   commit = function(p, now)
     p.count = p.count + p.cost
-    local t = math.max(now, p.t or now)
+    local t = math.max(now, p.t or now, p.start)
     redis.call('SET', p.key, p.start .. ':' .. t .. ':' .. p.count, 'PX',
       p.ends - now + CAL_MARGIN + GRACE)
   end,
