@@ -32,7 +32,7 @@ export interface ResolvedPolicy extends StorePolicy {
   /** Read its limit override and key block from the plans hash (LimitRequest.overrides). */
   readonly overrides: boolean;
   /** A calendar policy's period (LimitRequest.period). */
-  period?: CalendarPeriod;
+  period?: CalendarPeriod | undefined;
   /**
    * Its Redis key (StorePolicy): "" until the store is to be asked (withStorageKeys), so a
    * denial from the cache never builds it. The client key is `clientKey`.

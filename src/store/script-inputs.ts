@@ -55,6 +55,12 @@ export interface StorePolicy {
    * undefined: the policy's. The script checks it against the override it reads.
    */
   periodAnchor?: number | undefined;
+  /**
+   * A calendar policy's period as the caller asked it (limiter/calendar-period.ts): a request
+   * id's record is fingerprinted with it in the window's place, so a retry asking another period
+   * is a conflict, not a replay.
+   */
+  period?: { unit: string; timezone: string; anchor?: number | undefined } | undefined;
 }
 
 /** One call of a composed script: its policies and what they share. */
@@ -213,14 +219,18 @@ export function scriptInputs(
 
 /**
  * What a request id's record is fingerprinted with: per policy `algorithm:limit:window:cost` as
- * the caller asked them (askedLimit over limit), joined by ','. The same text the scripts once
+ * the caller asked them (askedLimit over limit; a calendar policy's window its period,
+ * `unit@zone@anchor`), joined by ','. The same text the scripts once
  * built from their ARGV, so records written before stay comparable.
  */
 function recordFingerprint(policies: readonly StorePolicy[]): string {
   let text = "";
   for (let i = 0; i < policies.length; i++) {
     const p = policies[i] as StorePolicy;
-    text += `${i > 0 ? "," : ""}${p.algorithm}:${p.askedLimit ?? p.limit}:${p.windowMs}:${p.cost}`;
+    const window = p.period
+      ? `${p.period.unit}@${p.period.timezone}@${p.period.anchor ?? ""}`
+      : p.windowMs;
+    text += `${i > 0 ? "," : ""}${p.algorithm}:${p.askedLimit ?? p.limit}:${window}:${p.cost}`;
   }
   return text;
 }

@@ -158,6 +158,25 @@ describe("a calendar quota decided by the store", () => {
     });
   });
 
+  it("a request id's retry is replayed; the same id asking another period is a conflict", async () => {
+    const a = isolate("2026-06-10T00:00:00Z");
+    const key = newKey();
+    const utc: CalendarPeriod = { unit: "day", timezone: "UTC" };
+    const requestId = `r-${crypto.randomUUID()}`;
+    expect((await a.limiter.limitAll([quota(key, 5, utc)], { requestId })).allowed).toBe(true);
+    const retry = await a.limiter.limitAll([quota(key, 5, utc)], { requestId });
+    expect(retry).toMatchObject({ allowed: true, replayed: true });
+    const tokyo = await a.limiter.limitAll([quota(key, 5, { ...utc, timezone: "Asia/Tokyo" })], {
+      requestId,
+    });
+    expect(tokyo).toMatchObject({
+      allowed: false,
+      conflict: { field: "windowMs", recorded: "day@UTC@", asked: "day@Asia/Tokyo@" },
+    });
+    const redisKey = storageKey(prefix, "quota", key, "calendar");
+    expect(await redis.get<string>(redisKey)).toMatch(/:1$/);
+  });
+
   it("on the Redis clock: the period that holds the store's now, reset at the next UTC midnight", async () => {
     const limiter = createLimiter({ store: testStore(), prefix });
     const key = newKey();
