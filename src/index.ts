@@ -24,6 +24,7 @@ export type {
   StatsSpan,
 } from "./analytics/types";
 export type { ClientIpConfig } from "./config/client-ip-config";
+export type { CalendarPeriod, PeriodUnit } from "./limiter/calendar-period";
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
 export type { LeaseOptions } from "./limiter/leases/lease-sizing";

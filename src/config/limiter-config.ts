@@ -204,6 +204,15 @@ export function parseConfig(
       `must list "shards"' first shard (${JSON.stringify(shards[0])}) first: it holds the network blocks and analytics, which a reshard does not move`,
     );
   }
+  const period = reshard ? result.output.rules.findIndex((rule) => rule.period) : -1;
+  if (period >= 0) {
+    // A moved key's old shard is read only for the logs (a peek of its window); a counter
+    // starts afresh on the new shard, which for a month's quota is a second month's budget.
+    return invalid(
+      `rules[${period}].period`,
+      'cannot be used during a "reshard": a moved key\'s quota would start afresh on its new shard (a second budget for the period)',
+    );
+  }
   return ruleListIssue(result.output.rules) ?? { ok: true, value: result.output };
 }
 

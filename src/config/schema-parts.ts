@@ -71,11 +71,11 @@ export const timeoutSchema = v.pipe(
   }),
 );
 
-/** How a policy counts; absent, the default (the exact sliding log). A retired one says so. */
-export const algorithmSchema = v.optional(
-  v.picklist(ALGORITHMS, (issue) => unknownAlgorithm(issue.input)),
-  DEFAULT_ALGORITHM,
-);
+/** How a policy counts, when named. A retired one says so. */
+export const algorithmNameSchema = v.picklist(ALGORITHMS, (issue) => unknownAlgorithm(issue.input));
+
+/** How a policy counts; absent, the default (the exact sliding log). */
+export const algorithmSchema = v.optional(algorithmNameSchema, DEFAULT_ALGORITHM);
 
 // A limit within its algorithm's cap (maxLimitOf), refused in limitRange's words. Built once per
 // algorithm: /check picks one per request.

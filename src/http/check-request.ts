@@ -9,6 +9,7 @@ import * as v from "valibot";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
 import { unknownFieldDetail } from "../config/field-suggestion";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
+import { PERIOD_NOT_LEASED } from "../config/period-schema";
 import { LEASE_NEEDS_LOG, type RuleConfig } from "../config/rule-schema";
 import {
   algorithmSchema,
@@ -26,12 +27,15 @@ import {
   unknownField,
   type Validated,
 } from "../config/validation";
+import { LONGEST_PERIOD_MS } from "../limiter/calendar-period";
 import { DEFAULT_COST } from "../limiter/defaults";
 import type { LimitRequest } from "../limiter/types";
 import { groupAddress } from "../net/ip-address";
 import { ruleRequest } from "../rules/decide";
 import { DEFAULT_ALGORITHM, isConcurrency, isLogAlgorithm } from "../store/algorithm";
 import { boundsIssue } from "../store/caps";
+import { POLICY_NAME } from "../store/keys";
+import { adhocPeriod, adhocPeriodName } from "./check-period";
 import { createPolicyMemo } from "./policy-memo";
 
 const FIELDS = [
@@ -44,6 +48,9 @@ const FIELDS = [
   "algorithm",
   "requestId",
   "lease",
+  "period",
+  "timezone",
+  "anchor",
 ] as const;
 
 /** Most rules one /check may name (one script call, one key per rule). */
@@ -157,7 +164,15 @@ function namedRules(
     return invalid("rules", 'cannot be combined with "rule"');
   }
   const field = body.rule !== undefined ? "rule" : "rules";
-  for (const name of ["limit", "window", "algorithm", "lease"] as const) {
+  for (const name of [
+    "limit",
+    "window",
+    "algorithm",
+    "lease",
+    "period",
+    "timezone",
+    "anchor",
+  ] as const) {
     if (body[name] !== undefined) return invalid(name, `cannot be combined with "${field}"`);
   }
   let names: readonly string[];
@@ -219,7 +234,7 @@ export function adhocPolicyName(windowMs: number, limit: number): string {
 const adhocPolicy = createPolicyMemo(
   // Every field readAdhocPolicy reads, and no other (a field it reads but the memo does not key
   // on would be answered from another body's read).
-  ["algorithm", "limit", "window", "cost", "lease"],
+  ["algorithm", "limit", "window", "cost", "lease", "period", "timezone", "anchor"],
   readAdhocPolicy,
 );
 
@@ -238,23 +253,38 @@ function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key
     return invalid("limit", 'is required (or name a configured "rule")');
   const limit = v.safeParse(limitSchemaOf(algorithm.output), body.limit);
   if (!limit.success) return refused("limit", limit.issues);
-  const window = v.safeParse(windowSchema, body.window);
+  const calendar = adhocPeriod(body, algorithm.output);
+  if (calendar && !calendar.ok) return calendar;
+  const period = calendar?.value;
+  const window = period
+    ? ({ success: true, output: LONGEST_PERIOD_MS[period.unit] } as const)
+    : v.safeParse(windowSchema, body.window);
   if (!window.success) return refused("window", window.issues);
   const cost = v.safeParse(optionalCostSchema, body.cost);
   if (!cost.success || !costFits(cost.output, limit.output)) {
     return invalid("cost", "must be an integer from 1 to limit");
   }
-  const policy = { algorithm: algorithm.output, limit: limit.output, cost: cost.output };
+  const policy = {
+    algorithm: period ? ("calendar" as const) : algorithm.output,
+    limit: limit.output,
+    cost: cost.output,
+  };
   const issue = boundsIssue([policy]);
   if (issue) return invalid(issue.field, issue.detail);
   // Leases (docs/leases.md): the logs only; a named rule brings its own setting.
   const lease = v.safeParse(optionalLeaseSchema, body.lease);
   if (!lease.success) return refused("lease", lease.issues);
+  if (lease.output && period) return invalid("lease", PERIOD_NOT_LEASED);
   if (lease.output && !isLogAlgorithm(policy.algorithm)) return invalid("lease", LEASE_NEEDS_LOG);
+  const name = period
+    ? adhocPeriodName(period, policy.limit)
+    : adhocPolicyName(window.output, policy.limit);
+  if (!POLICY_NAME.test(name)) return invalid("timezone", "is too long a name for an ad-hoc check");
   return {
     ok: true,
     value: Object.freeze({
-      policy: adhocPolicyName(window.output, policy.limit),
+      policy: name,
+      ...(period ? { period } : {}),
       limit: policy.limit,
       windowMs: window.output,
       cost: policy.cost,

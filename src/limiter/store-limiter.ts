@@ -5,7 +5,7 @@
  * Each step's mechanics live in its own file; this one only orders them.
  */
 import { boundedKey, needsDigest } from "../bounded-key";
-import { type EvaluateAnswer, evaluate } from "../store/evaluate";
+import type { EvaluateAnswer } from "../store/evaluate";
 import { type FenceView, fenceKey } from "../store/placement-fence";
 import { plansKey } from "../store/plans";
 import { withinDeadline } from "../store/script-runner";
@@ -25,6 +25,7 @@ import type { StoreLimiterOptions } from "./limiter-options";
 import { nextMemberId } from "./member-id";
 import { createNetworkBlockCopies } from "./network-block-copies";
 import { peekRequest } from "./peek";
+import { evaluateInPeriods } from "./period-anchors";
 import { type PlacedCallOptions, refusedByFence } from "./placement-refusal";
 import { createPlanChanges } from "./plan-changes";
 import { createPlanListing } from "./plan-listing";
@@ -146,16 +147,17 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
     // 4. The store, within the deadline, on the limiter's clock.
     const sentAt = now();
     const epochAtSend = ctx.capacityEpoch;
+    const ask = { policies, memberId, requestId, plansKey: plans };
+    const fenceAt = fence && { key: fenced, view: fence };
+    // (Calendar periods around the call's clock: the caller's, or ours estimating the store's.)
     const call = withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
       ctx.clock.run(store, (client, clock) =>
-        evaluate(client, {
-          policies,
-          memberId,
-          now: clock,
-          requestId,
-          plansKey: plans,
-          fence: fence && { key: fenced, view: fence },
-        }),
+        evaluateInPeriods(
+          client,
+          { ...ask, now: clock, fence: fenceAt },
+          clock ?? sentAt,
+          ctx.prefix,
+        ),
       ),
     );
     // Followers join only a key exhausted at its last answer (step 2): lead only there, so an

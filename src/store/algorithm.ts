@@ -11,6 +11,8 @@
  * - `concurrency`: at most `limit` requests in flight per key (docs/concurrency.md): a slot per
  *   request, a sorted-set member scored by its expiry, given back when the request ends; the
  *   policy's window is the slot's timeout.
+ * - `calendar`: a quota per day, week or month in a timezone (docs/calendar-quotas.md), O(1): a
+ *   count per period, reset when the next period starts; a rule names it with `period`.
  */
 export const ALGORITHMS = [
   "sliding-log",
@@ -18,6 +20,7 @@ export const ALGORITHMS = [
   "sliding-counter",
   "token-bucket",
   "concurrency",
+  "calendar",
 ] as const;
 
 /**
@@ -28,10 +31,11 @@ export type Algorithm = (typeof ALGORITHMS)[number];
 
 /**
  * The algorithms that count a rate (units per window): all but concurrency, which counts requests
- * in flight (its window is a slot's timeout; a request holds one slot).
+ * in flight (its window is a slot's timeout; a request holds one slot), and calendar, which
+ * counts per calendar period (a rule's `period`, not a `window`).
  */
 export const RATE_ALGORITHMS: readonly Algorithm[] = ALGORITHMS.filter(
-  (algorithm) => algorithm !== "concurrency",
+  (algorithm) => algorithm !== "concurrency" && algorithm !== "calendar",
 );
 
 /** The exact log is the default: the product's promise is exactness. */

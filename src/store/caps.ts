@@ -16,6 +16,13 @@ export const MIN_WINDOW_MS = 1;
 export const MAX_WINDOW_MS = 7 * 86_400_000;
 
 /**
+ * The longest window of a calendar policy (its longest period, a month of 31 days across a DST
+ * change). A request id's record still lasts at most RECORD_TTL_MAX_MS: a retry is seconds
+ * after its request, not weeks.
+ */
+const MAX_PERIOD_MS = 31 * 86_400_000 + 3_600_000;
+
+/**
  * The largest limit of the O(1) algorithms (fixed-window, sliding-counter, token-bucket): a
  * counter or a time whatever the limit (~120 B per key), so this only keeps numbers sane.
  */
@@ -127,7 +134,9 @@ export function storePolicyIssue(
     if (!(ALGORITHMS as readonly unknown[]).includes(algorithm)) {
       return { index, field: "algorithm", detail: unknownAlgorithm(algorithm) };
     }
-    if (!isIntegerIn(windowMs, MIN_WINDOW_MS, MAX_WINDOW_MS)) {
+    // A calendar period's window is its longest length (a month: 31 days and an hour).
+    const longest = algorithm === "calendar" ? MAX_PERIOD_MS : MAX_WINDOW_MS;
+    if (!isIntegerIn(windowMs, MIN_WINDOW_MS, longest)) {
       return { index, field: "windowMs", detail: WINDOW_RANGE };
     }
     if (isConcurrency(algorithm) && windowMs > MAX_CONCURRENCY_TIMEOUT_MS) {

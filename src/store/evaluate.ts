@@ -70,6 +70,12 @@ export interface EvaluateAnswer {
    */
   conflict?: RecordConflict;
   /**
+   * Set when a calendar policy's key has its own anchor in the plans (an override's) other than
+   * the one its period starts were computed with (StorePolicy.periodAnchor): nothing was decided
+   * or counted. `anchor`: the override's (Unix ms), undefined for none (the policy's own).
+   */
+  periodAnchor?: { index: number; anchor: number | undefined };
+  /**
    * With `resetMarks: "read"`: each policy's reset mark when it was decided ('' for none), for a
    * refund of it to carry (ScriptCall.resetMarks).
    */
@@ -165,6 +171,9 @@ export function parseReply(
   if (plans && Array.isArray(reply) && reply.length === 4 && reply[0] === -2) {
     return blockedAnswer(reply, n);
   }
+  if (plans && Array.isArray(reply) && reply.length === 3 && reply[0] === -4) {
+    return anchorAnswer(reply, n);
+  }
   const numbers = 4 + 4 * n;
   const strings = marks ? n : 0;
   // A replay ends with the member id its record was decided under.
@@ -236,6 +245,26 @@ function blockedAnswer(reply: unknown[], n: number): EvaluateAnswer {
     retryAfterMs: until === 0 ? 0 : Math.max(0, until - now),
     policies: [],
     blocked: { index: policy - 1, until },
+  };
+}
+
+/** The script's anchor reply: {-4, policy (1-based), the override's anchor ('' for none)}. */
+function anchorAnswer(reply: unknown[], n: number): EvaluateAnswer {
+  const [, policy, given] = reply;
+  // (The client reads a number-like string as a number.)
+  const anchor = given === "" ? undefined : Number(given);
+  if (typeof policy !== "number" || policy < 1 || policy > n || Number.isNaN(anchor)) {
+    throw new StoreReplyError(`unexpected evaluate reply: ${JSON.stringify(reply)}`);
+  }
+  return {
+    allowed: false,
+    deniedBy: undefined,
+    replayed: false,
+    now: 0,
+    stamp: 0,
+    retryAfterMs: 0,
+    policies: [],
+    periodAnchor: { index: policy - 1, anchor },
   };
 }
 

@@ -4,6 +4,7 @@
  */
 import { clockedScript, LAST_ARG } from "./clock-slots";
 import { CLOCK_LUA } from "./lua/clock.lua";
+import { type KeyPlan, readOverride } from "./override-value";
 import {
   keyBlockField,
   networkBlocksKey,
@@ -113,7 +114,7 @@ export async function readPlan(
   policy: string,
   clientKey: string,
   clock: PlanClock = {},
-): Promise<{ now: number; limit: number | undefined; blockedUntil: number | undefined }> {
+): Promise<KeyPlan> {
   const reply = await onClock(client, clock, (clocked, now) =>
     runScript<unknown>(
       clocked,
@@ -129,7 +130,7 @@ export async function readPlan(
   const end = block === "" ? undefined : Number(block);
   return {
     now,
-    limit: limit === "" ? undefined : Number(limit),
+    ...(limit === "" ? { limit: undefined } : readOverride(String(limit))),
     // A block that has ended is no block.
     blockedUntil: end !== undefined && (end === 0 || end > now) ? end : undefined,
   };
