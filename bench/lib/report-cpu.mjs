@@ -38,7 +38,7 @@ export function cpuSection(r) {
   L.push(
     "What a user pays for is the whole worker's CPU. Each worker below is built as it deploys " +
       "(`wrangler deploy --dry-run`) and served by its own workerd process, from a config of " +
-      "its own (`bench/lib/serve-workerd.mjs`): the bundle, its bindings, one socket, as the " +
+      "its own (`tools/serve-workerd.mjs`): the bundle, its bindings, one socket, as the " +
       "edge runs it, with nothing around it (Miniflare, which `wrangler dev` uses, adds workers " +
       "of its own to the process: the pair is measured that way too, below). The CPU " +
       "time of that process (the sum of its threads' run time in `/proc/<pid>/task/*/schedstat`, " +
@@ -207,7 +207,7 @@ export function cpuSection(r) {
       "one): a cost nearly alike for ours and the minimal anchor, paid by no deployed worker, " +
       "that was about half of what each process spent per decision at 400/s and pulled their " +
       "ratio toward 1. Each worker is now served by workerd alone " +
-      "(`bench/lib/serve-workerd.mjs`); the pair through Miniflare stays beside it, in the " +
+      "(`tools/serve-workerd.mjs`); the pair through Miniflare stays beside it, in the " +
       "same run (above).",
     "",
   );

@@ -23,7 +23,7 @@ export const MAX_LIMIT = 100_000;
 
 // What one request may make Redis store and do. The sorted-set log (sliding-log-zset) keeps one
 // member per admitted unit for a whole window (up to 7 days) and writes them in the script,
-// during which Redis runs nothing else; the ring (sliding-log) keeps 4 bytes a unit. Measured with `node scripts/measure-caps.mjs` (the real script on a
+// during which Redis runs nothing else; the ring (sliding-log) keeps 4 bytes a unit. Measured with `node bench/measure/caps.mjs` (the real script on a
 // private redis-server; 2-core dev VM under load, members shaped like the limiter's):
 //   MEMORY USAGE of a full log: 1 000 → 118 kB, 5 000 → 646 kB, 8 000 → 942 kB, 10 000 → 1.29 MB (decimal),
 //   100 000 → 12 MB
@@ -39,7 +39,7 @@ export const MAX_LIMIT = 100_000;
 //     the ring's live times) decides on what is stored and writes nothing, since another version
 //     with the higher limit still counts them: no 100 000-member sorted set (10.4 MB) from a ring.
 // Redis time of such a lower-limit call: it reads and sorts the stored log, O(stored limit), on
-// each call, not only the first. Measured with `node scripts/measure-caps.mjs --switch` (a full
+// each call, not only the first. Measured with `node bench/measure/caps.mjs --switch` (a full
 // ring of 100 000, 7-day window, 2-core VM under load): a ring call of limit 1–99 999 36–73 ms, a
 // sorted-set call of limit 8 000 37–46 ms, the key staying the ring's 459 kB; the ring's own
 // calls afterwards 0.08–0.13 ms. Before: the sorted-set call 1.3–1.7 s and 10.4 MB, every later
@@ -61,7 +61,7 @@ export const MAX_ZSET_COST = 1_000;
 /**
  * The most units one call may write to rings (sliding-log), summed over its ring policies, each
  * counted up to its limit (a cost above it is a denial that writes nothing): 4 bytes a unit, one
- * string command, ~8 ms of Redis at 100 000 (`node scripts/measure-caps.mjs`; 16 policies of
+ * string command, ~8 ms of Redis at 100 000 (`node bench/measure/caps.mjs`; 16 policies of
  * 1 000 took 1.5 ms, where the sorted set took 20 ms).
  */
 export const MAX_RING_COST = 100_000;
