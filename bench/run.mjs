@@ -13,9 +13,8 @@
 //   limit-change  a full ring of 100 000 whose limit alternates (--baseline=<git ref> beside)
 //   shards        three capped databases, 1–3 shards and the anchor (bench/shards.mjs) ≈ 4 min
 //   concurrency   two workers on one store, a slow origin (bench/concurrency.mjs) ≈ 2 min
-//   commands      Redis commands and µs per script call, Redis-side (bench/commands.mjs)
-// The full run measures all but the last five; those run alone, and each replaces its own block
-// of bench/results.md (the full run keeps the blocks as they are).
+// The full run measures the first four with the rest; the last four run only alone, and each
+// replaces its own block of bench/results.md (the full run keeps those blocks as they are).
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import {

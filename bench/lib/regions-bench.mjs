@@ -505,7 +505,7 @@ export function regionsMarkdown(r) {
   const fmt = (/** @type {number} */ n, digits = 0) =>
     Number.isFinite(n) ? n.toFixed(digits) : "–";
   const lines = [
-    "## Regions: near and exact (docs/regions.md)",
+    "## Regions: near and exact",
     "",
     `Three databases on three private redis-servers, each behind the bridge; home in eu. Every ` +
       `link is a delay proxy: a worker's own region's database ${r.nearMs} ms away, the others ` +
