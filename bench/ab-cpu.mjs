@@ -13,15 +13,15 @@
 // deployed, the minimal anchor, the floor). --rate=N offers N requests/s (default: flat out,
 // where throughput is reported too). Defaults: 2 s slices at a rate, 4 s flat out; 8 reps.
 import { rmSync } from "node:fs";
-import { measureWorkerdCpu, median } from "./lib/cpu-section.mjs";
 import {
   buildBaseline,
-  buildWorkers,
   serveWorker,
   startBridgeProcess,
   startPrivateRedis,
   tempDir,
-} from "./lib/infra.mjs";
+} from "../tools/infra.mjs";
+import { buildWorkers } from "./lib/build-workers.mjs";
+import { measureWorkerdCpu, median } from "./lib/cpu-section.mjs";
 import { LIMITER_TOKEN } from "./lib/load.mjs";
 
 /** @param {string} name */

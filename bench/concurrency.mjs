@@ -10,7 +10,7 @@
 // behind the project's REST bridge. The bridge runs with a command cap far above anything sent
 // (BRIDGE_MAX_COMMANDS_PER_SECOND=1000000), because only under a cap does it count the commands
 // scripts run inside exactly (bridge/server.mjs, `countedScriptCalls`). The origin is
-// bench/lib/slow-origin.mjs, in a process of its own: it counts per key (`x-client`) how many
+// tools/slow-origin.mjs, in a process of its own: it counts per key (`x-client`) how many
 // requests it has in flight, the most at once and the time spent at each count.
 //
 // 1. Exact and kept busy: 60 clients on one key, 30 through each worker, rule limit 5; the origin
@@ -32,7 +32,6 @@
 //    denial, beside a plain sliding-log decision through both surfaces.
 //
 // No assertions: it reports, each figure beside the floor the brief set for it.
-import { execFileSync } from "node:child_process";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { cpus } from "node:os";
@@ -46,9 +45,10 @@ import {
   startPrivateRedis,
   tempDir,
   wranglerBundle,
-} from "./lib/infra.mjs";
+} from "../tools/infra.mjs";
+import { now, startSlowOrigin } from "../tools/slow-origin.mjs";
 import { LIMITER_TOKEN } from "./lib/load.mjs";
-import { now, startSlowOrigin } from "./lib/slow-origin.mjs";
+import { outDir, publishAlone } from "./lib/output.mjs";
 
 /** The bridge's cap: never reached, set so that scripts' inner commands are counted exactly. */
 const CAP = 1_000_000;
@@ -732,7 +732,7 @@ export function concurrencyMarkdown(r) {
     "The worker as deployed (`wrangler deploy --dry-run`) served by workerd alone, twice (two workerd " +
       "processes, two isolates sharing nothing but the store), on one private redis-server behind the " +
       `REST bridge (capped at ${plan.bridgeCap} commands/s, never reached: the cap makes it count scripts' ` +
-      "inner commands exactly). The origin (`bench/lib/slow-origin.mjs`, its own process) counts per key " +
+      "inner commands exactly). The origin (`tools/slow-origin.mjs`, its own process) counts per key " +
       `what it has in flight. Store timeout ${plan.storeTimeoutMs} ms. Rules: \`${JSON.stringify(r.config.rules)}\`.`,
     "",
     "| measure | figure | floor | |",
@@ -833,25 +833,18 @@ export function concurrencyMarkdown(r) {
 }
 
 /**
- * bench/concurrency.md and .json (bench/.quick/ with --quick).
+ * bench/out/concurrency.md and .json (bench/out/quick/ with --quick), and its block of the report
+ * (bench/lib/output.mjs).
  * @param {ConcurrencyResults} results
  * @param {string} command
  * @param {boolean} quick
  */
 export function writeConcurrencyOutput(results, command, quick) {
-  const out = path.join(ROOT, "bench", quick ? ".quick" : "");
+  const out = outDir(quick);
   mkdirSync(out, { recursive: true });
   const named = { command, ...results };
   const json = path.join(out, "concurrency.json");
   writeFileSync(json, `${JSON.stringify(named, null, 2)}\n`);
-  // As biome formats it, so that `npm run check` passes on the output.
-  try {
-    execFileSync(path.join(ROOT, "node_modules", ".bin", "biome"), ["format", "--write", json], {
-      stdio: "ignore",
-    });
-  } catch {
-    // Unformatted JSON is still the same data.
-  }
   const head =
     `\`${command}\`, ${named.date}, Node ${named.machine.node}, ` +
     `${named.machine.cpus} cores, ${fixed(named.seconds)} s.\n\n`;
@@ -861,6 +854,7 @@ export function writeConcurrencyOutput(results, command, quick) {
     `# edge-limiter concurrency benchmark\n\n${head}${md}`,
   );
   console.log(`\n${md}\nwritten: ${path.relative(ROOT, path.join(out, "concurrency.md"))}`);
+  console.log(`written: ${publishAlone(quick, "concurrency")}`);
 }
 
 async function main() {

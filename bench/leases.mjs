@@ -1,18 +1,14 @@
 // @ts-check
 // `node bench/leases.mjs [--quick]`: the lease benchmark alone (bench/lib/lease-bench.mjs): a hot
 // key through /check with a 20 ms store, leases on and off, and the anchor. Prints the
-// bench/results.md section and writes bench/.quick/leases.json (git-ignored). `npm run bench`
+// bench/results.md section and writes bench/out/quick/leases.json (git-ignored). `npm run bench`
 // runs the same section into bench/results.md.
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import {
-  buildWorkers,
-  ROOT,
-  startBridgeProcess,
-  startPrivateRedis,
-  tempDir,
-} from "./lib/infra.mjs";
+import { startBridgeProcess, startPrivateRedis, tempDir } from "../tools/infra.mjs";
+import { buildWorkers } from "./lib/build-workers.mjs";
 import { leaseMarkdown, runLeaseBench } from "./lib/lease-bench.mjs";
+import { outDir } from "./lib/output.mjs";
 
 const quick = process.argv.includes("--quick");
 const started = Date.now();
@@ -34,7 +30,7 @@ try {
     rate: 300,
     progress,
   });
-  const out = path.join(ROOT, "bench", ".quick");
+  const out = outDir(true);
   mkdirSync(out, { recursive: true });
   writeFileSync(path.join(out, "leases.json"), `${JSON.stringify(lease, null, 2)}\n`);
   console.log(`\n${leaseMarkdown(lease)}`);

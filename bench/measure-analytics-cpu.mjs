@@ -14,7 +14,7 @@ import {
   startPrivateRedis,
   tempDir,
   wranglerBundle,
-} from "./lib/infra.mjs";
+} from "../tools/infra.mjs";
 import { withWorkerdCpu } from "./lib/workerd-cpu.mjs";
 
 const DECISIONS = Number(process.argv[2] ?? 3000);

@@ -15,8 +15,8 @@ import { Session } from "node:inspector/promises";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { build } from "esbuild";
+import { ROOT, startBridgeProcess, startPrivateRedis, tempDir } from "../tools/infra.mjs";
 import { summariseProfile } from "./lib/cpu-profile.mjs";
-import { ROOT, startBridgeProcess, startPrivateRedis, tempDir } from "./lib/infra.mjs";
 import {
   cloudflareWorkersStub,
   INSTANT_URL,

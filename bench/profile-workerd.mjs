@@ -10,15 +10,10 @@
 // the worker: read the shares, not the µs, and take CPU figures from `npm run bench`.
 import { copyFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { startOrigin } from "../test/support/origin-server.mjs";
+import { serveWorker, startBridgeProcess, startPrivateRedis, tempDir } from "../tools/infra.mjs";
+import { startOrigin } from "../tools/origin-server.mjs";
+import { buildWorkers } from "./lib/build-workers.mjs";
 import { cpuByPart, profileWorkerd, summariseProfile } from "./lib/cpu-profile.mjs";
-import {
-  buildWorkers,
-  serveWorker,
-  startBridgeProcess,
-  startPrivateRedis,
-  tempDir,
-} from "./lib/infra.mjs";
 import { LIMITER_TOKEN, PROXY_RULES, runLoad, runProxyLoad } from "./lib/load.mjs";
 
 const SECONDS = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 6);

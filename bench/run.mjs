@@ -1,48 +1,39 @@
 // @ts-check
-// `npm run bench [-- --quick] [-- --only=cpu|billed]`: edge-limiter against @upstash/ratelimit,
+// `npm run bench [-- --quick] [-- --only=<section>]`: edge-limiter against @upstash/ratelimit,
 // same runtime (workerd alone, as deployed), same private Redis, same REST bridge, one run,
-// alternating, repeated; medians and ratios into bench/results.md (+ SVG charts) and
-// bench/results.json. See bench/results.md. --quick (CI) writes to bench/.quick/ (git-ignored),
-// never over the committed full run; --only=cpu runs the workerd-CPU side by side alone (to
-// iterate on CPU), into bench/.quick/cpu.json; --only=billed runs the billed-commands section
-// alone (Upstash commands and dollars per decision by traffic shape,
-// bench/lib/billed-commands.mjs), into bench/.quick/billed.json: ≈ 3 min, ≈ 2 min with --quick;
-// --only=regions runs the regions section alone (three databases, delay proxies, ours with and
-// without regions beside MultiRegionRatelimit; bench/lib/regions-bench.mjs), into
-// bench/regions.md and bench/regions.json (bench/.quick/ with --quick): ≈ 5 min, ≈ 2 min quick;
-// --only=regions-slow runs its slow-region measure alone (the us store 400 ms away, ours with
-// and without regions), into bench/regions-slow.md and .json: ≈ 1.5 min, ≈ 40 s quick;
-// --only=plans runs the plans section alone (billed commands per decision with overrides and
-// blocks beside the anchor's dynamic limits and deny list, library level in Node, no workers
-// built; bench/lib/plans-bench.mjs), into bench/plans.md and bench/plans.json (bench/.quick/
-// with --quick: the caches-on rows only, a 2 s tail): ≈ 1.5 min, ≈ 40 s quick;
-// --only=limit-change runs the alternating-limit section alone (a full ring of 100 000 whose
-// limit alternates, Redis µs per call and the key's size; bench/lib/limit-change.mjs; with
-// --baseline=<git ref> that ref's script beside this one), into bench/limit-change.md and .json;
-// --only=shards runs the shards section alone (three databases behind bridges capped at 1000
-// billed commands/s, the worker with 1, 2 and 3 shards and the anchor on one; bench/shards.mjs,
-// which also runs alone with its own flags), into bench/shards.md and .json: ≈ 4 min, ≈ 1 min quick;
-// --only=concurrency runs the concurrency-limits section alone (two workers on one store, a slow
-// origin; bench/concurrency.mjs, which also runs alone), into bench/concurrency.md and .json:
-// ≈ 2 min, ≈ 40 s quick.
+// alternating, repeated; medians and ratios into bench/results.md (+ SVG charts), the one committed
+// report. Raw JSON and per-section Markdown go to bench/out/ (git-ignored; bench/lib/output.mjs).
+// --quick (CI) writes everything, its report too, to bench/out/quick/, never over the committed
+// run. --only=<section> runs one section alone, into bench/out/<section>.md and .json:
+//   cpu           the workerd-CPU side by side (to iterate on CPU; --cpu-rotations=N)
+//   billed        Upstash commands and dollars per decision by traffic shape ≈ 3 min, 2 quick
+//   regions       three databases, delay proxies, ours beside MultiRegionRatelimit ≈ 5 min, 2 quick
+//   plans         overrides and blocks beside the anchor's, library level ≈ 1.5 min, 40 s quick
+//   regions-slow  the us store 400 ms away, ours with and without regions ≈ 1.5 min, 40 s quick
+//   limit-change  a full ring of 100 000 whose limit alternates (--baseline=<git ref> beside)
+//   shards        three capped databases, 1–3 shards and the anchor (bench/shards.mjs) ≈ 4 min
+//   concurrency   two workers on one store, a slow origin (bench/concurrency.mjs) ≈ 2 min
+// The full run measures the first four with the rest; the last four run only alone, and each
+// replaces its own block of bench/results.md (the full run keeps those blocks as they are).
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { startOrigin } from "../test/support/origin-server.mjs";
-import { runConcurrencyBench, writeConcurrencyOutput } from "./concurrency.mjs";
-import { analyse, edgeBursts, rollingAdmissions, steadySender } from "./lib/accuracy.mjs";
-import { billedMarkdown, billedTable, runBilledCommands } from "./lib/billed-commands.mjs";
-import { cpuByPart, profileWorkerd } from "./lib/cpu-profile.mjs";
-import { measureWorkerdCpu } from "./lib/cpu-section.mjs";
 import {
   buildBaseline,
-  buildWorkers,
   delay,
   ROOT,
   serveWorker,
   startBridgeProcess,
   startPrivateRedis,
   tempDir,
-} from "./lib/infra.mjs";
+} from "../tools/infra.mjs";
+import { startOrigin } from "../tools/origin-server.mjs";
+import { refusingStoreUrl, startCountingProxy, startHangingStore } from "../tools/store-front.mjs";
+import { runConcurrencyBench, writeConcurrencyOutput } from "./concurrency.mjs";
+import { analyse, edgeBursts, rollingAdmissions, steadySender } from "./lib/accuracy.mjs";
+import { billedMarkdown, billedTable, runBilledCommands } from "./lib/billed-commands.mjs";
+import { buildWorkers } from "./lib/build-workers.mjs";
+import { cpuByPart, profileWorkerd } from "./lib/cpu-profile.mjs";
+import { measureWorkerdCpu } from "./lib/cpu-section.mjs";
 import { leaseMarkdown, runLeaseBench } from "./lib/lease-bench.mjs";
 import {
   cpuPerDecision,
@@ -64,6 +55,7 @@ import {
   runProxyLoad,
 } from "./lib/load.mjs";
 import { logLayoutsMarkdown, runLogLayouts } from "./lib/log-layouts.mjs";
+import { ALONE_SECTIONS, outDir, publishAlone, publishMain } from "./lib/output.mjs";
 import { plansMarkdown, plansTable, runPlansBench } from "./lib/plans-bench.mjs";
 import { connectStats } from "./lib/redis-stats.mjs";
 import {
@@ -73,7 +65,6 @@ import {
   slowRegionMarkdown,
 } from "./lib/regions-bench.mjs";
 import { writeReport } from "./lib/report.mjs";
-import { refusingStoreUrl, startCountingProxy, startHangingStore } from "./lib/store-front.mjs";
 import { runShardsBench, writeShardsOutput } from "./shards.mjs";
 
 const quick = process.argv.includes("--quick");
@@ -124,10 +115,8 @@ const cpuRotationsArg = process.argv.find((a) => a.startsWith("--cpu-rotations="
 // --baseline=<git ref>: worker/worker.ts at that ref joins the CPU section (before/after in one run).
 const baselineRef = process.argv.find((a) => a.startsWith("--baseline="))?.slice(11);
 if (cpuRotationsArg) PLAN.cpuRotations = Number(cpuRotationsArg.slice(16));
-// A quick run never overwrites the committed full run's figures.
-const OUTPUT = path.join(ROOT, "bench", quick || cpuOnly || billedOnly ? ".quick" : "");
-// Where `--only=regions` and `--only=plans` write their <section>.md and .json.
-const SECTION_OUTPUT = path.join(ROOT, "bench", quick ? ".quick" : "");
+// Raw output (git-ignored, bench/lib/output.mjs); a quick run never touches bench/results.md.
+const OUTPUT = outDir(quick);
 
 /** @param {string} message */
 function progress(message) {
@@ -213,20 +202,24 @@ async function startStore() {
 }
 
 /**
- * `--only=<name>`: the section's results into SECTION_OUTPUT/<name>.json and <name>.md, then exit.
+ * `--only=<name>`: the section's results into OUTPUT/<name>.json and <name>.md, then exit.
  * @param {string} name
  * @param {string} markdown
  */
 async function finishOnly(name, markdown) {
   results.seconds = (Date.now() - started) / 1000;
-  mkdirSync(SECTION_OUTPUT, { recursive: true });
-  writeFileSync(path.join(SECTION_OUTPUT, `${name}.json`), `${JSON.stringify(results, null, 2)}\n`);
+  mkdirSync(OUTPUT, { recursive: true });
+  writeFileSync(path.join(OUTPUT, `${name}.json`), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(
-    path.join(SECTION_OUTPUT, `${name}.md`),
+    path.join(OUTPUT, `${name}.md`),
     `# edge-limiter ${name} benchmark\n\n\`npm run bench -- --only=${name}${quick ? " --quick" : ""}\`, ${results.date}, ` +
       `Node ${results.machine.node}, ${results.machine.cpus} cores, ${results.seconds.toFixed(0)} s.\n\n${markdown}`,
   );
-  progress(`done: ${path.relative(ROOT, path.join(SECTION_OUTPUT, `${name}.md`))}`);
+  progress(`done: ${path.relative(ROOT, path.join(OUTPUT, `${name}.md`))}`);
+  if (name in ALONE_SECTIONS) {
+    const name_ = /** @type {keyof typeof ALONE_SECTIONS} */ (name);
+    progress(`done: ${publishAlone(quick, name_)}`);
+  }
   await cleanup();
   await delay(10);
   process.exit(0);
@@ -417,7 +410,7 @@ try {
     .find((a) => a.startsWith("--cpu-ids="))
     ?.slice(10)
     .split(",");
-  // Each served by workerd alone, as deployed (bench/lib/serve-workerd.mjs). The pair served
+  // Each served by workerd alone, as deployed (tools/serve-workerd.mjs). The pair served
   // through Miniflare went with Miniflare 5, whose options no longer take a bare script.
   for (const [id, scriptPath, bindings] of cpuServed) {
     if (cpuIds && !cpuIds.includes(id)) continue;
@@ -806,6 +799,7 @@ try {
   progress(
     `done: ${path.relative(ROOT, OUTPUT)}/results.md, results.json (${results.seconds.toFixed(0)} s)`,
   );
+  progress(`done: ${publishMain(quick)}`);
 } catch (error) {
   console.error(error);
   process.exitCode = 1;

@@ -7,7 +7,7 @@
 //
 // The fault section ("Faults: one of three shards hanging", runShardFaultBench below) follows the
 // throughput one in every run but `--faults`, which runs it alone and keeps the throughput section
-// from the last shards.json.
+// from the last bench/out/shards.json (bench/out/quick/'s with --quick).
 //
 // Three private redis-servers (no disk), each behind its own bridge process with the same
 // BRIDGE_MAX_COMMANDS_PER_SECOND (default 1000: Upstash pay-as-you-go caps a database at 10 000;
@@ -23,14 +23,11 @@
 // A worker that does not shard yet either refuses `"shards"` (its config is checked strictly:
 // 503 on every request) or ignores it (only the first bridge bills any command): both are said
 // in the output, and the measure then stands for one database, whatever the config says.
-import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { startHangSwitch } from "./lib/hang-switch.mjs";
 import {
-  buildBenchWorker,
   delay,
   ROOT,
   serveWorker,
@@ -38,8 +35,11 @@ import {
   startPrivateRedis,
   tempDir,
   wranglerBundle,
-} from "./lib/infra.mjs";
+} from "../tools/infra.mjs";
+import { buildBenchWorker } from "./lib/build-workers.mjs";
+import { startHangSwitch } from "./lib/hang-switch.mjs";
 import { LIMITER_TOKEN } from "./lib/load.mjs";
+import { outDir, publishAlone } from "./lib/output.mjs";
 
 /** Shard names, in the order the configs list them: "" is the unsuffixed binding. */
 export const SHARD_NAMES = ["", "B", "C"];
@@ -1114,8 +1114,9 @@ function throughputMarkdown(results) {
 }
 
 /**
- * `node bench/shards.mjs`: both sections, into bench/shards.md and .json; `--faults`: the fault
- * section alone (the throughput section kept from the last shards.json).
+ * `node bench/shards.mjs`: both sections, into bench/out/shards.md and .json and the shards block
+ * of bench/results.md; `--faults`: the fault section alone (the throughput section kept from the
+ * last bench/out/shards.json).
  */
 async function main() {
   const argv = process.argv.slice(2);
@@ -1160,12 +1161,12 @@ async function main() {
 }
 
 /**
- * What the last run wrote (bench/shards.json, or bench/.quick/'s), but its fault section.
+ * What the last run wrote (bench/out/shards.json, or bench/out/quick/'s), but its fault section.
  * @param {boolean} quick
  * @returns {ShardsResults}
  */
 function previousResults(quick) {
-  const file = path.join(ROOT, "bench", quick ? ".quick" : "", "shards.json");
+  const file = path.join(outDir(quick), "shards.json");
   if (!existsSync(file)) return {};
   try {
     const { faults: _faults, ...previous } = JSON.parse(readFileSync(file, "utf8"));
@@ -1176,14 +1177,14 @@ function previousResults(quick) {
 }
 
 /**
- * bench/shards.md and bench/shards.json (bench/.quick/ with --quick), each section headed by the
+ * bench/out/shards.md and .json (bench/out/quick/ with --quick), each section headed by the
  * command that produced it (`command` for a section that names none yet).
  * @param {ShardsResults} results
  * @param {string} command what produced them
  * @param {boolean} quick
  */
 export function writeShardsOutput(results, command, quick) {
-  const out = path.join(ROOT, "bench", quick ? ".quick" : "");
+  const out = outDir(quick);
   mkdirSync(out, { recursive: true });
   /** @type {ShardsResults} */
   const named = {
@@ -1193,14 +1194,6 @@ export function writeShardsOutput(results, command, quick) {
   };
   const json = path.join(out, "shards.json");
   writeFileSync(json, `${JSON.stringify(named, null, 2)}\n`);
-  // As biome formats it (short arrays on one line), so that `npm run check` passes on the output.
-  try {
-    execFileSync(path.join(ROOT, "node_modules", ".bin", "biome"), ["format", "--write", json], {
-      stdio: "ignore",
-    });
-  } catch {
-    // Unformatted JSON is still the same data.
-  }
   const head =
     named.plan && named.machine
       ? `\`${named.command}\`, ${named.date}, Node ${named.machine.node}, ` +
@@ -1213,6 +1206,7 @@ export function writeShardsOutput(results, command, quick) {
   console.log(
     `\n${shardsMarkdown(named)}\nwritten: ${path.relative(ROOT, path.join(out, "shards.md"))}`,
   );
+  console.log(`written: ${publishAlone(quick, "shards")}`);
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -8,7 +8,7 @@
 //   node bench/usage-reader.mjs [--reps=N] [--trials=N]
 import { createServer } from "node:http";
 import { cpuUsage } from "node:process";
-import { tempDir } from "./lib/infra.mjs";
+import { tempDir } from "../tools/infra.mjs";
 import { bundleForNode } from "./lib/library.mjs";
 
 const arg = (/** @type {string} */ name, /** @type {number} */ fallback) => {

@@ -1,6 +1,6 @@
 // @ts-check
 // Added latency of the proxy over a direct origin call, side by side, through `npm start`
-// (wrangler dev + the bridge + Redis) and the test origin (test/support/origin-server.mjs).
+// (wrangler dev + the bridge + Redis) and the test origin (tools/origin-server.mjs).
 //
 //   node scripts/proxy-latency.mjs [requests per series, default 400]
 //
@@ -10,9 +10,9 @@
 //   limited    GET worker/api/x           (proxy, one rule: one EVALSHA through the bridge)
 // Prints median / p90 / p99 per series and the medians' differences. Node only; nothing here
 // is a test assertion (timings belong to measurements, not to tests).
-import { startOrigin } from "../test/support/origin-server.mjs";
-import { freePort } from "./lib/ports.mjs";
-import { spawnGroup, stopGroup } from "./lib/process-group.mjs";
+import { startOrigin } from "../tools/origin-server.mjs";
+import { freePort } from "../tools/ports.mjs";
+import { spawnGroup, stopGroup } from "../tools/process-group.mjs";
 
 const N = Number(process.argv[2] ?? 400);
 const HOST = "127.0.0.1";

@@ -15,9 +15,9 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort, isPortOpen, portFromEnv } from "./lib/ports.mjs";
-import { hasExited, spawnGroup, stopGroup } from "./lib/process-group.mjs";
-import { ensureRedis, redactUrl } from "./lib/redis.mjs";
+import { freePort, isPortOpen, portFromEnv } from "../tools/ports.mjs";
+import { hasExited, spawnGroup, stopGroup } from "../tools/process-group.mjs";
+import { ensureRedis, redactUrl } from "../tools/redis.mjs";
 
 /** @typedef {import("../bridge/server.mjs").Bridge} Bridge */
 

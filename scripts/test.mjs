@@ -7,12 +7,12 @@ import { spawn } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { ensureRedis } from "./lib/redis.mjs";
+import { ensureRedis } from "../tools/redis.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const log = (/** @type {string} */ message) => console.error(`[npm test] ${message}`);
 
-/** @type {import("./lib/redis.mjs").RedisHandle} */
+/** @type {import("../tools/redis.mjs").RedisHandle} */
 let redis;
 try {
   redis = await ensureRedis({ log });

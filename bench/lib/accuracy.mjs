@@ -1,7 +1,7 @@
 // @ts-check
 // Accuracy through the worker: a steady sender above its limit, and bursts either side of a window
 // edge. Each request is timed on the client: its decision happened between send and receive.
-import { delay } from "./infra.mjs";
+import { delay } from "../../tools/infra.mjs";
 import { check } from "./load.mjs";
 
 /** @typedef {{ send: number, recv: number, allowed: boolean }} Sample */

@@ -4,7 +4,7 @@
 // script; INFO commandstats on a private redis-server counts exactly that (redis-stats.mjs: the
 // probes excluded). Requests go out with plain `fetch`, a fixed 8 in flight, not autocannon: an
 // exact number of requests per run, so commands ÷ requests is exact too.
-import { delay } from "./infra.mjs";
+import { delay } from "../../tools/infra.mjs";
 import { LIMITER_TOKEN } from "./load.mjs";
 
 /** Requests in flight per run: enough to keep workerd busy, few enough to stay exact and cheap. */

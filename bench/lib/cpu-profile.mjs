@@ -3,7 +3,7 @@
 // bundle: self time by function and by source file, the file found from the "// path" comment
 // lines esbuild (and so wrangler) writes before each module of a bundle.
 import { readFileSync } from "node:fs";
-import { fromMiniflare } from "./wrangler-deps.mjs";
+import { fromMiniflare } from "../../tools/wrangler-deps.mjs";
 
 // The WebSocket client Miniflare itself depends on (Node 20 has no global WebSocket).
 /** @type {any} */

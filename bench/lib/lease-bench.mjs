@@ -8,8 +8,8 @@
 // repeated, medians.
 // @ts-expect-error autocannon ships no types
 import autocannon from "autocannon";
-import { delay, serveWorker } from "./infra.mjs";
-import { startLatencyProxy } from "./latency-proxy.mjs";
+import { delay, serveWorker } from "../../tools/infra.mjs";
+import { startLatencyProxy } from "../../tools/latency-proxy.mjs";
 import { LIMITER_TOKEN } from "./load.mjs";
 
 /** What one run asks: one key, far under its limit (every decision allowed). */

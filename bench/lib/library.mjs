@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { build } from "esbuild";
-import { ROOT } from "./infra.mjs";
+import { ROOT } from "../../tools/infra.mjs";
 
 /**
  * @typedef {{ allowed: boolean, source: string }} LibDecision

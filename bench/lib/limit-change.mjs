@@ -1,11 +1,11 @@
 // @ts-check
-// A full ring whose limit alternates call by call, before and after (scripts/measure-limit-change.mjs
+// A full ring whose limit alternates call by call, before and after (bench/measure/limit-change.mjs
 // run as a child process: its own private redis-server, so INFO commandstats counts only its
 // calls): Redis µs per call and the key's size after the alternations.
 import { spawn } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
-import { ROOT, tempDir } from "./infra.mjs";
+import { ROOT, tempDir } from "../../tools/infra.mjs";
 
 /**
  * @typedef {{ limits: string, phase: string, contender: string, "µs/call": number,
@@ -22,7 +22,7 @@ export async function runLimitChange({ quick, baseline, progress }) {
   const dir = tempDir();
   const out = path.join(dir, "limit-change.json");
   const args = [
-    "scripts/measure-limit-change.mjs",
+    "bench/measure/limit-change.mjs",
     `--calls=${quick ? 20 : 60}`,
     ...(baseline ? [`--baseline=${baseline}`] : []),
   ];
@@ -35,7 +35,9 @@ export async function runLimitChange({ quick, baseline, progress }) {
     });
     child.on("error", reject);
     child.on("exit", (code) =>
-      code === 0 ? resolve(undefined) : reject(new Error(`measure-limit-change exited ${code}`)),
+      code === 0
+        ? resolve(undefined)
+        : reject(new Error(`bench/measure/limit-change.mjs exited ${code}`)),
     );
   });
   const { rows } = JSON.parse(readFileSync(out, "utf8"));

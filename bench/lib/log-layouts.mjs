@@ -1,11 +1,11 @@
 // @ts-check
 // The exact log (the ring) beside the anchor: commands and Redis µs per
-// decision and bytes per full key at limits 10 … 100 000, from scripts/measure-log-layouts.mjs run
+// decision and bytes per full key at limits 10 … 100 000, from bench/measure/log-layouts.mjs run
 // as a child process (its own private redis-server, so INFO commandstats counts only its calls).
 import { spawn } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
-import { ROOT, tempDir } from "./infra.mjs";
+import { ROOT, tempDir } from "../../tools/infra.mjs";
 
 /**
  * @typedef {{ contender: string, limit: number, bytes: number, "bytes/unit": number,
@@ -25,7 +25,7 @@ export async function runLogLayouts({ quick, progress }) {
     ? { ROUNDS: "1", LIMITS: "10,100,1000" }
     : { ROUNDS: "15", LIMITS: "10,100,1000,10000,100000" };
   const decisions = quick ? 200 : 500;
-  const args = ["scripts/measure-log-layouts.mjs", String(decisions), "--json", out];
+  const args = ["bench/measure/log-layouts.mjs", String(decisions), "--json", out];
   const command = `ROUNDS=${env.ROUNDS} LIMITS=${env.LIMITS} node ${args.slice(0, 2).join(" ")}`;
   progress(`log layouts: ${command}`);
   await new Promise((resolve, reject) => {
@@ -36,7 +36,9 @@ export async function runLogLayouts({ quick, progress }) {
     });
     child.on("error", reject);
     child.on("exit", (code) =>
-      code === 0 ? resolve(undefined) : reject(new Error(`measure-log-layouts exited ${code}`)),
+      code === 0
+        ? resolve(undefined)
+        : reject(new Error(`bench/measure/log-layouts.mjs exited ${code}`)),
     );
   });
   const { rows } = JSON.parse(readFileSync(out, "utf8"));

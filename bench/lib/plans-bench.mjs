@@ -6,8 +6,9 @@
 // is its Ratelimit; each talks to the project's REST bridge through its real @upstash/redis
 // client, and INFO commandstats on the private redis-server counts what Upstash would bill
 // (redis-stats.mjs; billed-commands.mjs says what is billed).
+
+import { delay } from "../../tools/infra.mjs";
 import { breakdown, USD_PER_COMMAND } from "./billed-commands.mjs";
-import { delay } from "./infra.mjs";
 import { bundleForNode } from "./library.mjs";
 
 /** The traffic: KEYS keys, each sent PER_KEY requests (1.5 × LIMIT), interleaved. */

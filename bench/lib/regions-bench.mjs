@@ -11,9 +11,9 @@
 // limit 100 per 10 s (exact); a burst of 800 over the 4; the steady load again while a region's
 // store hangs, then home hangs (faults); the near load with the region's store slower than home
 // (slow region: runSlowRegionBench, alone with `--only=regions-slow`).
-import { serveWorker } from "./infra.mjs";
+import { serveWorker } from "../../tools/infra.mjs";
+import { startRegions } from "../../tools/regions-topology.mjs";
 import { LIMITER_TOKEN } from "./load.mjs";
-import { startRegions } from "./regions-topology.mjs";
 
 const sleep = (/** @type {number} */ ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -505,7 +505,7 @@ export function regionsMarkdown(r) {
   const fmt = (/** @type {number} */ n, digits = 0) =>
     Number.isFinite(n) ? n.toFixed(digits) : "–";
   const lines = [
-    "## Regions: near and exact (docs/regions.md)",
+    "## Regions: near and exact",
     "",
     `Three databases on three private redis-servers, each behind the bridge; home in eu. Every ` +
       `link is a delay proxy: a worker's own region's database ${r.nearMs} ms away, the others ` +

@@ -29,6 +29,9 @@ export function cpuSection(r) {
   const L = [];
   const by = wc.byId ?? {};
   const rt = wc.ratios ?? {};
+  // The pair through Miniflare is measured only when the run served it (Miniflare 5 takes no
+  // bare script, so current runs do not).
+  const viaMiniflare = Boolean(by.oursMiniflare && by.anchorMinimalMiniflare);
   const flags = [
     r.mode === "quick" ? "--quick" : "",
     r.baselineRef ? `--baseline=${r.baselineRef}` : "",
@@ -38,9 +41,9 @@ export function cpuSection(r) {
   L.push(
     "What a user pays for is the whole worker's CPU. Each worker below is built as it deploys " +
       "(`wrangler deploy --dry-run`) and served by its own workerd process, from a config of " +
-      "its own (`bench/lib/serve-workerd.mjs`): the bundle, its bindings, one socket, as the " +
+      "its own (`tools/serve-workerd.mjs`): the bundle, its bindings, one socket, as the " +
       "edge runs it, with nothing around it (Miniflare, which `wrangler dev` uses, adds workers " +
-      "of its own to the process: the pair is measured that way too, below). The CPU " +
+      `of its own to the process${viaMiniflare ? ": the pair is measured that way too, below" : ""}). The CPU ` +
       "time of that process (the sum of its threads' run time in `/proc/<pid>/task/*/schedstat`, " +
       "to the nanosecond; utime + stime count 10 ms ticks) is read before " +
       "and after a load, and divided by the decisions it answered. That includes workerd's own " +
@@ -69,13 +72,17 @@ export function cpuSection(r) {
     "- **oursProxy**: worker/worker.ts as a proxy in front of a local origin, two rules (the " +
       "mixed load as GETs, the client in a header); **oursForward**: the same worker, paths no " +
       "rule matches (forwarding alone).",
-    "- **oursMiniflare**, **anchorMinimalMiniflare**: ours and anchorMinimal served through " +
-      "Miniflare, as this section served every worker before. Miniflare adds two workers of its " +
-      "own to the process: its entry worker takes each request first (it copies the request " +
-      "twice, parses its URL three times, matches routes, calls the worker through a service " +
-      "binding and wraps its answer), and every fetch the worker makes (the store call) goes " +
-      "out through another, which copies its headers and fetches again " +
-      "(`stripCfConnectingIp`). No deployed worker pays either.",
+    ...(viaMiniflare
+      ? [
+          "- **oursMiniflare**, **anchorMinimalMiniflare**: ours and anchorMinimal served through " +
+            "Miniflare, as this section served every worker before. Miniflare adds two workers of its " +
+            "own to the process: its entry worker takes each request first (it copies the request " +
+            "twice, parses its URL three times, matches routes, calls the worker through a service " +
+            "binding and wraps its answer), and every fetch the worker makes (the store call) goes " +
+            "out through another, which copies its headers and fetches again " +
+            "(`stripCfConnectingIp`). No deployed worker pays either.",
+        ]
+      : []),
     ...(r.baselineRef
       ? [
           `- **oursBaseline**: worker/worker.ts at \`${r.baselineRef}\` (before the cuts measured here), ` +
@@ -107,7 +114,7 @@ export function cpuSection(r) {
       "",
     );
   }
-  if (Number.isFinite(rt.cpuVsMinimalMiniflare)) {
+  if (viaMiniflare && Number.isFinite(rt.cpuVsMinimalMiniflare)) {
     L.push(
       "Through Miniflare, same run: oursMiniflare ÷ anchorMinimalMiniflare " +
         `${x(rt.cpuVsMinimalMiniflare)} CPU at ${wc.rate}/s, ${x(rt.throughputVsMinimalMiniflare)} ` +
@@ -207,8 +214,10 @@ export function cpuSection(r) {
       "one): a cost nearly alike for ours and the minimal anchor, paid by no deployed worker, " +
       "that was about half of what each process spent per decision at 400/s and pulled their " +
       "ratio toward 1. Each worker is now served by workerd alone " +
-      "(`bench/lib/serve-workerd.mjs`); the pair through Miniflare stays beside it, in the " +
-      "same run (above).",
+      "(`tools/serve-workerd.mjs`)" +
+      (viaMiniflare
+        ? "; the pair through Miniflare stays beside it, in the same run (above)."
+        : "."),
     "",
   );
   L.push(

@@ -8,7 +8,7 @@ import { createLimiter } from "../../src/limiter/create-limiter";
 import type { LimiterOptions } from "../../src/limiter/limiter-options";
 import type { ScriptClient } from "../../src/store/script-runner";
 import { createStoreClient } from "../../src/store/upstash-client";
-import { type FaultServer, startFaultServer } from "../../test/support/fault-servers";
+import { type FaultServer, startFaultServer } from "../../tools/fault-servers";
 
 let faults: FaultServer;
 const prefix = `bench-resilience-${crypto.randomUUID()}`;

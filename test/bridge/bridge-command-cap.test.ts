@@ -16,7 +16,7 @@ import {
 } from "../../bridge/command-throttle.mjs";
 import { countingScript } from "../../bridge/script-billing.mjs";
 import { type Bridge, STATS_PATH, startBridge } from "../../bridge/server.mjs";
-import { measureEnv } from "../../scripts/lib/measure-env.mjs";
+import { measureEnv } from "../../tools/measure-env.mjs";
 import { bridgeRedis, deletePrefix, uniquePrefix } from "../support/bridge-client.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));

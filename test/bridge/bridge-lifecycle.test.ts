@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { RedisUnavailableError } from "../../bridge/resp-connection.mjs";
 import { startBridge } from "../../bridge/server.mjs";
-import { privateRedisArgs } from "../../scripts/lib/redis.mjs";
+import { privateRedisArgs } from "../../tools/redis.mjs";
 import { bridgeRedis } from "../support/bridge-client.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));

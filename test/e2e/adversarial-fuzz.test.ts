@@ -1,6 +1,6 @@
 // An adversarial-sequence fuzz of the deployed worker against what one call may make Redis do and
 // store (docs/check-api.md "Limits", src/store/caps.ts). The worker is bundled as `wrangler deploy` bundles
-// it and served by workerd alone (bench/lib/infra.mjs), its store the project's REST bridge in
+// it and served by workerd alone (tools/infra.mjs), its store the project's REST bridge in
 // front of a private redis-server whose SLOWLOG logs every call (test/support/redis-probe.ts).
 // A seeded random sequence on a few keys switches algorithm, limit, window, cost, lease and
 // request id, with refunds (the proxy, refundOn 5xx), resets and peeks; after every step the
@@ -18,8 +18,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { buildBaseline, serveWorker, tempDir, wranglerBundle } from "../../bench/lib/infra.mjs";
-import { measureEnv } from "../../scripts/lib/measure-env.mjs";
+import { buildBaseline, serveWorker, tempDir, wranglerBundle } from "../../tools/infra.mjs";
+import { measureEnv } from "../../tools/measure-env.mjs";
 import {
   BUSY_THRESHOLD_MS,
   type KeySize,
@@ -29,7 +29,7 @@ import {
 } from "../support/redis-probe.js";
 
 // The documented bounds. src/store/caps.ts exports no constant for Redis time or key bytes, so
-// they are written here from its measured figures (`node scripts/measure-caps.mjs`), with room:
+// they are written here from its measured figures (`node bench/measure/caps.mjs`), with room:
 // - one call: at most the most a legitimate call does, a full 100 000-unit ring write (~8 ms of
 //   Redis idle, 12–30 ms with the suite running beside it), times CALL_SLACK: the fuzz's first
 //   step is that write, so the bound is measured in the same run and on the same machine as

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { measureEnv } from "../../scripts/lib/measure-env.mjs";
+import { measureEnv } from "../../tools/measure-env.mjs";
 
 // What Upstash bills per decision (the EVALSHA and every command the script runs), per traffic
 // shape, through the real limiter, the real @upstash/redis client and the REST bridge, counted by

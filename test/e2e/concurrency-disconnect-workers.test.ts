@@ -14,9 +14,9 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { compatibilityFlags, serveWorker, wranglerBundle } from "../../bench/lib/infra.mjs";
 import { startBridge } from "../../bridge/server.mjs";
-import { startPrivateRedis } from "../../scripts/lib/redis.mjs";
+import { compatibilityFlags, serveWorker, wranglerBundle } from "../../tools/infra.mjs";
+import { startPrivateRedis } from "../../tools/redis.mjs";
 
 const TOKEN = "disconnect-e2e";
 // Far longer than the test waits: a slot freed in time was released, not lapsed.

@@ -17,9 +17,9 @@ import {
   startBridgeProcess,
   startPrivateRedis,
   wranglerBundle,
-} from "../../bench/lib/infra.mjs";
-import { serveWithWorkerd } from "../../bench/lib/serve-workerd.mjs";
-import { startSlowOrigin } from "../../bench/lib/slow-origin.mjs";
+} from "../../tools/infra.mjs";
+import { serveWithWorkerd } from "../../tools/serve-workerd.mjs";
+import { startSlowOrigin } from "../../tools/slow-origin.mjs";
 
 /** The rule's timeout, and how long a test waits for the slot: far below it. */
 const TIMEOUT_MS = 30_000;

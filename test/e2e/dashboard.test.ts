@@ -11,8 +11,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { serveWorker, tempDir, wranglerBundle } from "../../bench/lib/infra.mjs";
-import { startOrigin } from "../support/origin-server.mjs";
+import { serveWorker, tempDir, wranglerBundle } from "../../tools/infra.mjs";
+import { startOrigin } from "../../tools/origin-server.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";

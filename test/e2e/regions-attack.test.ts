@@ -3,16 +3,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startRegions } from "../../bench/lib/regions-topology.mjs";
-import { startScriptFront } from "../../bench/lib/script-front.mjs";
-import { bundleSource } from "../../scripts/lib/measure-env.mjs";
-import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
-import { privateRedisArgs } from "../../scripts/lib/redis.mjs";
+import { bundleSource } from "../../tools/measure-env.mjs";
+import { spawnGroup, stopGroup } from "../../tools/process-group.mjs";
+import { privateRedisArgs } from "../../tools/redis.mjs";
+import { startRegions } from "../../tools/regions-topology.mjs";
+import { startScriptFront } from "../../tools/script-front.mjs";
 
 // Regional leases (docs/regions.md) as an attacker of their surface sees them: a region's
 // database that loses its data, a grant home applied whose answer never came back, home cut off
 // from every region at once, one request id sent to two regions. Three private redis-servers
-// behind the REST bridge, every link a delay proxy (bench/lib/regions-topology.mjs): home (eu)
+// behind the REST bridge, every link a delay proxy (tools/regions-topology.mjs): home (eu)
 // 40 ms from us and ap, each region's own store 2 ms away. "Workers" are limiters, each with its
 // own state, as isolates are. The promise checked each time: never more than the limit in any
 // rolling window, every request answered, a clear source.

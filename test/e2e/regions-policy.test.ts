@@ -3,13 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startRegions } from "../../bench/lib/regions-topology.mjs";
-import { bundleSource } from "../../scripts/lib/measure-env.mjs";
+import { bundleSource } from "../../tools/measure-env.mjs";
+import { startRegions } from "../../tools/regions-topology.mjs";
 
 // A key's limit changes while leases of it are live (a plan downgrade or upgrade, a per-request
 // `limit: (c) => …`, a deploy): every lease, at every level, is bound to the policy it was
 // granted under (docs/leases.md, docs/regions.md). Three private redis-servers behind the REST
-// bridge, every link a delay proxy (bench/lib/regions-topology.mjs), one sender in "us".
+// bridge, every link a delay proxy (tools/regions-topology.mjs), one sender in "us".
 type Topology = Awaited<ReturnType<typeof startRegions>>;
 let topology: Topology;
 // biome-ignore lint/suspicious/noExplicitAny: src/index.ts bundled, typed by its own tests

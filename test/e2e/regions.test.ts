@@ -3,9 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startRegions } from "../../bench/lib/regions-topology.mjs";
-import { startScriptFront } from "../../bench/lib/script-front.mjs";
-import { bundleSource } from "../../scripts/lib/measure-env.mjs";
+import { bundleSource } from "../../tools/measure-env.mjs";
+import { startRegions } from "../../tools/regions-topology.mjs";
+import { startScriptFront } from "../../tools/script-front.mjs";
 
 // Regional leases (docs/regions.md) on three private redis-servers, each behind the REST bridge,
 // every link slowed by a delay proxy: home (in eu) 40 ms from us and ap, each region's own

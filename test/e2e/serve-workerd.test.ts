@@ -1,4 +1,4 @@
-// bench/lib/serve-workerd.mjs: the benchmark's CPU section serves each worker with workerd alone
+// tools/serve-workerd.mjs: the benchmark's CPU section serves each worker with workerd alone
 // (no Miniflare entry worker in front). What the figures rest on: the worker gets its bindings
 // byte for byte (LIMITER_CONFIG is JSON, quotes and all), its store and origin are loopback
 // addresses (workerd's default outbound refuses those), the pid read is that workerd's, and
@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { serveWithWorkerd, workerdConfig } from "../../bench/lib/serve-workerd.mjs";
+import { serveWithWorkerd, workerdConfig } from "../../tools/serve-workerd.mjs";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "edge-limiter-serve-workerd-"));
 let origin: Server;

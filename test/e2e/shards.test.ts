@@ -11,9 +11,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { serveWorker, wranglerBundle } from "../../bench/lib/infra.mjs";
 import { startBridge } from "../../bridge/server.mjs";
-import { startPrivateRedis } from "../../scripts/lib/redis.mjs";
+import { serveWorker, wranglerBundle } from "../../tools/infra.mjs";
+import { startPrivateRedis } from "../../tools/redis.mjs";
 
 const SHARDS = ["", "B", "C"] as const;
 const TOKEN = "shards-e2e";

@@ -6,8 +6,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { freePort, isPortOpen } from "../../scripts/lib/ports.mjs";
-import { startFaultServer } from "../support/fault-servers.js";
+import { startFaultServer } from "../../tools/fault-servers.js";
+import { freePort, isPortOpen } from "../../tools/ports.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const START = path.join(ROOT, "scripts", "start.mjs");
@@ -260,7 +260,7 @@ describe("npm start", () => {
 
   it("a store that refuses TIME in scripts: ready (its probe, a peek, follows the store's clock switch), decides from Redis exactly, peeks, one short clock line", async () => {
     // A REST endpoint in front of the test bridge whose scripts fail where they call TIME, as a
-    // store that wants deterministic scripts answers (test/support/fault-servers.ts).
+    // store that wants deterministic scripts answers (tools/fault-servers.ts).
     const faults = await startFaultServer();
     try {
       const scenario = `${faults.url}/refuse-time-start`;

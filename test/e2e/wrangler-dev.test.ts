@@ -7,9 +7,9 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { freePort } from "../../scripts/lib/ports.mjs";
-import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
-import { startOrigin } from "../support/origin-server.mjs";
+import { startOrigin } from "../../tools/origin-server.mjs";
+import { freePort } from "../../tools/ports.mjs";
+import { spawnGroup, stopGroup } from "../../tools/process-group.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const EXAMPLE = readFileSync(path.join(ROOT, ".dev.vars.example"), "utf8");

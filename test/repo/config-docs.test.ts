@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bundleSource } from "../../scripts/lib/measure-env.mjs";
+import { bundleSource } from "../../tools/measure-env.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const DOC = readFileSync(path.join(ROOT, "docs", "configuration.md"), "utf8");

@@ -1,7 +1,7 @@
 // Starts the fault server for the worker project and hands its address to the tests
 // (inject("faultUrl"), inject("refusedUrl")). See fault-servers.ts.
 import type { TestProject } from "vitest/node";
-import { startFaultServer } from "./fault-servers.js";
+import { startFaultServer } from "../../tools/fault-servers.js";
 
 export default async function setup(project: TestProject) {
   const faults = await startFaultServer();

@@ -51,7 +51,7 @@ local RING_HDR_LAST = '${RING_HEADER_BYTES - 1}'
 local RING_MARK = ${RING_MARK}
 -- Rings up to this size (limit ≤ 1 028) are read whole (GET): an admission is TIME, GET,
 -- SETRANGE, the floor of an exact log on the Redis clock. Reading 4 kB whole costs Redis about
--- what the header and range reads it replaces did (node scripts/measure-ring-cost.mjs).
+-- what the header and range reads it replaces did (node bench/measure/ring-cost.mjs).
 local RING_WHOLE_MAX = 4160
 local RING_WHOLE_LAST = '4159'
 -- Larger rings are first read this far (GETRANGE): the header and the slots after it, so a ring

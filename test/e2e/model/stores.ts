@@ -7,8 +7,8 @@
  */
 import net from "node:net";
 import { startBridge } from "../../../bridge/server.mjs";
-import { startPrivateRedis } from "../../../scripts/lib/redis.mjs";
 import { createStoreClient, type StoreClient } from "../../../src/store/upstash-client";
+import { startPrivateRedis } from "../../../tools/redis.mjs";
 
 type FaultMode = "up" | "down" | "hang";
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Hono, type MiddlewareHandler } from "hono";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
-import { bundleSource } from "../../../scripts/lib/measure-env.mjs";
+import { bundleSource } from "../../../tools/measure-env.mjs";
 
 // A Hono app on Node whose Upstash token is wrong, against the real bridge: the store refuses
 // every call, the local fallback decides, and the app must say so (a newcomer otherwise believes

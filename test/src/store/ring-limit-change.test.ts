@@ -8,7 +8,7 @@ import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
 // A ring whose limit changes call by call (src/store/lua/ring-reads.lua.ts: the capacity is kept,
 // a lower limit decided on the newest slots, a higher one grows it, a string far larger than
 // needed shrinks): every answer against the exact log at that call's limit, and the key's size.
-// Costs in Redis time are the benchmark's (scripts/measure-limit-change.mjs); the commands a call
+// Costs in Redis time are the benchmark's (bench/measure/limit-change.mjs); the commands a call
 // runs, test/src/store/lua/ring-commands.node.test.ts.
 const redis = testRedis();
 const prefix = scopedPrefix("ring-limit");

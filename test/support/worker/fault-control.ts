@@ -2,7 +2,7 @@
 import { inject } from "vitest";
 import type { ScriptClient } from "../../../src/store/script-runner";
 import { createStoreClient, type StoreClient } from "../../../src/store/upstash-client";
-import type { FaultMode, FaultStats } from "../fault-types";
+import type { FaultMode, FaultStats } from "../../../tools/fault-types";
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -14,7 +14,7 @@ declare module "vitest" {
 /** The worker's bindings as vitest.config.ts sets them. */
 export const baseEnv = env as unknown as Env;
 
-/** The local origin (test/support/origin-server.mjs). */
+/** The local origin (tools/origin-server.mjs). */
 export const originUrl = (): string => inject("originUrl");
 
 /**

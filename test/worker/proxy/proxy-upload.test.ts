@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { scopedPrefix } from "../../support/worker/redis";
 import { originCount, workerWith } from "../../support/worker/worker-harness";
 
-// Uploads through the proxy to the real Node origin (test/support/origin-server.mjs): curl sends
+// Uploads through the proxy to the real Node origin (tools/origin-server.mjs): curl sends
 // `Expect: 100-continue` by itself for a body over 1 MiB, and Node's server answers it with an
 // interim 100 Continue. Neither that header nor any 1xx may change what the client gets.
 const prefix = scopedPrefix("proxy-upload");

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { measureEnv } from "../../../../scripts/lib/measure-env.mjs";
+import { measureEnv } from "../../../../tools/measure-env.mjs";
 import { commandsDuring as countCommands } from "../../../support/commandstats.js";
 
 // One log key whose limit changes (a configured rule's key is per client key: every limit shares

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { measureEnv } from "../../../../scripts/lib/measure-env.mjs";
+import { measureEnv } from "../../../../tools/measure-env.mjs";
 import { commandsDuring as countCommands } from "../../../support/commandstats.js";
 
 // The Redis commands each shape of ring decision runs, counted by INFO commandstats on a private

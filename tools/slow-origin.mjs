@@ -15,10 +15,10 @@
 // Times are epoch ms with fractions (performance.timeOrigin + performance.now()), the clock the
 // bench process reads too.
 //
-//   startSlowOrigin()  spawns it; `node bench/lib/slow-origin.mjs --serve` runs it here.
+//   startSlowOrigin()  spawns it; `node tools/slow-origin.mjs --serve` runs it here.
 import { createServer } from "node:http";
 import { pathToFileURL } from "node:url";
-import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
+import { spawnGroup, stopGroup } from "./process-group.mjs";
 
 /** @param {number} ms */
 const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -5,7 +5,7 @@
 // applyingRules (readings + every pattern) in Node, the median of a few runs per case, in one
 // process. Node only; no Redis.
 //
-//   node scripts/measure-path-match.mjs [src dir, default ./src] [max ms per case, default 120000]
+//   node bench/measure/path-match.mjs [src dir, default ./src] [max ms per case, default 120000]
 //
 // The src dir may be an older copy of src/rules/ and src/config/ (e.g. from `git show`), to time
 // the code before a change the same way.

@@ -3,12 +3,12 @@
 // a fixed window, through the real limiter, @upstash/redis and the REST bridge on a private
 // redis-server; and the CPU of the period arithmetic per decision (computed, and remembered).
 //
-//   node scripts/measure-calendar.mjs [decisions=200]
+//   node bench/measure/calendar.mjs [decisions=200]
 //
 // Needs redis-server and redis-cli on PATH. The denial cache is off: every decision reaches the
 // store. The CPU figures are Node's V8 on this machine, not workerd's (same engine, same ICU
 // data); read them as an order of magnitude.
-import { measureEnv } from "./lib/measure-env.mjs";
+import { measureEnv } from "../../tools/measure-env.mjs";
 
 const N = Number(process.argv[2] ?? 200);
 const env = await measureEnv();

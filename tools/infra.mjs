@@ -1,23 +1,17 @@
 // @ts-check
-// What the benchmark runs on: a private redis-server, the project's REST bridge in its own
-// process, the workers built as they deploy and served by workerd (serve-workerd.mjs).
+// What the benchmark and the end-to-end tests run on: a private redis-server, the project's REST
+// bridge in its own process, the worker built as it deploys and served by workerd
+// (serve-workerd.mjs).
 import { execFileSync, spawn } from "node:child_process";
-import {
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  symlinkSync,
-  writeFileSync,
-} from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { freePort } from "../../scripts/lib/ports.mjs";
-import { spawnGroup, stopGroup } from "../../scripts/lib/process-group.mjs";
-import { startPrivateRedis as startRedisServer } from "../../scripts/lib/redis.mjs";
+import { freePort } from "./ports.mjs";
+import { spawnGroup, stopGroup } from "./process-group.mjs";
+import { startPrivateRedis as startRedisServer } from "./redis.mjs";
 import { serveWithWorkerd } from "./serve-workerd.mjs";
 
-export const ROOT = path.resolve(import.meta.dirname, "..", "..");
+export const ROOT = path.resolve(import.meta.dirname, "..");
 
 /** @param {number} ms */
 export const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -115,45 +109,6 @@ export function compatibilityFlags() {
   const toml = readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
   const list = /^compatibility_flags\s*=\s*\[([^\]]*)\]/m.exec(toml)?.[1] ?? "";
   return [...list.matchAll(/"([^"]+)"/g)].map((match) => /** @type {string} */ (match[1]));
-}
-
-/**
- * Builds worker/worker.ts (via wrangler.toml), bench/anchor-worker.ts (the anchor behind our /check
- * code), bench/anchor-minimal-worker.ts (the anchor behind a minimal /check front) and
- * bench/floor-worker.ts (the same store calls and nothing else), the last three via generated
- * configs with the same compatibility date.
- * @param {string} tmp
- */
-export async function buildWorkers(tmp) {
-  const ours = await wranglerBundle(path.join(tmp, "ours"));
-  /** @param {string} name @param {string} entry */
-  const benchBundle = (name, entry) => buildBenchWorker(tmp, name, entry);
-  const anchor = await benchBundle("anchor", "anchor-worker.ts");
-  const anchorMinimal = await benchBundle("anchor-minimal", "anchor-minimal-worker.ts");
-  const floor = await benchBundle("floor", "floor-worker.ts");
-  return { ours, anchor, anchorMinimal, floor };
-}
-
-/**
- * One bench-only worker (bench/<entry>) built as it would deploy, from a generated wrangler
- * config with wrangler.toml's compatibility date.
- * @param {string} tmp
- * @param {string} name e.g. "anchor"
- * @param {string} entry its file under bench/, e.g. "anchor-worker.ts"
- * @returns {Promise<string>} path of the bundled module
- */
-export async function buildBenchWorker(tmp, name, entry) {
-  const config = path.join(tmp, `${name}.wrangler.toml`);
-  writeFileSync(
-    config,
-    [
-      `name = "edge-limiter-bench-${name}"`,
-      `main = ${JSON.stringify(path.join(ROOT, "bench", entry))}`,
-      `compatibility_date = "${compatibilityDate()}"`,
-      "",
-    ].join("\n"),
-  );
-  return wranglerBundle(path.join(tmp, name), ["--config", config]);
 }
 
 /**

@@ -7,7 +7,7 @@
 // client and the project's REST bridge, on a private redis-server (commandstats of a shared Redis
 // would count everyone's traffic).
 //
-//   node scripts/measure-log-layouts.mjs [decisions=500] [--json out.json]   (ROUNDS=5, LIMITS=10,100,…)
+//   node bench/measure/log-layouts.mjs [decisions=500] [--json out.json]   (ROUNDS=5, LIMITS=10,100,…)
 //
 // Each limit runs `decisions` admissions then as many denials per round; the limits alternate,
 // round after round, and the table gives medians (the machine is shared). (The seeds' sorted set
@@ -22,7 +22,7 @@
 // swing ±20 % run to run on a shared machine; pipelined they repeat within a few per cent.
 import { writeFileSync } from "node:fs";
 import net from "node:net";
-import { measureEnv } from "./lib/measure-env.mjs";
+import { measureEnv } from "../../tools/measure-env.mjs";
 
 const args = process.argv.slice(2);
 const jsonAt = args.indexOf("--json");

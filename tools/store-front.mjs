@@ -2,7 +2,7 @@
 // Network boundaries in front of the store, for the low-rate phases: a counting proxy (round trips
 // and commands per decision, seen on the wire), a store that hangs, and a port that refuses.
 import http from "node:http";
-import { freePort } from "../../scripts/lib/ports.mjs";
+import { freePort } from "./ports.mjs";
 
 /**
  * Forwards every request to the bridge and counts HTTP round trips and the commands they carry.

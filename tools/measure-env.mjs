@@ -8,10 +8,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
-import { startBridge } from "../../bridge/server.mjs";
+import { startBridge } from "../bridge/server.mjs";
 import { startPrivateRedis } from "./redis.mjs";
 
-export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+export const ROOT = fileURLToPath(new URL("../", import.meta.url));
 
 /**
  * @param {{ bridge?: boolean, token?: string }} [options]

@@ -3,11 +3,11 @@
 // through the real limiter, the real @upstash/redis client and the project's REST bridge, on a
 // private redis-server (INFO commandstats of the shared 6379 would count everyone's traffic).
 //
-//   node scripts/measure-commands.mjs [decisions=200]
+//   node bench/measure/commands.mjs [decisions=200]
 //
 // Needs redis-server and redis-cli on PATH. The limiter's denial cache is off, so every
 // decision reaches the store (the cache's savings are measured in bench/, not here).
-import { measureEnv } from "./lib/measure-env.mjs";
+import { measureEnv } from "../../tools/measure-env.mjs";
 
 const N = Number(process.argv[2] ?? 200);
 const env = await measureEnv();

@@ -5,9 +5,9 @@
 // pays its distance: home is `farMs` from us and ap and `nearMs` from eu; each region's own
 // store is `nearMs` away. Used by the 3-region test (test/e2e/regions.test.ts) and the regions
 // benchmark (bench/lib/regions-bench.mjs).
-import { startBridge } from "../../bridge/server.mjs";
-import { startPrivateRedis } from "../../scripts/lib/redis.mjs";
+import { startBridge } from "../bridge/server.mjs";
 import { startLatencyProxy } from "./latency-proxy.mjs";
+import { startPrivateRedis } from "./redis.mjs";
 
 const REGIONS = /** @type {const} */ (["eu", "us", "ap"]);
 /** Where home's database is. */

@@ -85,7 +85,7 @@ export function privateRedisArgs(port, dir) {
 
 /**
  * Starts `redis-server` on a free 127.0.0.1 port with no persistence; retries on a port race.
- * (npm test / npm start when nothing answers; the benchmark and scripts/measure-commands.mjs,
+ * (npm test / npm start when nothing answers; the benchmark and bench/measure/commands.mjs,
  * whose INFO/MEMORY figures must see only their own traffic.)
  * @param {string} [binary]
  * @param {Log} [log]

@@ -7,7 +7,7 @@
 // clock. With --baseline=<git ref>, the script at that ref runs beside this checkout's, on keys
 // of the same length, one case after the other.
 //
-//   node scripts/measure-limit-change.mjs [--baseline=HEAD] [--calls=60] [--json out.json]
+//   node bench/measure/limit-change.mjs [--baseline=HEAD] [--calls=60] [--json out.json]
 //
 // Each case: a key filled to 100 000 (100 calls of cost 1 000, 1 ms apart, a 1-hour window),
 // then `calls` decisions of cost 1 alternating the two limits, 1 ms apart: "full" while every
@@ -18,7 +18,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { measureEnv, ROOT } from "./lib/measure-env.mjs";
+import { measureEnv, ROOT } from "../../tools/measure-env.mjs";
 
 const arg = (/** @type {string} */ name) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);

@@ -7,15 +7,15 @@
 // shape by shape, three rounds (the least µs of each), so the Redis µs compare in one run; with
 // --instructions, Redis's instructions per decision instead (callgrind: deterministic, one round).
 //
-//   node scripts/measure-ring-cost.mjs [--baseline=HEAD] [--rounds=3] [--instructions] [--only=sparse@10,…] [--clock=caller] [--algorithm=<name>]
+//   node bench/measure/ring-cost.mjs [--baseline=HEAD] [--rounds=3] [--instructions] [--only=sparse@10,…] [--clock=caller] [--algorithm=<name>]
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { measureEnv, ROOT } from "./lib/measure-env.mjs";
-import { freePort } from "./lib/ports.mjs";
-import { privateRedisArgs } from "./lib/redis.mjs";
+import { measureEnv, ROOT } from "../../tools/measure-env.mjs";
+import { freePort } from "../../tools/ports.mjs";
+import { privateRedisArgs } from "../../tools/redis.mjs";
 
 const arg = (/** @type {string} */ name) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
