@@ -4,7 +4,6 @@
  * abort signal or by the time it has left.
  */
 import { Redis, type RedisConfigCloudflare } from "@upstash/redis/cloudflare";
-import { scriptRequester } from "./script-request";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./with-deadline";
 
 export interface StoreClientOptions {
@@ -23,8 +22,8 @@ export interface StoreClientOptions {
    * default, as a Worker needs it: workerd enters the isolate once per incoming request and
    * drains the microtask queue in between, so two requests' decisions never share a tick and the
    * pipeline only adds work (a Pipeline object, a Proxy lookup, the batching promises) to every
-   * decision. Only a client without it has `withSignal` (one timer per decision, each decision's
-   * script call its own request, which a pipeline would batch instead). Turn
+   * decision. Off, the client also calls `signal` synchronously inside `evalsha`/`eval`, which
+   * `withSignal` needs: only a client without it has `withSignal` (one timer per decision). Turn
    * it on where many decisions start in one tick — a Node server, a batch: 1000 concurrent
    * `limit()` calls after a SCRIPT FLUSH then share a few requests, not 2000.
    * @default false
@@ -50,10 +49,10 @@ export type StoreClient = Redis & {
  * The Upstash client, configured on purpose for a decision on the request path:
  * - `retry: { retries: 0 }`: one attempt. The default retries a network error 5 times over ~4.3 s
  *   (and `retry: false` still makes 2 attempts); a limiter must answer within its timeout instead.
- * - `signal` as a *function*, called per request: a fresh `AbortSignal.timeout` (withinDeadline
- *   bounds a second call through `withTimeout`). A call through `withSignal` carries the
- *   decision's own signal instead (withinDeadline passes its deadline's, aborted at the
- *   deadline: one timer per decision, and a NOSCRIPT → EVAL gets only the time left).
+ * - `signal` as a *function*, called per request: the decision's own signal when the call came
+ *   through `withSignal` (withinDeadline passes its deadline's, aborted at the deadline: one
+ *   timer per decision, and a NOSCRIPT → EVAL gets only the time left), else a fresh
+ *   `AbortSignal.timeout` (and withinDeadline bounds a second call through `withTimeout`).
  *   (Never share one between requests: workerd ties a signal to the request that made it, and
  *   another request's fetch with it fails — test/worker/http/check-route.test.ts guards this.)
  *   A static signal is swallowed by the client (it fakes a 200 with the abort reason) and stays
@@ -63,7 +62,6 @@ export type StoreClient = Redis & {
  *   withinDeadline (script-runner.ts, same timeoutMs) bounds the decision as a whole.
  * - the auto-pipeline as `autoPipeline` says (on unless turned off; see there).
  * - no telemetry headers; results left as Redis returns them (our scripts return integers).
- * - `withSignal`'s calls are the request such a client sends, made directly (script-request.ts).
  * - the clients that only run decision scripts (`withSignal`'s, `withTimeout`'s) also ask for
  *   no base64 (`responseEncoding: false`: a script's reply is integers, nothing to encode) and
  *   no read-your-writes token (`readYourWrites: false`: a script runs on the primary, atomically,
@@ -83,6 +81,10 @@ export type StoreClient = Redis & {
  * ```
  */
 export function createStoreClient(options: StoreClientOptions): StoreClient {
+  // The signal the next request takes, set only for the duration of one synchronous
+  // `evalsha`/`eval` call (withSignal below): the client calls `signal` synchronously before its
+  // first await, so no other call can see it; it is cleared when taken and after the call.
+  let nextSignal: AbortSignal | undefined;
   const pipelined = options.autoPipeline ?? false;
   const defaultTimeoutMs = options.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   const make = (timeoutMs: number, scriptsOnly: boolean) =>
@@ -90,7 +92,11 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
       url: options.url,
       token: options.token,
       retry: { retries: 0 },
-      signal: () => AbortSignal.timeout(timeoutMs),
+      signal: () => {
+        const given = nextSignal;
+        nextSignal = undefined;
+        return given ?? AbortSignal.timeout(timeoutMs);
+      },
       enableTelemetry: false,
       enableAutoPipelining: pipelined,
       automaticDeserialization: false,
@@ -111,16 +117,28 @@ export function createStoreClient(options: StoreClientOptions): StoreClient {
     return client;
   };
   const main = make(defaultTimeoutMs, false);
-  // A pipelined client batches the scripts of a tick into one request (the SCRIPT FLUSH herd):
-  // withSignal's one request per call would not, so only the unpipelined client offers it.
+  // A pipelined client calls `signal` a tick later, when the batch goes: it would never see
+  // the signal set for it, so only the unpipelined client offers withSignal.
   if (pipelined) return Object.assign(main, { withTimeout, storeUrl: options.url });
-  // withSignal's calls: the request the scripts-only client would send, sent directly
-  // (script-request.ts: the client's Command, argument mapping and header merging per call were
-  // a share of a decision's CPU), aborted by the decision's signal.
-  const send = scriptRequester(options.url, options.token);
+  // withSignal's own client: the same signal handling, the scripts-only options.
+  const scripts = make(defaultTimeoutMs, true);
   const withSignal = (signal: AbortSignal): SignalledScripts => ({
-    evalsha: (sha, keys, args) => send("evalsha", sha, keys, args, signal),
-    eval: (script, keys, args) => send("eval", script, keys, args, signal),
+    evalsha: (sha, keys, args) => {
+      nextSignal = signal;
+      try {
+        return scripts.evalsha(sha, keys, args);
+      } finally {
+        nextSignal = undefined;
+      }
+    },
+    eval: (script, keys, args) => {
+      nextSignal = signal;
+      try {
+        return scripts.eval(script, keys, args);
+      } finally {
+        nextSignal = undefined;
+      }
+    },
   });
   return Object.assign(main, { withTimeout, withSignal, storeUrl: options.url });
 }
