@@ -45,19 +45,13 @@ export function withDeadline<T>(
     const endsAt = Date.now() + timeoutMs;
     const controller = new AbortController();
     let expired = false;
-    let settled = false;
-    // The runtime's own timer (AbortSignal.timeout), not setTimeout: where Node's timers are the
-    // globals (workerd, by compatibility date) each setTimeout builds a Timeout object in JS
-    // and each clearTimeout looks it up again, several times what the timer itself costs on a
-    // decision's path. Nothing clears it: once the work settled, its firing does nothing.
-    AbortSignal.timeout(timeoutMs).addEventListener("abort", () => {
-      if (settled) return;
+    const timer = setTimeout(() => {
       expired = true;
       const error = new StoreTimeoutError(timeoutMs);
       // Abort first: a request still out is closed before its caller hears of the timeout.
       controller.abort(error);
       reject(error);
-    });
+    }, timeoutMs);
     const deadline: Deadline = {
       expired: () => expired,
       remainingMs: () => (expired ? 0 : endsAt - Date.now()),
@@ -67,17 +61,17 @@ export function withDeadline<T>(
     try {
       done = work(deadline);
     } catch (error) {
-      // Work that throws synchronously rejects like any other failure, and the timer's firing
-      // later does nothing (else it would reject a decision already made).
+      // Work that throws synchronously rejects like any other failure, and the timer is still
+      // cleared (else it would fire later for a decision already made).
       done = Promise.reject(error);
     }
     done.then(
       (value) => {
-        settled = true;
+        clearTimeout(timer);
         resolve(value);
       },
       (error: unknown) => {
-        settled = true;
+        clearTimeout(timer);
         reject(error);
       },
     );
