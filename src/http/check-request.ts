@@ -6,6 +6,7 @@
  * fields may combine, the rules a body names, and grouping an address for an "ip" rule.
  */
 import * as v from "valibot";
+import { MAX_KEY_LENGTH } from "../bounded-key";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
 import { unknownFieldDetail } from "../config/field-suggestion";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
@@ -117,33 +118,46 @@ export function parseCheckBody(
   const extra = unknownField(body, FIELDS);
   if (extra) return invalid(extra, unknownFieldDetail(extra, FIELDS));
 
-  const key = v.safeParse(clientKeySchema, body.key);
-  if (!key.success) return refused("key", key.issues);
-  const requestId = v.safeParse(optionalRequestIdSchema, body.requestId);
-  if (!requestId.success) return refused("requestId", requestId.issues);
+  // The common shapes (a key within bounds, no request id) without a schema run: exactly what
+  // the schemas accept there, and any other value goes through them for their refusal.
+  const givenKey = body.key;
+  let key: string;
+  if (typeof givenKey === "string" && givenKey.length >= 1 && givenKey.length <= MAX_KEY_LENGTH) {
+    key = givenKey;
+  } else {
+    const parsed = v.safeParse(clientKeySchema, givenKey);
+    if (!parsed.success) return refused("key", parsed.issues);
+    key = parsed.output;
+  }
+  let requestId: string | undefined;
+  if (body.requestId !== undefined) {
+    const parsed = v.safeParse(optionalRequestIdSchema, body.requestId);
+    if (!parsed.success) return refused("requestId", parsed.issues);
+    requestId = parsed.output;
+  }
 
   const named = body.rule !== undefined || body.rules !== undefined;
   let requests: Validated<LimitRequest[]>;
-  const marks: RuleMarks = { shadow: new Set(), headerKeyed: [] };
+  let marks: RuleMarks | undefined;
   if (named) {
-    requests = namedRules(body, key.output, rules, grouping, marks);
+    marks = { shadow: new Set(), headerKeyed: [] };
+    requests = namedRules(body, key, rules, grouping, marks);
   } else {
     // A fresh request per body: the memo's policy is shared, never handed out.
     const policy = adhocPolicy(body);
-    requests = policy.ok ? { ok: true, value: [{ ...policy.value, key: key.output }] } : policy;
+    requests = policy.ok ? { ok: true, value: [{ ...policy.value, key }] } : policy;
   }
   if (!requests.ok) return requests;
-  return {
-    ok: true,
-    value: {
-      requests: requests.value,
-      multi: body.rules !== undefined,
-      named,
-      ...(requestId.output !== undefined ? { requestId: requestId.output } : {}),
-      ...(marks.shadow.size > 0 ? { shadow: marks.shadow } : {}),
-      ...(marks.headerKeyed.length > 0 ? { headerKeyed: marks.headerKeyed } : {}),
-    },
+  const value: CheckRequest = {
+    requests: requests.value,
+    multi: body.rules !== undefined,
+    named,
   };
+  // Assigned, not spread from `cond ? {…} : {}`: no empty object per field per request.
+  if (requestId !== undefined) value.requestId = requestId;
+  if (marks && marks.shadow.size > 0) value.shadow = marks.shadow;
+  if (marks && marks.headerKeyed.length > 0) value.headerKeyed = marks.headerKeyed;
+  return { ok: true, value };
 }
 
 /** What namedRules notes of the rules named, besides their requests. */

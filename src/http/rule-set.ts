@@ -21,7 +21,7 @@ import type { RulesOutcome } from "../rules/outcome";
 import type { RefundFailedEvent } from "../rules/refund-on-error";
 import { answerCheck } from "./check-answer";
 import { type CheckRequest, parseCheckBody } from "./check-request";
-import { type RequestCf, requestCf, requestIdFrom, requestNetwork } from "./incoming-request";
+import { requestCf, requestIdFrom, requestNetwork } from "./incoming-request";
 import { runLimited } from "./limit-pipeline";
 import { refusal } from "./limited-response";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
@@ -126,7 +126,10 @@ export function createRules(config: LimiterConfig, options: RuleSetOptions = {})
   const byName = new Map(config.rules.map((rule) => [rule.name, rule]));
   const pick = regionPicker(config.regions, options.region?.trim() || undefined);
   const { clientIp, legacyHeaders, requestIdHeaders } = config;
-  const guarded: GuardedRules = { compiled, pick, clientIp, legacyHeaders, requestIdHeaders };
+  // The region of a request; its `cf` read only when the picker needs it.
+  const regionOf = (request: Request) =>
+    pick.readsCf ? pick(requestCf(request)) : pick(undefined);
+  const guarded: GuardedRules = { compiled, regionOf, clientIp, legacyHeaders, requestIdHeaders };
 
   const keyOf = (rule: RuleConfig, raw: string): Promise<string> => {
     if (rule.key === "ip") return Promise.resolve(groupAddress(raw, clientIp) ?? raw);
@@ -139,7 +142,7 @@ export function createRules(config: LimiterConfig, options: RuleSetOptions = {})
     rule: (name) => byName.get(name),
     keyLabel: headerKeyLabel,
     applying: (method, path) => applyingRules(compiled, method, path),
-    regionOf: (request) => pick(requestCf(request)),
+    regionOf,
     keyOf,
 
     async parseCheck(json, text) {
@@ -165,7 +168,7 @@ export function createRules(config: LimiterConfig, options: RuleSetOptions = {})
     answerRelease: (limiter, release, waitUntil) => answerRelease(limiter, release, waitUntil),
 
     answerCheck: (limiter, check, request, waitUntil) =>
-      answerCheck(limiter, check, { region: pick(requestCf(request)), waitUntil, legacyHeaders }),
+      answerCheck(limiter, check, { region: regionOf(request), waitUntil, legacyHeaders }),
 
     guard: (request, exchange) => guardRequest(request, exchange, guarded),
 
@@ -176,7 +179,7 @@ export function createRules(config: LimiterConfig, options: RuleSetOptions = {})
 /** What `guard` reads of its rule set. */
 interface GuardedRules {
   compiled: readonly CompiledRule[];
-  pick: (cf: RequestCf | undefined) => string | undefined;
+  regionOf: (request: Request) => string | undefined;
   clientIp: LimiterConfig["clientIp"];
   legacyHeaders: boolean;
   requestIdHeaders: readonly string[];
@@ -196,7 +199,7 @@ function guardRequest(
   if (applying.length === 0) return exchange.forward();
   const { networkBlocks, onRefused } = exchange;
   const { clientIp, legacyHeaders } = rules;
-  const region = rules.pick(requestCf(request));
+  const region = rules.regionOf(request);
   const requestId = requestIdFrom(request.headers, rules.requestIdHeaders);
   const network = networkBlocks ? requestNetwork(request, request.headers, clientIp) : undefined;
   return runLimited({
