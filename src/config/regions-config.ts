@@ -58,7 +58,7 @@ export const regionsSchema = v.pipe(
 export type RegionsConfig = v.InferOutput<typeof regionsSchema>;
 
 /** What a region is picked by: the request's `cf` (colo, continent). */
-export type RegionCf = { colo?: unknown; continent?: unknown } | undefined;
+type RegionCf = { colo?: unknown; continent?: unknown } | undefined;
 
 /**
  * Picks a request's region from its `cf`. `readsCf` false: the answer is the same for every
