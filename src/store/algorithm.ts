@@ -6,6 +6,9 @@
  * - `sliding-log`: exact; the last `limit` admission times in a ring (4 bytes per unit of the limit).
  * - `sliding-log-zset`: the same exact log in a sorted set, one member per admitted unit (the seeds'
  *   design: ~120 bytes per unit, more commands; kept selectable and measured side by side).
+ * - `sliding-log-weighted`: exact; one entry per admission with its units (memory per request
+ *   in the window, not per unit): what usage rules count in, their reservations settled later
+ *   (lua/weighted-log.lua.ts); limits up to 10^12.
  * - `fixed-window`: aligned windows, O(1); allows up to 2× the limit across a window boundary.
  * - `sliding-counter`: two-window weighted approximation, O(1); assumes the previous window's
  *   admissions were spread evenly over it.
@@ -17,6 +20,7 @@
 export const ALGORITHMS = [
   "sliding-log",
   "sliding-log-zset",
+  "sliding-log-weighted",
   "fixed-window",
   "sliding-counter",
   "token-bucket",

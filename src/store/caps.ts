@@ -46,6 +46,13 @@ export const MAX_LIMIT = 100_000;
 // ring call 0.3–1 s.
 
 /**
+ * The largest limit of the weighted log (sliding-log-weighted): usage rules count tokens, rows or
+ * bytes, and its memory grows with requests, not units. Sums stay exact in Redis's Lua numbers
+ * (doubles) far past it.
+ */
+export const MAX_USAGE_LIMIT = 1_000_000_000_000;
+
+/**
  * The largest sliding-log-zset limit: a full sorted set (one member per unit) stays under ~1 MB.
  * The ring (`sliding-log`) takes MAX_LIMIT: 4 bytes a unit, ~400 kB full at 100 000.
  */
@@ -84,6 +91,7 @@ export const DEFAULT_CONCURRENCY_TIMEOUT_MS = 60_000;
 /** The largest limit an algorithm takes: a full sliding log is memory, an O(1) key is not. */
 export function maxLimitOf(algorithm: Algorithm): number {
   if (isConcurrency(algorithm)) return MAX_CONCURRENCY_LIMIT;
+  if (algorithm === "sliding-log-weighted") return MAX_USAGE_LIMIT;
   return algorithm === "sliding-log-zset" ? MAX_ZSET_LIMIT : MAX_LIMIT;
 }
 
@@ -91,6 +99,9 @@ export function maxLimitOf(algorithm: Algorithm): number {
 export function limitRange(algorithm: Algorithm): string {
   if (isConcurrency(algorithm)) {
     return `must be an integer from 1 to ${MAX_CONCURRENCY_LIMIT} for a concurrency rule (requests in flight per key)`;
+  }
+  if (algorithm === "sliding-log-weighted") {
+    return `must be an integer from 1 to ${MAX_USAGE_LIMIT} for the sliding-log-weighted`;
   }
   return algorithm === "sliding-log-zset"
     ? `must be an integer from 1 to ${MAX_ZSET_LIMIT} for the sliding-log-zset (one Redis member per unit; the other algorithms take up to ${MAX_LIMIT})`

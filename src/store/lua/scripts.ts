@@ -17,6 +17,7 @@ import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
 import { SLIDING_LOG_RING_LUA } from "./sliding-log-ring.lua";
 import { SLIDING_LOG_ZSET_LUA } from "./sliding-log-zset.lua";
 import { TOKEN_BUCKET_LUA } from "./token-bucket.lua";
+import { WEIGHTED_LOG_LUA } from "./weighted-log.lua";
 
 /**
  * Every script is composed from one fragment per algorithm plus a driver, so one policy and many
@@ -98,8 +99,7 @@ ${REQUEST_RECORDS_LUA}`;
  * honours Retry-After is not denied forever), at most RECORD_TTL_MAX_MS. A record written before
  * a reset of any of its policies is not replayed (records().read). A retry whose policies differ
  * from the record's fingerprint (algorithm, limit, window or cost as the caller asked them) is
- * not replayed either, nor
- * decided: the reply is {-1, policy (1-based), field (1 algorithm, 2 limit, 3 window ms, 4 cost),
+ * not replayed either, nor decided: the reply is {-1, policy (1-based), field (1 algorithm, 2 limit, 3 window ms, 4 cost),
  * recorded value, asked value} and nothing is counted or written. Commands: one MGET (the record
  * and the marks), + SET … PX of the record. A replay's reply ends with one more value: the
  * member id a call with a concurrency policy was decided under (its slot), else ''.
@@ -286,6 +286,7 @@ return out
 const FRAGMENTS: Record<Algorithm, string> = {
   "sliding-log": SLIDING_LOG_RING_LUA,
   "sliding-log-zset": SLIDING_LOG_ZSET_LUA,
+  "sliding-log-weighted": WEIGHTED_LOG_LUA,
   "fixed-window": FIXED_WINDOW_LUA,
   "sliding-counter": SLIDING_COUNTER_LUA,
   "token-bucket": TOKEN_BUCKET_LUA,

@@ -1,0 +1,105 @@
+// The weighted log (sliding-log-weighted) and its settle, on the real store through the bridge,
+// on the caller's clock (a fake one: every time below is chosen, none waited for).
+import { describe, expect, it } from "vitest";
+import { evaluatePolicy } from "../../../src/store/evaluate";
+import { storageKey } from "../../../src/store/keys";
+import { refund } from "../../../src/store/refund";
+import type { StorePolicy } from "../../../src/store/script-inputs";
+import { settle } from "../../../src/store/settle";
+import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
+
+const T = 1_700_000_000_000;
+const redis = testRedis();
+const prefix = scopedPrefix("wlog");
+const store = testStore(10_000);
+
+const spec = (name: string, limit: number, cost: number, windowMs = 1_000): StorePolicy => ({
+  redisKey: storageKey(prefix, name, "client", "sliding-log-weighted"),
+  algorithm: "sliding-log-weighted",
+  limit,
+  windowMs,
+  cost,
+});
+
+describe("the weighted log", () => {
+  it("weighs each admission by its cost; a denial says when enough units leave", async () => {
+    const policy = spec("weigh", 1_000_000_000_000, 400_000_000_000);
+    const at = (memberId: string, now: number, cost = policy.cost) =>
+      evaluatePolicy(store, { ...policy, cost, memberId, now });
+    expect(await at("a", T)).toMatchObject({ allowed: true, remaining: 600_000_000_000 });
+    expect(await at("b", T + 100)).toMatchObject({ allowed: true, remaining: 200_000_000_000 });
+    // 300e9 more needs a's 400e9 gone (at T + 1000); b's would not be enough alone.
+    expect(await at("c", T + 200, 300_000_000_000)).toMatchObject({
+      allowed: false,
+      remaining: 200_000_000_000,
+      reset: T + 1_000,
+      retryAfterMs: 800,
+    });
+    // The denial wrote nothing; at T + 1000 a has left the window.
+    expect(await at("d", T + 1_000, 600_000_000_000)).toMatchObject({
+      allowed: true,
+      remaining: 0,
+    });
+    // One entry per admission in the window, whatever its units.
+    const stored = (await redis.get<string>(policy.redisKey)) ?? "";
+    expect(stored.split(";").filter((entry) => entry.includes(","))).toHaveLength(2);
+  });
+
+  it("settle charges the difference, even past the limit, or gives it back, once", async () => {
+    const policy = spec("settle", 100, 10);
+    for (const [memberId, now] of [
+      ["m1", T],
+      ["m2", T + 10],
+    ] as const) {
+      expect((await evaluatePolicy(store, { ...policy, memberId, now })).allowed).toBe(true);
+    }
+    // m1 used 95: 85 more is charged although only 80 were left.
+    expect(await settle(store, [policy.redisKey], "m1", 95)).toEqual({
+      status: "settled",
+      charged: [85],
+    });
+    expect(await settle(store, [policy.redisKey], "m1", 0)).toEqual({
+      status: "already-settled",
+      charged: [0],
+    });
+    expect(
+      await evaluatePolicy(store, { ...policy, cost: 1, memberId: "x", now: T + 20 }),
+    ).toMatchObject({ allowed: false, remaining: 0, reset: T + 1_000 });
+    // m2 used 3: 7 back, and with m1's 95 there are 2 left.
+    expect(await settle(store, [policy.redisKey], "m2", 3)).toEqual({
+      status: "settled",
+      charged: [-7],
+    });
+    expect(
+      await evaluatePolicy(store, { ...policy, cost: 2, memberId: "m3", now: T + 30 }),
+    ).toMatchObject({ allowed: true, remaining: 0 });
+    // Never admitted, or refunded: nothing to settle, nothing written.
+    expect(await settle(store, [policy.redisKey], "nobody", 5)).toEqual({
+      status: "unknown",
+      charged: [0],
+    });
+    expect(await refund(store, { policies: [policy], memberId: "m3", at: T + 30 })).toEqual({
+      refunded: true,
+      units: [2],
+    });
+    expect(await settle(store, [policy.redisKey], "m3", 5)).toMatchObject({ status: "unknown" });
+    // m1 leaves at T + 1000 with its 95 units: 95 + 2 (m3 refunded) free again.
+    expect(
+      await evaluatePolicy(store, { ...policy, cost: 97, memberId: "m4", now: T + 1_000 }),
+    ).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it("settles every usage log of the request, all or nothing", async () => {
+    const minute = spec("both-m", 100, 10, 60_000);
+    const day = spec("both-d", 1_000, 10, 86_400_000);
+    const both = [minute.redisKey, day.redisKey];
+    const decided = await evaluatePolicy(store, { ...minute, memberId: "r1", now: T });
+    expect(decided.allowed).toBe(true);
+    expect((await evaluatePolicy(store, { ...day, memberId: "r1", now: T })).allowed).toBe(true);
+    expect(await settle(store, both, "r1", 40)).toEqual({ status: "settled", charged: [30, 30] });
+    expect(await settle(store, both, "r1", 40)).toMatchObject({ status: "already-settled" });
+    expect(
+      await evaluatePolicy(store, { ...day, cost: 960, memberId: "r2", now: T + 1 }),
+    ).toMatchObject({ allowed: true, remaining: 0 });
+  });
+});
