@@ -20,6 +20,7 @@ import {
   timeoutSchema,
   windowSchema,
 } from "./schema-parts";
+import { usageSchema } from "./usage-schema";
 import { invalid } from "./validation";
 
 /** What a rule does for a request that lacks its key material (no IP, no such header). */
@@ -182,6 +183,13 @@ export const ruleSchema = v.pipe(
        * in the same script call: one billed command more per store decision. @default false
        */
       overrides: v.optional(v.boolean("must be true or false"), false),
+      /**
+       * Where what a request used is read when its response ends (docs/usage.md): `cost` is then
+       * the reservation taken at admission, and the difference is charged or given back. The
+       * rule counts in the weighted log ("sliding-log-weighted"), limits up to 10^12.
+       * @default none (every request costs `cost`)
+       */
+      usage: v.optional(usageSchema),
     },
     "must be an object",
   ),
@@ -205,8 +213,13 @@ export const ruleSchema = v.pipe(
     ["timeout"],
   ),
   // Read as: the window in ms; an absent option is absent, not undefined.
-  v.transform(({ window, timeout, failMode, refundOn, match, ...rest }) => ({
+  v.transform(({ window, timeout, failMode, refundOn, match, usage, ...rest }) => ({
     ...rest,
+    // A usage rule's log weighs each admission (its units change when settled).
+    algorithm:
+      usage && rest.algorithm === "sliding-log"
+        ? ("sliding-log-weighted" as const)
+        : rest.algorithm,
     /**
      * The window in ms (the config's `window`, read); a concurrency rule's slot timeout (its
      * `timeout`, default 60 s): how long a slot it hands out lives unreleased.
@@ -233,6 +246,12 @@ export const ruleSchema = v.pipe(
           match,
         }
       : {}),
+    ...(usage
+      ? {
+          /** Where what a request used is read (docs/usage.md). @default none */
+          usage,
+        }
+      : {}),
   })),
 );
 
@@ -248,6 +267,10 @@ export type RuleConfig = v.InferOutput<typeof ruleSchema>;
  */
 export const LEASE_NEEDS_LOG =
   'applies to the sliding logs only ("sliding-log", "sliding-log-zset"): the O(1) algorithms keep counts, which a lease cannot stamp ahead';
+
+/** Why `usage` is refused with another algorithm than the log's (settle needs its entries). */
+export const USAGE_NEEDS_LOG =
+  'applies to the sliding log only ("sliding-log", counted weighted, or "sliding-log-weighted"): a settle finds the request\'s entry there';
 
 /** Why `lease: true` is refused with `overrides: true`. */
 export const OVERRIDES_NOT_LEASED =
@@ -277,6 +300,9 @@ export function ruleListIssue(
         `rules[${index}].refundOn`,
         "does not apply to a concurrency rule: its slot is given back when the request ends, whatever the status",
       );
+    }
+    if (rule.usage && rule.algorithm !== "sliding-log-weighted") {
+      return invalid(`rules[${index}].usage`, USAGE_NEEDS_LOG);
     }
     if (rule.lease && rule.overrides) {
       return invalid(`rules[${index}].lease`, OVERRIDES_NOT_LEASED);

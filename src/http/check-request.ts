@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
 import { unknownFieldDetail } from "../config/field-suggestion";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
-import { LEASE_NEEDS_LOG, type RuleConfig } from "../config/rule-schema";
+import { LEASE_NEEDS_LOG, type RuleConfig, USAGE_NEEDS_LOG } from "../config/rule-schema";
 import {
   algorithmSchema,
   clientKeySchema,
@@ -49,6 +49,7 @@ const FIELDS = [
   "algorithm",
   "requestId",
   "lease",
+  "usage",
 ] as const;
 
 /** Most rules one /check may name (one script call, one key per rule). */
@@ -83,6 +84,8 @@ export interface CheckRequest {
    * hashed as the proxy hashes it (keyHeaderRules) before anything is decided.
    */
   headerKeyed?: readonly number[];
+  /** A policy counts usage (the weighted log): the answer carries a receipt to settle. */
+  usage?: boolean;
 }
 
 /** How the proxy groups "ip" keys: /check groups an address it is given the same way. */
@@ -119,6 +122,9 @@ export function parseCheckBody(
   if (!key.success) return refused("key", key.issues);
   const requestId = v.safeParse(optionalRequestIdSchema, body.requestId);
   if (!requestId.success) return refused("requestId", requestId.issues);
+  if (body.usage !== undefined && typeof body.usage !== "boolean") {
+    return invalid("usage", "must be true or false");
+  }
 
   const named = body.rule !== undefined || body.rules !== undefined;
   let requests: Validated<LimitRequest[]>;
@@ -131,6 +137,13 @@ export function parseCheckBody(
     requests = policy.ok ? { ok: true, value: [{ ...policy.value, key: key.output }] } : policy;
   }
   if (!requests.ok) return requests;
+  const usage = requests.value.some((r) => r.algorithm === "sliding-log-weighted");
+  if (named && body.usage === true && !usage) {
+    return invalid(
+      "usage",
+      "applies to rules with a usage spec, and none of the named rules has one",
+    );
+  }
   return {
     ok: true,
     value: {
@@ -140,6 +153,7 @@ export function parseCheckBody(
       ...(requestId.output !== undefined ? { requestId: requestId.output } : {}),
       ...(marks.shadow.size > 0 ? { shadow: marks.shadow } : {}),
       ...(marks.headerKeyed.length > 0 ? { headerKeyed: marks.headerKeyed } : {}),
+      ...(usage ? { usage } : {}),
     },
   };
 }
@@ -226,14 +240,21 @@ export function adhocPolicyName(windowMs: number, limit: number, algorithm: Algo
 const adhocPolicy = createPolicyMemo(
   // Every field readAdhocPolicy reads, and no other (a field it reads but the memo does not key
   // on would be answered from another body's read).
-  ["algorithm", "limit", "window", "cost", "lease"],
+  ["algorithm", "limit", "window", "cost", "lease", "usage"],
   readAdhocPolicy,
 );
 
 function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key">>> {
-  // The algorithm first: the largest limit and cost depend on it.
-  const algorithm = v.safeParse(algorithmSchema, body.algorithm);
-  if (!algorithm.success) return refused("algorithm", algorithm.issues);
+  // The algorithm first: the largest limit and cost depend on it. Usage weighs the log.
+  const read = v.safeParse(algorithmSchema, body.algorithm);
+  if (!read.success) return refused("algorithm", read.issues);
+  const algorithm = { output: read.output };
+  if (body.usage === true) {
+    if (read.output !== "sliding-log" && read.output !== "sliding-log-weighted") {
+      return invalid("usage", USAGE_NEEDS_LOG);
+    }
+    algorithm.output = "sliding-log-weighted";
+  }
   // A slot must be given back under the policy that took it: a configured rule's name.
   if (isConcurrency(algorithm.output)) {
     return invalid(

@@ -1,0 +1,69 @@
+/**
+ * A usage rule's `usage` (docs/usage.md): where what a request really cost is read when its
+ * response ends, a header (or trailer) holding an integer, or fields of a JSON body (or of an
+ * event stream's `data:` events), summed. Read as `{ header }` (lower-cased) or `{ json: paths }`
+ * with each path split into its segments.
+ */
+import * as v from "valibot";
+import { plainObject } from "./schema-parts";
+
+/** The most JSON paths one usage sums (Anthropic's needs 2). */
+export const MAX_USAGE_PATHS = 8;
+/** Bounds on a header name and a path: read on every response, so kept short. */
+const MAX_NAME_LENGTH = 128;
+
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+const HEADER_RULE = `must be a header name (1 to ${MAX_NAME_LENGTH} token characters)`;
+const headerSchema = v.pipe(
+  v.string(HEADER_RULE),
+  v.regex(HEADER_NAME, HEADER_RULE),
+  v.maxLength(MAX_NAME_LENGTH, HEADER_RULE),
+  v.toLowerCase(),
+);
+
+const PATH_RULE = `must be a dot-separated path of non-empty segments ("usage.total_tokens"), at most ${MAX_NAME_LENGTH} characters`;
+const pathSchema = v.pipe(
+  v.string(PATH_RULE),
+  v.maxLength(MAX_NAME_LENGTH, PATH_RULE),
+  v.check((path) => path.split(".").every((segment) => segment.length > 0), PATH_RULE),
+);
+const PATHS_RULE = `must be a path or a list of 1 to ${MAX_USAGE_PATHS} paths`;
+
+const USAGE_RULE = 'must be {"header": "<name>"} or {"json": "<path>" | ["<path>", …]}';
+
+/** Where a usage rule reads what a request used. */
+export const usageSchema = v.pipe(
+  plainObject(
+    {
+      /** A response header or trailer holding the units used (an integer). */
+      header: v.optional(headerSchema),
+      /** Fields of a JSON body, or of an event stream's `data:` events (the last that has them). */
+      json: v.optional(
+        v.union(
+          [
+            pathSchema,
+            v.pipe(
+              v.array(pathSchema, PATHS_RULE),
+              v.minLength(1, PATHS_RULE),
+              v.maxLength(MAX_USAGE_PATHS, PATHS_RULE),
+            ),
+          ],
+          PATHS_RULE,
+        ),
+      ),
+    },
+    USAGE_RULE,
+  ),
+  v.check((spec) => (spec.header === undefined) !== (spec.json === undefined), USAGE_RULE),
+  v.transform(
+    (spec): UsageSpec =>
+      spec.header !== undefined
+        ? { header: spec.header }
+        : { json: [spec.json ?? []].flat().map((path) => path.split(".")) },
+  ),
+);
+
+/** A usage spec as read: a lower-cased header name, or JSON paths as their segments. */
+export type UsageSpec = { header: string } | { json: string[][] };
+/** A usage spec as written. */
+export type UsageInput = v.InferInput<typeof usageSchema>;
