@@ -13,8 +13,14 @@ import type { RefundReceipt } from "../limiter/types";
 /** The longest receipt /check/settle reads (16 usage rules with long keys fit). */
 export const MAX_RECEIPT_LENGTH = 6_000;
 
-// One usage rule of a receipt: shard, member id, time, rule, client key, limit, window, cost, Redis key.
-type Entry = [string, string, number, string, string, number, number, number, string];
+// What a receipt holds, compact: the client keys once each (a /check's rules share one key, raw,
+// grouped or hashed), then per shard and member the usage rules counted there: rule, key index,
+// limit, window, cost. The Redis keys are not in it: the limiter builds them from its prefix.
+interface Sealed {
+  k: string[];
+  g: [shard: string, memberId: string, at: number, rules: Rule[]][];
+}
+type Rule = [name: string, key: number, limit: number, windowMs: number, cost: number];
 
 const encoder = new TextEncoder();
 
@@ -52,24 +58,20 @@ function hmacKey(secret: string): Promise<CryptoKey> {
   return key;
 }
 
-/** Every usage rule (weighted log) of a receipt, with the shard and member that counted it. */
-function usageEntries(receipt: CountedReceipt, shard: string): Entry[] {
+/** Every usage rule (weighted log) of a receipt, by the shard and member that counted it. */
+function collect(receipt: CountedReceipt, shard: string, into: Sealed): void {
   if (receipt.parts) {
-    return receipt.parts.flatMap((part) => usageEntries(part.receipt, part.shard));
+    for (const part of receipt.parts) collect(part.receipt, part.shard, into);
+    return;
   }
-  return receipt.resolved
-    .filter((policy) => policy.algorithm === "sliding-log-weighted")
-    .map((p) => [
-      receipt.shard ?? shard,
-      receipt.memberId,
-      receipt.at,
-      p.name,
-      p.clientKey,
-      p.limit,
-      p.windowMs,
-      p.cost,
-      p.redisKey,
-    ]);
+  const rules: Rule[] = [];
+  for (const p of receipt.resolved) {
+    if (p.algorithm !== "sliding-log-weighted") continue;
+    let key = into.k.indexOf(p.clientKey);
+    if (key < 0) key = into.k.push(p.clientKey) - 1;
+    rules.push([p.name, key, p.limit, p.windowMs, p.cost]);
+  }
+  if (rules.length > 0) into.g.push([receipt.shard ?? shard, receipt.memberId, receipt.at, rules]);
 }
 
 /** The receipt to hand out, or undefined when the request holds no usage rule. */
@@ -77,9 +79,10 @@ export async function sealReceipt(
   receipt: RefundReceipt,
   secret: string,
 ): Promise<string | undefined> {
-  const entries = usageEntries(receipt as CountedReceipt, "");
-  if (entries.length === 0) return undefined;
-  const body = base64url(encoder.encode(JSON.stringify(entries)));
+  const sealed: Sealed = { k: [], g: [] };
+  collect(receipt as CountedReceipt, "", sealed);
+  if (sealed.g.length === 0) return undefined;
+  const body = base64url(encoder.encode(JSON.stringify(sealed)));
   const mac = await crypto.subtle.sign("HMAC", await hmacKey(secret), encoder.encode(body));
   return `${body}.${base64url(new Uint8Array(mac))}`;
 }
@@ -96,35 +99,42 @@ export async function openReceipt(
   if (!(await crypto.subtle.verify("HMAC", key, signature, encoder.encode(body)))) return undefined;
   const bytes = fromBase64url(body);
   if (!bytes) return undefined;
-  const entries = JSON.parse(new TextDecoder().decode(bytes)) as Entry[];
+  const sealed = JSON.parse(new TextDecoder().decode(bytes)) as Sealed;
   // One part per shard and member (a sharded request counted on several shards).
-  const parts = new Map<string, CountedReceipt>();
-  for (const [shard, memberId, at, name, clientKey, limit, windowMs, cost, redisKey] of entries) {
-    const id = `${shard}\n${memberId}`;
-    let part = parts.get(id);
-    if (!part) {
-      part = { memberId, at, policies: [], costs: [], resolved: [], ...(shard ? { shard } : {}) };
-      parts.set(id, part);
-    }
-    const algorithm = "sliding-log-weighted";
-    const policy: ResolvedPolicy = {
-      name,
-      clientKey,
-      algorithm,
-      limit,
-      windowMs,
-      cost,
-      failMode: "open",
-      cacheKey: denialCacheKey({ policy: name, key: clientKey, limit, windowMs, algorithm }),
-      lease: false,
-      overrides: false,
-      redisKey,
+  const parts: CountedReceipt[] = [];
+  for (const [shard, memberId, at, rules] of sealed.g) {
+    const part: CountedReceipt = {
+      memberId,
+      at,
+      policies: [],
+      costs: [],
+      resolved: [],
+      ...(shard ? { shard } : {}),
     };
-    part.policies.push(name);
-    part.costs.push(cost);
-    (part.resolved as ResolvedPolicy[]).push(policy);
+    for (const [name, key, limit, windowMs, cost] of rules) {
+      const clientKey = sealed.k[key] as string;
+      const algorithm = "sliding-log-weighted";
+      const policy: ResolvedPolicy = {
+        name,
+        clientKey,
+        algorithm,
+        limit,
+        windowMs,
+        cost,
+        failMode: "open",
+        cacheKey: denialCacheKey({ policy: name, key: clientKey, limit, windowMs, algorithm }),
+        lease: false,
+        overrides: false,
+        // Built by the limiter that settles it, from its own prefix.
+        redisKey: "",
+      };
+      part.policies.push(name);
+      part.costs.push(cost);
+      (part.resolved as ResolvedPolicy[]).push(policy);
+    }
+    parts.push(part);
   }
-  const all = [...parts.values()];
+  const all = parts;
   if (all.length === 1) return all[0];
   const [first] = all as [CountedReceipt];
   return {

@@ -8,7 +8,7 @@ import { withinDeadline } from "../store/script-runner";
 import { settle } from "../store/settle";
 import { capacityFreed, type LimiterContext } from "./context";
 import type { CountedReceipt } from "./receipt-state";
-import { receiptIssue } from "./resolved-policy";
+import { receiptIssue, withStorageKeys } from "./resolved-policy";
 import type { RefundReceipt, SettleOutcome } from "./types";
 
 /** Why a usage is refused: the same words wherever it is given (settle, /check/settle). */
@@ -36,6 +36,15 @@ export async function settleReceipt(
     error,
   });
   if (!isUsage(units)) return failed(`usage ${USAGE_RANGE}`);
+  // A receipt that went out as /check's string comes back without Redis keys: this limiter's.
+  const given = (receipt as Partial<CountedReceipt>).resolved;
+  if (
+    Array.isArray(given) &&
+    given.every((p) => typeof p?.name === "string" && typeof p.clientKey === "string") &&
+    given.some((p) => p.redisKey === "")
+  ) {
+    withStorageKeys(given, ctx.prefix);
+  }
   const refused = receiptIssue(receipt, undefined);
   if (refused) return failed(String(refused));
   const counted = receipt as CountedReceipt;

@@ -74,7 +74,8 @@ ALG['sliding-log-weighted'] = {
       if not t then break end
       freed, pos = freed + tonumber(u), nxt
       if freed >= need then
-        local reset = tonumber(t) + p.window
+        -- An entry stamped after now (another isolate's clock ahead): no wait past one window.
+        local reset = math.min(tonumber(t), now) + p.window
         if p.allowed then return remaining, reset, 0 end
         return remaining, reset, math.max(0, reset - now)
       end

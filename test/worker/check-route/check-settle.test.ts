@@ -77,6 +77,8 @@ describe("POST /check/settle", () => {
     expect(answer.status).toBe(200);
     const json = (await answer.json()) as { receipt?: string; remaining: number };
     expect(json.remaining).toBe(1_000_000_000_000 - 1_000);
+    // Compact: the rule, the key, the counts and the MAC.
+    expect(json.receipt?.length).toBeLessThan(300);
     expect(answer.headers.get("RateLimit")).toContain(`r=${1_000_000_000_000 - 1_000}`);
     const settled = await post("/check/settle", { receipt: json.receipt, usage: 250_000 });
     expect(await settled.json()).toMatchObject({
