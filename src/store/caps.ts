@@ -53,6 +53,13 @@ export const MAX_LIMIT = 100_000;
 export const MAX_USAGE_LIMIT = 1_000_000_000_000;
 
 /**
+ * The most admissions a weighted log holds in its window (one entry each, ~40 bytes): ~450 kB
+ * full, as the ring at its largest limit. A request past them is denied until the oldest
+ * leaves (a usage rule's limit is its units; this bounds its requests, whatever their units).
+ */
+export const MAX_WEIGHTED_ENTRIES = 10_000;
+
+/**
  * The largest sliding-log-zset limit: a full sorted set (one member per unit) stays under ~1 MB.
  * The ring (`sliding-log`) takes MAX_LIMIT: 4 bytes a unit, ~400 kB full at 100 000.
  */

@@ -39,15 +39,16 @@ local function num(x) return string.format('%.0f', x) end
 local logs, found, already = {}, 0, false
 for i = 1, #KEYS do
   local s = redis.call('GET', KEYS[i])
-  local sum, pos = nil, nil
-  if s then sum, pos = string.match(s, '^W(%d+);()') end
+  local sum, n, pos = nil, nil, nil
+  if s then sum, n, pos = string.match(s, '^W(%d+):(%d+);()') end
   local at = sum and string.find(s, ';' .. member .. ',', pos - 1, true)
   if at then
     local t, u, flag, nxt = string.match(s, '^;[^,;]*,(%d+),(%d+),([rs]);()', at)
     if t then
       found = found + 1
       if flag == 's' then already = true end
-      logs[i] = { s = s, sum = tonumber(sum), pos = pos, at = at, t = t, u = tonumber(u), nxt = nxt }
+      logs[i] = { s = s, sum = tonumber(sum), n = n, pos = pos, at = at, t = t, u = tonumber(u),
+        nxt = nxt }
     end
   end
 end
@@ -64,7 +65,7 @@ for i = 1, #KEYS do
   if l then
     local delta = units - l.u
     local entry = ';' .. member .. ',' .. l.t .. ',' .. num(units) .. ',s;'
-    redis.call('SET', KEYS[i], 'W' .. num(l.sum + delta) .. string.sub(l.s, l.pos - 1, l.at - 1) ..
+    redis.call('SET', KEYS[i], 'W' .. num(l.sum + delta) .. ':' .. l.n .. string.sub(l.s, l.pos - 1, l.at - 1) ..
       entry .. string.sub(l.s, l.nxt), 'KEEPTTL')
     out[i + 1] = delta
   end

@@ -1,6 +1,7 @@
 // The weighted log (sliding-log-weighted) and its settle, on the real store through the bridge,
 // on the caller's clock (a fake one: every time below is chosen, none waited for).
 import { describe, expect, it } from "vitest";
+import { MAX_WEIGHTED_ENTRIES } from "../../../src/store/caps";
 import { evaluatePolicy } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
 import { refund } from "../../../src/store/refund";
@@ -101,5 +102,32 @@ describe("the weighted log", () => {
     expect(
       await evaluatePolicy(store, { ...day, cost: 960, memberId: "r2", now: T + 1 }),
     ).toMatchObject({ allowed: true, remaining: 0 });
+  });
+});
+
+describe("the weighted log's bound on admissions", () => {
+  it("holds at most MAX_WEIGHTED_ENTRIES admissions in its window, whatever units are left", async () => {
+    const policy = spec("entries", 1_000_000_000_000, 1, 60_000);
+    // A full log as admissions would leave it: one a ms from T.
+    const entries = Array.from({ length: MAX_WEIGHTED_ENTRIES }, (_, i) => `e${i},${T + i},1,r;`);
+    await redis.set(
+      policy.redisKey,
+      `W${MAX_WEIGHTED_ENTRIES}:${MAX_WEIGHTED_ENTRIES};${entries.join("")}`,
+      {
+        px: 60_000,
+      },
+    );
+    const now = T + MAX_WEIGHTED_ENTRIES;
+    // Denied until the oldest leaves (at T + window), though units are left.
+    expect(await evaluatePolicy(store, { ...policy, memberId: "x", now })).toMatchObject({
+      allowed: false,
+      remaining: 1_000_000_000_000 - MAX_WEIGHTED_ENTRIES,
+      reset: T + 60_000,
+    });
+    const later = await evaluatePolicy(store, { ...policy, memberId: "y", now: T + 60_000 });
+    expect(later.allowed).toBe(true);
+    expect(await settle(store, [policy.redisKey], "y", 7)).toMatchObject({ charged: [6] });
+    const stored = (await redis.get<string>(policy.redisKey)) ?? "";
+    expect(stored.startsWith(`W${MAX_WEIGHTED_ENTRIES + 6}:${MAX_WEIGHTED_ENTRIES};`)).toBe(true);
   });
 });
