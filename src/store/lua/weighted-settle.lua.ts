@@ -1,3 +1,6 @@
+import { foldConstants } from "./fold-constants";
+import { WL_CODEC } from "./weighted-log.lua";
+
 /**
  * The settle script: what a request reserved in its usage rules' weighted logs
  * (weighted-log.lua.ts) becomes what it used. One script of its own (no clock, no driver): it
@@ -26,30 +29,26 @@
  *   limit ran out, each beyond its reservation. A settle after its entry left the window changes
  *   no window a decision will read again.
  *
- * Redis commands: one GET and (unless unknown or already settled) one SET … KEEPTTL per log:
- * with one usage rule, EVALSHA + GET + SET. Two is not reachable: an exactly-once answer needs the
+ * Redis commands: one GET and (unless unknown or already settled) one SETRANGE per log, of the
+ * entry and what was admitted after it (a prompt settle: a few entries): with one usage rule,
+ * EVALSHA + GET + SETRANGE. Two is not reachable: an exactly-once answer needs the
  * entry read, the charge needs the log written, and no Redis command does both on one entry.
  */
-export const WEIGHTED_SETTLE_LUA = `#!lua flags=allow-key-locking
+export const WEIGHTED_SETTLE_LUA = foldConstants(`#!lua flags=allow-key-locking
+${WL_CODEC}
 local member, units = ARGV[1], tonumber(ARGV[2])
 if not units or units < 0 or units ~= math.floor(units) then
   return redis.error_reply('usage must be an integer >= 0')
 end
-local function num(x) return string.format('%.0f', x) end
 local logs, found, already = {}, 0, false
 for i = 1, #KEYS do
-  local s = redis.call('GET', KEYS[i])
-  local sum, n, pos = nil, nil, nil
-  if s then sum, n, pos = string.match(s, '^W(%d+):(%d+);()') end
-  local at = sum and string.find(s, ';' .. member .. ',', pos - 1, true)
-  if at then
-    local t, u, flag, nxt = string.match(s, '^;[^,;]*,(%d+),(%d+),([rs]);()', at)
-    if t then
-      found = found + 1
-      if flag == 's' then already = true end
-      logs[i] = { s = s, sum = tonumber(sum), n = n, pos = pos, at = at, t = t, u = tonumber(u),
-        nxt = nxt }
-    end
+  local s, last, sum, n, pos, exp = wl_read(KEYS[i])
+  local at, t, u, state, nxt = wl_find(s, pos, last, member)
+  if at and state ~= 'x' then
+    found = found + 1
+    if state == 's' then already = true end
+    logs[i] = { s = s, last = last, sum = sum, n = n, pos = pos, exp = exp, at = at, t = t, u = u,
+      nxt = nxt }
   end
 end
 local out = { 0 }
@@ -64,11 +63,10 @@ for i = 1, #KEYS do
   local l = logs[i]
   if l then
     local delta = units - l.u
-    local entry = ';' .. member .. ',' .. l.t .. ',' .. num(units) .. ',s;'
-    redis.call('SET', KEYS[i], 'W' .. num(l.sum + delta) .. ':' .. l.n .. string.sub(l.s, l.pos - 1, l.at - 1) ..
-      entry .. string.sub(l.s, l.nxt), 'KEEPTTL')
+    wl_rewrite(KEYS[i], l.s, l.last, l.at, l.nxt, wl_entry(member, l.t, units, 's'),
+      wl_trailer(l.sum + delta, l.n, l.pos, l.exp))
     out[i + 1] = delta
   end
 end
 return out
-`;
+`);
