@@ -221,7 +221,7 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     algorithm: "sliding-log-weighted",
   };
 
-  it("admission 4 (EVALSHA, TIME, GET, SETRANGE), settle 3 (EVALSHA, GET, SETRANGE), again 2", async () => {
+  it("admission 4 (EVALSHA, TIME, GETRANGE, SETRANGE), settle 3 (EVALSHA, GETRANGE, SETRANGE), again 2", async () => {
     const bridge = env.bridge as { url: string };
     const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
     const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
@@ -245,14 +245,14 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     const admission = await counted(async () => {
       receipt = (await limiter.limitAll([{ ...tokens, key: "a" }])).receipt;
     });
-    expect(admission).toEqual({ evalsha: 1, time: 1, get: 1, setrange: 1 });
+    expect(admission).toEqual({ evalsha: 1, time: 1, getrange: 1, setrange: 1 });
     const settle = await counted(async () => {
       expect((await limiter.settle(receipt, 2_345)).status).toBe("settled");
     });
-    expect(settle).toEqual({ evalsha: 1, get: 1, setrange: 1 });
+    expect(settle).toEqual({ evalsha: 1, getrange: 1, setrange: 1 });
     const again = await counted(async () => {
       expect((await limiter.settle(receipt, 2_345)).status).toBe("already-settled");
     });
-    expect(again).toEqual({ evalsha: 1, get: 1 });
+    expect(again).toEqual({ evalsha: 1, getrange: 1 });
   });
 });

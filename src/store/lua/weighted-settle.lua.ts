@@ -29,10 +29,11 @@ import { WL_CODEC } from "./weighted-log.lua";
  *   limit ran out, each beyond its reservation. A settle after its entry left the window changes
  *   no window a decision will read again.
  *
- * Redis commands: one GET and (unless unknown or already settled) one SETRANGE per log, of the
- * entry and what was admitted after it (a prompt settle: a few entries): with one usage rule,
- * EVALSHA + GET + SETRANGE. Two is not reachable: an exactly-once answer needs the
- * entry read, the charge needs the log written, and no Redis command does both on one entry.
+ * Redis commands: per log one GETRANGE of its newest 8 kB (more, back in ranges that double, for
+ * an entry older than those) and (unless unknown or already settled) one SETRANGE of the entry and
+ * what was admitted after it: with one usage rule, EVALSHA + GETRANGE + SETRANGE. Two is not
+ * reachable: an exactly-once answer needs the entry read, the charge needs the log written, and
+ * no Redis command does both on one entry.
  */
 export const WEIGHTED_SETTLE_LUA = foldConstants(`#!lua flags=allow-key-locking
 ${WL_CODEC}
@@ -42,13 +43,12 @@ if not units or units < 0 or units ~= math.floor(units) then
 end
 local logs, found, already = {}, 0, false
 for i = 1, #KEYS do
-  local s, last, sum, n, pos, exp = wl_read(KEYS[i])
-  local at, t, u, state, nxt = wl_find(s, pos, last, member)
+  local v = wl_open(KEYS[i], true)
+  local at, t, u, state, nxt = wl_find(v, member)
   if at and state ~= 'x' then
     found = found + 1
     if state == 's' then already = true end
-    logs[i] = { s = s, last = last, sum = sum, n = n, pos = pos, exp = exp, at = at, t = t, u = u,
-      nxt = nxt }
+    logs[i] = { v = v, at = at, t = t, u = u, nxt = nxt }
   end
 end
 local out = { 0 }
@@ -63,8 +63,7 @@ for i = 1, #KEYS do
   local l = logs[i]
   if l then
     local delta = units - l.u
-    wl_rewrite(KEYS[i], l.s, l.last, l.at, l.nxt, wl_entry(member, l.t, units, 's'),
-      wl_trailer(l.sum + delta, l.n, l.pos, l.exp))
+    wl_rewrite(l.v, l.at, l.nxt, wl_entry(member, l.t, units, 's'), l.v.sum + delta)
     out[i + 1] = delta
   end
 end

@@ -16,7 +16,7 @@ const store = testStore(10_000);
 
 /** The sum and count a weighted log's trailer holds. */
 function trailerOf(value: string): { sum: number; n: number } {
-  const match = /\|W(\d{16})(\d{6})\d{24}$/.exec(value);
+  const match = /\|W(\d{16})(\d{6})\d{34}$/.exec(value);
   return { sum: Number(match?.[1]), n: Number(match?.[2]) };
 }
 
@@ -118,8 +118,9 @@ describe("the weighted log's bound on admissions", () => {
     const entries = Array.from({ length: MAX_WEIGHTED_ENTRIES }, (_, i) => {
       return `e${i},${pad(T + i, 13)},${pad(1, 13)},r;`;
     });
-    const trailer = `|W${pad(MAX_WEIGHTED_ENTRIES, 16)}${pad(MAX_WEIGHTED_ENTRIES, 6)}${pad(0, 9)}${pad(T + 120_000, 15)}`;
-    await redis.set(policy.redisKey, `${entries.join("")}${trailer}`, { px: 60_000 });
+    const body = entries.join("");
+    const trailer = `|W${pad(MAX_WEIGHTED_ENTRIES, 16)}${pad(MAX_WEIGHTED_ENTRIES, 6)}${pad(0, 9)}${pad(T + 120_000, 15)}${pad(body.length, 10)}`;
+    await redis.set(policy.redisKey, `${body}${trailer}`, { px: 60_000 });
     const now = T + MAX_WEIGHTED_ENTRIES;
     // Denied until the oldest leaves (at T + window), though units are left.
     expect(await evaluatePolicy(store, { ...policy, memberId: "x", now })).toMatchObject({
@@ -135,5 +136,53 @@ describe("the weighted log's bound on admissions", () => {
       sum: MAX_WEIGHTED_ENTRIES - 1 + 7,
       n: MAX_WEIGHTED_ENTRIES,
     });
+  });
+});
+
+describe("a weighted log longer than one read", () => {
+  it("walks, trims, compacts and settles past the first and last 8 kB exactly", async () => {
+    const policy = spec("long", 1_000, 1, 60_000);
+    const pad = (x: number, width: number) => String(x).padStart(width, "0");
+    // 1 000 entries of 1 unit (~47 kB): one a ms from T.
+    const body = Array.from(
+      { length: 1_000 },
+      (_, i) => `m${pad(i, 4)},${pad(T + i, 13)},${pad(1, 13)},r;`,
+    ).join("");
+    const trailer = `|W${pad(1_000, 16)}${pad(1_000, 6)}${pad(0, 9)}${pad(T + 120_000, 15)}${pad(body.length, 10)}`;
+    await redis.set(policy.redisKey, `${body}${trailer}`, { px: 60_000 });
+    // 500 units more need the oldest 500 gone: the wait walks ~24 kB of entries.
+    expect(
+      await evaluatePolicy(store, { ...policy, cost: 500, memberId: "w", now: T + 2_000 }),
+    ).toMatchObject({ allowed: false, remaining: 0, reset: T + 499 + 60_000 });
+    // An old entry (far before the last 8 kB) settles: 1 → 4.
+    expect(await settle(store, [policy.redisKey], "m0007", 4)).toEqual({
+      status: "settled",
+      charged: [3],
+    });
+    // At T + 60 300 the oldest 301 have left (~14 kB: compacted), with m0007's 4 units.
+    const later = await evaluatePolicy(store, {
+      ...policy,
+      cost: 300,
+      memberId: "c",
+      now: T + 60_300,
+    });
+    expect(later).toMatchObject({ allowed: true, remaining: 1 });
+    expect(trailerOf((await redis.get<string>(policy.redisKey)) ?? "")).toEqual({
+      sum: 999,
+      n: 700,
+    });
+    // The newest settle and an older one after compaction: each once.
+    expect(await settle(store, [policy.redisKey], "c", 1)).toMatchObject({ charged: [-299] });
+    expect(await settle(store, [policy.redisKey], "m0500", 0)).toMatchObject({ charged: [-1] });
+    expect(await settle(store, [policy.redisKey], "m0500", 0)).toMatchObject({
+      status: "already-settled",
+    });
+    expect(await settle(store, [policy.redisKey], "m0007", 9)).toMatchObject({
+      status: "unknown",
+    });
+    expect(
+      // 699 − m0301's 1 (left) + 302 = the limit.
+      await evaluatePolicy(store, { ...policy, cost: 302, memberId: "d", now: T + 60_301 }),
+    ).toMatchObject({ allowed: true, remaining: 0 });
   });
 });

@@ -117,7 +117,7 @@ describe("reserve, then settle: the bound on every rolling window", () => {
     const last = Math.max(...requests.filter((r) => r.admitted).map((r) => r.at));
     const live = requests.filter((r) => r.admitted && r.at > last - WINDOW);
     const stored = (await redis.get<string>(policy.redisKey)) ?? "";
-    expect(Number(/\|W(\d{16})\d{30}$/.exec(stored)?.[1])).toBe(
+    expect(Number(/\|W(\d{16})\d{40}$/.exec(stored)?.[1])).toBe(
       live.reduce((sum, r) => sum + r.used, 0),
     );
   });

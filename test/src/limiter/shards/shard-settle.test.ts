@@ -35,7 +35,7 @@ const usage = (policy: string, key: string): LimitRequest => ({
 async function sumOn(shard: string, policy: string, key: string): Promise<number> {
   const at = redis[names.indexOf(shard)];
   const value = await at?.get<string>(storageKey(prefix, policy, key, "sliding-log-weighted"));
-  return Number(/\|W(\d{16})\d{30}$/.exec(value ?? "")?.[1] ?? 0);
+  return Number(/\|W(\d{16})\d{40}$/.exec(value ?? "")?.[1] ?? 0);
 }
 
 /** Two client keys the placement puts on two different shards. */
