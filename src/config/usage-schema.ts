@@ -8,7 +8,7 @@ import * as v from "valibot";
 import { plainObject } from "./schema-parts";
 
 /** The most JSON paths one usage sums (Anthropic's needs 2). */
-export const MAX_USAGE_PATHS = 8;
+const MAX_USAGE_PATHS = 8;
 /** Bounds on a header name and a path: read on every response, so kept short. */
 const MAX_NAME_LENGTH = 128;
 
@@ -65,5 +65,3 @@ export const usageSchema = v.pipe(
 
 /** A usage spec as read: a lower-cased header name, or JSON paths as their segments. */
 export type UsageSpec = { header: string } | { json: string[][] };
-/** A usage spec as written. */
-export type UsageInput = v.InferInput<typeof usageSchema>;

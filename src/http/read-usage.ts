@@ -9,12 +9,17 @@ import type { UsageSpec } from "../config/usage-schema";
 import { isUsage } from "../limiter/settle-receipt";
 
 const INTEGER = /^\s*(\d{1,13})\s*$/;
+/** A JSON body larger than this (by its Content-Length) is not read: the reservation stands. */
+const MAX_USAGE_BODY_BYTES = 1_048_576;
 
 /** The units `response` reports by `spec`, or undefined when it reports none (nothing settled). */
 export async function readUsage(response: Response, spec: UsageSpec): Promise<number | undefined> {
   if ("header" in spec) return units(response.headers.get(spec.header));
   const type = response.headers.get("Content-Type") ?? "";
   if (!/\bjson\b/i.test(type) || response.body === null || response.bodyUsed) return undefined;
+  // Read from a clone, which holds the body until both are read: bounded, when it says its size.
+  const length = Number(response.headers.get("Content-Length") ?? 0);
+  if (length > MAX_USAGE_BODY_BYTES) return undefined;
   let body: unknown;
   try {
     body = await response.clone().json();
@@ -35,7 +40,7 @@ function units(value: string | null): number | undefined {
  * The paths' integers summed (OpenAI's `usage.total_tokens`; Anthropic's input and output
  * tokens): undefined when none is there, or one that is there is not a usage.
  */
-export function sumOf(body: unknown, paths: readonly (readonly string[])[]): number | undefined {
+function sumOf(body: unknown, paths: readonly (readonly string[])[]): number | undefined {
   let sum = 0;
   let found = false;
   for (const path of paths) {
