@@ -2,6 +2,11 @@ import { fileURLToPath } from "node:url";
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 
+/** A file of src/, by its path on this machine. */
+function source(file: string): string {
+  return fileURLToPath(new URL(`./src/${file}`, import.meta.url));
+}
+
 export default defineConfig({
   test: {
     // A green run prints a line per file and the summary. Console output (the worker's JSON log
@@ -50,10 +55,15 @@ export default defineConfig({
             },
           })),
         ],
-        // The example app imports the package by name: here, the source (package.json's
-        // exports name dist/, which only `npm run build` writes). tsconfig.json's paths agree.
+        // The worker and the example app import the package by name: here, the source
+        // (package.json's exports name dist/, which only `npm run build` writes). tsconfig.json's
+        // paths agree. Whole names only: a plain "edge-limiter" alias also rewrites the start of
+        // "edge-limiter/server" (to index.ts + "/server").
         resolve: {
-          alias: { "edge-limiter": fileURLToPath(new URL("./src/index.ts", import.meta.url)) },
+          alias: [
+            { find: /^edge-limiter$/, replacement: source("index.ts") },
+            { find: /^edge-limiter\/server$/, replacement: source("server.ts") },
+          ],
         },
         test: {
           name: "worker",

@@ -28,7 +28,7 @@ import { RedisReplyError } from "./resp-connection.mjs";
 /** @typedef {import("./resp-connection.mjs").Reply} Reply */
 
 /** Inner commands assumed for a script not seen yet: the floor of an exact log (design.md). */
-export const DEFAULT_SCRIPT_ESTIMATE = 3;
+const DEFAULT_SCRIPT_ESTIMATE = 3;
 /** Bound on the scripts whose last count is remembered; the oldest is forgotten first. */
 const MAX_REMEMBERED = 10_000;
 
@@ -63,7 +63,7 @@ export function countingScript(script) {
  * @param {Reply} reply
  * @returns {{ reply: Reply, calls: number | undefined }}
  */
-export function unwrapCounted(reply) {
+function unwrapCounted(reply) {
   if (reply instanceof RedisReplyError) {
     return { reply, calls: reply.message.startsWith("NOSCRIPT") ? 0 : undefined };
   }

@@ -35,7 +35,7 @@ const MAX_REMEMBERED = 10_000;
 const asIs = (reply) => reply;
 
 /** @param {string} text */
-export function sha1(text) {
+function sha1(text) {
   return createHash("sha1").update(text, "utf8").digest("hex");
 }
 

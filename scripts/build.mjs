@@ -1,9 +1,10 @@
 // @ts-check
 // npm run build: the package as users install it, in dist/ (tsconfig.build.json: ESM JavaScript,
-// .d.ts, source maps, from src/index.ts and what it imports). src/ imports its own files without
-// an extension (moduleResolution "Bundler", which wrangler and vite read); Node's ESM loader and
-// a consumer's tsc under "NodeNext" need the file named, so every relative specifier in the
-// emitted .js and .d.ts gets the ".js" of the file tsc wrote (or "/index.js" for a folder).
+// .d.ts, source maps, from the entries src/index.ts and src/server.ts and what they import).
+// src/ imports its own files without an extension (moduleResolution "Bundler", which wrangler
+// and vite read); Node's ESM loader and a consumer's tsc under "NodeNext" need the file named,
+// so every relative specifier in the emitted .js and .d.ts gets the ".js" of the file tsc wrote
+// (or "/index.js" for a folder).
 // A specifier that names no emitted file stops the build. Node only.
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -46,5 +47,15 @@ for (const file of files(dist)) {
     return `${lead}${quote}${specifier}${named}${quote}`;
   });
   if (output !== source) writeFileSync(file, output);
+}
+// Every file package.json's `exports` names must be one the build wrote: an entry added to
+// one and not to tsconfig.build.json would otherwise only fail in a user's install.
+const manifest = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8"));
+for (const [entry, targets] of Object.entries(manifest.exports)) {
+  for (const target of Object.values(targets)) {
+    if (!existsSync(path.join(root, target))) {
+      throw new Error(`package.json exports["${entry}"]: ${target} was not built`);
+    }
+  }
 }
 console.error(`[build] dist/ written; ${rewritten} relative import specifiers given their .js`);

@@ -5,7 +5,7 @@
 //   - MEMORY USAGE (SAMPLES 0) of a log full to its limit.
 //
 //   node scripts/measure-caps.mjs
-//   node scripts/measure-caps.mjs --switch   one key switched between limits and layouts
+//   node scripts/measure-caps.mjs --switch   one key switched between limits
 //   node scripts/measure-caps.mjs --refund   a ring refund's cost against its admission's
 //   node scripts/measure-caps.mjs --growth   a ring's MEMORY USAGE as writes grow it
 //
@@ -44,9 +44,8 @@ async function measureCaps(cli, EVALUATE_SCRIPTS) {
   /** @param {string} algorithm */
   const load = (algorithm) =>
     cli("SCRIPT", "LOAD", String(EVALUATE_SCRIPTS[algorithm]).replace(/^#!lua[^\n]*\n/, "#!lua\n"));
-  const shas = { "sliding-log-zset": load("sliding-log-zset"), "sliding-log": load("sliding-log") };
-  let sha = shas["sliding-log-zset"];
-  let algorithm = "sliding-log-zset";
+  const sha = load("sliding-log");
+  const algorithm = "sliding-log";
   const T = 1_700_000_000_000;
   let member = 0;
   const memberId = () => `AbCdEfGhIjKl${(member++).toString(36)}`;
@@ -75,27 +74,22 @@ async function measureCaps(cli, EVALUATE_SCRIPTS) {
     }
     throw new Error("no EVALSHA in SLOWLOG");
   };
-  for (const layout of /** @type {const} */ (["sliding-log-zset", "sliding-log"])) {
-    algorithm = layout;
-    sha = shas[layout];
-    console.log(`Redis time of one evaluate (${layout}, fresh keys; median of 5), µs:`);
-    // 16 policies (the most a /check "rules" names) at cost 62: their sum at the per-call cap.
-    for (const [policies, costs] of /** @type {[number, number[]][]} */ ([
-      [1, [1, 100, 500, 1_000, 2_000, 8_000, 100_000]],
-      [16, [1, 62, 1_000]],
-    ])) {
-      for (const cost of costs) {
-        const runs = Array.from({ length: 5 }, (_, r) => timeOne(cost, policies, r)).sort(
-          (a, b) => a - b,
-        );
-        console.log(
-          `  ${policies} polic${policies === 1 ? "y " : "ies"} × cost ${String(cost).padStart(6)}: ${String(runs[2]).padStart(8)} µs`,
-        );
-        cli("FLUSHALL");
-      }
+  console.log(`Redis time of one evaluate (${algorithm}, fresh keys; median of 5), µs:`);
+  // 16 policies (the most a /check "rules" names) at cost 62: their sum at the per-call cap.
+  for (const [policies, costs] of /** @type {[number, number[]][]} */ ([
+    [1, [1, 100, 500, 1_000, 2_000, 8_000, 100_000]],
+    [16, [1, 62, 1_000]],
+  ])) {
+    for (const cost of costs) {
+      const runs = Array.from({ length: 5 }, (_, r) => timeOne(cost, policies, r)).sort(
+        (a, b) => a - b,
+      );
+      console.log(
+        `  ${policies} polic${policies === 1 ? "y " : "ies"} × cost ${String(cost).padStart(6)}: ${String(runs[2]).padStart(8)} µs`,
+      );
+      cli("FLUSHALL");
     }
   }
-  sha = shas["sliding-log-zset"];
 
   console.log("MEMORY USAGE of a log full to its limit (admissions of 1000 units):");
   for (const limit of [1_000, 5_000, 8_000, 10_000, 100_000]) {
@@ -112,15 +106,15 @@ async function measureCaps(cli, EVALUATE_SCRIPTS) {
         "1",
         "0",
         "0",
-        "sliding-log-zset",
+        algorithm,
         String(limit),
         "604800000",
         String(perCall),
       );
     }
-    const count = cli("ZCARD", key);
+    const length = cli("STRLEN", key);
     const bytes = cli("MEMORY", "USAGE", key, "SAMPLES", "0");
-    console.log(`  limit ${String(limit).padStart(6)}: ${count} members, ${bytes} bytes`);
+    console.log(`  limit ${String(limit).padStart(6)}: a ${length}-byte ring, ${bytes} bytes`);
     cli("DEL", key);
   }
 }
@@ -147,16 +141,13 @@ function slowlogged(cli, run) {
 }
 
 /**
- * One key switched between limits and log layouts (the shared key of a /check policy whose limit
- * or algorithm changes): each call's Redis time, and the key's type and size after it.
+ * One key switched between limits (a configured rule's key, whose limit changes): each call's
+ * Redis time, and the key's type and size after it.
  * @param {(...args: (string | number)[]) => string} cli
  * @param {any} EVALUATE_SCRIPTS
  */
 async function measureSwitch(cli, EVALUATE_SCRIPTS) {
-  const shas = {
-    "sliding-log": cli("SCRIPT", "LOAD", stock(EVALUATE_SCRIPTS["sliding-log"])),
-    "sliding-log-zset": cli("SCRIPT", "LOAD", stock(EVALUATE_SCRIPTS["sliding-log-zset"])),
-  };
+  const shas = { "sliding-log": cli("SCRIPT", "LOAD", stock(EVALUATE_SCRIPTS["sliding-log"])) };
   const WEEK = 604_800_000;
   let now = 1_700_000_000_000;
   let member = 0;
@@ -188,11 +179,6 @@ async function measureSwitch(cli, EVALUATE_SCRIPTS) {
       `  ${algorithm.padEnd(16)} limit ${String(limit).padStart(6)} cost ${String(cost).padStart(6)}: ${allowed} ${String(us).padStart(7)} µs; then ${type} of ${bytes} B`,
     );
   };
-  console.log("The reviewer's sequence (7-day window, caller clock, 1 ms apart):");
-  call("sliding-log", 100_000, 100_000);
-  call("sliding-log-zset", 8_000);
-  for (let i = 0; i < 3; i++) call("sliding-log", 100_000);
-  cli("DEL", key);
   console.log("Resizing alone (a full 100 000 ring, then other limits; each twice):");
   for (const limit of [99_999, 1, 5_000]) {
     call("sliding-log", 100_000, 100_000);
@@ -203,7 +189,7 @@ async function measureSwitch(cli, EVALUATE_SCRIPTS) {
   console.log("Nine alternating calls:");
   call("sliding-log", 100_000, 100_000);
   for (let i = 0; i < 8; i++) {
-    if (i % 2 === 0) call("sliding-log-zset", 8_000);
+    if (i % 2 === 0) call("sliding-log", 8_000);
     else call("sliding-log", 100_000, 100_000);
   }
   cli("DEL", key);

@@ -7,7 +7,7 @@
 // shape by shape, three rounds (the least µs of each), so the Redis µs compare in one run; with
 // --instructions, Redis's instructions per decision instead (callgrind: deterministic, one round).
 //
-//   node scripts/measure-ring-cost.mjs [--baseline=HEAD] [--rounds=3] [--instructions] [--only=sparse@10,…] [--clock=caller] [--algorithm=sliding-log-zset]
+//   node scripts/measure-ring-cost.mjs [--baseline=HEAD] [--rounds=3] [--instructions] [--only=sparse@10,…] [--clock=caller] [--algorithm=<name>]
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

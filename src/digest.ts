@@ -4,7 +4,7 @@
 export type DigestAlgorithm = "SHA-1" | "SHA-256";
 
 /** The digest of `text`'s UTF-8 bytes (or of `data` as given). */
-export async function digest(
+async function digest(
   algorithm: DigestAlgorithm,
   text: string | Uint8Array<ArrayBuffer>,
 ): Promise<Uint8Array> {

@@ -1,18 +1,16 @@
 /**
- * The package's public surface, and all of it: `import { rateLimit } from "edge-limiter"`
- * (docs/development.md "Public API", which lists every name; test/repo/public-api.test.ts holds
- * this file to that list). The values, and the types they take and return:
+ * What a user calls: `import { rateLimit } from "edge-limiter"` (docs/development.md "Public
+ * API" lists every name; test/repo/public-api.test.ts holds this file to that list). The values,
+ * and the types they take and return:
  * - `rateLimit()`: the Hono middleware, and `fromEnv`, its store from the bindings;
  * - `createLimiter()`: the limiter, to decide in your own code; what is done to its keys
  *   besides deciding (peek, reset, overrides, key and network blocks) are its methods;
  * - `createStoreClient()`: the @upstash/redis client configured for the request path;
  * - `createAnalytics()`: per-rule counts of a limiter's decisions (`onDecision`);
- * - for an HTTP surface of your own (the worker in this repository is one): `parseConfig` (a
- *   LIMITER_CONFIG-shaped configuration), `createRules` (what a surface decides with: matching,
- *   keys, the /check contract, the pipeline in front of an origin), `readJsonBody` and
- *   `problemResponse`;
  * - the errors `MissingStoreSettingError` and `PolicyBoundsError`.
- * Everything else in src/ is internal and may change in any release.
+ * An HTTP surface of your own (the worker in this repository is one) builds on
+ * `edge-limiter/server` (server.ts). Everything else in src/ is internal and may change in any
+ * release.
  */
 export { createAnalytics } from "./analytics/create-analytics";
 export type {
@@ -26,31 +24,9 @@ export type {
   StatsSpan,
 } from "./analytics/types";
 export type { ClientIpConfig } from "./config/client-ip-config";
-export {
-  type LimiterConfig,
-  type ParseConfigOptions,
-  parseConfig,
-} from "./config/limiter-config";
-export type { RuleConfig } from "./config/rule-schema";
-export type { Validated } from "./config/validation";
-export type { CheckRequest } from "./http/check-request";
-export { type JsonBody, type JsonBodyOptions, readJsonBody } from "./http/json-body";
-export { type Problem, problemResponse } from "./http/problem";
-export {
-  createRules,
-  type GuardExchange,
-  type RuleSet,
-  type RuleSetOptions,
-} from "./http/rule-set";
+export type { CalendarPeriod, PeriodUnit } from "./limiter/calendar-period";
 export type { BreakerEvent } from "./limiter/circuit-breaker";
 export { createLimiter } from "./limiter/create-limiter";
-export {
-  type BreakerLine,
-  describeStoreError,
-  type Meanwhile,
-  type StoreErrorCause,
-  type StoreErrorLine,
-} from "./limiter/degradation-log";
 export type { LeaseOptions } from "./limiter/leases/lease-sizing";
 export type { Limiter } from "./limiter/limiter-api";
 export type { FallbackOptions, LimiterOptions, RegionsOptions } from "./limiter/limiter-options";

@@ -4,7 +4,7 @@
  */
 
 import type { LimitRequest, Peek } from "edge-limiter";
-import { describeStoreError, problemResponse } from "edge-limiter";
+import { describeStoreError, problemResponse } from "edge-limiter/server";
 import type { Context } from "hono";
 import { authorizeCheck } from "./authorized-check";
 import type { Env } from "./env";

@@ -4,15 +4,15 @@
  * strict validation of the body. Nothing is counted unless this returns ok.
  */
 
-import type { CheckRequest } from "edge-limiter";
-import { problemResponse, readJsonBody } from "edge-limiter";
+import type { CheckRequest } from "edge-limiter/server";
+import { problemResponse, readJsonBody } from "edge-limiter/server";
 import type { Env } from "./env";
 import { misconfigured } from "./problems";
 import { getRuntime, type ReadyRuntime } from "./runtime";
 import { type TokenScope, tokenRefusal } from "./token-scope";
 
 /** A check body is a few fields; anything bigger is refused before it is read. */
-export const MAX_CHECK_BODY_BYTES = 8 * 1024;
+const MAX_CHECK_BODY_BYTES = 8 * 1024;
 
 /** A /check request authorized and its body valid, or the answer that refuses it. */
 export type AuthorizedCheck =

@@ -5,7 +5,7 @@
  * time by bearer-token.ts. A refusal challenges with Basic, so a browser asks for the password.
  */
 
-import { problemResponse } from "edge-limiter";
+import { problemResponse } from "edge-limiter/server";
 import type { Context } from "hono";
 import type { Env } from "./env";
 import { misconfigured } from "./problems";

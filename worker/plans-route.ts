@@ -5,8 +5,9 @@
  * the change reaches the log the proxy counts in.
  */
 
-import type { NetworkChange, PlanChange, RuleConfig } from "edge-limiter";
-import { problemResponse } from "edge-limiter";
+import type { NetworkChange, PlanChange } from "edge-limiter";
+import type { RuleConfig } from "edge-limiter/server";
+import { problemResponse } from "edge-limiter/server";
 import type { Context } from "hono";
 import { storeUnavailable } from "./admin-route";
 import { authorizedJson } from "./authorized-check";
@@ -25,9 +26,12 @@ const MAX_LIST_COUNT = 1_000;
 /** The largest cursor HSCAN takes (2^64 - 1). */
 const MAX_CURSOR = 18_446_744_073_709_551_615n;
 
-/** POST /check/override `{"rule", "key", "limit"}`: `"limit": null` removes the override. */
+/**
+ * POST /check/override `{"rule", "key", "limit", "anchor"?}`: `"limit": null` removes the
+ * override; `anchor` (an ISO-8601 instant) is a calendar rule's key's own (its billing day).
+ */
 export async function overrideHandler(c: Context<{ Bindings: Env }>): Promise<Response> {
-  const read = await adminBody(c, ["rule", "key", "limit"]);
+  const read = await adminBody(c, ["rule", "key", "limit", "anchor"]);
   if (!read.ok) return read.response;
   const { runtime, body } = read;
   const rule = optedRule(runtime, body.rule);
@@ -37,13 +41,17 @@ export async function overrideHandler(c: Context<{ Bindings: Env }>): Promise<Re
   if (body.limit === undefined) return bad("limit", "is required (null removes the override)");
   if (body.limit !== null && typeof body.limit !== "number")
     return bad("limit", "must be an integer or null");
+  const anchor = body.anchor;
+  if (anchor !== undefined && (typeof anchor !== "string" || body.limit === null)) {
+    return bad("anchor", "must be an ISO-8601 instant, given with a limit");
+  }
   const key = await runtime.rules.keyOf(rule.rule, body.key);
   const { name, algorithm } = rule.rule;
   const limit = body.limit;
   const raw = body.key;
   return answer(runtime, [rule.rule], key, async () => {
     if (limit === null) return runtime.limiter.overrides.remove(name, key);
-    const set = await runtime.limiter.overrides.set(name, key, { limit, algorithm });
+    const set = await runtime.limiter.overrides.set(name, key, { limit, algorithm, anchor });
     if (set.ok) await runtime.keyLabels?.remember(key, raw);
     return set;
   });

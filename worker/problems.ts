@@ -5,7 +5,7 @@
  * error quotes the store URL); a caller past a token (/check and its routes, the dashboard) also
  * gets why. The operator's log has the reason once per isolate (runtime.ts).
  */
-import { problemResponse } from "edge-limiter";
+import { problemResponse } from "edge-limiter/server";
 
 export function misconfigured(
   issue: { field: string; detail: string },

@@ -4,7 +4,7 @@
  */
 
 import type { RefundFailedEvent, ShadowDenyEvent } from "edge-limiter";
-import { problemResponse } from "edge-limiter";
+import { problemResponse } from "edge-limiter/server";
 import type { Env } from "./env";
 import { misconfigured } from "./problems";
 import { getRuntime } from "./runtime";

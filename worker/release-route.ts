@@ -4,7 +4,7 @@
  * whoever may take a slot may give it back. 200 released; 404 not held (nothing changes).
  */
 
-import { problemResponse } from "edge-limiter";
+import { problemResponse } from "edge-limiter/server";
 import type { Context } from "hono";
 import { authorizedJson } from "./authorized-check";
 import type { Env } from "./env";

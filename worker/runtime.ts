@@ -9,16 +9,18 @@ import {
   type BreakerEvent,
   createAnalytics,
   createLimiter,
-  createRules,
   createStoreClient,
   type Limiter,
-  type LimiterConfig,
   type LimiterOptions,
   type NetworkBlocks,
+} from "edge-limiter";
+import {
+  createRules,
+  type LimiterConfig,
   parseConfig,
   type RuleSet,
   type Validated,
-} from "edge-limiter";
+} from "edge-limiter/server";
 import { howToSet } from "./binding-hint";
 import type { Env } from "./env";
 import { createKeyLabels, type KeyLabels } from "./key-labels";

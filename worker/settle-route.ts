@@ -5,7 +5,7 @@
  * named, nothing counted.
  */
 
-import { problemResponse } from "edge-limiter";
+import { problemResponse } from "edge-limiter/server";
 import type { Context } from "hono";
 import { authorizedJson } from "./authorized-check";
 import type { Env } from "./env";

@@ -5,7 +5,8 @@
  * pair, so the database a deployment started with stays a shard. A reshard's old shards need
  * their bindings too until its transition ends: their counts are still held against the limit.
  */
-import { createStoreClient, type LimiterConfig } from "edge-limiter";
+import { createStoreClient } from "edge-limiter";
+import type { LimiterConfig } from "edge-limiter/server";
 import { howToSet } from "./binding-hint";
 import type { Env } from "./env";
 
@@ -24,7 +25,7 @@ export type StoresBuilt =
   | { ok: false; field: string; detail: string };
 
 /** The bindings' names of a shard (`""`: the unsuffixed pair). */
-export function shardBindings(name: string): { url: string; token: string } {
+function shardBindings(name: string): { url: string; token: string } {
   return name === ""
     ? { url: "UPSTASH_REDIS_REST_URL", token: "UPSTASH_REDIS_REST_TOKEN" }
     : { url: `UPSTASH_REDIS_REST_URL_${name}`, token: `UPSTASH_REDIS_REST_TOKEN_${name}` };

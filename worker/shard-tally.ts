@@ -11,7 +11,7 @@ export interface ShardTally {
   report(limiter: Limiter): ShardsReport;
 }
 
-export interface ShardsReport {
+interface ShardsReport {
   placement: ReturnType<Limiter["placement"]>;
   shards: (ReturnType<Limiter["shards"]>[number] & { decided: Record<string, number> })[];
 }

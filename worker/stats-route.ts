@@ -3,12 +3,12 @@
  * what it decided is in the answer to the request.
  */
 
-import { describeStoreError, problemResponse } from "edge-limiter";
+import { describeStoreError, problemResponse } from "edge-limiter/server";
 import type { Context } from "hono";
 import { authorizedReader } from "./dashboard-auth";
 import type { Env } from "./env";
 
-export const MAX_STATS_MINUTES = 1_440;
+const MAX_STATS_MINUTES = 1_440;
 const DEFAULT_STATS_MINUTES = 60;
 
 export async function statsHandler(c: Context<{ Bindings: Env }>): Promise<Response> {

@@ -3,7 +3,7 @@
  * last-resort error answer. Each route's handler is in src/http/.
  */
 
-import { problemResponse } from "edge-limiter";
+import { problemResponse } from "edge-limiter/server";
 import { type Context, Hono } from "hono";
 import { peekHandler, resetHandler } from "./admin-route";
 import { checkResponse } from "./check-route";

@@ -64,7 +64,7 @@ const WINDOW = "1m"; // nothing rolls over during a run (a run takes seconds)
  * @param {boolean} quick
  * @returns {Case[]}
  */
-export function billedCases(quick) {
+function billedCases(quick) {
   /** @type {Case[]} */
   const cases = [];
   // sparse: 200 keys × 5 requests, interleaved: every decision allowed, each key touched a few

@@ -24,7 +24,7 @@ export const median = (values) => {
   return s.length % 2 ? (s[m] ?? Number.NaN) : ((s[m - 1] ?? 0) + (s[m] ?? 0)) / 2;
 };
 
-export const CPU_CONTENDERS = [
+const CPU_CONTENDERS = [
   { id: "ours", name: "edge-limiter, worker/worker.ts as deployed (/check)" },
   { id: "anchorMinimal", name: "@upstash/ratelimit slidingWindow, minimal /check front" },
   { id: "floor", name: "the same store calls and nothing else (bench/floor-worker.ts)" },

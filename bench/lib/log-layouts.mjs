@@ -1,5 +1,5 @@
 // @ts-check
-// The exact log's two layouts side by side with the anchor: commands and Redis µs per
+// The exact log (the ring) beside the anchor: commands and Redis µs per
 // decision and bytes per full key at limits 10 … 100 000, from scripts/measure-log-layouts.mjs run
 // as a child process (its own private redis-server, so INFO commandstats counts only its calls).
 import { spawn } from "node:child_process";
@@ -9,8 +9,8 @@ import { ROOT, tempDir } from "./infra.mjs";
 
 /**
  * @typedef {{ contender: string, limit: number, bytes: number, "bytes/unit": number,
- *   "admitted: cmds": number, "admitted: µs": number, "denied: cmds": number, "denied: µs": number,
- *   "admitted: ÷ zset"?: number | "", "denied: ÷ zset"?: number | "" }} LayoutRow
+ *   "admitted: cmds": number, "admitted: µs": number, "denied: cmds": number, "denied: µs": number
+ * }} LayoutRow
  * @typedef {{ command: string, decisions: number, rows: LayoutRow[] }} LayoutResult
  */
 
@@ -47,22 +47,20 @@ export async function runLogLayouts({ quick, progress }) {
 /** @param {LayoutResult} result */
 export function logLayoutsMarkdown(result) {
   const lines = [
-    "## The exact log's two layouts (ring and sorted set) and the anchor",
+    "## The exact log (the ring) and the anchor",
     "",
     `\`${result.command}\`: a key full to its limit, ${result.decisions} steady admissions (each frees`,
-    "and takes one slot) then as many denials per round, the layouts alternated, medians; Redis µs",
+    "and takes one slot) then as many denials per round, the limits alternated, medians; Redis µs",
     "from `INFO commandstats` (the script's whole run), commands include the `EVALSHA`, on the",
-    "caller's clock (add one `TIME` for the Redis clock). The sorted set past its 8 000 cap is",
-    "filled with `ZADD`. The anchor's figures do not depend on the limit. *÷ sorted set*: the",
-    "ring's µs over the sorted set's, the median of their ratios within each round (they run back",
-    "to back), which cancels this shared machine's drift.",
+    "caller's clock (add one `TIME` for the Redis clock). The anchor's figures do not depend on the",
+    "limit. (The retired sorted set's last figures beside the ring: docs/algorithms.md.)",
     "",
-    "| limit | contender | bytes per full key | bytes / unit | commands, admitted | Redis µs, admitted | ÷ sorted set | commands, denied | Redis µs, denied | ÷ sorted set |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| limit | contender | bytes per full key | bytes / unit | commands, admitted | Redis µs, admitted | commands, denied | Redis µs, denied |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   for (const row of result.rows) {
     lines.push(
-      `| ${row.limit} | ${row.contender} | ${row.bytes} | ${row["bytes/unit"]} | ${row["admitted: cmds"]} | ${row["admitted: µs"]} | ${row["admitted: ÷ zset"] ?? ""} | ${row["denied: cmds"]} | ${row["denied: µs"]} | ${row["denied: ÷ zset"] ?? ""} |`,
+      `| ${row.limit} | ${row.contender} | ${row.bytes} | ${row["bytes/unit"]} | ${row["admitted: cmds"]} | ${row["admitted: µs"]} | ${row["denied: cmds"]} | ${row["denied: µs"]} |`,
     );
   }
   return `${lines.join("\n")}\n`;

@@ -58,7 +58,7 @@ const IDLE = { refreshMs: 100, gapMs: 150, requests: { quick: 10, full: 30 } };
  */
 
 /** @type {PlanContender[]} */
-export const PLAN_CONTENDERS = [
+const PLAN_CONTENDERS = [
   { id: "ours", side: "ours", name: "ours, no `overrides` (baseline)" },
   {
     id: "oursOverrides",

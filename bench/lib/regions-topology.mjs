@@ -9,9 +9,9 @@ import { startBridge } from "../../bridge/server.mjs";
 import { startPrivateRedis } from "../../scripts/lib/redis.mjs";
 import { startLatencyProxy } from "./latency-proxy.mjs";
 
-export const REGIONS = /** @type {const} */ (["eu", "us", "ap"]);
+const REGIONS = /** @type {const} */ (["eu", "us", "ap"]);
 /** Where home's database is. */
-export const HOME_REGION = "eu";
+const HOME_REGION = "eu";
 
 /**
  * @param {{ farMs?: number, nearMs?: number, token?: string }} [options]

@@ -40,7 +40,7 @@ export const now = () => performance.timeOrigin + performance.now();
  */
 
 /** Serves the origin on 127.0.0.1:`port` (0: any free one); resolves with the port. */
-export async function serveSlowOrigin(port = 0) {
+async function serveSlowOrigin(port = 0) {
   /** @type {Map<string, { inFlight: number, max: number, windowMax: number, served: number, aborted: number, timeAt: Map<number, number>, since: number, changed: number, arrivals: number[], aborts: number[] }>} */
   const keys = new Map();
   /** @param {string} key */

@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 
 /** Clock ticks per second of utime/stime (USER_HZ; 100 on Linux nearly everywhere). */
-export const CLOCK_TICKS = (() => {
+const CLOCK_TICKS = (() => {
   try {
     return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
   } catch {
@@ -29,7 +29,7 @@ function statFields(pid) {
  * CPU time (user + system) a process has used so far, in ms (tick resolution: 1000 / CLOCK_TICKS).
  * @param {number} pid
  */
-export function processCpuTicksMs(pid) {
+function processCpuTicksMs(pid) {
   const fields = statFields(pid);
   // After ")": state(3) ppid(4) … utime(14) stime(15), 1-based as proc(5) numbers them.
   const utime = Number(fields[14 - 3]);
@@ -45,7 +45,7 @@ export function processCpuTicksMs(pid) {
  * Falls back to the ticks where schedstat is missing (a kernel without CONFIG_SCHEDSTATS).
  * @param {number} pid
  */
-export function processCpuMs(pid) {
+function processCpuMs(pid) {
   let ns = 0;
   try {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
@@ -59,24 +59,6 @@ export function processCpuMs(pid) {
     return processCpuTicksMs(pid);
   }
   return Number.isFinite(ns) && ns > 0 ? ns / 1e6 : processCpuTicksMs(pid);
-}
-
-/** The pids of this process's workerd children (each Miniflare instance starts one). */
-export function workerdChildren() {
-  /** @type {number[]} */
-  const pids = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const text = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const name = text.slice(text.indexOf("(") + 1, text.lastIndexOf(")"));
-      const ppid = Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === process.pid && name.startsWith("workerd")) pids.push(Number(entry));
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  return pids;
 }
 
 /**

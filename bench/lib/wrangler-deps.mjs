@@ -5,9 +5,7 @@
 import { createRequire } from "node:module";
 
 /** `require` as seen from wrangler's package. */
-export const fromWrangler = createRequire(
-  createRequire(import.meta.url).resolve("wrangler/package.json"),
-);
+const fromWrangler = createRequire(createRequire(import.meta.url).resolve("wrangler/package.json"));
 
 /** `require` as seen from that Miniflare's package (its workerd, its `ws`). */
 export const fromMiniflare = createRequire(fromWrangler.resolve("miniflare/package.json"));

@@ -47,7 +47,7 @@ export function hasExited(child) {
  * @param {ChildProcess} child
  * @param {NodeJS.Signals} signal
  */
-export function signalGroup(child, signal) {
+function signalGroup(child, signal) {
   if (child.pid === undefined) return;
   try {
     process.kill(-child.pid, signal);

@@ -8,7 +8,7 @@ import path from "node:path";
 import { freePort } from "./ports.mjs";
 import { spawnGroup, stopGroup } from "./process-group.mjs";
 
-export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
+const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 
 /** @typedef {(message: string) => void} Log */
 /** @typedef {{ url: string, started: boolean, stop: () => Promise<void> }} RedisHandle */
@@ -137,7 +137,7 @@ export async function startPrivateRedis(binary = "redis-server", log = () => {})
  * @param {number} [timeoutMs]
  * @returns {Promise<{ ok: true } | { ok: false, error: string }>}
  */
-export function pingRedis(url, timeoutMs = 1000) {
+function pingRedis(url, timeoutMs = 1000) {
   /** @type {URL} */
   let parsed;
   try {

@@ -11,8 +11,8 @@ import { ownedString } from "../owned-string";
 import { TopKeys } from "./top-keys";
 import type { RuleMinuteCounts } from "./types";
 
-export const MAX_RULES_PER_MINUTE = 64;
-export const MAX_PENDING_MINUTES = 15;
+const MAX_RULES_PER_MINUTE = 64;
+const MAX_PENDING_MINUTES = 15;
 /** Where the rules past MAX_RULES_PER_MINUTE in one minute are counted. */
 export const OTHER_RULE = "(other)";
 /**

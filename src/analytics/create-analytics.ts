@@ -21,6 +21,18 @@ import type { Analytics, AnalyticsOptions, IsolateStats } from "./types";
 /** Keys tracked per rule and minute, per kept one: the space-saving counter's headroom. */
 const TRACKED_PER_TOP_KEY = 4;
 
+/**
+ * Per-rule counts of a limiter's decisions: give its `record` to the limiter as `onDecision`.
+ * Counts stay in the isolate and are flushed to the store (and Analytics Engine, when given)
+ * through `waitUntil`, off the request path; `stats` reads them back (docs/analytics.md).
+ *
+ * @example
+ * ```ts
+ * const analytics = createAnalytics({ store, prefix: "my-app", waitUntil, rules: ["api"] });
+ * const limiter = createLimiter({ store, prefix: "my-app", onDecision: analytics.record });
+ * const lastHour = await analytics.stats(60, ["api"]);
+ * ```
+ */
 export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
   const now = options.now ?? Date.now;
   const interval = options.flushIntervalMs ?? DEFAULT_FLUSH_INTERVAL_MS;

@@ -10,7 +10,7 @@ import {
 } from "../analytics/analytics-defaults";
 import { integerIn, plainObject } from "./schema-parts";
 
-export const ANALYTICS_SINKS = ["redis", "analytics-engine"] as const;
+const ANALYTICS_SINKS = ["redis", "analytics-engine"] as const;
 
 export const analyticsSchema = plainObject(
   {
@@ -46,5 +46,3 @@ export const analyticsSchema = plainObject(
   },
   "must be an object with enabled, flushIntervalMs, retentionMinutes, topKeys, keyLabels and/or sinks",
 );
-
-export type AnalyticsConfig = v.InferOutput<typeof analyticsSchema>;

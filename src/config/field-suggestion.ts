@@ -40,7 +40,7 @@ export function fieldsAt(schema: unknown, path: readonly (string | number)[]): s
 }
 
 /** The closest of `known` to `given`, if close enough to be a typo (case ignored). */
-export function closestField(given: string, known: readonly string[]): string | undefined {
+function closestField(given: string, known: readonly string[]): string | undefined {
   // A field name is short; a long unknown one is not a typo worth an edit distance.
   if (given.length > 64) return undefined;
   const wanted = given.toLowerCase();

@@ -42,7 +42,7 @@ const requestIdHeadersSchema = v.pipe(
 
 // Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
 /** How often an isolate refreshes its copy of the network blocks, by default (ms). */
-export const DEFAULT_BLOCKS_REFRESH_MS = 1_000;
+const DEFAULT_BLOCKS_REFRESH_MS = 1_000;
 
 const networkBlocksSchema = v.pipe(
   v.union(
@@ -62,7 +62,11 @@ const networkBlocksSchema = v.pipe(
   ),
 );
 
-// Exported for test/repo/config-docs.test.ts, which holds docs/configuration.md to its fields.
+/**
+ * LIMITER_CONFIG's schema.
+ * @public for test/repo/config-docs.test.ts, which holds docs/configuration.md to its fields: it
+ * bundles this file from a string, an import knip cannot follow.
+ */
 export const configSchema = plainObject(
   {
     /** The rules every proxied request is decided against (docs/configuration.md). */
@@ -149,6 +153,13 @@ export interface ParseConfigOptions {
 /**
  * LIMITER_CONFIG: a JSON string (from `npm start`, or a wrangler var) or an object (a TOML table
  * in wrangler.toml). Validated once per isolate; the first wrong field is named.
+ *
+ * @example
+ * ```ts
+ * const parsed = parseConfig(env.LIMITER_CONFIG, { required: true });
+ * if (!parsed.ok) throw new Error(`LIMITER_CONFIG: ${parsed.field} ${parsed.detail}`);
+ * const rules = createRules(parsed.value);
+ * ```
  */
 export function parseConfig(
   raw: unknown,
@@ -191,6 +202,15 @@ export function parseConfig(
     return invalid(
       "reshard.from",
       `must list "shards"' first shard (${JSON.stringify(shards[0])}) first: it holds the network blocks and analytics, which a reshard does not move`,
+    );
+  }
+  const period = reshard ? result.output.rules.findIndex((rule) => rule.period) : -1;
+  if (period >= 0) {
+    // A moved key's old shard is read only for the logs (a peek of its window); a counter
+    // starts afresh on the new shard, which for a month's quota is a second month's budget.
+    return invalid(
+      `rules[${period}].period`,
+      'cannot be used during a "reshard": a moved key\'s quota would start afresh on its new shard (a second budget for the period)',
     );
   }
   return ruleListIssue(result.output.rules) ?? { ok: true, value: result.output };

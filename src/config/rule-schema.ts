@@ -5,13 +5,24 @@
  * checks across fields and rules follow (ruleListIssue).
  */
 import * as v from "valibot";
+import { LONGEST_PERIOD_MS } from "../limiter/calendar-period";
 import { DEFAULT_COST } from "../limiter/defaults";
 import { isLogAlgorithm } from "../store/algorithm";
 import { boundsIssue, DEFAULT_CONCURRENCY_TIMEOUT_MS } from "../store/caps";
 import { POLICY_NAME } from "../store/keys";
 import { ADHOC_POLICY_PREFIX } from "./limits";
+import { matchSchema } from "./match-schema";
 import {
-  algorithmSchema,
+  anchorSchema,
+  NEEDS_PERIOD,
+  PERIOD_ALGORITHM,
+  PERIOD_NOT_LEASED,
+  PERIOD_NOT_WINDOW,
+  periodSchema,
+  timezoneSchema,
+} from "./period-schema";
+import {
+  algorithmNameSchema,
   costFits,
   costSchema,
   failModeSchema,
@@ -20,7 +31,7 @@ import {
   timeoutSchema,
   windowSchema,
 } from "./schema-parts";
-import { usageSchema } from "./usage-schema";
+import { countedIn, usageIssue, usageSchema } from "./usage-schema";
 import { invalid } from "./validation";
 
 /** What a rule does for a request that lacks its key material (no IP, no such header). */
@@ -45,6 +56,8 @@ const keySpecSchema = v.pipe(
   v.transform((spec) => spec.toLowerCase()),
 );
 
+export { MAX_PATH_PATTERN_LENGTH } from "./match-schema";
+
 const NAME_RULE = "must be 1-64 characters of [A-Za-z0-9_.-]";
 const nameSchema = v.pipe(
   v.string(NAME_RULE),
@@ -55,79 +68,8 @@ const nameSchema = v.pipe(
   ),
 );
 
-// A path pattern: literal segments, ":name" (one segment) and "*" (anything, including "/").
-// At most MAX_PATH_PATTERN_LENGTH characters: matching costs path × pattern (rules/match.ts).
-export const MAX_PATH_PATTERN_LENGTH = 256;
-const PATH_PATTERN = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/;
-const pathSchema = v.pipe(
-  v.string("must be a path pattern"),
-  v.maxLength(
-    MAX_PATH_PATTERN_LENGTH,
-    `must be a path pattern of at most ${MAX_PATH_PATTERN_LENGTH} characters`,
-  ),
-  v.regex(PATH_PATTERN, 'must be a path pattern starting with "/" ("/api/*", "/users/:id")'),
-);
-const METHOD = /^[A-Za-z]{1,16}$/;
-
-/** Which requests a rule applies to. Both parts must fit; an absent part fits everything. */
-const matchSchema = v.pipe(
-  plainObject(
-    {
-      /** Path patterns ("/api/*", "/login", "/users/:id"); any one may fit. @default every path */
-      path: v.optional(
-        v.union(
-          [pathSchema, v.pipe(v.array(pathSchema), v.minLength(1, "must not be empty"))],
-          'must be a path pattern or a non-empty array of them ("/api/*")',
-        ),
-      ),
-      /** HTTP methods (upper-cased when read). @default every method */
-      methods: v.optional(
-        v.pipe(
-          v.array(
-            v.pipe(v.string(), v.regex(METHOD, "must be an HTTP method"), v.toUpperCase()),
-            "must be an array of HTTP methods",
-          ),
-          v.minLength(1, "must not be empty"),
-        ),
-      ),
-      /**
-       * Compare literal path segments case-sensitively. Off by default: many origins (Express,
-       * ASP.NET, IIS, S3 sites behind rewrites) serve "/Login" as "/login", and a limit that a
-       * client can dodge by changing case protects nothing. Counting "/LOGIN" on an origin that
-       * 404s it costs one unit; missing it on one that serves it is a bypass.
-       * @default false
-       */
-      caseSensitive: v.optional(v.boolean("must be true or false")),
-    },
-    "must be an object with path, methods and/or caseSensitive",
-  ),
-  // Read as: `paths` always a list; an absent part is absent, not undefined.
-  v.transform(({ path, methods, caseSensitive }) => ({
-    ...(path !== undefined
-      ? {
-          /** Path patterns ("/api/*", "/login", "/users/:id"); any one may fit. @default every path */
-          paths: [path].flat(),
-        }
-      : {}),
-    ...(methods !== undefined
-      ? {
-          /** Upper-case methods. @default every method */
-          methods,
-        }
-      : {}),
-    ...(caseSensitive !== undefined
-      ? {
-          /** Compare literal path segments case-sensitively (see the config's `caseSensitive`). @default false */
-          caseSensitive,
-        }
-      : {}),
-  })),
-);
-/** Which requests a rule applies to, as read: see matchSchema. */
-export type RuleMatch = v.InferOutput<typeof matchSchema>;
-
 /** Why a concurrency rule refuses a `window`. */
-export const NO_CONCURRENCY_WINDOW =
+const NO_CONCURRENCY_WINDOW =
   'is not taken by a concurrency rule: it counts requests in flight, not per window (a slot lasts until its request ends, at most "timeout")';
 
 // Unknown fields are errors, not ignored: a typo ("limt") must not silently drop a limit.
@@ -143,6 +85,19 @@ export const ruleSchema = v.pipe(
        * rule, which has none (its slots last until released, at most `timeout`).
        */
       window: v.optional(windowSchema),
+      /**
+       * A quota per calendar period in place of `window` (docs/calendar-quotas.md): `limit`
+       * units per "day", "week" or "month" in `timezone`, reset when the next period starts.
+       */
+      period: v.optional(periodSchema),
+      /** A period rule's IANA time zone ("Europe/Berlin"). @default "UTC" */
+      timezone: v.optional(timezoneSchema),
+      /**
+       * A period rule's ISO-8601 instant ("2026-01-31T09:00:00Z") whose weekday (week) or day of
+       * month (month) and time of day, in `timezone`, start every period (a billing day).
+       * @default midnight; Monday (week); the 1st (month)
+       */
+      anchor: v.optional(anchorSchema),
       /**
        * A concurrency rule's slot timeout: a slot whose release never comes (a crashed holder)
        * lapses then. A duration up to 1 day; concurrency rules only. @default "60s"
@@ -166,8 +121,10 @@ export const ruleSchema = v.pipe(
       missingKey: v.optional(missingKeySchema, "shared"),
       /** Narrows the rule (for the middleware: within the route it is mounted on). @default every request */
       match: v.optional(matchSchema),
-      /** How the rule counts (docs/algorithms.md). @default "sliding-log" */
-      algorithm: algorithmSchema,
+      /**
+       * How the rule counts (docs/algorithms.md). @default "sliding-log"; "calendar" with `period`
+       */
+      algorithm: v.optional(algorithmNameSchema),
       /**
        * Give back what a request consumed when the origin answers 5xx (the proxy; the middleware
        * after `next()`). Exact for the sliding log, best effort for the others. @default never
@@ -175,7 +132,7 @@ export const ruleSchema = v.pipe(
       refundOn: v.optional(refundOnSchema),
       /**
        * Let each isolate lease a few units of a hot key and decide them with no round trip,
-       * still exactly (docs/leases.md). The sliding logs only. @default false
+       * still exactly (docs/leases.md). The sliding log only. @default false
        */
       lease: v.optional(v.boolean("must be true or false"), false),
       /**
@@ -183,15 +140,38 @@ export const ruleSchema = v.pipe(
        * in the same script call: one billed command more per store decision. @default false
        */
       overrides: v.optional(v.boolean("must be true or false"), false),
-      /**
-       * Where what a request used is read when its response ends (docs/usage.md): `cost` is then
-       * the reservation taken at admission, and the difference is charged or given back. The
-       * rule counts in the weighted log ("sliding-log-weighted"), limits up to 10^12.
-       * @default none (every request costs `cost`)
-       */
+      /** Where a request's usage is read; `cost` is then its reservation (docs/usage.md). */
       usage: v.optional(usageSchema),
     },
     "must be an object",
+  ),
+  // A period in place of a window: a calendar quota (its algorithm, "calendar", is implied).
+  v.forward(
+    v.check((rule) => rule.period === undefined || rule.window === undefined, PERIOD_NOT_WINDOW),
+    ["period"],
+  ),
+  v.forward(
+    v.check(
+      (rule) =>
+        rule.period === undefined || rule.algorithm === undefined || rule.algorithm === "calendar",
+      PERIOD_ALGORITHM,
+    ),
+    ["algorithm"],
+  ),
+  v.forward(
+    v.check(
+      (rule) => rule.algorithm !== "calendar" || rule.period !== undefined,
+      'is required by algorithm "calendar" ("day", "week" or "month")',
+    ),
+    ["period"],
+  ),
+  v.forward(
+    v.check((rule) => rule.period !== undefined || rule.timezone === undefined, NEEDS_PERIOD),
+    ["timezone"],
+  ),
+  v.forward(
+    v.check((rule) => rule.period !== undefined || rule.anchor === undefined, NEEDS_PERIOD),
+    ["anchor"],
   ),
   // Which of window and timeout a rule takes depends on its algorithm (another field).
   v.forward(
@@ -202,7 +182,11 @@ export const ruleSchema = v.pipe(
     ["window"],
   ),
   v.forward(
-    v.check((rule) => rule.algorithm === "concurrency" || rule.window !== undefined, "is required"),
+    v.check(
+      (rule) =>
+        rule.algorithm === "concurrency" || rule.window !== undefined || rule.period !== undefined,
+      "is required",
+    ),
     ["window"],
   ),
   v.forward(
@@ -213,46 +197,66 @@ export const ruleSchema = v.pipe(
     ["timeout"],
   ),
   // Read as: the window in ms; an absent option is absent, not undefined.
-  v.transform(({ window, timeout, failMode, refundOn, match, usage, ...rest }) => ({
-    ...rest,
-    // A usage rule's log weighs each admission (its units change when settled).
-    algorithm:
-      usage && rest.algorithm === "sliding-log"
-        ? ("sliding-log-weighted" as const)
-        : rest.algorithm,
-    /**
-     * The window in ms (the config's `window`, read); a concurrency rule's slot timeout (its
-     * `timeout`, default 60 s): how long a slot it hands out lives unreleased.
-     */
-    windowMs:
-      rest.algorithm === "concurrency"
-        ? (timeout ?? DEFAULT_CONCURRENCY_TIMEOUT_MS)
-        : (window ?? DEFAULT_CONCURRENCY_TIMEOUT_MS),
-    ...(failMode
-      ? {
-          /** Overrides the limiter's fail mode for this rule. @default the limiter's `failMode` */
-          failMode,
-        }
-      : {}),
-    ...(refundOn
-      ? {
-          /** Give back what a request consumed when the origin answers 5xx. @default never */
-          refundOn,
-        }
-      : {}),
-    ...(match
-      ? {
-          /** Which requests the rule applies to. @default every request */
-          match,
-        }
-      : {}),
-    ...(usage
-      ? {
-          /** Where what a request used is read (docs/usage.md). @default none */
-          usage,
-        }
-      : {}),
-  })),
+  v.transform(
+    ({
+      window,
+      timeout,
+      failMode,
+      refundOn,
+      match,
+      period,
+      timezone,
+      anchor,
+      algorithm,
+      ...given
+    }) => {
+      const rest = {
+        ...given,
+        /** How the rule counts: "calendar" with `period`; a usage rule's log weighs admissions. */
+        algorithm: period ? ("calendar" as const) : countedIn(given.usage, algorithm),
+      };
+      return {
+        ...rest,
+        /**
+         * The window in ms (the config's `window`, read); a concurrency rule's slot timeout (its
+         * `timeout`, default 60 s): how long a slot it hands out lives unreleased.
+         */
+        windowMs: period
+          ? LONGEST_PERIOD_MS[period]
+          : rest.algorithm === "concurrency"
+            ? (timeout ?? DEFAULT_CONCURRENCY_TIMEOUT_MS)
+            : (window ?? DEFAULT_CONCURRENCY_TIMEOUT_MS),
+        ...(period
+          ? {
+              /** A calendar quota's period: its unit, zone ("UTC" when none) and anchor (Unix ms). */
+              period: {
+                unit: period,
+                timezone: timezone ?? "UTC",
+                ...(anchor !== undefined ? { anchor } : {}),
+              },
+            }
+          : {}),
+        ...(failMode
+          ? {
+              /** Overrides the limiter's fail mode for this rule. @default the limiter's `failMode` */
+              failMode,
+            }
+          : {}),
+        ...(refundOn
+          ? {
+              /** Give back what a request consumed when the origin answers 5xx. @default never */
+              refundOn,
+            }
+          : {}),
+        ...(match
+          ? {
+              /** Which requests the rule applies to. @default every request */
+              match,
+            }
+          : {}),
+      };
+    },
+  ),
 );
 
 /** A rule as written: in LIMITER_CONFIG's `rules`, or given to the middleware in code. */
@@ -266,19 +270,15 @@ export type RuleConfig = v.InferOutput<typeof ruleSchema>;
  * algorithms keep counts, not times.
  */
 export const LEASE_NEEDS_LOG =
-  'applies to the sliding logs only ("sliding-log", "sliding-log-zset"): the O(1) algorithms keep counts, which a lease cannot stamp ahead';
-
-/** Why `usage` is refused with another algorithm than the log's (settle needs its entries). */
-export const USAGE_NEEDS_LOG =
-  'applies to the sliding log only ("sliding-log", counted weighted, or "sliding-log-weighted"): a settle finds the request\'s entry there';
+  'applies to the sliding log only ("sliding-log"): the O(1) algorithms keep counts, which a lease cannot stamp ahead';
 
 /** Why `lease: true` is refused with `overrides: true`. */
-export const OVERRIDES_NOT_LEASED =
+const OVERRIDES_NOT_LEASED =
   "cannot be combined with overrides: a lease would spend past a change of the override for its whole life";
 
 /**
  * The checks across fields and rules the schema cannot express per field: each rule's limit and
- * cost within its algorithm's caps, every sliding-log rule's cost together within MAX_ZSET_COST
+ * cost within its algorithm's caps, every sliding-log rule's cost together within MAX_RING_COST
  * (one request may match them all, and is decided in one call), cost at most the limit, names
  * distinct. The first issue, named `rules[i].<field>`; undefined when there is none.
  */
@@ -292,6 +292,9 @@ export function ruleListIssue(
     if (!costFits(rule.cost, rule.limit)) {
       return invalid(`rules[${index}].cost`, "must be an integer from 1 to limit");
     }
+    if (rule.lease && rule.period) {
+      return invalid(`rules[${index}].lease`, PERIOD_NOT_LEASED);
+    }
     if (rule.lease && !isLogAlgorithm(rule.algorithm)) {
       return invalid(`rules[${index}].lease`, LEASE_NEEDS_LOG);
     }
@@ -301,9 +304,8 @@ export function ruleListIssue(
         "does not apply to a concurrency rule: its slot is given back when the request ends, whatever the status",
       );
     }
-    if (rule.usage && rule.algorithm !== "sliding-log-weighted") {
-      return invalid(`rules[${index}].usage`, USAGE_NEEDS_LOG);
-    }
+    const usage = usageIssue(rule, index);
+    if (usage) return usage;
     if (rule.lease && rule.overrides) {
       return invalid(`rules[${index}].lease`, OVERRIDES_NOT_LEASED);
     }

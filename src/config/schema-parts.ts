@@ -4,7 +4,12 @@
  */
 import * as v from "valibot";
 import { MAX_KEY_LENGTH } from "../bounded-key";
-import { ALGORITHMS, type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
+import {
+  ALGORITHMS,
+  type Algorithm,
+  DEFAULT_ALGORITHM,
+  unknownAlgorithm,
+} from "../store/algorithm";
 import {
   limitRange,
   MAX_CONCURRENCY_TIMEOUT_MS,
@@ -66,11 +71,11 @@ export const timeoutSchema = v.pipe(
   }),
 );
 
+/** How a policy counts, when named. A retired one says so. */
+export const algorithmNameSchema = v.picklist(ALGORITHMS, (issue) => unknownAlgorithm(issue.input));
+
 /** How a policy counts; absent, the default (the exact sliding log). */
-export const algorithmSchema = v.optional(
-  v.picklist(ALGORITHMS, `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")}`),
-  DEFAULT_ALGORITHM,
-);
+export const algorithmSchema = v.optional(algorithmNameSchema, DEFAULT_ALGORITHM);
 
 // A limit within its algorithm's cap (maxLimitOf), refused in limitRange's words. Built once per
 // algorithm: /check picks one per request.

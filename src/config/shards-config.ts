@@ -8,7 +8,7 @@ import * as v from "valibot";
 import { plainObject } from "./schema-parts";
 
 /** Most shards a deployment places keys over. */
-export const MAX_SHARDS = 16;
+const MAX_SHARDS = 16;
 
 const SUFFIX = /^[A-Z0-9_]{1,32}$/;
 
@@ -53,5 +53,3 @@ export const reshardSchema = plainObject(
   },
   'must be an object: { "from": [shard names], "at": "<ISO instant>" }',
 );
-
-export type ReshardConfig = v.InferOutput<typeof reshardSchema>;

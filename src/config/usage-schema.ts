@@ -2,10 +2,12 @@
  * A usage rule's `usage` (docs/usage.md): where what a request really cost is read when its
  * response ends, a header (or trailer) holding an integer, or fields of a JSON body (or of an
  * event stream's `data:` events), summed. Read as `{ header }` (lower-cased) or `{ json: paths }`
- * with each path split into its segments.
+ * (always a list).
  */
 import * as v from "valibot";
+import type { Algorithm } from "../store/algorithm";
 import { plainObject } from "./schema-parts";
+import { invalid } from "./validation";
 
 /** The most JSON paths one usage sums (Anthropic's needs 2). */
 const MAX_USAGE_PATHS = 8;
@@ -57,11 +59,34 @@ export const usageSchema = v.pipe(
   v.check((spec) => (spec.header === undefined) !== (spec.json === undefined), USAGE_RULE),
   v.transform(
     (spec): UsageSpec =>
-      spec.header !== undefined
-        ? { header: spec.header }
-        : { json: [spec.json ?? []].flat().map((path) => path.split(".")) },
+      spec.header !== undefined ? { header: spec.header } : { json: [spec.json ?? []].flat() },
   ),
 );
 
-/** A usage spec as read: a lower-cased header name, or JSON paths as their segments. */
-export type UsageSpec = { header: string } | { json: string[][] };
+/** Why `usage` is refused with another algorithm than the log's (settle needs its entries). */
+export const USAGE_NEEDS_LOG =
+  'applies to the sliding log only ("sliding-log", counted weighted, or "sliding-log-weighted"): a settle finds the request\'s entry there';
+
+/**
+ * A usage spec as read: a lower-cased header name, or a list of dot-separated JSON paths (the
+ * shape the streaming reader, usage-reader.ts, takes).
+ */
+export type UsageSpec = { header: string } | { json: readonly string[] };
+
+/** The algorithm a rule counts in (the default: the sliding log), weighted for a usage rule. */
+export function countedIn<A extends Algorithm>(
+  usage: UsageSpec | undefined,
+  algorithm: A | undefined,
+): A | "sliding-log" | "sliding-log-weighted" {
+  if (algorithm === undefined) return usage ? "sliding-log-weighted" : "sliding-log";
+  return usage && algorithm === "sliding-log" ? "sliding-log-weighted" : algorithm;
+}
+
+/** A usage rule on another algorithm than the weighted log's, refused naming `rules[i].usage`. */
+export function usageIssue(
+  rule: { usage?: UsageSpec | undefined; algorithm: Algorithm },
+  index: number,
+): { ok: false; field: string; detail: string } | undefined {
+  if (!rule.usage || rule.algorithm === "sliding-log-weighted") return undefined;
+  return invalid(`rules[${index}].usage`, USAGE_NEEDS_LOG);
+}

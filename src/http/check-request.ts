@@ -9,7 +9,8 @@ import * as v from "valibot";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
 import { unknownFieldDetail } from "../config/field-suggestion";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
-import { LEASE_NEEDS_LOG, type RuleConfig, USAGE_NEEDS_LOG } from "../config/rule-schema";
+import { PERIOD_NOT_LEASED } from "../config/period-schema";
+import { LEASE_NEEDS_LOG, type RuleConfig } from "../config/rule-schema";
 import {
   algorithmSchema,
   clientKeySchema,
@@ -26,17 +27,16 @@ import {
   unknownField,
   type Validated,
 } from "../config/validation";
+import { LONGEST_PERIOD_MS } from "../limiter/calendar-period";
 import { DEFAULT_COST } from "../limiter/defaults";
 import type { LimitRequest } from "../limiter/types";
 import { groupAddress } from "../net/ip-address";
 import { ruleRequest } from "../rules/decide";
-import {
-  type Algorithm,
-  DEFAULT_ALGORITHM,
-  isConcurrency,
-  isLogAlgorithm,
-} from "../store/algorithm";
+import { DEFAULT_ALGORITHM, isConcurrency, isLogAlgorithm } from "../store/algorithm";
 import { boundsIssue } from "../store/caps";
+import { POLICY_NAME } from "../store/keys";
+import { adhocPeriod, adhocPeriodName } from "./check-period";
+import { adhocAlgorithm, checkUsage, usageFieldIssue } from "./check-usage";
 import { createPolicyMemo } from "./policy-memo";
 
 const FIELDS = [
@@ -49,11 +49,14 @@ const FIELDS = [
   "algorithm",
   "requestId",
   "lease",
+  "period",
+  "timezone",
+  "anchor",
   "usage",
 ] as const;
 
 /** Most rules one /check may name (one script call, one key per rule). */
-export const MAX_RULES_PER_CHECK = 16;
+const MAX_RULES_PER_CHECK = 16;
 
 const RULE_NAMES = `must be a non-empty array of at most ${MAX_RULES_PER_CHECK} rule names`;
 // The /check-only fields: the rule (or rules) a body names, looked up in the config.
@@ -122,9 +125,8 @@ export function parseCheckBody(
   if (!key.success) return refused("key", key.issues);
   const requestId = v.safeParse(optionalRequestIdSchema, body.requestId);
   if (!requestId.success) return refused("requestId", requestId.issues);
-  if (body.usage !== undefined && typeof body.usage !== "boolean") {
-    return invalid("usage", "must be true or false");
-  }
+  const usageField = usageFieldIssue(body);
+  if (usageField) return usageField;
 
   const named = body.rule !== undefined || body.rules !== undefined;
   let requests: Validated<LimitRequest[]>;
@@ -137,13 +139,9 @@ export function parseCheckBody(
     requests = policy.ok ? { ok: true, value: [{ ...policy.value, key: key.output }] } : policy;
   }
   if (!requests.ok) return requests;
-  const usage = requests.value.some((r) => r.algorithm === "sliding-log-weighted");
-  if (named && body.usage === true && !usage) {
-    return invalid(
-      "usage",
-      "applies to rules with a usage spec, and none of the named rules has one",
-    );
-  }
+  const counts = checkUsage(body, named, requests.value);
+  if (!counts.ok) return counts;
+  const usage = counts.value;
   return {
     ok: true,
     value: {
@@ -176,7 +174,15 @@ function namedRules(
     return invalid("rules", 'cannot be combined with "rule"');
   }
   const field = body.rule !== undefined ? "rule" : "rules";
-  for (const name of ["limit", "window", "algorithm", "lease"] as const) {
+  for (const name of [
+    "limit",
+    "window",
+    "algorithm",
+    "lease",
+    "period",
+    "timezone",
+    "anchor",
+  ] as const) {
     if (body[name] !== undefined) return invalid(name, `cannot be combined with "${field}"`);
   }
   let names: readonly string[];
@@ -221,26 +227,24 @@ function namedRules(
 }
 
 /**
- * The name, and so the Redis key, of an ad-hoc policy: `check.<window>ms.<limit>`, and `.zset` for
- * the sorted-set log. One log per client key, window, limit and layout: a caller who switches a
- * key's limit or layout starts another log instead of making Redis rewrite or re-read the one
- * another limit wrote (a ring of 100 000 read by a call at limit 1, or turned into a sorted set,
- * is work and memory bounded by the other limit, not this call's). A configured rule keeps one
- * log across a change of its limit or layout (only a deploy changes those).
+ * The name, and so the Redis key, of an ad-hoc policy: `check.<window>ms.<limit>`. One log per
+ * client key, window and limit: a caller who switches a key's limit starts another log instead of
+ * making Redis rewrite or re-read the one another limit wrote (a ring of 100 000 read by a call
+ * at limit 1 is work bounded by the other limit, not this call's). A configured rule keeps one
+ * log across a change of its limit (only a deploy changes it).
  */
-export function adhocPolicyName(windowMs: number, limit: number, algorithm: Algorithm): string {
-  const layout = algorithm === "sliding-log-zset" ? ".zset" : "";
-  return `${ADHOC_POLICY_PREFIX}${windowMs}ms.${limit}${layout}`;
+export function adhocPolicyName(windowMs: number, limit: number): string {
+  return `${ADHOC_POLICY_PREFIX}${windowMs}ms.${limit}`;
 }
 
 /**
  * `"limit"` + `"window"`: an ad-hoc policy (limit, window, cost, algorithm, lease), one log per
- * client key, window, limit and layout (adhocPolicyName), read once per distinct set of values.
+ * client key, window and limit (adhocPolicyName), read once per distinct set of values.
  */
 const adhocPolicy = createPolicyMemo(
   // Every field readAdhocPolicy reads, and no other (a field it reads but the memo does not key
   // on would be answered from another body's read).
-  ["algorithm", "limit", "window", "cost", "lease", "usage"],
+  ["algorithm", "limit", "window", "cost", "lease", "period", "timezone", "anchor", "usage"],
   readAdhocPolicy,
 );
 
@@ -248,13 +252,9 @@ function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key
   // The algorithm first: the largest limit and cost depend on it. Usage weighs the log.
   const read = v.safeParse(algorithmSchema, body.algorithm);
   if (!read.success) return refused("algorithm", read.issues);
-  const algorithm = { output: read.output };
-  if (body.usage === true) {
-    if (read.output !== "sliding-log" && read.output !== "sliding-log-weighted") {
-      return invalid("usage", USAGE_NEEDS_LOG);
-    }
-    algorithm.output = "sliding-log-weighted";
-  }
+  const counted = adhocAlgorithm(body, read.output);
+  if (!counted.ok) return counted;
+  const algorithm = { output: counted.value };
   // A slot must be given back under the policy that took it: a configured rule's name.
   if (isConcurrency(algorithm.output)) {
     return invalid(
@@ -266,23 +266,38 @@ function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key
     return invalid("limit", 'is required (or name a configured "rule")');
   const limit = v.safeParse(limitSchemaOf(algorithm.output), body.limit);
   if (!limit.success) return refused("limit", limit.issues);
-  const window = v.safeParse(windowSchema, body.window);
+  const calendar = adhocPeriod(body, algorithm.output);
+  if (calendar && !calendar.ok) return calendar;
+  const period = calendar?.value;
+  const window = period
+    ? ({ success: true, output: LONGEST_PERIOD_MS[period.unit] } as const)
+    : v.safeParse(windowSchema, body.window);
   if (!window.success) return refused("window", window.issues);
   const cost = v.safeParse(optionalCostSchema, body.cost);
   if (!cost.success || !costFits(cost.output, limit.output)) {
     return invalid("cost", "must be an integer from 1 to limit");
   }
-  const policy = { algorithm: algorithm.output, limit: limit.output, cost: cost.output };
+  const policy = {
+    algorithm: period ? ("calendar" as const) : algorithm.output,
+    limit: limit.output,
+    cost: cost.output,
+  };
   const issue = boundsIssue([policy]);
   if (issue) return invalid(issue.field, issue.detail);
   // Leases (docs/leases.md): the logs only; a named rule brings its own setting.
   const lease = v.safeParse(optionalLeaseSchema, body.lease);
   if (!lease.success) return refused("lease", lease.issues);
+  if (lease.output && period) return invalid("lease", PERIOD_NOT_LEASED);
   if (lease.output && !isLogAlgorithm(policy.algorithm)) return invalid("lease", LEASE_NEEDS_LOG);
+  const name = period
+    ? adhocPeriodName(period, policy.limit)
+    : adhocPolicyName(window.output, policy.limit);
+  if (!POLICY_NAME.test(name)) return invalid("timezone", "is too long a name for an ad-hoc check");
   return {
     ok: true,
     value: Object.freeze({
-      policy: adhocPolicyName(window.output, policy.limit, policy.algorithm),
+      policy: name,
+      ...(period ? { period } : {}),
       limit: policy.limit,
       windowMs: window.output,
       cost: policy.cost,

@@ -31,6 +31,17 @@ export type JsonBody =
   | { ok: true; json: unknown; text: string }
   | { ok: false; response: Response };
 
+/**
+ * A request's JSON body, read once within `maxBytes`: a wrong content type, a body too large,
+ * JSON that does not parse or (with `fields`) a field not taken is the problem+json to answer.
+ *
+ * @example
+ * ```ts
+ * const read = await readJsonBody(request, { maxBytes: 16_384, fields: ["rule", "key"] });
+ * if (!read.ok) return read.response;
+ * const check = await rules.parseCheck(read.json, read.text);
+ * ```
+ */
 export async function readJsonBody(request: Request, options: JsonBodyOptions): Promise<JsonBody> {
   const refuse = (response: Response) => ({ ok: false as const, response });
   const contentType = request.headers.get("Content-Type") ?? "";

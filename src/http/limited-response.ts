@@ -74,7 +74,7 @@ export function refusal(_c: Context | undefined, outcome: RulesOutcome, legacy: 
  * headers: nothing was counted, and waiting does not lift a block (unless it ends: then
  * Retry-After says when).
  */
-export function blockedResponse(block: RequestBlock): Response {
+function blockedResponse(block: RequestBlock): Response {
   const what =
     block.by === "key"
       ? "this client's key"

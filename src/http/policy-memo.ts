@@ -14,7 +14,7 @@ import { ownedString } from "../owned-string";
  * limit per request only pays the full read again, never more memory).
  * @default 256
  */
-export const MAX_MEMO_POLICIES = 256;
+const MAX_MEMO_POLICIES = 256;
 
 /**
  * Longest memo key (UTF-16 units): a body whose policy values spell more is read afresh and not
@@ -22,7 +22,7 @@ export const MAX_MEMO_POLICIES = 256;
  * larger (the /check size cap), and 256 such memo keys would hold megabytes. So the memo holds
  * at most MAX_MEMO_POLICIES × (2 × 256 bytes + the read result of so short values): ~200 kB.
  */
-export const MAX_MEMO_KEY_LENGTH = 256;
+const MAX_MEMO_KEY_LENGTH = 256;
 
 /**
  * Memoizes `read` by the values of `fields`. Only primitives (JSON's strings, numbers,

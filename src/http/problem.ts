@@ -10,7 +10,14 @@ export interface Problem {
   [extension: string]: unknown;
 }
 
-/** A problem+json answer (RFC 9457): `type` about:blank, the status, and the body's fields. */
+/**
+ * A problem+json answer (RFC 9457): `type` about:blank, the status, and the body's fields.
+ *
+ * @example
+ * ```ts
+ * return problemResponse(400, { title: "Bad request", detail: "must be a string", field: "key" });
+ * ```
+ */
 export function problemResponse(
   status: ContentfulStatusCode,
   body: Problem,

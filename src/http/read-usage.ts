@@ -26,7 +26,10 @@ export async function readUsage(response: Response, spec: UsageSpec): Promise<nu
   } catch {
     return undefined;
   }
-  return sumOf(body, spec.json);
+  return sumOf(
+    body,
+    spec.json.map((path) => path.split(".")),
+  );
 }
 
 /** A header's integer, within what a settle takes. */

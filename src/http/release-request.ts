@@ -18,7 +18,7 @@ import type { ConcurrencySlot } from "../limiter/types";
 import { isConcurrency } from "../store/algorithm";
 
 /** The fields a release body holds. */
-export const RELEASE_FIELDS = ["rule", "key", "slot"] as const;
+const RELEASE_FIELDS = ["rule", "key", "slot"] as const;
 
 /** Slot ids are short (22 random characters; `r:` and a request id from older records). */
 const MAX_SLOT_LENGTH = 1_024;

@@ -122,7 +122,17 @@ export interface RuleSet {
   headers(decisions: Parameters<typeof rateLimitHeaderRecord>[0]): Record<string, string>;
 }
 
-/** The rule set of a parsed configuration (`parseConfig`). */
+/**
+ * The rule set of a parsed configuration (`parseConfig`): build it once per configuration and
+ * decide with any limiter.
+ *
+ * @example
+ * ```ts
+ * const rules = createRules(config);
+ * // In front of an origin: the matching rules decided, then the origin's answer, headed.
+ * return rules.guard(request, { limiter, forward: () => fetch(request), waitUntil });
+ * ```
+ */
 export function createRules(config: LimiterConfig, options: RuleSetOptions = {}): RuleSet {
   const compiled = compileRules(config.rules);
   const byName = new Map(config.rules.map((rule) => [rule.name, rule]));

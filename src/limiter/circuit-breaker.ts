@@ -50,7 +50,7 @@ export interface CircuitBreakerOptions {
 }
 
 /** The single call allowed through a half-open breaker; only the newest probe counts. */
-export interface Probe {
+interface Probe {
   readonly probe: number;
 }
 

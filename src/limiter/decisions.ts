@@ -66,7 +66,7 @@ export function notAsked(policy: ResolvedPolicy, at: number): Decision {
 }
 
 /** What the store answered for this policy. */
-export function fromStore(policy: ResolvedPolicy, answer: PolicyAnswer): Decision {
+function fromStore(policy: ResolvedPolicy, answer: PolicyAnswer): Decision {
   return decision(
     policy,
     "redis",

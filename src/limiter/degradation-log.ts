@@ -8,6 +8,7 @@
 import { StoreTimeoutError } from "../store/with-deadline";
 import type { BreakerEvent, BreakerState } from "./circuit-breaker";
 import { DEFAULT_BREAKER } from "./defaults";
+import { PlacementFenceError } from "./placement-fence-error";
 import type { FailMode } from "./types";
 
 /** Why the store did not answer, as far as its error tells. */
@@ -64,7 +65,7 @@ export interface DegradationLog {
 }
 
 /** The error's cause, read from its type and message (the Upstash client's, fetch's, ours). */
-export function storeErrorCause(error: unknown): StoreErrorCause {
+function storeErrorCause(error: unknown): StoreErrorCause {
   if (error instanceof StoreTimeoutError) return "timeout";
   const text = `${(error as { name?: unknown })?.name ?? ""} ${String(error)} ${String(
     (error as { cause?: unknown })?.cause ?? "",
@@ -82,6 +83,12 @@ export function storeErrorCause(error: unknown): StoreErrorCause {
 /**
  * A store error said for a person: its cause and a sentence naming what to check (never the
  * error's own text, which may quote a request). The default log and the worker's 503s say it.
+ *
+ * @example
+ * ```ts
+ * const { cause, detail } = describeStoreError(error);
+ * return problemResponse(503, { title: "Store unavailable", detail, cause });
+ * ```
  */
 export function describeStoreError(error: unknown): { cause: StoreErrorCause; detail: string } {
   const cause = storeErrorCause(error);
@@ -100,6 +107,9 @@ const MEANWHILE_TEXT: Record<Meanwhile, string> = {
   closed: "meanwhile every request is denied (failMode closed)",
   open: "meanwhile every request is admitted, uncounted (fallback off)",
 };
+
+const FENCE_TEXT =
+  "a shard refused this isolate's placement of the key (a stale deployment: the error names the setting to fix); meanwhile every request it places there is denied, nothing counted";
 
 /**
  * The default log (createLimiter builds one per store unless `log: false`). Lines of one kind
@@ -127,6 +137,22 @@ export function createDegradationLog(options: DegradationLogOptions = {}): Degra
 
   return {
     onStoreError(error) {
+      // A shard refusing this isolate's placement answered: the request is denied whatever the
+      // failure policy (placement-refusal.ts), so the line says "closed", and it is written
+      // even while the breaker is open (a refusal is told once per kind, never again).
+      if (error instanceof PlacementFenceError) {
+        if (!due(`fence:${error.kind}`)) return;
+        const line: StoreErrorLine = {
+          event: "rate-limit-store-error",
+          store,
+          cause: "error",
+          meanwhile: "closed",
+          error: String(error),
+          detail: FENCE_TEXT,
+        };
+        write(JSON.stringify(line));
+        return;
+      }
       if (breaker !== "closed") return;
       const cause = storeErrorCause(error);
       if (!due(`error:${cause}`)) return;
@@ -164,7 +190,7 @@ export function createDegradationLog(options: DegradationLogOptions = {}): Degra
 }
 
 /** A store's name for the log: its URL's host (never the token), else "store". */
-export function storeLabel(store: unknown): string {
+function storeLabel(store: unknown): string {
   const url = (store as { storeUrl?: unknown })?.storeUrl;
   if (typeof url !== "string") return "store";
   try {

@@ -32,7 +32,7 @@ export interface Exhaustion {
   limit?: number;
 }
 
-export type CacheLookup =
+type CacheLookup =
   | { hit: true; entry: Exhaustion }
   /** `exhausted`: the key was exhausted at its last answer (even if that claim has expired). */
   | { hit: false; exhausted: boolean };
@@ -53,7 +53,7 @@ export interface DenialCacheOptions {
 }
 
 /** What an entry costs besides its key: the Map slot, the Exhaustion and its numbers. */
-export const DENIAL_ENTRY_BYTES = 160;
+const DENIAL_ENTRY_BYTES = 160;
 
 export interface DenialCache {
   /** Whether a request of `cost` at `now` is denied from memory. O(1). */

@@ -38,11 +38,11 @@ export interface FallbackLimiterOptions {
 }
 
 /** What a key's log costs besides its key and admissions: the Map slot, the Log, two arrays. */
-export const LOG_BYTES = 200;
+const LOG_BYTES = 200;
 /** An admission: a time and a cost in two arrays, with their growth slack. */
-export const ENTRY_BYTES = 24;
+const ENTRY_BYTES = 24;
 /** A store report besides its key: the Map slot and the Known. */
-export const REPORT_BYTES = 100;
+const REPORT_BYTES = 100;
 
 export interface FallbackDecision {
   allowed: boolean;

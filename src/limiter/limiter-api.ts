@@ -88,7 +88,7 @@ export interface Limiter {
   /** Forget this isolate's cached denial of a key (after a reset or refund done elsewhere). */
   forget(request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs" | "algorithm">): void;
   /**
-   * What this request would get now, counting nothing: the sliding logs only (another algorithm
+   * What this request would get now, counting nothing: the sliding log only (another algorithm
    * answers `peeked: false`, saying why). A policy with `overrides` is peeked at the key's
    * override, or answered blocked (`source: "block"`). Rejects with PolicyBoundsError, like
    * `limit`, for a request out of bounds, and on a store failure (no breaker, no fallback: an

@@ -9,7 +9,7 @@ import {
   createNetworkBlocks,
   type NetworkBlocks,
 } from "../net/network-blocks";
-import { readNetworkBlocks } from "../store/plans";
+import { readNetworkBlocks } from "../store/plan-reads";
 import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
 import type { LimiterContext } from "./context";
@@ -30,7 +30,7 @@ export interface NetworkBlocksOptions {
   onRefreshFailed?: ((event: BlocksRefreshFailed) => void) | undefined;
 }
 
-export const DEFAULT_BLOCKS_REFRESH_MS = 1_000;
+const DEFAULT_BLOCKS_REFRESH_MS = 1_000;
 
 export interface NetworkBlockCopies {
   /** The copy for these options: the same object for the same options. */

@@ -34,7 +34,7 @@ export async function peekRequest(ctx: LimiterContext, given: LimitRequest): Pro
       peeked: false,
       policy: name,
       algorithm,
-      detail: `peek supports the sliding logs only (sliding-log, sliding-log-zset); this check uses "${algorithm}"`,
+      detail: `peek supports the sliding log only (sliding-log); this check uses "${algorithm}"`,
     };
   }
   // A policy with overrides: the key's own limit, or its block (docs/plans.md).

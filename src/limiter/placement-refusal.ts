@@ -8,6 +8,7 @@
 import type { FenceRefusal, FenceRefusalKind, FenceView } from "../store/placement-fence";
 import type { LimiterContext } from "./context";
 import { denied, failClosed } from "./decisions";
+import { PlacementFenceError } from "./placement-fence-error";
 import type { ResolvedPolicy } from "./resolved-policy";
 import type { LimitAllOptions, MultiDecision } from "./types";
 
@@ -21,20 +22,7 @@ export interface PlacedCallOptions extends LimitAllOptions {
  * A refused request's Retry-After (ms). The refusal lasts until the deployment is fixed, which
  * no wait fixes; a short one keeps clients polling rather than gone for a window.
  */
-export const FENCE_RETRY_MS = 1_000;
-
-/** A shard refused this isolate's placement: `setting` names what to fix. */
-export class PlacementFenceError extends Error {
-  override name = "PlacementFenceError";
-  constructor(
-    readonly kind: FenceRefusalKind,
-    /** The configuration field at fault: `reshard.at`, `reshard`, `reshard.from`. */
-    readonly setting: string,
-    message: string,
-  ) {
-    super(`${setting}: ${message}`);
-  }
-}
+const FENCE_RETRY_MS = 1_000;
 
 const iso = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms));
 

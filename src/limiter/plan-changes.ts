@@ -11,6 +11,8 @@ import { networkValue } from "../net/network-values";
 import { type Algorithm, DEFAULT_ALGORITHM } from "../store/algorithm";
 import { maxLimitOf } from "../store/caps";
 import { POLICY_NAME } from "../store/keys";
+import { type KeyPlan, overrideValue } from "../store/override-value";
+import { readPlan } from "../store/plan-reads";
 import {
   keyBlockField,
   MAX_NETWORK_BLOCKS,
@@ -22,13 +24,13 @@ import {
   overrideField,
   type PlanWriteAnswer,
   plansKey,
-  readPlan,
   writePlan,
 } from "../store/plans";
 import type { LimiterContext } from "./context";
+import { anchorOf } from "./override-anchor";
 
 /** Longest block with an end (s): a year. Without `seconds` a block lasts until removed. */
-export const MAX_BLOCK_SECONDS = 365 * 86_400;
+const MAX_BLOCK_SECONDS = 365 * 86_400;
 
 /** One client key in one policy, as the limiter counts it (a rule's key: hashed header, grouped address). */
 export interface PlanKey {
@@ -74,7 +76,15 @@ export interface Overrides {
   set(
     policy: string,
     key: string,
-    override: { limit: number; algorithm?: Algorithm | undefined },
+    override: {
+      limit: number;
+      algorithm?: Algorithm | undefined;
+      /**
+       * A calendar quota's own anchor for this key (its billing day): an ISO-8601 instant or
+       * Unix ms, read in the policy's timezone (docs/calendar-quotas.md). Calendar policies only.
+       */
+      anchor?: string | number | undefined;
+    },
   ): Promise<PlanChange>;
   /** Removes the key's override: the request's own limit applies again. */
   remove(policy: string, key: string): Promise<PlanChange>;
@@ -117,9 +127,12 @@ export function createPlanChanges(
     target: PlanKey,
     limit: number | null,
     algorithm: Algorithm | undefined,
+    anchorGiven?: string | number,
   ): Promise<PlanChange> {
     const issue = targetIssue(target);
     if (issue) return issue;
+    const anchor = anchorOf(anchorGiven, algorithm);
+    if (typeof anchor === "object") return anchor;
     const max = maxLimitOf(algorithm ?? DEFAULT_ALGORITHM);
     if (limit !== null && !(Number.isSafeInteger(limit) && limit >= 0 && limit <= max)) {
       // (The HTTP route's wording: its `"limit": null` is `remove`.)
@@ -128,7 +141,7 @@ export function createPlanChanges(
     const written = await writePlan(ctx.store, {
       hash: plansKey(ctx.prefix),
       field: overrideField(target.policy, await boundedKey(target.key)),
-      value: limit === null ? null : String(limit),
+      value: limit === null ? null : overrideValue(limit, anchor),
       max: MAX_PLAN_ENTRIES,
       maxBytes: MAX_PLAN_BYTES,
       ...clockOf(),
@@ -194,7 +207,12 @@ export function createPlanChanges(
   return {
     overrides: {
       set: (policy, key, override) =>
-        setOverride({ policy, key }, override?.limit ?? Number.NaN, override?.algorithm),
+        setOverride(
+          { policy, key },
+          override?.limit ?? Number.NaN,
+          override?.algorithm,
+          override?.anchor,
+        ),
       remove: (policy, key) => setOverride({ policy, key }, null, undefined),
     },
     blocks: {
@@ -209,10 +227,7 @@ export function createPlanChanges(
 }
 
 /** One key's override and key block in one policy, as the decision script would read them now. */
-export async function planOf(
-  ctx: LimiterContext,
-  target: PlanKey,
-): Promise<{ now: number; limit: number | undefined; blockedUntil: number | undefined }> {
+export async function planOf(ctx: LimiterContext, target: PlanKey): Promise<KeyPlan> {
   return readPlan(ctx.store, ctx.prefix, target.policy, await boundedKey(target.key), {
     clock: ctx.clock.source,
   });

@@ -3,7 +3,10 @@
  * overrides, key blocks or network blocks at a time, bounded by the store's page and ended blocks
  * left out. Changing them is plan-changes.ts.
  */
-import { listPlans, type NetworkBlockKind, networkBlocksKey, plansKey } from "../store/plans";
+
+import { readOverride } from "../store/override-value";
+import { listPlans } from "../store/plan-reads";
+import { type NetworkBlockKind, networkBlocksKey, plansKey } from "../store/plans";
 import type { LimiterContext } from "./context";
 
 /** One listed plan: an override, a key block or a network block. */
@@ -17,6 +20,8 @@ export interface PlanEntry {
   value: string;
   /** An override's limit. */
   limit?: number;
+  /** An override's own anchor for a calendar quota (Unix ms): its periods start there. */
+  anchor?: number;
   /** A block's end (unix ms, the store's clock); absent: until removed. */
   until?: number;
   /**
@@ -27,7 +32,7 @@ export interface PlanEntry {
 }
 
 /** Most entries one listing page asks the store for (HSCAN COUNT). */
-export const MAX_LIST_COUNT = 1_000;
+const MAX_LIST_COUNT = 1_000;
 
 /** What `limiter.plans.list` lists, and from where. */
 export interface PlanListing {
@@ -91,7 +96,13 @@ function entryOf({ field, value }: { field: string; value: string }): PlanEntry 
   const rest = field.slice(second + 1);
   const number = Number(value);
   if (kind === "o") {
-    return { type: "override", by: "key", policy: name, value: decode(rest), limit: number };
+    return {
+      type: "override",
+      by: "key",
+      policy: name,
+      value: decode(rest),
+      ...readOverride(value),
+    };
   }
   const entry: PlanEntry = {
     type: "block",

@@ -14,7 +14,7 @@ import { newSlotId } from "./member-id";
 import type { ConcurrencySlot, ReleaseOutcome, WaitUntil } from "./types";
 
 /** Retries of a failed release, off the path, and the wait before each (ms). */
-export const RELEASE_RETRY_DELAYS_MS = [100, 500, 2_000] as const;
+const RELEASE_RETRY_DELAYS_MS = [100, 500, 2_000] as const;
 
 /** Slot ids are the limiter's (random, or `r:<request id>` from older records): anything longer is not one. */
 const MAX_SLOT_LENGTH = 1_024;

@@ -10,6 +10,7 @@ import { DEFAULT_ALGORITHM, LEASABLE } from "../store/algorithm";
 import { storePolicyIssue } from "../store/caps";
 import { POLICY_NAME, storageKey } from "../store/keys";
 import { PolicyBoundsError, type PolicyField, type StorePolicy } from "../store/script-inputs";
+import { type CalendarPeriod, LONGEST_PERIOD_MS, periodIssue } from "./calendar-period";
 import { DEFAULT_COST } from "./defaults";
 import type { FailMode, LimitRequest, RefundReceipt } from "./types";
 
@@ -30,6 +31,8 @@ export interface ResolvedPolicy extends StorePolicy {
   readonly lease: boolean;
   /** Read its limit override and key block from the plans hash (LimitRequest.overrides). */
   readonly overrides: boolean;
+  /** A calendar policy's period (LimitRequest.period). */
+  period?: CalendarPeriod | undefined;
   /**
    * Its Redis key (StorePolicy): "" until the store is to be asked (withStorageKeys), so a
    * denial from the cache never builds it. The client key is `clientKey`.
@@ -53,17 +56,21 @@ export interface RoutedRequest extends LimitRequest {
  * and each algorithm counts in its own Redis key.
  */
 export function denialCacheKey(
-  request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs" | "algorithm">,
+  request: Pick<LimitRequest, "policy" | "key" | "limit" | "windowMs" | "algorithm" | "period">,
 ): string {
-  return cacheKeyOf(request, request.algorithm ?? DEFAULT_ALGORITHM, request.key);
+  const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
+  const read =
+    algorithm === "calendar" && request.period ? calendarRequest(request as LimitRequest) : request;
+  return cacheKeyOf(read, algorithm, request.key);
 }
 
 function cacheKeyOf(
-  request: Pick<LimitRequest, "policy" | "limit" | "windowMs">,
+  request: Pick<LimitRequest, "policy" | "limit" | "windowMs"> & { windowKey?: string },
   algorithm: string,
   key: string,
 ): string {
-  return `${request.policy}\n${algorithm}\n${request.limit}\n${request.windowMs}\n${key}`;
+  const window = request.windowKey ?? request.windowMs;
+  return `${request.policy}\n${algorithm}\n${request.limit}\n${window}\n${key}`;
 }
 
 /**
@@ -108,14 +115,22 @@ function requestIssue(request: LimitRequest): [PolicyField, string] | undefined 
     return ["policy", "must be 1 to 64 of A-Z a-z 0-9 _ . - (it is part of the Redis key)"];
   }
   if (typeof key !== "string" || key.length === 0) return ["key", "must be a non-empty string"];
+  const calendar = request.algorithm === "calendar";
+  if (calendar !== (request.period !== undefined)) {
+    return ["period", calendar ? "is required by a calendar policy" : 'needs algorithm "calendar"'];
+  }
+  if (calendar && periodIssue(request.period)) {
+    return ["period", periodIssue(request.period) as string];
+  }
   if (failMode !== undefined && failMode !== "open" && failMode !== "closed") {
     return ["failMode", 'must be "open" or "closed"'];
   }
   return undefined;
 }
 
-export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode): ResolvedPolicy {
-  const algorithm = request.algorithm ?? DEFAULT_ALGORITHM;
+export function resolvePolicy(given: LimitRequest, defaultFailMode: FailMode): ResolvedPolicy {
+  const algorithm = given.algorithm ?? DEFAULT_ALGORITHM;
+  const request = algorithm === "calendar" ? calendarRequest(given) : given;
   // The denial cache, the fallback, single flight and leases keep these strings past the
   // request: copies, never views into whatever larger string the caller cut the key from.
   const clientKey = ownedString(request.key);
@@ -135,7 +150,21 @@ export function resolvePolicy(request: LimitRequest, defaultFailMode: FailMode):
     redisKey: "",
   };
   if (askedLimit !== undefined) resolved.askedLimit = askedLimit;
+  if (request.period) resolved.period = request.period;
   return resolved;
+}
+
+/**
+ * A calendar request with its window read from its period, and the period in its cache key's
+ * window (`month@Europe/Berlin@<anchor>`): ad-hoc checks of one policy may name other periods.
+ */
+function calendarRequest(request: LimitRequest): LimitRequest & { windowKey: string } {
+  const period = request.period as CalendarPeriod;
+  return {
+    ...request,
+    windowMs: LONGEST_PERIOD_MS[period.unit],
+    windowKey: `${period.unit}@${period.timezone}@${period.anchor ?? ""}`,
+  };
 }
 
 /**

@@ -49,7 +49,7 @@ export interface SingleFlightOptions {
 }
 
 /** A flight besides its key: the Map slot, the Flight, its promise and the leader's callback. */
-export const FLIGHT_BYTES = 300;
+const FLIGHT_BYTES = 300;
 
 interface Flight {
   settled: Promise<boolean>;

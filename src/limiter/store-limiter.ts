@@ -5,15 +5,14 @@
  * Each step's mechanics live in its own file; this one only orders them.
  */
 import { boundedKey, needsDigest } from "../bounded-key";
-import { type EvaluateAnswer, evaluate } from "../store/evaluate";
+import type { EvaluateAnswer } from "../store/evaluate";
 import { type FenceView, fenceKey } from "../store/placement-fence";
 import { plansKey } from "../store/plans";
 import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
 import { forgetRequest, rememberAnswers } from "./answer-memory";
 import type { Permit } from "./circuit-breaker";
-import type { LimiterContext } from "./context";
-import { createLimiterContext } from "./context";
+import { createLimiterContext, type LimiterContext } from "./context";
 import { conflicted, denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
 import { inFlightOf } from "./in-flight";
@@ -25,6 +24,7 @@ import type { StoreLimiterOptions } from "./limiter-options";
 import { nextMemberId } from "./member-id";
 import { createNetworkBlockCopies } from "./network-block-copies";
 import { peekRequest } from "./peek";
+import { evaluateInPeriods } from "./period-anchors";
 import { type PlacedCallOptions, refusedByFence } from "./placement-refusal";
 import { createPlanChanges } from "./plan-changes";
 import { createPlanListing } from "./plan-listing";
@@ -135,10 +135,9 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
       }
     }
 
-    // 3. The breaker. Everything built from what the client sent (keys, member id) is built
-    // before it hands out a permit: nothing a client sends can fail between the permit and the
-    // store call, so a permit is always reported and a client's input never counts as a store
-    // failure.
+    // 3. The breaker. Everything built from what the client sent (keys, member id) is built before
+    // it hands out a permit: nothing a client sends can fail between the permit and the store call,
+    // so a permit is always reported and a client's input never counts as a store failure.
     withStorageKeys(policies, ctx.prefix);
     const memberId = slotMemberId(policies) ?? nextMemberId();
     const permit: Permit = breaker.acquire();
@@ -147,16 +146,17 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
     // 4. The store, within the deadline, on the limiter's clock.
     const sentAt = now();
     const epochAtSend = ctx.capacityEpoch;
+    const ask = { policies, memberId, requestId, plansKey: plans };
+    const fenceAt = fence && { key: fenced, view: fence };
+    // (Calendar periods around the call's clock: the caller's, or ours estimating the store's.)
     const call = withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
       ctx.clock.run(store, (client, clock) =>
-        evaluate(client, {
-          policies,
-          memberId,
-          now: clock,
-          requestId,
-          plansKey: plans,
-          fence: fence && { key: fenced, view: fence },
-        }),
+        evaluateInPeriods(
+          client,
+          { ...ask, now: clock, fence: fenceAt },
+          clock ?? sentAt,
+          ctx.prefix,
+        ),
       ),
     );
     // Followers join only a key exhausted at its last answer (step 2): lead only there, so an

@@ -4,6 +4,7 @@
  */
 
 import type { Algorithm } from "../store/algorithm";
+import type { CalendarPeriod } from "./calendar-period";
 
 /**
  * Where a decision came from. "lease": spent from a lease this isolate holds (docs/leases.md);
@@ -98,7 +99,13 @@ export interface LimitRequest {
   /** The client key (IP, API key, user id…): any string. */
   key: string;
   limit: number;
+  /** The window in ms. A calendar policy's is its period's longest length (LONGEST_PERIOD_MS). */
   windowMs: number;
+  /**
+   * A quota per calendar period (docs/calendar-quotas.md): required with, and only with,
+   * `algorithm: "calendar"`. `windowMs` is then read from the period, whatever is passed.
+   */
+  period?: CalendarPeriod;
   /** @default 1 */
   cost?: number;
   /** Per-request override of the limiter's fail mode. @default the limiter's `failMode` */

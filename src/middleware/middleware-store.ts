@@ -20,7 +20,19 @@ export type StoreInput = StoreConfig | StoreClient;
 /** The limiter's options besides its store, for a limiter the middleware builds. */
 export type MiddlewareLimiterOptions = Omit<LimiterOptions, "store">;
 
-/** A binding (or variable) the store needs is missing: the middleware answers 503 naming it. */
+/**
+ * A binding (or variable) the store needs is missing: the middleware answers 503 naming it.
+ * Thrown by `fromEnv`; catch it where you read the store yourself.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   fromEnv(c);
+ * } catch (error) {
+ *   if (error instanceof MissingStoreSettingError) console.error(`set ${error.setting}`);
+ * }
+ * ```
+ */
 export class MissingStoreSettingError extends Error {
   constructor(readonly setting: string) {
     super(`${setting} is not set: the rate limiter has no store`);

@@ -37,9 +37,18 @@ import { waitUntilOf } from "./wait-until";
 /** What `c.get("rateLimit")` holds after the middleware ran (see RulesOutcome). */
 export type RateLimitResult = RulesOutcome;
 
-/** Add to your app's Variables: `new Hono<{ Variables: RateLimitVariables }>()`. */
+/**
+ * The middleware's variable. Every Hono context knows it (the augmentation below), so
+ * `c.get("rateLimit")` is typed without it; naming it in an app's Variables still works.
+ */
 export interface RateLimitVariables {
   rateLimit: RateLimitResult;
+}
+
+// As hono's own middleware declare theirs (jwt, request-id): `c.set` and `c.get` of "rateLimit"
+// are typed in every app that imports the package, whatever Variables the app declares.
+declare module "hono" {
+  interface ContextVariableMap extends RateLimitVariables {}
 }
 
 export interface RateLimitOptions<E extends HonoEnv = HonoEnv> {
@@ -296,7 +305,6 @@ function withLimiterSource<T>(
 }
 
 /** What `c.get("rateLimit")` reads, for the handler and the app alike. */
-function setRateLimit(c: Context, outcome: RulesOutcome): void {
-  // Hono's typed `set` only knows the app's declared Variables; ours is documented above.
-  (c.set as (key: string, value: unknown) => void)("rateLimit", outcome);
+function setRateLimit<E extends HonoEnv>(c: Context<E>, outcome: RulesOutcome): void {
+  c.set("rateLimit", outcome);
 }

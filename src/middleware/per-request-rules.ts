@@ -8,10 +8,9 @@ import type { Context, Env as HonoEnv } from "hono";
 import * as v from "valibot";
 import type { RuleConfig, RuleInput } from "../config/rule-schema";
 import { costFits, limitSchemaOf } from "../config/schema-parts";
-import { MAX_ZSET_COST } from "../store/caps";
 
 /** A value computed per request, sync or async. */
-export type PerRequest<E extends HonoEnv, T> = (c: Context<E>) => T | Promise<T>;
+type PerRequest<E extends HonoEnv, T> = (c: Context<E>) => T | Promise<T>;
 
 /** A middleware rule: a LIMITER_CONFIG rule whose `limit` and `cost` may be functions of `c`. */
 export type RateLimitRule<E extends HonoEnv = HonoEnv> = Omit<RuleInput, "limit" | "cost"> & {
@@ -59,9 +58,6 @@ function issueOf(rule: RuleConfig, limit: unknown, cost: unknown): [string, stri
   const units = limitOk.output;
   if (typeof cost !== "number" || !Number.isSafeInteger(cost) || !costFits(cost, units)) {
     return ["cost", `returned ${String(cost)}: must be an integer from 1 to the limit (${units})`];
-  }
-  if (rule.algorithm === "sliding-log-zset" && cost > MAX_ZSET_COST) {
-    return ["cost", `returned ${cost}: must be at most ${MAX_ZSET_COST} for sliding-log-zset`];
   }
   return undefined;
 }

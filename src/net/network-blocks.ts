@@ -11,7 +11,7 @@
 import { groupAddress } from "./ip-address";
 
 /** What a network block names (the store's fields spell these). */
-export type NetworkBlockKind = "ip" | "country" | "asn";
+type NetworkBlockKind = "ip" | "country" | "asn";
 
 /** Who is asking, as far as a network block can tell. */
 export interface NetworkIdentity {

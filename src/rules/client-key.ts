@@ -13,7 +13,7 @@ import { ownedString, stringBytes } from "../owned-string";
 import type { RulesOutcome } from "./outcome";
 
 /** The client key of every request that lacks key material, under `missingKey: "shared"`. */
-export const MISSING_KEY = "(missing)";
+const MISSING_KEY = "(missing)";
 
 /** A request's rules, each with the client key it counts under. */
 export interface KeyedRules {
@@ -66,7 +66,7 @@ export async function ruleKeys(
 }
 
 /** The grouped client address, or undefined when there is none to trust. */
-export function clientIp(headers: Headers, config: ClientIpConfig): string | undefined {
+function clientIp(headers: Headers, config: ClientIpConfig): string | undefined {
   const raw = trustedAddress(headers, config);
   if (raw === undefined) return undefined;
   return groupAddress(raw, config);
@@ -93,7 +93,7 @@ export function trustedAddress(headers: Headers, config: ClientIpConfig): string
  * Why clientIp found no address, in words a 400 can carry: which header was absent, short of
  * entries or not an address. Follows trustedAddress step by step; only called on that refusal.
  */
-export function missingIpReason(headers: Headers, config: ClientIpConfig): string {
+function missingIpReason(headers: Headers, config: ClientIpConfig): string {
   const header = config.trustedProxyHeader;
   if (header) {
     const value = headers.get(header);
@@ -151,7 +151,7 @@ export const HEADER_KEY_CACHE_SIZE = 1024;
 export const HEADER_KEY_CACHE_BYTES = 1024 * 1024;
 
 /** An entry besides its two strings: the Map slot, rounded up. */
-export const HEADER_KEY_ENTRY_BYTES = 64;
+const HEADER_KEY_ENTRY_BYTES = 64;
 
 // Per isolate: a client sends the same key on every request, and its digest cost an async Web
 // Crypto call, a TextEncoder and a hex loop per proxied request. Strings only (no
@@ -219,7 +219,7 @@ export function headerKeyCacheBytes(): number {
  * header that is absent or holds only blanks and commas, or what the address lacks. Only called
  * on that refusal, so the hot path stays clientKey alone.
  */
-export function missingKeyReason(spec: string, headers: Headers, ip: ClientIpConfig): string {
+function missingKeyReason(spec: string, headers: Headers, ip: ClientIpConfig): string {
   if (spec === "ip") return missingIpReason(headers, ip);
   if (spec.startsWith("header:")) {
     const name = spec.slice("header:".length);
@@ -240,7 +240,7 @@ export function missingKeyReason(spec: string, headers: Headers, ip: ClientIpCon
  * fresh bucket per request. Case and inner characters are kept: `k` is another key to the origin.
  * Undefined when there is no such element (absent, blank or only commas).
  */
-export function headerKeyValue(raw: string | null): string | undefined {
+function headerKeyValue(raw: string | null): string | undefined {
   if (raw === null) return undefined;
   for (const element of raw.split(",")) {
     const value = element.trim();

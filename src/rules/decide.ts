@@ -261,6 +261,7 @@ export function ruleRequest(rule: RuleConfig, key: string, cost = rule.cost): Li
     windowMs: rule.windowMs,
     cost,
     algorithm: rule.algorithm,
+    ...(rule.period ? { period: rule.period } : {}),
     ...(rule.failMode ? { failMode: rule.failMode } : {}),
     ...(rule.lease ? { lease: true } : {}),
     ...(rule.overrides ? { overrides: true } : {}),

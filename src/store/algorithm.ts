@@ -4,8 +4,6 @@
  * surface read the list from here.
  *
  * - `sliding-log`: exact; the last `limit` admission times in a ring (4 bytes per unit of the limit).
- * - `sliding-log-zset`: the same exact log in a sorted set, one member per admitted unit (the seeds'
- *   design: ~120 bytes per unit, more commands; kept selectable and measured side by side).
  * - `sliding-log-weighted`: exact; one entry per admission with its units (memory per request
  *   in the window, not per unit): what usage rules count in, their reservations settled later
  *   (lua/weighted-log.lua.ts); limits up to 10^12.
@@ -16,15 +14,17 @@
  * - `concurrency`: at most `limit` requests in flight per key (docs/concurrency.md): a slot per
  *   request, a sorted-set member scored by its expiry, given back when the request ends; the
  *   policy's window is the slot's timeout.
+ * - `calendar`: a quota per day, week or month in a timezone (docs/calendar-quotas.md), O(1): a
+ *   count per period, reset when the next period starts; a rule names it with `period`.
  */
 export const ALGORITHMS = [
   "sliding-log",
-  "sliding-log-zset",
   "sliding-log-weighted",
   "fixed-window",
   "sliding-counter",
   "token-bucket",
   "concurrency",
+  "calendar",
 ] as const;
 
 /**
@@ -35,26 +35,45 @@ export type Algorithm = (typeof ALGORITHMS)[number];
 
 /**
  * The algorithms that count a rate (units per window): all but concurrency, which counts requests
- * in flight (its window is a slot's timeout; a request holds one slot).
+ * in flight (its window is a slot's timeout; a request holds one slot), and calendar, which
+ * counts per calendar period (a rule's `period`, not a `window`).
  */
 export const RATE_ALGORITHMS: readonly Algorithm[] = ALGORITHMS.filter(
-  (algorithm) => algorithm !== "concurrency",
+  (algorithm) => algorithm !== "concurrency" && algorithm !== "calendar",
 );
 
 /** The exact log is the default: the product's promise is exactness. */
 export const DEFAULT_ALGORITHM: Algorithm = "sliding-log";
 
 /**
- * The exact logs: both layouts share one key (storageKey), and each converts the other's state
- * when it meets it, so a rule moving between them never forgets an admission in the window.
+ * Algorithms once offered and retired, with what the refusal of a config or call naming one says
+ * (schema-parts.ts, caps.ts): the name alone would read as a typo.
  */
-export function isLogAlgorithm(algorithm: Algorithm): boolean {
-  return algorithm === "sliding-log" || algorithm === "sliding-log-zset";
+const RETIRED_ALGORITHMS: Readonly<Record<string, string>> = {
+  // The seeds' sorted set (one member per unit, ~120 B each) kept the very log the ring keeps in
+  // 4 B a unit with fewer commands (docs/algorithms.md "Why a ring").
+  "sliding-log-zset":
+    'was retired in 0.x: use "sliding-log", the same exact sliding-window log kept in a ring (docs/algorithms.md)',
+};
+
+/** How an algorithm that is not offered is refused: a retired one says what replaced it. */
+export function unknownAlgorithm(value: unknown): string {
+  const retired = typeof value === "string" ? RETIRED_ALGORITHMS[value] : undefined;
+  if (retired !== undefined) return `"${value}" ${retired}`;
+  return `must be one of ${ALGORITHMS.map((a) => `"${a}"`).join(", ")}`;
 }
 
 /**
- * The algorithms a lease is exact for: the logs (both layouts), whose admissions are times that can be stamped in
- * the future and whose members a lease can give back exactly. The O(1) algorithms count, not
+ * The exact log (a ring: sliding-log-ring.lua.ts). Its key has no algorithm suffix (storageKey):
+ * the one it always had.
+ */
+export function isLogAlgorithm(algorithm: Algorithm): boolean {
+  return algorithm === "sliding-log";
+}
+
+/**
+ * The algorithms a lease is exact for: the log, whose admissions are times that can be stamped in
+ * the future and whose slots a lease can give back exactly. The O(1) algorithms count, not
  * stamp: a future stamp means nothing to them, so `lease: true` with one of them is refused by
  * the config, /check and the middleware (and ignored by the limiter: decided by the store).
  */

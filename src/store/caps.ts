@@ -4,7 +4,7 @@
  * and the config refuse the same earlier, naming the field. config/limits.ts re-exports them
  * with the other documented bounds (docs/check-api.md "Limits").
  */
-import { ALGORITHMS, type Algorithm, isConcurrency } from "./algorithm";
+import { ALGORITHMS, type Algorithm, isConcurrency, unknownAlgorithm } from "./algorithm";
 
 /**
  * The shortest and longest window (ms), the config's and /check's too (config/limits.ts
@@ -16,34 +16,21 @@ export const MIN_WINDOW_MS = 1;
 export const MAX_WINDOW_MS = 7 * 86_400_000;
 
 /**
+ * The longest window of a calendar policy (its longest period, a month of 31 days across a DST
+ * change). A request id's record still lasts at most RECORD_TTL_MAX_MS: a retry is seconds
+ * after its request, not weeks.
+ */
+const MAX_PERIOD_MS = 31 * 86_400_000 + 3_600_000;
+
+/**
  * The largest limit of the O(1) algorithms (fixed-window, sliding-counter, token-bucket): a
  * counter or a time whatever the limit (~120 B per key), so this only keeps numbers sane.
  */
 export const MAX_LIMIT = 100_000;
 
-// What one request may make Redis store and do. The sorted-set log (sliding-log-zset) keeps one
-// member per admitted unit for a whole window (up to 7 days) and writes them in the script,
-// during which Redis runs nothing else; the ring (sliding-log) keeps 4 bytes a unit. Measured with `node scripts/measure-caps.mjs` (the real script on a
-// private redis-server; 2-core dev VM under load, members shaped like the limiter's):
-//   MEMORY USAGE of a full log: 1 000 → 118 kB, 5 000 → 646 kB, 8 000 → 942 kB, 10 000 → 1.29 MB (decimal),
-//   100 000 → 12 MB
-//   Redis time of one call admitting N units: 1 → 0.09 ms, 100 → 0.6 ms, 500 → 1.4–1.9 ms,
-//   1 000 → 2.6–3.4 ms, 8 000 → 16 ms, 100 000 → 340 ms; 16 log policies of 62 units: 3.6 ms
-
-// One key whose limit or layout changes (a configured rule across a deploy; an ad-hoc /check
-// policy's key is per limit and layout, so no /check caller can make this state) stores at most
-// what the larger of its limits allows:
-//   - a version that keeps everything stored (a higher ring limit; a ring holding all of a sorted
-//     set's live members) rebuilds the log once, written even when that call is denied;
-//   - a version that would drop admissions (a lower limit; a sorted set of fewer members than
-//     the ring's live times) decides on what is stored and writes nothing, since another version
-//     with the higher limit still counts them: no 100 000-member sorted set (10.4 MB) from a ring.
-// Redis time of such a lower-limit call: it reads and sorts the stored log, O(stored limit), on
-// each call, not only the first. Measured with `node scripts/measure-caps.mjs --switch` (a full
-// ring of 100 000, 7-day window, 2-core VM under load): a ring call of limit 1–99 999 36–73 ms, a
-// sorted-set call of limit 8 000 37–46 ms, the key staying the ring's 459 kB; the ring's own
-// calls afterwards 0.08–0.13 ms. Before: the sorted-set call 1.3–1.7 s and 10.4 MB, every later
-// ring call 0.3–1 s.
+// What one request may make Redis store and do. The ring (sliding-log) keeps 4 bytes a unit of
+// its limit, and writes a request's units as one string command. (The seeds' sorted set, retired,
+// kept one ~120-byte member per unit and capped the limit at 8 000: docs/algorithms.md.)
 
 /**
  * The largest limit of the weighted log (sliding-log-weighted): usage rules count tokens, rows or
@@ -53,30 +40,17 @@ export const MAX_LIMIT = 100_000;
 export const MAX_USAGE_LIMIT = 1_000_000_000_000;
 
 /**
- * The most admissions a weighted log holds in its window (one entry each, ~40 bytes): ~450 kB
+ * The most admissions a weighted log holds in its window (one entry each, ~50 bytes): ~500 kB
  * full, as the ring at its largest limit. A request past them is denied until the oldest
  * leaves (a usage rule's limit is its units; this bounds its requests, whatever their units).
  */
 export const MAX_WEIGHTED_ENTRIES = 10_000;
 
 /**
- * The largest sliding-log-zset limit: a full sorted set (one member per unit) stays under ~1 MB.
- * The ring (`sliding-log`) takes MAX_LIMIT: 4 bytes a unit, ~400 kB full at 100 000.
- */
-export const MAX_ZSET_LIMIT = 8_000;
-
-/**
- * The most units one call may add to sorted-set logs (sliding-log-zset), summed over its policies (a /check
- * "rules", the rules one proxied request matches): members one script writes, ~3 ms of Redis.
- * A refund removes the same members. The O(1) algorithms' cost is one INCRBY: up to the limit.
- */
-export const MAX_ZSET_COST = 1_000;
-
-/**
  * The most units one call may write to rings (sliding-log), summed over its ring policies, each
  * counted up to its limit (a cost above it is a denial that writes nothing): 4 bytes a unit, one
  * string command, ~8 ms of Redis at 100 000 (`node scripts/measure-caps.mjs`; 16 policies of
- * 1 000 took 1.5 ms, where the sorted set took 20 ms).
+ * 1 000 took 1.5 ms).
  */
 export const MAX_RING_COST = 100_000;
 
@@ -84,7 +58,7 @@ export const MAX_RING_COST = 100_000;
  * The most slots a concurrency key may hold: one sorted-set member each (~100 bytes), and the
  * script trims and counts them on every acquire.
  */
-export const MAX_CONCURRENCY_LIMIT = 10_000;
+const MAX_CONCURRENCY_LIMIT = 10_000;
 
 /**
  * The longest a concurrency slot lives unreleased (its policy's `windowMs`): a holder that died
@@ -98,8 +72,7 @@ export const DEFAULT_CONCURRENCY_TIMEOUT_MS = 60_000;
 /** The largest limit an algorithm takes: a full sliding log is memory, an O(1) key is not. */
 export function maxLimitOf(algorithm: Algorithm): number {
   if (isConcurrency(algorithm)) return MAX_CONCURRENCY_LIMIT;
-  if (algorithm === "sliding-log-weighted") return MAX_USAGE_LIMIT;
-  return algorithm === "sliding-log-zset" ? MAX_ZSET_LIMIT : MAX_LIMIT;
+  return algorithm === "sliding-log-weighted" ? MAX_USAGE_LIMIT : MAX_LIMIT;
 }
 
 /** How a limit past maxLimitOf(algorithm) is refused, the same wherever it is. */
@@ -110,13 +83,11 @@ export function limitRange(algorithm: Algorithm): string {
   if (algorithm === "sliding-log-weighted") {
     return `must be an integer from 1 to ${MAX_USAGE_LIMIT} for the sliding-log-weighted`;
   }
-  return algorithm === "sliding-log-zset"
-    ? `must be an integer from 1 to ${MAX_ZSET_LIMIT} for the sliding-log-zset (one Redis member per unit; the other algorithms take up to ${MAX_LIMIT})`
-    : `must be an integer from 1 to ${MAX_LIMIT}`;
+  return `must be an integer from 1 to ${MAX_LIMIT}`;
 }
 
 /** How a concurrency cost other than 1 is refused: a request holds one slot. */
-export const CONCURRENCY_COST = "must be 1 for a concurrency rule (a request holds one slot)";
+const CONCURRENCY_COST = "must be 1 for a concurrency rule (a request holds one slot)";
 
 /** A policy as the caps see it. */
 export interface BoundedPolicy {
@@ -127,13 +98,12 @@ export interface BoundedPolicy {
 
 /**
  * The first policy of one call past a cap: its limit (maxLimitOf), its cost (a positive
- * integer), or the call's summed sliding-log cost (MAX_ZSET_COST). One function for /check, LIMITER_CONFIG
+ * integer), or the call's summed sliding-log cost (MAX_RING_COST). One function for /check, LIMITER_CONFIG
  * (every rule one request could match) and the store (which refuses before calling Redis).
  */
 export function boundsIssue(
   policies: readonly BoundedPolicy[],
 ): { index: number; field: "limit" | "cost"; detail: string } | undefined {
-  let logCost = 0;
   let ringCost = 0;
   for (const [index, { algorithm, limit, cost }] of policies.entries()) {
     if (!isIntegerIn(limit, 1, maxLimitOf(algorithm))) {
@@ -156,22 +126,6 @@ export function boundsIssue(
           detail: `brings the sliding-log costs decided in one call to ${ringCost}: at most ${MAX_RING_COST} (4 bytes written per unit)`,
         };
       }
-    }
-    if (algorithm !== "sliding-log-zset") continue;
-    logCost += cost;
-    if (cost > MAX_ZSET_COST) {
-      return {
-        index,
-        field: "cost",
-        detail: `must be at most ${MAX_ZSET_COST} for the sliding-log-zset (one Redis member per unit, written in one call)`,
-      };
-    }
-    if (logCost > MAX_ZSET_COST) {
-      return {
-        index,
-        field: "cost",
-        detail: `brings the sliding-log-zset costs decided in one call to ${logCost}: at most ${MAX_ZSET_COST} (one Redis member per unit)`,
-      };
     }
   }
   return undefined;
@@ -196,9 +150,11 @@ export function storePolicyIssue(
   for (let index = 0; index < policies.length; index++) {
     const { algorithm, windowMs } = policies[index] as StoreBoundedPolicy;
     if (!(ALGORITHMS as readonly unknown[]).includes(algorithm)) {
-      return { index, field: "algorithm", detail: `must be one of ${ALGORITHMS.join(", ")}` };
+      return { index, field: "algorithm", detail: unknownAlgorithm(algorithm) };
     }
-    if (!isIntegerIn(windowMs, MIN_WINDOW_MS, MAX_WINDOW_MS)) {
+    // A calendar period's window is its longest length (a month: 31 days and an hour).
+    const longest = algorithm === "calendar" ? MAX_PERIOD_MS : MAX_WINDOW_MS;
+    if (!isIntegerIn(windowMs, MIN_WINDOW_MS, longest)) {
       return { index, field: "windowMs", detail: WINDOW_RANGE };
     }
     if (isConcurrency(algorithm) && windowMs > MAX_CONCURRENCY_TIMEOUT_MS) {
@@ -209,17 +165,12 @@ export function storePolicyIssue(
 }
 
 /** How a concurrency timeout (its policy's windowMs) outside the bounds is refused. */
-export const TIMEOUT_RANGE = `must be a concurrency slot's timeout: an integer of ms from ${MIN_WINDOW_MS} to ${MAX_CONCURRENCY_TIMEOUT_MS} (1 day)`;
+const TIMEOUT_RANGE = `must be a concurrency slot's timeout: an integer of ms from ${MIN_WINDOW_MS} to ${MAX_CONCURRENCY_TIMEOUT_MS} (1 day)`;
 
 /** How a window outside the bounds is refused. */
-export const WINDOW_RANGE = `must be an integer of ms from ${MIN_WINDOW_MS} to ${MAX_WINDOW_MS} (7 days)`;
+const WINDOW_RANGE = `must be an integer of ms from ${MIN_WINDOW_MS} to ${MAX_WINDOW_MS} (7 days)`;
 
 // Callers in plain JS may pass anything: a non-number is past every cap.
 function isIntegerIn(value: unknown, min: number, max: number): boolean {
   return typeof value === "number" && Number.isInteger(value) && value >= min && value <= max;
 }
-
-/** @deprecated The sorted set's cap, under its old name: MAX_ZSET_LIMIT. */
-export const MAX_LOG_LIMIT = MAX_ZSET_LIMIT;
-/** @deprecated The sorted set's cap, under its old name: MAX_ZSET_COST. */
-export const MAX_LOG_COST = MAX_ZSET_COST;

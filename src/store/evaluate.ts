@@ -70,6 +70,12 @@ export interface EvaluateAnswer {
    */
   conflict?: RecordConflict;
   /**
+   * Set when a calendar policy's key has its own anchor in the plans (an override's) other than
+   * the one its period starts were computed with (StorePolicy.periodAnchor): nothing was decided
+   * or counted. `anchor`: the override's (Unix ms), undefined for none (the policy's own).
+   */
+  periodAnchor?: { index: number; anchor: number | undefined };
+  /**
    * With `resetMarks: "read"`: each policy's reset mark when it was decided ('' for none), for a
    * refund of it to carry (ScriptCall.resetMarks).
    */
@@ -95,7 +101,7 @@ export interface KeyBlock {
 }
 
 /** The fields of a policy a request id's record remembers, in the record's order. */
-export const RECORDED_FIELDS = ["algorithm", "limit", "windowMs", "cost"] as const;
+const RECORDED_FIELDS = ["algorithm", "limit", "windowMs", "cost"] as const;
 
 /**
  * A request id already decided with other parameters: the first policy and field that differ,
@@ -103,7 +109,7 @@ export const RECORDED_FIELDS = ["algorithm", "limit", "windowMs", "cost"] as con
  * same request; replaying the first answer would admit the second request for free, and
  * deciding it afresh would count a genuine retry twice.
  */
-export interface RecordConflict {
+interface RecordConflict {
   /** Index in the call's policies. */
   index: number;
   field: (typeof RECORDED_FIELDS)[number];
@@ -118,8 +124,7 @@ export interface RecordConflict {
  *
  * Redis commands per decision (the script's own; one EVALSHA on the wire): TIME (unless the
  * caller's clock is used), plus per policy — sliding-log (ring): 2 admitted (GET, SET), 1 denied
- * up to limit 248, else 4–5 admitted and 2–3 denied (GETRANGE/SETRANGE); sliding-log-zset: 5
- * admitted (4 on an empty log), 3 denied; fixed-window, sliding-counter, token-bucket: 2 admitted, 1 denied; plus, with a
+ * up to limit 248, else 4–5 admitted and 2–3 denied (GETRANGE/SETRANGE); fixed-window, sliding-counter, token-bucket: 2 admitted, 1 denied; plus, with a
  * request id, one MGET (the record and the policies' reset marks) and SET when it stores the answer;
  * plus, when a policy reads plans (`overrides` and the call's `plansKey`), one HMGET for all of them;
  * plus, with a placement fence (a sharded limiter's call), one GET (a SET when it writes the record).
@@ -134,7 +139,7 @@ export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<
   }
   if (ahead > 0 && !policies.every((policy) => isLogAlgorithm(policy.algorithm))) {
     // The O(1) algorithms keep counts, not times: a future stamp means nothing to them.
-    throw new TypeError("evaluate: stampOffsetMs applies to the sliding logs only");
+    throw new TypeError("evaluate: stampOffsetMs applies to the sliding log only");
   }
   const { keys, args } = scriptInputs("evaluate", call, [ahead]);
   const reply = await runScript<unknown>(client, scriptFor(policies), keys, args);
@@ -165,6 +170,9 @@ export function parseReply(
   if (Array.isArray(reply) && reply.length === 5 && reply[0] === -1) return conflictAnswer(reply);
   if (plans && Array.isArray(reply) && reply.length === 4 && reply[0] === -2) {
     return blockedAnswer(reply, n);
+  }
+  if (plans && Array.isArray(reply) && reply.length === 3 && reply[0] === -4) {
+    return anchorAnswer(reply, n);
   }
   const numbers = 4 + 4 * n;
   const strings = marks ? n : 0;
@@ -237,6 +245,26 @@ function blockedAnswer(reply: unknown[], n: number): EvaluateAnswer {
     retryAfterMs: until === 0 ? 0 : Math.max(0, until - now),
     policies: [],
     blocked: { index: policy - 1, until },
+  };
+}
+
+/** The script's anchor reply: {-4, policy (1-based), the override's anchor ('' for none)}. */
+function anchorAnswer(reply: unknown[], n: number): EvaluateAnswer {
+  const [, policy, given] = reply;
+  // (The client reads a number-like string as a number.)
+  const anchor = given === "" ? undefined : Number(given);
+  if (typeof policy !== "number" || policy < 1 || policy > n || Number.isNaN(anchor)) {
+    throw new StoreReplyError(`unexpected evaluate reply: ${JSON.stringify(reply)}`);
+  }
+  return {
+    allowed: false,
+    deniedBy: undefined,
+    replayed: false,
+    now: 0,
+    stamp: 0,
+    retryAfterMs: 0,
+    policies: [],
+    periodAnchor: { index: policy - 1, anchor },
   };
 }
 

@@ -24,8 +24,7 @@ export function storageKey(
   // The other algorithms get their own key (`<policy>/<algorithm>`; `/` is not in policy names):
   // a rule whose algorithm changes must not read another algorithm's state (a sorted set where a
   // string is expected fails with WRONGTYPE; one string format misread as another resets counts).
-  // The log keeps the unsuffixed key it always had, in both layouts: each converts the other's
-  // state when it meets it (a rule moving between them forgets nothing admitted in the window).
+  // The log keeps the unsuffixed key it always had.
   const name = isLogAlgorithm(algorithm) ? policy : `${policy}/${algorithm}`;
   return `${prefix}:${name}:{${encodeKeyPart(clientKey)}}`;
 }
@@ -95,6 +94,6 @@ export function encodeKeyPart(value: string): string {
 /**
  * How far ahead of the store's now a log admission may be stamped: a lease's units are stamped at
  * its end (see the evaluate script's ARGV[5]): an isolate lease's at most 1 s, a regional lease's
- * at most 10 s (docs/regions.md); the sorted set's TTL covers this much more.
+ * at most 10 s (docs/regions.md).
  */
 export const STAMP_AHEAD_MAX_MS = 10_000;

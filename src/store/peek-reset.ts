@@ -42,8 +42,7 @@ export interface PeekRequest extends QuotaKey {
 
 /**
  * What a request of `cost` would get now from the sliding log, without consuming anything.
- * The logs only, either layout: the key is read as whatever it holds (the O(1) algorithms are not
- * peeked: another `algorithm` throws). Its fields are checked as a decision's are
+ * The log only (the O(1) algorithms are not peeked: another `algorithm` throws). Its fields are checked as a decision's are
  * (PolicyBoundsError, before Redis is asked). Without `now` it runs on the store client's clock
  * policy (store-clock.ts), the one the limiter's scripts follow: the Redis clock until the store
  * refuses TIME to any script on this client, then the caller's (a refusal met here switches the
@@ -66,7 +65,7 @@ export async function peekQuota(client: QuotaClient, request: PeekRequest): Prom
     throw new PolicyBoundsError("peek", 0, "cost", "must be an integer from 1 to limit");
   }
   if (!isLogAlgorithm(algorithm)) {
-    throw new TypeError(`peekQuota: the sliding logs only, not ${request.algorithm}`);
+    throw new TypeError(`peekQuota: the sliding log only, not ${request.algorithm}`);
   }
   const keys = [storageKey(request.prefix, request.policy, request.key)];
   const given = request.now;

@@ -67,7 +67,7 @@ export type FenceView =
     };
 
 /** Why a shard refused a caller's view (the reply's code, 1-based). */
-export const FENCE_REFUSALS = [
+const FENCE_REFUSALS = [
   // 1: the key was placed by the old placement, and the shard has closed it or passed `at`.
   "old-placement",
   // 2: the same shards, another instant than the one the shards were told.

@@ -182,7 +182,7 @@ export async function regionPut(client: ScriptClient, put: RegionPut): Promise<P
  * How long a forget's mark stays (ms): past the end of any lease whose put may still be on its
  * way (a lease lives at most STAMP_AHEAD_MAX_MS), so such a put finds the mark, not a new hash.
  */
-export const FORGET_MARK_MS = 2 * STAMP_AHEAD_MAX_MS;
+const FORGET_MARK_MS = 2 * STAMP_AHEAD_MAX_MS;
 
 /**
  * A reset of the key at home, in a region: its leases, claim and held denial go, and a put

@@ -20,7 +20,7 @@ export interface StorePolicy {
   /** Its Redis key: `storageKey(prefix, policy, clientKey, algorithm)`. */
   redisKey: string;
   algorithm: Algorithm;
-  /** Units per window: 1 to MAX_ZSET_LIMIT for the sliding-log-zset, MAX_LIMIT for the others. */
+  /** Units per window: 1 to MAX_LIMIT (MAX_CONCURRENCY_LIMIT for concurrency: caps.ts). */
   limit: number;
   /**
    * The limit the caller asked, when `limit` is one the limiter derived from it (a moved key
@@ -31,8 +31,8 @@ export interface StorePolicy {
   askedLimit?: number;
   windowMs: number;
   /**
-   * Units this request takes in this policy: 1 to limit; the sliding-log-zset costs of one call
-   * together at most MAX_ZSET_COST (caps.ts).
+   * Units this request takes in this policy: 1 to limit; the sliding-log costs of one call
+   * together at most MAX_RING_COST (caps.ts).
    */
   cost: number;
   /**
@@ -44,6 +44,23 @@ export interface StorePolicy {
   name?: string;
   /** The client key as given (the plans hash's fields encode it as the Redis key does). */
   clientKey?: string;
+  /**
+   * A calendar policy's period starts around the caller's clock, ascending (Unix ms): the script
+   * counts in the period of them that holds the store's `now` (lua/calendar.lua.ts). The
+   * limiter sets them just before it calls the store; required for, and only for, "calendar".
+   */
+  periodStarts?: readonly number[] | undefined;
+  /**
+   * The key's own anchor (a plans override's, Unix ms) `periodStarts` were computed with;
+   * undefined: the policy's. The script checks it against the override it reads.
+   */
+  periodAnchor?: number | undefined;
+  /**
+   * A calendar policy's period as the caller asked it (limiter/calendar-period.ts): a request
+   * id's record is fingerprinted with it in the window's place, so a retry asking another period
+   * is a conflict, not a replay.
+   */
+  period?: { unit: string; timezone: string; anchor?: number | undefined } | undefined;
 }
 
 /** One call of a composed script: its policies and what they share. */
@@ -95,6 +112,7 @@ export interface ScriptCall {
 /** The field of a policy a PolicyBoundsError names. */
 export type PolicyField =
   | "policy"
+  | "period"
   | "key"
   | "algorithm"
   | "limit"
@@ -107,6 +125,16 @@ export type PolicyField =
  * window, a limit, a cost, or one call's summed sliding-log cost; the limiter adds the policy
  * name, the client key, the fail mode). The caller's error, thrown before the store is called,
  * so nothing is written.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await limiter.limit({ policy: "api", key, limit: requested, windowMs: 60_000 });
+ * } catch (error) {
+ *   if (error instanceof PolicyBoundsError) return c.json({ field: error.field }, 400);
+ *   throw error;
+ * }
+ * ```
  */
 export class PolicyBoundsError extends RangeError {
   override name = "PolicyBoundsError";
@@ -166,7 +194,7 @@ export function scriptInputs(
     ...extra,
   ];
   for (const policy of policies) {
-    args.push(policy.algorithm, policy.limit, policy.windowMs, policy.cost);
+    args.push(policy.algorithm, policy.limit, windowArg(caller, policy), policy.cost);
   }
   // A refund's marks follow the policies (the evaluate script reads them itself).
   if (Array.isArray(marks)) args.push(...marks);
@@ -191,14 +219,18 @@ export function scriptInputs(
 
 /**
  * What a request id's record is fingerprinted with: per policy `algorithm:limit:window:cost` as
- * the caller asked them (askedLimit over limit), joined by ','. The same text the scripts once
+ * the caller asked them (askedLimit over limit; a calendar policy's window its period,
+ * `unit@zone@anchor`), joined by ','. The same text the scripts once
  * built from their ARGV, so records written before stay comparable.
  */
-export function recordFingerprint(policies: readonly StorePolicy[]): string {
+function recordFingerprint(policies: readonly StorePolicy[]): string {
   let text = "";
   for (let i = 0; i < policies.length; i++) {
     const p = policies[i] as StorePolicy;
-    text += `${i > 0 ? "," : ""}${p.algorithm}:${p.askedLimit ?? p.limit}:${p.windowMs}:${p.cost}`;
+    const window = p.period
+      ? `${p.period.unit}@${p.period.timezone}@${p.period.anchor ?? ""}`
+      : p.windowMs;
+    text += `${i > 0 ? "," : ""}${p.algorithm}:${p.askedLimit ?? p.limit}:${window}:${p.cost}`;
   }
   return text;
 }
@@ -210,4 +242,18 @@ export function readsPlans(caller: string, call: ScriptCall): boolean {
     call.plansKey !== undefined &&
     call.policies.some((policy) => policy.overrides)
   );
+}
+
+/** The window a script reads: ms, or a calendar policy's period starts ("<s0>:<s1>:…|<anchor>"). */
+function windowArg(caller: string, policy: StorePolicy): ScriptArg {
+  if (policy.algorithm !== "calendar") return policy.windowMs;
+  const starts = policy.periodStarts;
+  if (
+    !Array.isArray(starts) ||
+    starts.length < 2 ||
+    !starts.every((s, i) => Number.isSafeInteger(s) && (i === 0 || s > (starts[i - 1] as number)))
+  ) {
+    throw new TypeError(`${caller}: a calendar policy needs its period starts, ascending`);
+  }
+  return `${starts.join(":")}|${policy.periodAnchor ?? ""}`;
 }

@@ -38,7 +38,7 @@ export type ScriptClient = Pick<Redis, "evalsha" | "eval"> & {
 };
 
 /** The store's words (or a reply) an error keeps: about 1 KB with the command and SHA. */
-export const MAX_SAID_CHARS = 900;
+const MAX_SAID_CHARS = 900;
 
 /**
  * A reply the store cannot parse means the endpoint is not what we think: said loudly, and

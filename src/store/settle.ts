@@ -7,7 +7,7 @@ import { WEIGHTED_SETTLE_LUA } from "./lua/weighted-settle.lua";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
 
 /** How a settle ended: charged now, charged before (nothing written), or nothing to charge. */
-export type SettleStatus = "settled" | "already-settled" | "unknown";
+type SettleStatus = "settled" | "already-settled" | "unknown";
 
 export interface SettleAnswer {
   status: SettleStatus;

@@ -32,7 +32,7 @@ export interface StoreClientOptions {
 }
 
 /** What `withSignal` hands out: the two script calls, aborted by the signal given. */
-export type SignalledScripts = Pick<Redis, "evalsha" | "eval">;
+type SignalledScripts = Pick<Redis, "evalsha" | "eval">;
 
 /**
  * The Upstash client plus `withTimeout`, and `withSignal` when its auto-pipeline is off (see

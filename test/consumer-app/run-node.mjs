@@ -1,6 +1,7 @@
 // Runs the compiled scratch app (out/app.js) in Node against the store named on the command
 // line: four requests with app.request(), four over HTTP through @hono/node-server, two to the
-// createLimiter route. Prints what came back as one JSON line.
+// createLimiter route, one to no route (the server entry's problem+json). Prints what came back
+// as one JSON line.
 //   node run-node.mjs <store url> <store token> <key prefix>
 import { serve } from "@hono/node-server";
 import { createApp } from "./out/app.js";
@@ -18,6 +19,7 @@ for (let i = 0; i < 4; i += 1) {
 
 const direct = [];
 for (let i = 0; i < 2; i += 1) direct.push(await summary(await app.request("/direct?key=a")));
+const notFound = await summary(await app.request("/nowhere"));
 
 /** @type {import("node:http").Server} */
 const server = await new Promise((resolve) => {
@@ -30,4 +32,4 @@ const port = typeof address === "object" && address !== null ? address.port : 0;
 const { viaServer, viaIp } = await fourEach(`http://127.0.0.1:${port}`);
 await new Promise((resolve) => server.close(resolve));
 
-console.log(JSON.stringify({ viaRequest, direct, viaServer, viaIp }));
+console.log(JSON.stringify({ viaRequest, direct, notFound, viaServer, viaIp }));

@@ -36,7 +36,6 @@ import {
 //   what it bounds (a Redis-side measure, the script's own duration in SLOWLOG, not the test's
 //   wall clock), and never below MAX_CALL_MS;
 // - a ring key (a string): 4 bytes a unit, full at 100 000 is 459 kB by MEMORY USAGE (docs/check-api.md "Limits"); 480 kB;
-// - a sorted-set key: a full log at 8 000 is 942 kB, "stays under ~1 MB" (caps.ts);
 // - any other key (a request id's record, a reset mark, an O(1) algorithm's counter): small.
 const MAX_CALL_MS = 50;
 // The slowest legitimate call is a refund of a full ring's cost (the ring-full rule's 99 998):
@@ -46,7 +45,6 @@ const MAX_CALL_MS = 50;
 // minutes), so it leaves room for such swings.
 const CALL_SLACK = 10;
 const MAX_RING_KEY_BYTES = 480_000;
-const MAX_ZSET_KEY_BYTES = 1_000_000;
 const MAX_OTHER_KEY_BYTES = 16_384;
 
 /** Scripts ended for running past BUSY_THRESHOLD_MS + 2 s, after which the fuzz stops early. */
@@ -104,9 +102,6 @@ const ALGORITHMS = [
   "sliding-log",
   "sliding-log",
   "sliding-log",
-  "sliding-log-zset",
-  "sliding-log-zset",
-  "sliding-log-zset",
   "fixed-window",
   "sliding-counter",
   "token-bucket",
@@ -114,12 +109,11 @@ const ALGORITHMS = [
 type Algorithm = (typeof ALGORITHMS)[number];
 const LIMITS: Record<Algorithm, readonly number[]> = {
   "sliding-log": [1, 5, 100, 1_000, 8_000, 100_000, 100_000],
-  "sliding-log-zset": [1, 5, 100, 1_000, 8_000, 8_000],
   "fixed-window": [1, 5, 100, 100_000],
   "sliding-counter": [1, 5, 100, 100_000],
   "token-bucket": [1, 5, 100, 100_000],
 };
-const isLog = (algorithm: Algorithm) => algorithm.startsWith("sliding-log");
+const isLog = (algorithm: Algorithm) => algorithm === "sliding-log";
 
 // Proxied rules, each on its own path, keyed on the client address: the proxy's requests, /check
 // naming the rule with that address as key, its peek and its reset all share one log. Every one
@@ -129,7 +123,6 @@ const RULES = [
   // two rings' 1 each leave this one 99 998.
   { name: "ring-full", limit: 100_000, window: "7d", cost: 99_998 },
   { name: "ring-one", limit: 100_000, window: "7d", lease: true },
-  { name: "zset-big", algorithm: "sliding-log-zset", limit: 8_000, window: "7d", cost: 1_000 },
   { name: "small", limit: 5, window: "1m", lease: true },
   { name: "bucket", algorithm: "token-bucket", limit: 100, window: "1m" },
 ] as const;
@@ -137,7 +130,7 @@ type RuleName = (typeof RULES)[number]["name"];
 
 const LIMITER_CONFIG = {
   prefix: "fuzz",
-  // A slow script (a layout converted, a ring resized) is still answered from Redis, not cut off
+  // A slow script (a ring resized) is still answered from Redis, not cut off
   // by the 500 ms default and answered by the fallback; one slower still is measured all the
   // same (its slow-log entry), the step just ends sooner.
   timeoutMs: 3_000,
@@ -171,28 +164,20 @@ const adhoc = (key: string, algorithm: Algorithm, limit: number, window: string,
 
 /**
  * The sequences the caps are known to be hardest on, first, whatever the seed: a full 100 000
- * ring met by the sorted set on the same key (one log key, each layout converting the other's),
- * then alternating; a ring resized from 100 000 to 5 and back; a one-unit refund in a full
+ * ring peeked; a ring resized from 100 000 to 5 and back; a one-unit refund in a full
  * 100 000 ring and a 100 000-unit one; a request id reused with other parameters; leases taken,
  * then the key reset under them; a ring holding 30 000 units asked (and peeked) for 80 000, a
  * denial; a ring of 2 units grown to 98 302 in one call.
  */
 // A fresh request id makes a check ask the store (only it holds the original answer): without
 // one, a check after a denial of the same key is answered by this isolate's denial cache, and the
-// layout or size it switches to is never written.
+// size it switches to is never written.
 let fresh = 0;
 const storeAsked = (body: Body): Body => ({ ...body, requestId: `fresh-${fresh++}` });
 
 const KNOWN_BAD: Step[] = [
   { kind: "check", body: adhoc("k0", "sliding-log", 100_000, "7d", { cost: 100_000 }) },
-  { kind: "check", body: storeAsked(adhoc("k0", "sliding-log-zset", 8_000, "7d")) },
   { kind: "check", body: storeAsked(adhoc("k0", "sliding-log", 100_000, "7d")) },
-  {
-    kind: "check",
-    body: storeAsked(adhoc("k0", "sliding-log-zset", 8_000, "7d", { cost: 1_000 })),
-  },
-  { kind: "check", body: storeAsked(adhoc("k0", "sliding-log", 100_000, "7d")) },
-  { kind: "check", body: storeAsked(adhoc("k0", "sliding-log-zset", 8_000, "7d")) },
   { kind: "peek", body: adhoc("k0", "sliding-log", 100_000, "7d") },
   { kind: "check", body: adhoc("k1", "sliding-log", 100_000, "7d", { cost: 100_000 }) },
   { kind: "check", body: storeAsked(adhoc("k1", "sliding-log", 5, "7d")) },
@@ -204,14 +189,13 @@ const KNOWN_BAD: Step[] = [
   { kind: "check", body: adhoc("k2", "sliding-log", 5, "7d", { requestId: "rid-0" }) },
   {
     kind: "check",
-    body: adhoc("k2", "sliding-log-zset", 8_000, "7d", { cost: 1_000, requestId: "rid-0" }),
+    body: adhoc("k2", "sliding-log", 8_000, "7d", { cost: 1_000, requestId: "rid-0" }),
   },
   { kind: "check", body: adhoc("k2", "sliding-log", 100, "1m", { lease: true }) },
   { kind: "check", body: adhoc("k2", "sliding-log", 100, "1m", { lease: true }) },
   { kind: "check", body: adhoc("k2", "sliding-log", 100, "1m", { lease: true }) },
   { kind: "reset", body: adhoc("k2", "sliding-log", 100, "1m") },
   { kind: "check", body: adhoc("k2", "sliding-log", 100, "1m", { lease: true }) },
-  { kind: "check", body: adhoc("k2", "sliding-log-zset", 100, "1m", { lease: true }) },
   { kind: "check", body: adhoc("k2", "sliding-log", 100_000, "1h", { cost: 30_000 }) },
   { kind: "check", body: storeAsked(adhoc("k2", "sliding-log", 100_000, "1h", { cost: 80_000 })) },
   { kind: "peek", body: adhoc("k2", "sliding-log", 100_000, "1h", { cost: 80_000 }) },
@@ -220,21 +204,17 @@ const KNOWN_BAD: Step[] = [
 ];
 
 /** A cost for a limit: often 1, often all of it, else anything in between. */
-function costFor(r: Rng, algorithm: Algorithm, limit: number): number {
+function costFor(r: Rng, limit: number): number {
   const roll = r.next();
-  let cost = roll < 0.35 ? 1 : roll < 0.6 ? limit : r.int(1, limit);
-  // The sorted set takes at most 1 000 a call: mostly within it, sometimes past (a 400).
-  if (algorithm === "sliding-log-zset" && cost > 1_000 && r.chance(0.9)) cost = r.int(1, 1_000);
-  return cost;
+  return roll < 0.35 ? 1 : roll < 0.6 ? limit : r.int(1, limit);
 }
 
 function adhocBody(r: Rng, logsOnly: boolean): Body {
   let algorithm = r.pick(ALGORITHMS);
-  if (logsOnly && !isLog(algorithm) && r.chance(0.8))
-    algorithm = r.pick(["sliding-log", "sliding-log-zset"] as const);
+  if (logsOnly && !isLog(algorithm) && r.chance(0.8)) algorithm = "sliding-log";
   const limit = r.pick(LIMITS[algorithm]);
   const body: Body = { key: r.pick(AD_HOC_KEYS), algorithm, limit, window: r.pick(WINDOWS) };
-  const cost = costFor(r, algorithm, limit);
+  const cost = costFor(r, limit);
   if (cost !== 1 || r.chance(0.5)) body.cost = cost;
   // Leases on the logs; now and then on an O(1) algorithm (a 400).
   if (r.chance(isLog(algorithm) ? 0.35 : 0.05)) body.lease = true;
@@ -247,10 +227,7 @@ function adhocBody(r: Rng, logsOnly: boolean): Body {
 function ruleBody(r: Rng): Body {
   const rule = r.pick(RULES);
   const body: Body = { key: r.pick(RULE_IPS), rule: rule.name };
-  if (r.chance(0.6)) {
-    const algorithm: Algorithm = "algorithm" in rule ? rule.algorithm : "sliding-log";
-    body.cost = costFor(r, algorithm, rule.limit);
-  }
+  if (r.chance(0.6)) body.cost = costFor(r, rule.limit);
   if (r.chance(0.25)) body.requestId = r.pick(REQUEST_IDS);
   return body;
 }
@@ -374,13 +351,13 @@ function judge(res: Response, text: string): Answer {
 }
 
 /**
- * Which bound a key answers to: a log key (`fuzz:<policy>:{key}`) is a ring when a string and a
- * sorted-set log when a sorted set; a request id's record (`…:rid:…`), a reset mark (`…:reset`)
+ * Which bound a key answers to: a log key (`fuzz:<policy>:{key}`) is a ring when a string; a
+ * request id's record (`…:rid:…`), a reset mark (`…:reset`)
  * and an O(1) algorithm's key (`fuzz:<policy>/<algorithm>:…`) are "other".
  */
-function layoutOf({ key, type }: KeySize): "ring" | "zset" | "other" {
+function layoutOf({ key, type }: KeySize): "ring" | "other" {
   if (/:rid:|:reset$/.test(key) || /^fuzz:[^:]*\//.test(key)) return "other";
-  return type === "string" ? "ring" : type === "zset" ? "zset" : "other";
+  return type === "string" ? "ring" : "other";
 }
 
 interface Seen<T> {
@@ -504,7 +481,6 @@ it("random /check, peek, reset and refund sequences keep every Redis call and ke
       "slowest calls:",
       ...slowest.map((seen) => `  ${callText(seen)}`),
       `largest ring: ${keyText("ring")}`,
-      `largest sorted set: ${keyText("zset")}`,
       `largest other key: ${keyText("other")}`,
       ...runaways.map((text) => `runaway script: ${text}`),
     ].join("\n"),
@@ -528,7 +504,7 @@ it("random /check, peek, reset and refund sequences keep every Redis call and ke
       `worst Redis time of one call: ${worst ? callText(worst) : "none"}; bound ${callBound.toFixed(1)} ms (${CALL_SLACK} × the full-ring write's ${reference.toFixed(2)} ms, at least ${MAX_CALL_MS}) (${context})`,
     )
     .toBeLessThanOrEqual(callBound);
-  const bounds = { ring: MAX_RING_KEY_BYTES, zset: MAX_ZSET_KEY_BYTES, other: MAX_OTHER_KEY_BYTES };
+  const bounds = { ring: MAX_RING_KEY_BYTES, other: MAX_OTHER_KEY_BYTES };
   for (const [kind, bound] of Object.entries(bounds)) {
     expect
       .soft(

@@ -165,6 +165,8 @@ describe.skipIf(unreachable !== undefined)("the packed package in a scratch app"
     expect(files).toContain("package/dist/index.js");
     expect(files).toContain("package/dist/index.d.ts");
     expect(files).toContain("package/dist/index.js.map");
+    expect(files).toContain("package/dist/server.js");
+    expect(files).toContain("package/dist/server.d.ts");
     // Its package.json holds what installing needs, not how we work on it.
     const manifest = await run("tar", ["-xzOf", tarball, "package/package.json"], dir);
     const packed = JSON.parse(manifest.stdout) as Record<string, unknown>;
@@ -173,7 +175,7 @@ describe.skipIf(unreachable !== undefined)("the packed package in a scratch app"
     expect(packed).toMatchObject({
       name: "edge-limiter",
       type: "module",
-      exports: expect.anything(),
+      exports: { ".": expect.anything(), "./server": expect.anything() },
     });
   });
 
@@ -205,6 +207,7 @@ describe.skipIf(unreachable !== undefined)("the packed package in a scratch app"
       expect(served.code, served.output).toBe(0);
       const result = JSON.parse(served.stdout) as Record<"viaRequest" | "viaServer", Answer[]> & {
         direct: Answer[];
+        notFound: Answer;
       };
       expectLimited(result.viaRequest);
       expectLimited(result.viaServer);
@@ -214,6 +217,11 @@ describe.skipIf(unreachable !== undefined)("the packed package in a scratch app"
       expect(result.direct.map((a) => [a.status, JSON.parse(a.body)])).toEqual([
         [200, { allowed: true }],
         [429, { allowed: false }],
+      ]);
+      // "edge-limiter/server" resolves through the package's exports, at run time too.
+      expect([result.notFound.status, JSON.parse(result.notFound.body)]).toEqual([
+        404,
+        { type: "about:blank", status: 404, title: "Not found" },
       ]);
     },
   );

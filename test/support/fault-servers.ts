@@ -10,8 +10,6 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { FaultMode, FaultStats } from "./fault-types.js";
 
-export type { FaultMode, FaultStats };
-
 interface Scenario {
   mode: FaultMode;
   delayMs: number;

@@ -103,12 +103,10 @@ describe("each algorithm through every surface", () => {
         [true, 0, algorithm],
         [false, 0, algorithm],
       ]);
-      expect(answers[2]?.deniedBy).toBe(adhocPolicyName(86_400_000, 2, algorithm));
+      expect(answers[2]?.deniedBy).toBe(adhocPolicyName(86_400_000, 2));
       // Counted in that algorithm's own key.
       expect(
-        await redis.exists(
-          storageKey(prefix, adhocPolicyName(86_400_000, 2, algorithm), key, algorithm),
-        ),
+        await redis.exists(storageKey(prefix, adhocPolicyName(86_400_000, 2), key, algorithm)),
       ).toBe(1);
 
       const path = `/alg/${algorithm}/${run}`;

@@ -36,7 +36,7 @@ export interface LeaseBookDeps {
 }
 
 /** What a store decision said besides what remains: for the own-units ledger (isolate-lease-own.ts). */
-export interface StoreAnswered {
+interface StoreAnswered {
   /** The store's clock when it decided, and where it stamped the admissions. */
   now: number;
   stamp: number;

@@ -30,7 +30,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
   const keys = createLeaseKeys(sizing.maxKeys, (state) => {
     for (const lease of state.leases) void end(lease, undefined);
   });
-  // Per log (a policy name and client key: both log layouts count in one Redis key), the cache
+  // Per log (a policy name and client key: one Redis key whatever its limit or window), the cache
   // key whose leases live in it. A request of another policy of that log (its limit, window or
   // algorithm changed) ends them at once (endStale). Only logs with a live lease have an entry.
   const leasing = new Map<string, string>();
@@ -81,9 +81,7 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
     lease.units = 0;
     if (unspent === 0) return Promise.resolve();
     deps.capacityFreed([lease.policy.cacheKey]);
-    const before = lease.givenBack;
-    lease.givenBack += unspent;
-    const work = store.giveBack(lease, unspent, before).then(
+    const work = store.giveBack(lease, unspent).then(
       (units) => {
         if (ledger && state) noteGivenBack(state, units);
         deps.capacityFreed([lease.policy.cacheKey]);
@@ -134,12 +132,11 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
           sentAt,
           reset: grant.reset,
           ended: false,
-          givenBack: 0,
         };
         if (keys.get(policy.cacheKey) !== state) {
           // Evicted while the call was out: nothing will spend it.
           lease.ended = true;
-          await store.giveBack(lease, units, 0);
+          await store.giveBack(lease, units);
           return;
         }
         state.leases.push(lease);
@@ -260,10 +257,8 @@ export function createLeaseBook(deps: LeaseBookDeps): LeaseBook {
         lease.units += cost;
         return cost;
       }
-      const before = lease.givenBack;
-      lease.givenBack += cost;
       try {
-        const units = await store.giveBack(lease, cost, before);
+        const units = await store.giveBack(lease, cost);
         const state = keys.get(lease.policy.cacheKey);
         if (ledger && state) noteGivenBack(state, units);
         deps.capacityFreed([lease.policy.cacheKey]);

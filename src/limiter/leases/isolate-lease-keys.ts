@@ -10,14 +10,14 @@ import { NO_OWN_UNITS, type OwnUnits } from "./isolate-lease-own";
 import type { Lease } from "./lease";
 
 /** Most bytes the table may hold (see stateBytes); least recently used keys leave first. */
-export const DEFAULT_LEASE_KEYS_MAX_BYTES = 8 * 1024 * 1024;
+const DEFAULT_LEASE_KEYS_MAX_BYTES = 8 * 1024 * 1024;
 /**
  * A key's state besides its strings and leases: the Map slot, the KeyState (its own-units
  * ledger too: isolate-lease-own.ts), its array.
  */
-export const KEY_STATE_BYTES = 240;
+const KEY_STATE_BYTES = 240;
 /** A lease besides its policy: the Lease object and its numbers. */
-export const LEASE_BYTES = 160;
+const LEASE_BYTES = 160;
 
 export interface KeyState extends OwnUnits {
   /** Live leases, oldest deadline first. */
@@ -69,7 +69,7 @@ export interface LeaseKeys {
  * What a key's state keeps alive: its key, the policy it keeps and, for each lease, the lease
  * and its own policy when that is another object (a lease holds the policy it was taken with).
  */
-export function stateBytes(cacheKey: string, state: KeyState): number {
+function stateBytes(cacheKey: string, state: KeyState): number {
   let bytes = stringBytes(cacheKey) + KEY_STATE_BYTES;
   if (state.policy) bytes += policyBytes(state.policy);
   for (const lease of state.leases) {

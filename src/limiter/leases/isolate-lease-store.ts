@@ -14,7 +14,7 @@ import type { WaitUntil } from "../types";
 import type { Lease } from "./lease";
 
 /** What the store answered to a lease request. */
-export interface LeaseGrant {
+interface LeaseGrant {
   /** The store admitted all `units` (a lease is all or nothing, like any request). */
   granted: boolean;
   /** The store's clock when it decided (ms). */
@@ -35,7 +35,7 @@ export interface LeaseGrant {
 }
 
 /** What a give-back names: the lease's key, its units' member id and stamp, its reset mark. */
-export type LeaseUnits = Pick<Lease, "policy" | "memberId" | "stamp" | "resetMark">;
+type LeaseUnits = Pick<Lease, "policy" | "memberId" | "stamp" | "resetMark">;
 
 export interface LeaseStore {
   /**
@@ -50,13 +50,12 @@ export interface LeaseStore {
     waitUntil?: WaitUntil,
   ): Promise<LeaseGrant>;
   /**
-   * Gives back `units` of the lease recorded under `memberId` at `stamp` (store clock), after
-   * `before` of its units were already given back: exactly that many of its admissions leave the
-   * log, or fewer if fewer are left; none if the key was reset since the grant (its reset mark
+   * Gives back `units` of the lease recorded under `memberId` at `stamp` (store clock): exactly
+   * that many of its admissions leave the log, or fewer if fewer are left; none if the key was reset since the grant (its reset mark
    * changed: the reset already deleted them, and the log's units are other requests'). Resolves
    * to the units given back; rejects on a store failure.
    */
-  giveBack(lease: LeaseUnits, units: number, before: number): Promise<number>;
+  giveBack(lease: LeaseUnits, units: number): Promise<number>;
 }
 
 /** The lease calls over the limiter's store, deadline and clock. */
@@ -89,16 +88,12 @@ export function createLeaseStore(ctx: LimiterContext): LeaseStore {
         resetMark: answer.resetMarks?.[0] ?? "",
       };
     },
-    async giveBack({ policy, memberId, stamp, resetMark }, units, before) {
-      // The ring gives back `cost` admissions stamped `at`. The sorted set removes a call's
-      // members by name, `<memberId>.1` to `.<cost>` (store/refund.ts): the `before` given back
-      // took the first names, so asking for before + units removes exactly the next `units`
-      // (ZREM skips names already gone).
-      const cost = policy.algorithm === "sliding-log-zset" ? before + units : units;
+    async giveBack({ policy, memberId, stamp, resetMark }, units) {
+      // The ring gives back `units` admissions stamped `stamp`: exactly these.
       const answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
         ctx.clock.run(store, (client, now) =>
           refund(client, {
-            policies: [{ ...policy, cost }],
+            policies: [{ ...policy, cost: units }],
             memberId,
             at: stamp,
             now,

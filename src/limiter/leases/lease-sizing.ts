@@ -2,7 +2,6 @@
  * Lease sizing (docs/leases.md): how long a lease lives, how many units it asks for, and when a
  * key is hot enough in this isolate to lease at all. Pure arithmetic: no clock, no store.
  */
-import { MAX_ZSET_COST } from "../../store/caps";
 import { STAMP_AHEAD_MAX_MS } from "../../store/keys";
 
 import { DEFAULT_LEASES } from "../defaults";
@@ -16,6 +15,13 @@ import { spendableMs } from "./lease";
  * lease (regional-leases.ts) lives longer: its life runs on the region store's clock.
  */
 const ISOLATE_LEASE_MAX_MS = Math.min(1_000, STAMP_AHEAD_MAX_MS);
+
+/**
+ * The most units one lease takes, whatever the limit: an isolate holds them until spent or given
+ * back (capacity other isolates cannot use meanwhile), and a region's lease takes as many
+ * (region-lease.lua.ts MAX_UNITS).
+ */
+const LEASE_MAX_UNITS = 1_000;
 
 /** How leases are sized and when they are taken (LimiterOptions.leases). */
 export interface LeaseOptions {
@@ -73,8 +79,8 @@ export function leaseLifetimeMs(sizing: LeaseSizing, windowMs: number): number {
 
 /**
  * Units to ask for: enough for `headroom` lifetimes of the recent demand, at most `share` of
- * the remaining budget (`maxShare` unless this isolate holds the whole window) and what one
- * script call may write (`maxUnits`); 0 when that is below `minUnits` (the key is not hot here,
+ * the remaining budget (`maxShare` unless this isolate holds the whole window) and `maxUnits`
+ * (LEASE_MAX_UNITS or the limit); 0 when that is below `minUnits` (the key is not hot here,
  * or little budget is left: decide per request).
  */
 export function leaseUnits(
@@ -158,7 +164,7 @@ export function leaseWanted(
   // less than renewAheadMs at the recent rate, or the leases end within it.
   const ahead = renewAheadMs(state, lifetime);
   if (live > 0 && live >= (expected * ahead) / lifetime && coveredUntil - at > ahead) return 0;
-  const maxUnits = Math.min(MAX_ZSET_COST, policy.limit);
+  const maxUnits = Math.min(LEASE_MAX_UNITS, policy.limit);
   // A quarter of what remains leaves the rest to other isolates; when the store's last answer
   // counted only this isolate's units in the window (isolate-lease-own.ts), there are none to leave it
   // to, and the end of the budget is a lease or two, not a quarter at a time (about 13 lease

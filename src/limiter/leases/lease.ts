@@ -67,8 +67,6 @@ export interface Lease {
   readonly reset: number;
   /** Ended: nothing more is spent from it, its unspent units were (or are being) given back. */
   ended: boolean;
-  /** Units asked to be given back so far (its unspent ones at its end, then refunds). */
-  givenBack: number;
 }
 
 /** What spending one request's cost of one policy took: the lease it came from. */

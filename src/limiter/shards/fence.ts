@@ -25,7 +25,7 @@ import type { Router } from "./router";
 import type { Shard, Shards } from "./shard";
 
 /** A close that did not happen: the shard failed (its failure policy) or refused (denied). */
-export type CloseOutcome = "closed" | "failed" | FenceRefusal;
+type CloseOutcome = "closed" | "failed" | FenceRefusal;
 
 export interface ShardFence {
   /** The placement a call at `t` places its keys by, as the shards are told it. */

@@ -24,7 +24,7 @@ import { denialCacheKey } from "../resolved-policy";
 import type { LimitRequest } from "../types";
 
 /** What a moved key's old shard holds for one policy. */
-export interface OldCount {
+interface OldCount {
   /** Units live in the window at the policy's limit (at most the limit). */
   used: number;
   /** Isolate-clock ms before which a request of this cost cannot fit on the old count alone. */

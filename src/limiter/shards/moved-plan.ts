@@ -48,6 +48,7 @@ export async function movedPlan(
       to.limiter.overrides.set(request.policy, request.key, {
         limit: kept.limit,
         algorithm: request.algorithm,
+        anchor: kept.anchor,
       }),
     );
   }

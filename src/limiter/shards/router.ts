@@ -16,7 +16,7 @@ import { createPlacement } from "./placement";
 import type { ShardPlacement } from "./types";
 
 /** A key's shard (index into the layout's names) at an instant, and the one it moved from. */
-export interface Route {
+interface Route {
   to: number;
   /** The shard it lived on before the reshard, while a transition may last and only if other. */
   from: number | undefined;

@@ -21,7 +21,7 @@ import type { Shard, Shards } from "./shard";
 const CONCURRENCY_RETRY_MS = 1_000;
 
 /** What the new shard decides: the adjusted requests and, per request, the limit to report. */
-export type Adjusted =
+type Adjusted =
   | { decided: MultiDecision }
   | { requests: LimitRequest[]; limits: (number | undefined)[] };
 

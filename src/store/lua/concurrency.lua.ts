@@ -19,7 +19,7 @@
  * Redis commands: check = ZREMRANGEBYSCORE, ZCARD; commit = ZADD, PEXPIRE. Allowed: 4; denied: 2.
  * Refund: nothing (a slot is given back by its release, whatever the response's status).
  */
-export const CONCURRENCY_RETRY_MS = 1_000;
+const CONCURRENCY_RETRY_MS = 1_000;
 
 export const CONCURRENCY_LUA = `
 ALG['concurrency'] = {

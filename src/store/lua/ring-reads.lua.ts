@@ -1,5 +1,5 @@
 import { STAMP_AHEAD_MAX_MS } from "../keys";
-import { READ_SPAN } from "./ring-codec.lua";
+import { READ_SPAN } from "./ring-header.lua";
 import { compileRingState, ringStateTable } from "./ring-state";
 
 /**
@@ -28,9 +28,8 @@ const STATE = ringStateTable({
 
 export const RING_READS_LUA = compileRingState(`
 -- The ring's check (ALG['sliding-log'].check, for a decision or a peek): loads the ring into
--- p.ring and decides whether p.cost fits; never writes. A missing key, another layout (the sorted
--- set, after the rule's algorithm changed: its newest L live times are carried over) or a ring
--- smaller than the limit (grown: its slots copied behind as many empty ones) become r.whole,
+-- p.ring and decides whether p.cost fits; never writes. A missing key (or one of another type) or
+-- a ring smaller than the limit (grown: its slots copied behind as many empty ones) become r.whole,
 -- written on commit or, when the call is denied, by the report. A ring larger than the limit is
 -- kept (its capacity stays; the decision counts its newest L slots), and shrunk only when its
 -- string holds over twice what it must keep (ringShrink). It runs on every decision, so it is one
@@ -96,19 +95,16 @@ local function ringCheck(p, now)
     r = ${ringStateTable({ L: "L", o: "0", gap: "0", g0: "0", e: "L", base: "0", top: "0", exp: "0", cf: "0", cn: "N", cd: "''", co: "0", small: "small" })}
     -- When it keeps everything stored (lossless) it is written even if the call is denied (the
     -- report): paid once, the next call reads a ring of this size.
-    if type(s) == 'table' then
-      local C = codec()
-      local times = C.zsetNewest(key, floor, L)
-      C.ringBuild(r, times, now, p.window)
-      r.lossless = #times < L
-    elseif stored then
+    if stored then
       -- A higher limit: the ring grows to it, its slots kept as they are.
       if not small then s = redis.call('GET', key) end
       codec().ringGrow(r, s, floor, now, p.window)
     else
       -- No ring yet: every slot is empty. It is written as long as it is used (the header, the
       -- times, the gap) and grows with later writes: a client that sends a few requests under a
-      -- large limit costs bytes for those few, not for the limit.
+      -- large limit costs bytes for those few, not for the limit. Another type at the key (the
+      -- read's error: a sorted set of the retired sliding-log-zset) reads as no ring too, and
+      -- the first admission's SET replaces it.
       r.fresh, r.rebuilt, r.base = true, true, math.max(0, floor)
     end
     gap, base, cd, cf, cn, co = r.gap, r.base, r.cd, r.cf, r.cn, r.co

@@ -25,13 +25,8 @@ local ringRefund = REFUNDS and function(p, now)
   else
     s = redis.pcall('GETRANGE', p.key, '0', RING_PREFIX_LAST)
   end
-  if type(s) == 'table' then
-    -- The rule moved to the sorted set since: its members carry this request's id.
-    local removed = 0
-    for i = 1, p.cost do removed = removed + redis.call('ZREM', p.key, p.member .. '.' .. i) end
-    return removed
-  end
   local C = codec()
+  -- No ring (nothing, or another type at the key: the read's error): nothing of it to give back.
   if not C.isRing(s) then return 0 end
   local L, g0, e, base, top, exp = C.ringFields(s)
   if not L then return 0 end

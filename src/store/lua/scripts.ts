@@ -6,16 +6,18 @@
 import { ALGORITHMS, type Algorithm, isLogAlgorithm } from "../algorithm";
 import { clockedScript } from "../clock-slots";
 import { STAMP_AHEAD_MAX_MS } from "../keys";
+import { CALENDAR_LUA } from "./calendar.lua";
+import { CALENDAR_PLANS_LUA } from "./calendar-plans.lua";
 import { CLOCK_LUA } from "./clock.lua";
 import { CONCURRENCY_LUA } from "./concurrency.lua";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
 import { foldConstants } from "./fold-constants";
 import { FENCE_LUA } from "./placement-fence.lua";
+import { REFUND_DRIVER } from "./refund-driver.lua";
 import { REQUEST_RECORDS_LUA } from "./request-records.lua";
 import { RING_CODEC_LUA } from "./ring-codec.lua";
 import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
 import { SLIDING_LOG_RING_LUA } from "./sliding-log-ring.lua";
-import { SLIDING_LOG_ZSET_LUA } from "./sliding-log-zset.lua";
 import { TOKEN_BUCKET_LUA } from "./token-bucket.lua";
 import { WEIGHTED_LOG_LUA } from "./weighted-log.lua";
 
@@ -53,9 +55,13 @@ local function policies(n, from, member, at, stamp)
     if not alg then return nil, 'unknown algorithm: ' .. tostring(ARGV[b + 1]) end
     -- allowed and ring set now: ten fields size the table's hash at 16, room for what the
     -- fragments add (a table's hash grows by reallocating: measured, that costs more than this).
+    local window, bounds = tonumber(ARGV[b + 3]), nil
+    -- A calendar policy's window is its period starts (calendar.lua.ts).
+    if alg.bounds then bounds, window = alg.bounds(ARGV[b + 3]) end
+    if not window then return nil, 'bad window: ' .. tostring(ARGV[b + 3]) end
     ps[i] = { key = KEYS[i], alg = alg, limit = tonumber(ARGV[b + 2]),
-      window = tonumber(ARGV[b + 3]), cost = tonumber(ARGV[b + 4]), member = member, at = at,
-      stamp = stamp, allowed = false, ring = false, over = false }
+      window = window, cost = tonumber(ARGV[b + 4]), member = member, at = at,
+      stamp = stamp, allowed = false, ring = false, over = false, bounds = bounds }
   end
   return ps
 end
@@ -75,12 +81,15 @@ ${REQUEST_RECORDS_LUA}`;
  *             lease: the reply ends with them, one string per policy, '' for none); else "0"
  * ARGV[5]     ms ahead of now to stamp the logs' admissions (0; a lease: its lifetime, at most
  *             STAMP_AHEAD_MAX_MS): the O(1) algorithms ignore it
- * ARGV[6..]   per policy: algorithm, limit, window ms, cost
+ * ARGV[6..]   per policy: algorithm, limit, window ms (a calendar policy: its period starts,
+ *             "<s0>:<s1>:…"), cost
  * ARGV[6 + 4n] "o" when the call reads plans (plans.ts): KEYS' last is the plans hash, then per
  *             policy its name ('' for one that does not opt in) and per policy its encoded
  *             client key. Limit overrides replace the policies' limits; a live key block answers
- *             {-2, policy (1-based), until (0 = none), now}, nothing read or counted; the reply
- *             ends with the n effective limits.
+ *             {-2, policy (1-based), until (0 = none), now}, nothing read or counted; a calendar
+ *             policy whose periods were not computed with its override's anchor answers
+ *             {-4, policy, anchor ('' for none)}, nothing counted; the reply ends with the n
+ *             effective limits.
  * then "f"    the placement fence (placement-fence.ts fenceArgs), its record the last KEY: a
  *             caller whose placement is stale is answered {-3, code, at, endsBy}, nothing read
  *             or counted.
@@ -104,7 +113,7 @@ ${REQUEST_RECORDS_LUA}`;
  * and the marks), + SET … PX of the record. A replay's reply ends with one more value: the
  * member id a call with a concurrency policy was decided under (its slot), else ''.
  */
-const EVALUATE_DRIVER = `${FENCE_LUA}
+const EVALUATE_DRIVER = `${FENCE_LUA}${CALENDAR_PLANS_LUA}
 local now = clock(ARGV[1])
 local n = tonumber(ARGV[3])
 
@@ -145,8 +154,11 @@ if ARGV[ob] == 'o' then
     if j then
       local block = tonumber(got[j + 1])
       if block and (block == 0 or block > now) then return {-2, i, block, now} end
-      local limit = tonumber(got[j])
+      local limit, anchor = cal_override(got[j])
       if limit then limits[i] = limit end
+      -- A calendar policy's periods must be its override's anchor's: else ask for them.
+      local mismatch = cal_anchor_mismatch(5 + (i - 1) * 4, anchor)
+      if mismatch then return {-4, i, mismatch} end
     end
   end
 end
@@ -225,72 +237,14 @@ end
 return withLimits(out)
 `;
 
-/**
- * Give back what one request consumed.
- *
- * KEYS[1..n]  the keys the request was evaluated on; when ARGV[4] is "1", KEYS[n + 1] its
- *             request-id record and KEYS[n + 2..2n + 1] the policies' reset marks; when "2",
- *             KEYS[n + 1..2n] the policies' reset marks
- * ARGV[1]     the caller's clock in ms, or "" (read by the token bucket and the sliding counter)
- * ARGV[2]     the request's member id
- * ARGV[3]     n
- * ARGV[4]     "1" when KEYS[n + 1] is a request-id record; "2" when the evaluation's reset marks
- *             follow the policies (ARGV[5 + 4n + i], '' for none): refunded only if every
- *             policy's mark is still the one the evaluation saw (no reset since)
- * ARGV[5]     the store's `now` of the original decision (which window it was counted in), plus
- *             its stamp offset if it had one (the log's refund finds the request's times by it)
- * ARGV[6..]   per policy: algorithm, limit, window ms, cost (as evaluated)
- * ARGV[#ARGV] when ARGV[4] is "1": the call's fingerprint, as the evaluation sent it
- *
- * With a request-id record, the refund happens only if the record exists, says "admitted" and
- * no policy was reset since (the reset already forgot the request), and the record is deleted: a second refund gives back nothing, and a retry of the request is
- * decided (and counted) afresh. Returns {refunded (0|1), then units given back per policy}.
- */
-const REFUND_DRIVER = `
-local n = tonumber(ARGV[3])
-local ps, err = policies(n, 5, ARGV[2], tonumber(ARGV[5]))
-if not ps then return redis.error_reply(err) end
-local out = {0}
-if ARGV[4] == '2' then
-  -- A reset since the evaluation (a mark it did not see) deleted what it counted: whatever the
-  -- log holds now is another request's, even at the very same time, and stays.
-  local got = redis.call('MGET', unpack(KEYS, n + 1, 2 * n))
-  for i = 1, n do
-    if (got[i] or '') ~= ARGV[5 + 4 * n + i] then
-      for j = 1, n do out[j + 1] = 0 end
-      return out
-    end
-  end
-elseif ARGV[4] == '1' then
-  local record = KEYS[n + 1]
-  local stored, _, fp, member = records().read(n)
-  -- Refunded only as evaluated: other costs than recorded would give back what it never took;
-  -- and only the decision the record names (a retry decided afresh under the same id is another).
-  local other = member ~= nil and member ~= '' and member ~= ARGV[2]
-  if not stored or string.sub(stored, 1, 1) ~= '1' or records().conflict(fp, n) or other then
-    for i = 1, n do out[i + 1] = 0 end
-    return out
-  end
-  redis.call('DEL', record)
-end
-local now = nil
-out[1] = 1
-for i = 1, n do
-  local p = ps[i]
-  if now == nil and p.alg.refundReadsClock then now = clock(ARGV[1]) end
-  out[i + 1] = p.alg.refund(p, now)
-end
-return out
-`;
-
 const FRAGMENTS: Record<Algorithm, string> = {
   "sliding-log": SLIDING_LOG_RING_LUA,
-  "sliding-log-zset": SLIDING_LOG_ZSET_LUA,
   "sliding-log-weighted": WEIGHTED_LOG_LUA,
   "fixed-window": FIXED_WINDOW_LUA,
   "sliding-counter": SLIDING_COUNTER_LUA,
   "token-bucket": TOKEN_BUCKET_LUA,
   concurrency: CONCURRENCY_LUA,
+  calendar: CALENDAR_LUA,
 };
 
 /**
@@ -299,7 +253,7 @@ const FRAGMENTS: Record<Algorithm, string> = {
  *   evaluate never refunds.
  */
 function compose(algorithms: readonly Algorithm[], driver: string, refunds: boolean): string {
-  // Both log layouts read the ring codec (the sorted set converts a ring it meets): once per script.
+  // The log's ring codec, once per script that holds the log.
   const codec = algorithms.some(isLogAlgorithm) ? RING_CODEC_LUA : "";
   const fragments = algorithms.map((name) => FRAGMENTS[name]).join("");
   return foldConstants(`${PRELUDE}local REFUNDS = ${refunds}\n${codec}${fragments}${driver}`);

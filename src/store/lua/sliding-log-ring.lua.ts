@@ -13,8 +13,7 @@ import { compileRingState } from "./ring-state";
  * it — the c slots at the head, the ones it would overwrite. Every one of them is checked (not only
  * the newest), so the decision stays exact-or-stricter when times are out of order (the caller's
  * clock, lease stamps); with the Redis clock times are in order and the decision is exact. A denial
- * writes nothing. Several isolates share the ring through the one atomic script, as with the
- * sorted set.
+ * writes nothing. Several isolates share the ring through the one atomic script.
  *
  * remaining = the slots that have left the window: found from the stored hint with a galloping
  * then binary search (two slot reads when the hint is right). With times in order it is exact;

@@ -6,6 +6,7 @@ import {
   type RateLimitVariables,
   rateLimit,
 } from "edge-limiter";
+import { problemResponse } from "edge-limiter/server";
 import { Hono } from "hono";
 
 export interface StoreSettings {
@@ -68,5 +69,7 @@ export function createApp(store: StoreSettings) {
     });
     return c.json({ changed: changed.ok, remaining: peek.peeked ? peek.remaining : null });
   });
+  // The server entry, as a deployment of its own answers: an unknown route is a problem+json.
+  app.notFound(() => problemResponse(404, { title: "Not found" }));
   return app;
 }

@@ -567,8 +567,8 @@ class ToInstant implements Step {
   }
 }
 
-const RATE = ["log", "zset", "plan", "lease", "fixed", "counter", "bucket"];
-const PEEKABLE = ["log", "zset", "plan", "lease"];
+const RATE = ["log", "ring", "plan", "lease", "fixed", "counter", "bucket"];
+const PEEKABLE = ["log", "ring", "plan", "lease"];
 const iso = fc.integer({ min: 0, max: 2 });
 const key = fc.integer({ min: 0, max: 3 });
 const pick = fc.nat({ max: 1_000 });

@@ -36,7 +36,7 @@ export const FAILURE_SOURCES = new Set(["fail-open", "fail-closed", "fallback"])
 /** Sources of an admission the store did not count (per isolate at most: the fallback). */
 export const LOCAL_SOURCES = new Set(["fail-open", "fallback"]);
 
-const EXACT = new Set<Algorithm>(["sliding-log", "sliding-log-zset"]);
+const EXACT = new Set<Algorithm>(["sliding-log"]);
 
 /** A lease's units may be spent this long after a reset by the isolates that did not reset. */
 const LEASE_AFTER_RESET_MS = 1_000;

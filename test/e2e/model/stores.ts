@@ -10,9 +10,9 @@ import { startBridge } from "../../../bridge/server.mjs";
 import { startPrivateRedis } from "../../../scripts/lib/redis.mjs";
 import { createStoreClient, type StoreClient } from "../../../src/store/upstash-client";
 
-export type FaultMode = "up" | "down" | "hang";
+type FaultMode = "up" | "down" | "hang";
 
-export interface FaultProxy {
+interface FaultProxy {
   url: string;
   mode(): FaultMode;
   set(mode: FaultMode): void;
@@ -20,7 +20,7 @@ export interface FaultProxy {
 }
 
 /** A TCP proxy in front of `port` on 127.0.0.1 whose mode the test sets. */
-export async function faultProxy(port: number): Promise<FaultProxy> {
+async function faultProxy(port: number): Promise<FaultProxy> {
   let mode: FaultMode = "up";
   const open = new Set<net.Socket>();
   const server = net.createServer((client) => {

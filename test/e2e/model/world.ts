@@ -16,15 +16,16 @@ import type { ModelStore } from "./stores";
 export const SHARDS = ["A", "B", "C"] as const;
 /** The limiter's timeoutMs: the longest a call waits, and the reshard's settle interval. */
 export const TIMEOUT_MS = 500;
-export const T0 = 1_900_000_000_000;
+const T0 = 1_900_000_000_000;
 /** How old an isolate's copy of the network blocks may be. */
 export const BLOCKS_REFRESH_MS = 1_000;
 
 export const POLICIES: Record<string, Policy> = {
   log: { policy: "log", algorithm: "sliding-log", limit: 5, windowMs: 10_000, failMode: "closed" },
-  zset: {
-    policy: "zset",
-    algorithm: "sliding-log-zset",
+  // A second log on its own limit, window and failure policy.
+  ring: {
+    policy: "ring",
+    algorithm: "sliding-log",
     limit: 4,
     windowMs: 8_000,
     failMode: "open",
@@ -72,7 +73,7 @@ export const POLICIES: Record<string, Policy> = {
 /** The feature that generates each policy's decisions. */
 export const POLICY_FEATURE: Record<string, Feature> = {
   log: "sliding-log",
-  zset: "sliding-log-zset",
+  ring: "sliding-log",
   plan: "sliding-log",
   lease: "leases",
   fixed: "fixed-window",

@@ -103,6 +103,74 @@ describe("an unknown field is told the known one it resembles", () => {
   });
 });
 
+describe("a calendar quota's fields are read, and refused, in the same words everywhere", () => {
+  const rule = { name: "a", limit: 10, period: "month" };
+  const check = { key: "k", limit: 10, period: "month" };
+  const cases: [label: string, fields: Record<string, unknown>, field: string][] = [
+    ["window and period", { window: "1m" }, "period"],
+    ["an unknown period", { period: "fortnight" }, "period"],
+    ["an unknown timezone", { timezone: "Europe/Atlantis" }, "timezone"],
+    ["a zone-less anchor", { anchor: "2026-01-31T00:00:00" }, "anchor"],
+    ["an anchor past the month's end", { anchor: "2026-04-31T00:00:00Z" }, "anchor"],
+    ["another algorithm", { algorithm: "token-bucket" }, "algorithm"],
+    ["a lease", { lease: true }, "lease"],
+  ];
+  for (const [label, fields, field] of cases) {
+    it(`${label}: refused naming ${field}`, () => {
+      const fromConfig = detail(parseConfig({ rules: [{ ...rule, ...fields }] }));
+      const fromMiddleware = detail(parseRules([{ ...rule, ...fields }] as RuleInput[]));
+      const fromCheck = detail(parseCheckBody({ ...check, ...fields }, new Map()));
+      expect(fromConfig).toMatch(new RegExp(`^rules\\[0\\]\\.${field}: `));
+      expect(fromMiddleware).toBe(fromConfig);
+      expect(fromCheck).toBe(fromConfig.replace(`rules[0].${field}`, field));
+    });
+  }
+
+  it("a period rule reads as a calendar quota: its zone canonical, its anchor in ms", () => {
+    const parsed = parseConfig({
+      rules: [
+        { ...rule, timezone: "europe/berlin", anchor: "2026-01-31T09:00:00+01:00" },
+        { name: "b", limit: 5, period: "day" },
+      ],
+    });
+    if (!parsed.ok) throw new Error(detail(parsed));
+    expect(parsed.value.rules[0]).toMatchObject({
+      algorithm: "calendar",
+      windowMs: 31 * 86_400_000 + 3_600_000,
+      period: {
+        unit: "month",
+        timezone: "Europe/Berlin",
+        anchor: Date.parse("2026-01-31T08:00:00Z"),
+      },
+    });
+    expect(parsed.value.rules[1]).toMatchObject({
+      algorithm: "calendar",
+      period: { unit: "day", timezone: "UTC" },
+    });
+    expect(parsed.value.rules[1]).not.toHaveProperty("period.anchor");
+  });
+
+  it("timezone or anchor without a period, and algorithm calendar without one, are refused", () => {
+    expect(
+      detail(parseConfig({ rules: [{ name: "a", limit: 1, window: "1m", timezone: "UTC" }] })),
+    ).toBe('rules[0].timezone: applies to calendar quotas only: it needs "period"');
+    expect(
+      detail(
+        parseConfig({ rules: [{ name: "a", limit: 1, window: "1m", algorithm: "calendar" }] }),
+      ),
+    ).toMatch(/^rules\[0\]\.period: is required by algorithm "calendar"/);
+  });
+
+  it("a reshard with a period rule is refused, saying why", () => {
+    const parsed = parseConfig({
+      shards: ["", "B"],
+      reshard: { from: [""], at: "2030-01-01T00:00:00Z" },
+      rules: [{ name: "a", limit: 1, window: "1m" }, rule],
+    });
+    expect(detail(parsed)).toMatch(/^rules\[1\]\.period: cannot be used during a "reshard"/);
+  });
+});
+
 describe("a rule's usage (docs/usage.md)", () => {
   const rule = { name: "tokens", limit: 1_000_000_000_000, window: "1m", cost: 500 };
   it("is read as a lower-cased header or JSON paths split, and counts in the weighted log", () => {
@@ -116,16 +184,8 @@ describe("a rule's usage (docs/usage.md)", () => {
     if (!parsed.ok) throw new Error(detail(parsed));
     expect(parsed.value.rules.map((r) => [r.algorithm, r.usage])).toEqual([
       ["sliding-log-weighted", { header: "x-usage-tokens" }],
-      [
-        "sliding-log-weighted",
-        {
-          json: [
-            ["usage", "input_tokens"],
-            ["usage", "output_tokens"],
-          ],
-        },
-      ],
-      ["sliding-log-weighted", { json: [["usage", "total_tokens"]] }],
+      ["sliding-log-weighted", { json: ["usage.input_tokens", "usage.output_tokens"] }],
+      ["sliding-log-weighted", { json: ["usage.total_tokens"] }],
     ]);
   });
 

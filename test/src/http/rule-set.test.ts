@@ -1,7 +1,8 @@
-// The public entry's pieces for an HTTP surface of one's own (the worker is built on them):
-// createRules over parseConfig, and readJsonBody. Imported "from edge-limiter", as a user does;
-// real workerd, real Redis through the bridge.
-import { createLimiter, createRules, parseConfig, readJsonBody } from "edge-limiter";
+// The server entry's pieces for an HTTP surface of one's own (the worker is built on them):
+// createRules over parseConfig, and readJsonBody. Imported from "edge-limiter/server", as a user
+// does; real workerd, real Redis through the bridge.
+import { createLimiter } from "edge-limiter";
+import { createRules, parseConfig, readJsonBody } from "edge-limiter/server";
 import { describe, expect, it } from "vitest";
 import { scopedPrefix, testStore } from "../../support/worker/redis";
 

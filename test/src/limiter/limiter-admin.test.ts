@@ -155,7 +155,7 @@ describe("peek", () => {
       peeked: false,
       policy: "admin",
       algorithm: "token-bucket",
-      detail: expect.stringContaining("sliding logs only"),
+      detail: expect.stringContaining("sliding log only"),
     });
     await expect(limiter.peek(request("k", { limit: 0 }))).rejects.toBeInstanceOf(
       PolicyBoundsError,

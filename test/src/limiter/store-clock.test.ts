@@ -4,7 +4,7 @@ import { refusesStoreClock } from "../../../src/limiter/clock-policy";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { storageKey } from "../../../src/store/keys";
 import { peekQuota } from "../../../src/store/peek-reset";
-import { readNetworkBlocks } from "../../../src/store/plans";
+import { readNetworkBlocks } from "../../../src/store/plan-reads";
 import type { ClockChangeEvent } from "../../../src/store/store-clock";
 import { counting, faultScenario, storeAt } from "../../support/worker/fault-control";
 import { logCount } from "../../support/worker/log-state";

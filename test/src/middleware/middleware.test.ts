@@ -17,6 +17,37 @@ const limiter = createLimiter({
 });
 
 describe("rateLimit middleware", () => {
+  it("a period rule: its quota up to the limit, then 429 with Retry-After to the period's start", async () => {
+    // 23:00 in Berlin on February 28: March (and its quota) starts in an hour.
+    let clock = Date.parse("2026-02-28T22:00:00Z");
+    const calendar = createLimiter({
+      store: testStore(2_000),
+      prefix,
+      clock: "caller",
+      now: () => clock,
+    });
+    const app = new Hono();
+    const key = `period-${crypto.randomUUID()}`;
+    app.use(
+      rateLimit({
+        limiter: calendar,
+        rules: { name: "monthly", limit: 2, period: "month", timezone: "Europe/Berlin" },
+        key: () => key,
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    expect((await app.request("/")).status).toBe(200);
+    expect((await app.request("/")).status).toBe(200);
+    const denied = await app.request("/");
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get("Retry-After")).toBe("3600");
+    expect(denied.headers.get("RateLimit")).toBe('"monthly";r=0;t=3600');
+    clock = Date.parse("2026-02-28T23:00:00Z");
+    const march = await app.request("/");
+    expect(march.status).toBe(200);
+    expect(march.headers.get("RateLimit")).toMatch(/^"monthly";r=1;t=\d+$/);
+  });
+
   it("answers 503 for every request when its rules are invalid: never unprotected", async () => {
     const app = new Hono();
     app.use(rateLimit({ limiter, rules: { name: "bad", limit: 0, window: "1m" } }));

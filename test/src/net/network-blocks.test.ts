@@ -6,7 +6,7 @@ import {
   normalizeNetwork,
   parseNetwork,
 } from "../../../src/net/network-values";
-import { readNetworkBlocks } from "../../../src/store/plans";
+import { readNetworkBlocks } from "../../../src/store/plan-reads";
 import { withinDeadline } from "../../../src/store/script-runner";
 import { faultScenario, storeAt } from "../../support/worker/fault-control";
 import { plansAdmin } from "../../support/worker/plans-admin";

@@ -260,13 +260,13 @@ describe("a request id's retry with other parameters is a conflict, not a replay
     expect(await ask([{ ...a, windowMs: 1_000 }, b], "m3")).toMatchObject({
       conflict: { index: 0, field: "windowMs", recorded: "60000", asked: "1000" },
     });
-    // The two log layouts share one key: only the record tells them apart.
-    expect(await ask([a, { ...b, algorithm: "sliding-log-zset" }], "m4")).toMatchObject({
+    // The same keys asked under another algorithm: the record tells them apart.
+    expect(await ask([a, { ...b, algorithm: "fixed-window" }], "m4")).toMatchObject({
       conflict: {
         index: 1,
         field: "algorithm",
         recorded: "sliding-log",
-        asked: "sliding-log-zset",
+        asked: "fixed-window",
       },
     });
     expect(await logCount(redis, a.redisKey)).toBe(1);

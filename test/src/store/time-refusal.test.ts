@@ -18,7 +18,7 @@ import {
 } from "../../../src/store/lua/region-lease.lua";
 import { EVALUATE_SCRIPTS, REFUND_SCRIPT } from "../../../src/store/lua/scripts";
 import { peekQuota, resetQuota } from "../../../src/store/peek-reset";
-import { readNetworkBlocks } from "../../../src/store/plans";
+import { readNetworkBlocks } from "../../../src/store/plan-reads";
 import { refund } from "../../../src/store/refund";
 import { regionPut, regionReturn, regionSpend } from "../../../src/store/region-lease";
 import { runScript } from "../../../src/store/script-runner";

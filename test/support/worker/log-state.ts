@@ -1,22 +1,19 @@
 import type { Redis } from "@upstash/redis/cloudflare";
 import { RING_HEADER_BYTES } from "../../../src/store/lua/ring-codec.lua";
 
-/** The two layouts of the exact log; every exactness test runs against both. */
-export const LOG_LAYOUTS = ["sliding-log", "sliding-log-zset"] as const;
+/**
+ * The layouts of the exact log every exactness test runs against: the ring alone since the
+ * seeds' sorted set was retired (docs/algorithms.md).
+ */
+export const LOG_LAYOUTS = ["sliding-log"] as const;
 export type LogLayout = (typeof LOG_LAYOUTS)[number];
 
 // Read in Redis: the ring is binary, and the REST client decodes strings as UTF-8. Returns, for a
-// ring: {kind 1, L, gap, base, then every slot's time (0 = empty) from the head, oldest first}; for
-// a sorted set: {kind 2, ZCARD, then its scores}; nothing stored: {0}.
+// ring: {kind 1, L, gap, base, then every slot's time (0 = empty) from the head, oldest first};
+// nothing stored: {0}.
 const READ_LOG = `
 local key = KEYS[1]
 local t = redis.call('TYPE', key)['ok']
-if t == 'zset' then
-  local out = {2, redis.call('ZCARD', key)}
-  local flat = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-  for i = 2, #flat, 2 do out[#out + 1] = tonumber(flat[i]) end
-  return out
-end
 if t ~= 'string' then return {0} end
 local s = redis.call('GET', key)
 local function u32(i)
@@ -40,25 +37,24 @@ return out
 `;
 
 export interface LogState {
-  layout: "ring" | "zset" | "none";
-  /** Admission times held (stamped slots of a ring, members of a sorted set), oldest first. */
+  layout: "ring" | "none";
+  /** Admission times held (a ring's stamped slots), oldest first. */
   times: number[];
   /** A ring's size (its limit), 0 otherwise. */
   slots: number;
 }
 
-/** A log key's state, whichever layout holds it. */
+/** A log key's state. */
 export async function readLog(redis: Redis, key: string): Promise<LogState> {
   const reply = (await redis.eval(READ_LOG, [key], [])) as number[];
   if (reply[0] === 1) {
     return { layout: "ring", slots: reply[1] ?? 0, times: reply.slice(4).filter((t) => t > 0) };
   }
-  if (reply[0] === 2) return { layout: "zset", slots: 0, times: reply.slice(2) };
   return { layout: "none", slots: 0, times: [] };
 }
 
 /**
- * How many admissions a log key holds, either layout (what ZCARD says of a sorted set): with
+ * How many admissions a log key holds: with
  * `floor`, only those later than it (inside a window ending now = floor + window).
  */
 export async function logCount(redis: Redis, key: string, floor?: number): Promise<number> {

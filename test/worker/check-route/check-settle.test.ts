@@ -158,7 +158,7 @@ describe("POST /check/settle", () => {
     const key = `k5-${run}`;
     const receipt = await admitted({ key, limit: 10, window: "1m", usage: true });
     // What the key's expiry at the window's end does, without waiting for it.
-    const policy = adhocPolicyName(60_000, 10, "sliding-log-weighted");
+    const policy = adhocPolicyName(60_000, 10);
     expect(await redis.del(storageKey(prefix, policy, key, "sliding-log-weighted"))).toBe(1);
     const answer = await post("/check/settle", { receipt, usage: 3 });
     expect(answer.status).toBe(404);

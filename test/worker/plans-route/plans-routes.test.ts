@@ -314,3 +314,71 @@ describe("GET /check/plans", () => {
     expect((await isolateA("/check/plans")).status).toBe(401);
   });
 });
+
+describe("a calendar quota's own anchor through POST /check/override", () => {
+  const quotaConfig = {
+    prefix,
+    rules: [
+      {
+        name: "monthly",
+        limit: 2,
+        period: "month",
+        timezone: "UTC",
+        key: "header:x-api-key",
+        overrides: true,
+      },
+      { name: "minute", match: { path: "/minute/*" }, limit: 5, window: "1m", overrides: true },
+    ],
+  };
+  const worker = workerWith({ LIMITER_CONFIG: JSON.stringify(quotaConfig) });
+  const quotaCheck = (key: string) => postJson(worker, "/check", { rule: "monthly", key });
+
+  it("the rule's month, then the key's own from its billing day with its budget; 429 to its boundary", async () => {
+    const key = `billing-${run}`;
+    const first = await quotaCheck(key);
+    expect(first.status).toBe(200);
+    const month = await first.json<{ reset: number }>();
+    const now = new Date();
+    expect(month.reset).toBe(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
+    // Billing from the 1st's anchor a day ago: its period started yesterday at this time.
+    const anchor = new Date(Date.now() - 86_400_000);
+    anchor.setUTCDate(1);
+    const set = await admin(worker, "/check/override", {
+      rule: "monthly",
+      key,
+      limit: 3,
+      anchor: anchor.toISOString(),
+    });
+    expect(set.status).toBe(200);
+    const own = await quotaCheck(key);
+    expect(own.status).toBe(200);
+    const answer = await own.json<{ reset: number; limit: number; remaining: number }>();
+    expect(answer.limit).toBe(3);
+    expect(new Date(answer.reset).getUTCDate()).toBe(1);
+    expect(new Date(answer.reset).getUTCHours()).toBe(anchor.getUTCHours());
+    expect((await quotaCheck(key)).status).toBe(200);
+    const denied = await quotaCheck(key);
+    expect(denied.status).toBe(429);
+    expect(Number(denied.headers.get("Retry-After"))).toBeGreaterThanOrEqual(
+      Math.floor((answer.reset - Date.now()) / 1000),
+    );
+    const listed = await worker("/check/plans?what=overrides&rule=monthly", {
+      headers: { Authorization: `Bearer ${TOKEN}` },
+    });
+    expect((await listed.json<{ entries: unknown[] }>()).entries).toContainEqual(
+      expect.objectContaining({ limit: 3, anchor: Date.parse(anchor.toISOString()) }),
+    );
+  });
+
+  it("refuses an anchor on a rule without a period, or one that is not an instant, naming it", async () => {
+    for (const body of [
+      { rule: "minute", key: `a-${run}`, limit: 3, anchor: "2026-01-15T09:00:00Z" },
+      { rule: "monthly", key: `a-${run}`, limit: 3, anchor: "the 15th" },
+      { rule: "monthly", key: `a-${run}`, limit: null, anchor: "2026-01-15T09:00:00Z" },
+    ]) {
+      const res = await admin(worker, "/check/override", body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(await res.json()).toMatchObject({ field: "anchor" });
+    }
+  });
+});

@@ -89,7 +89,7 @@ describe("leases through /check and the middleware", () => {
     });
     expect(o1.status).toBe(400);
     expect(o1.json).toMatchObject({ field: "lease" });
-    expect(String(o1.json.detail)).toContain("sliding logs only");
+    expect(String(o1.json.detail)).toContain("sliding log only");
     const named = await check({ key: "k", rule: "named", lease: true });
     expect(named.status).toBe(400);
     expect(named.json).toMatchObject({ field: "lease" });

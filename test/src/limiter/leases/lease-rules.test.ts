@@ -128,7 +128,7 @@ describe("leases with several rules, request ids, costs and refunds", () => {
       { name: "o1", limit: 10, window: "1m", algorithm: "token-bucket", lease: true },
     ]);
     expect(rules).toMatchObject({ ok: false, field: "rules[0].lease" });
-    if (!rules.ok) expect(rules.detail).toContain("sliding logs only");
+    if (!rules.ok) expect(rules.detail).toContain("sliding log only");
     expect(parseRules([{ name: "log", limit: 10, window: "1m", lease: true }])).toMatchObject({
       ok: true,
     });

@@ -4,7 +4,7 @@
 // stays within the limit in every window, or the isolate at fault is refused with an error
 // naming the setting — never both isolates admitting on their own view. The control keeps the
 // premises.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { createLimiter } from "../../../../src/limiter/create-limiter";
 import type { Limiter } from "../../../../src/limiter/limiter-api";
 import type { StoreClient } from "../../../../src/store/upstash-client";
@@ -233,5 +233,46 @@ describe("reshard premises: each mistake within the limit, or refused naming the
     expect(settings(x).some((m) => m.startsWith("reshard.at:") && m.includes("had passed"))).toBe(
       true,
     );
+  }, 60_000);
+
+  it("a refused isolate's default log says its requests are denied (closed), not the fallback", async () => {
+    const w = world("refusal-log");
+    const [a, b] = w.clients as [StoreClient, StoreClient, StoreClient];
+    const request = { policy: "p", key: w.key, limit, windowMs };
+    const fresh = createLimiter({
+      ...w.newShards(),
+      prefix: w.prefix,
+      clock: "caller",
+      now: w.clock.now,
+    });
+    // The default failure policy (the local fallback decides) and the default log: no hooks.
+    const stale = createLimiter({
+      store: [a, b],
+      prefix: w.prefix,
+      clock: "caller",
+      now: w.clock.now,
+    });
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      // The new config tells the shards before the instant and closes the old placement after.
+      w.clock.set(w.at - 1_000);
+      expect((await fresh.limit(request)).allowed).toBe(true);
+      w.clock.set(w.at + 1_000);
+      expect((await fresh.limit(request)).allowed).toBe(true);
+      const refused = await stale.limit(request);
+      expect(refused).toMatchObject({ allowed: false, source: "fail-closed" });
+      const lines = warn.mock.calls.map((args) => JSON.parse(String(args[0])));
+      expect(lines).toContainEqual(
+        expect.objectContaining({
+          event: "rate-limit-store-error",
+          meanwhile: "closed",
+          error: expect.stringContaining("PlacementFenceError: reshard.at:"),
+          detail: expect.stringContaining("denied"),
+        }),
+      );
+      expect(lines.filter((line) => line.meanwhile === "fallback")).toEqual([]);
+    } finally {
+      warn.mockRestore();
+    }
   }, 60_000);
 });
