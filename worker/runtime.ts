@@ -110,7 +110,11 @@ function buildRuntime(env: Env): Runtime {
   if (!stores.ok) return stores;
   // What is per deployment (analytics, network blocks) lives on the first shard.
   const store = stores.first;
-  const rules = createRules(config, { region: env.LIMITER_REGION });
+  // Usage receipts are sealed with the /check token: every instance of the deployment shares it.
+  const rules = createRules(config, {
+    region: env.LIMITER_REGION,
+    receiptSecret: env.LIMITER_TOKEN,
+  });
   const analytics = buildAnalytics(env, config, store, rules);
   if (analytics && !("record" in analytics)) return analytics;
   const regions = buildRegions(env, config);

@@ -12,6 +12,7 @@ import type { Env } from "./env";
 import { blockHandler, overrideHandler, plansListHandler, unblockHandler } from "./plans-route";
 import { proxyResponse } from "./proxy";
 import { releaseHandler } from "./release-route";
+import { settleHandler } from "./settle-route";
 import { statsHandler } from "./stats-route";
 
 type Handler = (c: Context<{ Bindings: Env }>) => Promise<Response> | Response;
@@ -27,6 +28,7 @@ const ROUTES: Record<string, { allow: "POST" | "GET, HEAD"; handler?: Handler }>
   "/check/peek": { allow: "POST", handler: peekHandler },
   "/check/reset": { allow: "POST", handler: resetHandler },
   "/check/release": { allow: "POST", handler: releaseHandler },
+  "/check/settle": { allow: "POST", handler: settleHandler },
   "/check/stats": { allow: "GET, HEAD", handler: statsHandler },
   "/check/dashboard": { allow: "GET, HEAD", handler: dashboardHandler },
   "/check/override": { allow: "POST", handler: overrideHandler },
@@ -45,7 +47,7 @@ for (const [path, { allow, handler }] of Object.entries(ROUTES)) {
 // Anything else under /check: a route we have, asked with another method, is a 405 saying which
 // method it takes; a path we do not have is a 404 (with Allow: POST it would read as "POST it").
 admin.all("*", (c) => {
-  const detail = `${c.req.method} ${c.req.path}: the limiter answers POST /check, /check/peek, /check/reset, /check/release, /check/override, /check/block, /check/unblock and GET /check/stats, /check/dashboard, /check/plans`;
+  const detail = `${c.req.method} ${c.req.path}: the limiter answers POST /check, /check/peek, /check/reset, /check/release, /check/settle, /check/override, /check/block, /check/unblock and GET /check/stats, /check/dashboard, /check/plans`;
   const route = Object.hasOwn(ROUTES, c.req.path) ? ROUTES[c.req.path] : undefined;
   return route
     ? problemResponse(405, { title: "Method Not Allowed", detail }, { Allow: route.allow })

@@ -7,7 +7,7 @@
 import * as v from "valibot";
 import { LONGEST_PERIOD_MS } from "../limiter/calendar-period";
 import { DEFAULT_COST } from "../limiter/defaults";
-import { DEFAULT_ALGORITHM, isLogAlgorithm } from "../store/algorithm";
+import { isLogAlgorithm } from "../store/algorithm";
 import { boundsIssue, DEFAULT_CONCURRENCY_TIMEOUT_MS } from "../store/caps";
 import { POLICY_NAME } from "../store/keys";
 import { ADHOC_POLICY_PREFIX } from "./limits";
@@ -31,6 +31,7 @@ import {
   timeoutSchema,
   windowSchema,
 } from "./schema-parts";
+import { countedIn, usageIssue, usageSchema } from "./usage-schema";
 import { invalid } from "./validation";
 
 /** What a rule does for a request that lacks its key material (no IP, no such header). */
@@ -139,6 +140,8 @@ export const ruleSchema = v.pipe(
        * in the same script call: one billed command more per store decision. @default false
        */
       overrides: v.optional(v.boolean("must be true or false"), false),
+      /** Where a request's usage is read; `cost` is then its reservation (docs/usage.md). */
+      usage: v.optional(usageSchema),
     },
     "must be an object",
   ),
@@ -209,8 +212,8 @@ export const ruleSchema = v.pipe(
     }) => {
       const rest = {
         ...given,
-        /** How the rule counts ("calendar" for a rule with `period`). */
-        algorithm: period ? ("calendar" as const) : (algorithm ?? DEFAULT_ALGORITHM),
+        /** How the rule counts: "calendar" with `period`; a usage rule's log weighs admissions. */
+        algorithm: period ? ("calendar" as const) : countedIn(given.usage, algorithm),
       };
       return {
         ...rest,
@@ -301,6 +304,8 @@ export function ruleListIssue(
         "does not apply to a concurrency rule: its slot is given back when the request ends, whatever the status",
       );
     }
+    const usage = usageIssue(rule, index);
+    if (usage) return usage;
     if (rule.lease && rule.overrides) {
       return invalid(`rules[${index}].lease`, OVERRIDES_NOT_LEASED);
     }

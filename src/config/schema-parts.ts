@@ -13,7 +13,7 @@ import {
 import {
   limitRange,
   MAX_CONCURRENCY_TIMEOUT_MS,
-  MAX_LIMIT,
+  MAX_USAGE_LIMIT,
   MAX_WINDOW_MS,
   MIN_WINDOW_MS,
   maxLimitOf,
@@ -93,7 +93,7 @@ export const limitSchemaOf = (algorithm: Algorithm) => LIMITS[algorithm];
  * A rule's limit, before its algorithm (another field) is read: within the largest cap. The
  * rule's own algorithm's cap follows as a cross-field check (boundsIssue).
  */
-export const limitSchema = integerIn(1, MAX_LIMIT);
+export const limitSchema = integerIn(1, MAX_USAGE_LIMIT, limitRange("sliding-log"));
 
 /** The cost of one request when none is given (stated once, in limiter/defaults.ts). */
 

@@ -10,6 +10,7 @@ import { enforcedDecisions, limitWithShadow } from "../rules/decide";
 import type { CheckRequest } from "./check-request";
 import { requestIdConflict } from "./limited-response";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
+import { sealReceipt } from "./usage-receipt";
 
 /** Where and how a check is decided: the request's region, the runtime's waitUntil. */
 export interface CheckContext {
@@ -17,6 +18,8 @@ export interface CheckContext {
   waitUntil?: WaitUntil | undefined;
   /** Also send X-RateLimit-Limit / -Remaining / -Reset. */
   legacyHeaders: boolean;
+  /** The secret a usage check's receipt is sealed with (usage-receipt.ts). */
+  receiptSecret?: (() => string) | undefined;
 }
 
 /** The check decided, as the answer /check sends. */
@@ -37,7 +40,13 @@ export async function answerCheck(
     : decided.decisions;
   const headers = rateLimitHeaderRecord(shown, context.legacyHeaders);
   headers["Content-Type"] = "application/json";
-  return new Response(JSON.stringify(checkAnswer(decided, check.multi)), {
+  const answer = checkAnswer(decided, check.multi);
+  // A usage request admitted: what POST /check/settle takes to charge what it used.
+  if (check.usage && decided.allowed && decided.receipt && context.receiptSecret) {
+    const receipt = await sealReceipt(decided.receipt, context.receiptSecret());
+    if (receipt !== undefined) answer.receipt = receipt;
+  }
+  return new Response(JSON.stringify(answer), {
     // A blocked key: 403, not 429 (waiting does not help unless the block ends).
     status: decided.allowed ? 200 : decided.blocked ? 403 : 429,
     headers,

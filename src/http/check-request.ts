@@ -6,7 +6,6 @@
  * fields may combine, the rules a body names, and grouping an address for an "ip" rule.
  */
 import * as v from "valibot";
-import { MAX_KEY_LENGTH } from "../bounded-key";
 import { type ClientIpConfig, DEFAULT_CLIENT_IP } from "../config/client-ip-config";
 import { unknownFieldDetail } from "../config/field-suggestion";
 import { ADHOC_POLICY_PREFIX } from "../config/limits";
@@ -14,11 +13,9 @@ import { PERIOD_NOT_LEASED } from "../config/period-schema";
 import { LEASE_NEEDS_LOG, type RuleConfig } from "../config/rule-schema";
 import {
   algorithmSchema,
-  clientKeySchema,
   costFits,
   costSchema,
   limitSchemaOf,
-  requestIdSchema,
   windowSchema,
 } from "../config/schema-parts";
 import {
@@ -36,7 +33,9 @@ import { ruleRequest } from "../rules/decide";
 import { DEFAULT_ALGORITHM, isConcurrency, isLogAlgorithm } from "../store/algorithm";
 import { boundsIssue } from "../store/caps";
 import { POLICY_NAME } from "../store/keys";
+import { readCheckIdentity } from "./check-identity";
 import { adhocPeriod, adhocPeriodName } from "./check-period";
+import { adhocAlgorithm, checkUsage, usageFieldIssue } from "./check-usage";
 import { createPolicyMemo } from "./policy-memo";
 
 const FIELDS = [
@@ -52,6 +51,7 @@ const FIELDS = [
   "period",
   "timezone",
   "anchor",
+  "usage",
 ] as const;
 
 /** Most rules one /check may name (one script call, one key per rule). */
@@ -66,7 +66,6 @@ const ruleNamesSchema = v.pipe(
   v.maxLength(MAX_RULES_PER_CHECK, RULE_NAMES),
   v.check((names) => new Set(names).size === names.length, "names a rule twice"),
 );
-const optionalRequestIdSchema = v.optional(requestIdSchema);
 const optionalCostSchema = v.optional(costSchema, DEFAULT_COST);
 const optionalLeaseSchema = v.optional(v.boolean("must be true or false"), false);
 
@@ -86,6 +85,8 @@ export interface CheckRequest {
    * hashed as the proxy hashes it (keyHeaderRules) before anything is decided.
    */
   headerKeyed?: readonly number[];
+  /** A policy counts usage (the weighted log): the answer carries a receipt to settle. */
+  usage?: boolean;
 }
 
 /** How the proxy groups "ip" keys: /check groups an address it is given the same way. */
@@ -118,23 +119,11 @@ export function parseCheckBody(
   const extra = unknownField(body, FIELDS);
   if (extra) return invalid(extra, unknownFieldDetail(extra, FIELDS));
 
-  // The common shapes (a key within bounds, no request id) without a schema run: exactly what
-  // the schemas accept there, and any other value goes through them for their refusal.
-  const givenKey = body.key;
-  let key: string;
-  if (typeof givenKey === "string" && givenKey.length >= 1 && givenKey.length <= MAX_KEY_LENGTH) {
-    key = givenKey;
-  } else {
-    const parsed = v.safeParse(clientKeySchema, givenKey);
-    if (!parsed.success) return refused("key", parsed.issues);
-    key = parsed.output;
-  }
-  let requestId: string | undefined;
-  if (body.requestId !== undefined) {
-    const parsed = v.safeParse(optionalRequestIdSchema, body.requestId);
-    if (!parsed.success) return refused("requestId", parsed.issues);
-    requestId = parsed.output;
-  }
+  const identity = readCheckIdentity(body);
+  if (!identity.ok) return identity;
+  const { key, requestId } = identity.value;
+  const usageField = usageFieldIssue(body);
+  if (usageField) return usageField;
 
   const named = body.rule !== undefined || body.rules !== undefined;
   let requests: Validated<LimitRequest[]>;
@@ -148,6 +137,9 @@ export function parseCheckBody(
     requests = policy.ok ? { ok: true, value: [{ ...policy.value, key }] } : policy;
   }
   if (!requests.ok) return requests;
+  const counts = checkUsage(body, named, requests.value);
+  if (!counts.ok) return counts;
+  const usage = counts.value;
   const value: CheckRequest = {
     requests: requests.value,
     multi: body.rules !== undefined,
@@ -157,6 +149,7 @@ export function parseCheckBody(
   if (requestId !== undefined) value.requestId = requestId;
   if (marks && marks.shadow.size > 0) value.shadow = marks.shadow;
   if (marks && marks.headerKeyed.length > 0) value.headerKeyed = marks.headerKeyed;
+  if (usage) value.usage = usage;
   return { ok: true, value };
 }
 
@@ -248,14 +241,17 @@ export function adhocPolicyName(windowMs: number, limit: number): string {
 const adhocPolicy = createPolicyMemo(
   // Every field readAdhocPolicy reads, and no other (a field it reads but the memo does not key
   // on would be answered from another body's read).
-  ["algorithm", "limit", "window", "cost", "lease", "period", "timezone", "anchor"],
+  ["algorithm", "limit", "window", "cost", "lease", "period", "timezone", "anchor", "usage"],
   readAdhocPolicy,
 );
 
 function readAdhocPolicy(body: Body): Validated<Readonly<Omit<LimitRequest, "key">>> {
-  // The algorithm first: the largest limit and cost depend on it.
-  const algorithm = v.safeParse(algorithmSchema, body.algorithm);
-  if (!algorithm.success) return refused("algorithm", algorithm.issues);
+  // The algorithm first: the largest limit and cost depend on it. Usage weighs the log.
+  const read = v.safeParse(algorithmSchema, body.algorithm);
+  if (!read.success) return refused("algorithm", read.issues);
+  const counted = adhocAlgorithm(body, read.output);
+  if (!counted.ok) return counted;
+  const algorithm = { output: counted.value };
   // A slot must be given back under the policy that took it: a configured rule's name.
   if (isConcurrency(algorithm.output)) {
     return invalid(

@@ -17,6 +17,7 @@ import type { RulesOutcome } from "../rules/outcome";
 import { type RefundFailedEvent, refundOnServerError } from "../rules/refund-on-error";
 import { outcomeHeaders, withRateLimitHeaders } from "./rate-limit-headers";
 import { heldUntilReleased, releasingAtEnd } from "./release-at-end";
+import { settleFromResponse, usageSettler } from "./usage-settle";
 
 /**
  * One incoming request some rule applies to, as a surface hands it over: what to decide it by,
@@ -37,6 +38,11 @@ export interface LimitedExchange extends DecideOptions {
   signal?: AbortSignal | undefined;
   /** Called when a `refundOn: "5xx"` refund could not be made. @default none */
   onRefundFailed?: ((event: RefundFailedEvent) => void) | undefined;
+  /**
+   * Settle usage rules from the answer (readUsage: a header, a JSON body read from a clone) when
+   * `outcome.settle` was not called: the middleware's. @default false
+   */
+  readsUsage?: boolean | undefined;
   /** Passes the request on: the origin's response (proxy), or the app's after `next()`. */
   forward(outcome: RulesOutcome): Promise<Response>;
   /** The answer to a request the rules refused; it carries its own headers. */
@@ -58,6 +64,8 @@ export async function runLimited(exchange: LimitedExchange): Promise<Response> {
   if (!outcome.allowed) return exchange.refuse(outcome);
   const { limiter, waitUntil } = exchange;
   const held = outcome.slots;
+  const settler = usageSettler(outcome, exchange.rules, limiter);
+  if (settler) outcome.settle = settler.settle;
   // release never rejects, and its waitUntil keeps it alive past the response: not awaited.
   // The context is held from here until it has run, so a client's disconnect still reaches it.
   const release = held
@@ -77,6 +85,8 @@ export async function runLimited(exchange: LimitedExchange): Promise<Response> {
     exchange.limiter,
     exchange.onRefundFailed,
   );
+  // Awaited, as a refund is: the client's next request sees what this one used.
+  if (settler && exchange.readsUsage) await settleFromResponse(settler, exchange.rules, response);
   // The body as the client gets it (holding the slots until it has been delivered), then the
   // headers, which keep that body.
   const delivered = release ? releasingAtEnd(response, release, exchange.signal) : response;

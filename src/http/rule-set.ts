@@ -27,6 +27,8 @@ import { refusal } from "./limited-response";
 import { rateLimitHeaderRecord } from "./rate-limit-headers";
 import { answerRelease } from "./release-answer";
 import { parseReleaseBody, type ReleaseRequest } from "./release-request";
+import { answerSettle } from "./settle-answer";
+import { parseSettleBody, type SettleRequest } from "./settle-request";
 
 export interface RuleSetOptions {
   /**
@@ -35,6 +37,12 @@ export interface RuleSetOptions {
    * @default each request's own
    */
   region?: string | undefined;
+  /**
+   * The secret usage receipts are sealed with (`/check` hands them out, `/check/settle` takes
+   * them back: docs/usage.md); the worker's LIMITER_TOKEN. Every instance that settles another's
+   * receipts needs the same. @default a random one per isolate (receipts settle there only)
+   */
+  receiptSecret?: string | undefined;
 }
 
 /** One request in front of an origin, as `guard` takes it. */
@@ -92,6 +100,10 @@ export interface RuleSet {
     release: ReleaseRequest,
     waitUntil?: WaitUntil,
   ): Promise<Response>;
+  /** A POST /check/settle body `{"receipt", "usage"}` read strictly (nothing counted if not). */
+  parseSettle(json: unknown): Promise<Validated<SettleRequest>>;
+  /** A parsed settle made: 200, 409 settled already, 404 nothing to settle, 503 store down. */
+  answerSettle(limiter: Limiter, settle: SettleRequest): Promise<Response>;
   /** A parsed check decided: the /check answer (JSON and rate-limit headers). */
   answerCheck(
     limiter: Limiter,
@@ -131,6 +143,13 @@ export function createRules(config: LimiterConfig, options: RuleSetOptions = {})
     pick.readsCf ? pick(requestCf(request)) : pick(undefined);
   const guarded: GuardedRules = { compiled, regionOf, clientIp, legacyHeaders, requestIdHeaders };
 
+  // Random when none is given, made on first use (workerd refuses randomness at module scope).
+  let secret = options.receiptSecret || undefined;
+  const receiptSecret = () => {
+    secret ??= crypto.randomUUID();
+    return secret;
+  };
+
   const keyOf = (rule: RuleConfig, raw: string): Promise<string> => {
     if (rule.key === "ip") return Promise.resolve(groupAddress(raw, clientIp) ?? raw);
     if (rule.key.startsWith("header:")) return headerRuleKey(raw);
@@ -167,8 +186,16 @@ export function createRules(config: LimiterConfig, options: RuleSetOptions = {})
 
     answerRelease: (limiter, release, waitUntil) => answerRelease(limiter, release, waitUntil),
 
+    parseSettle: (json) => parseSettleBody(json, receiptSecret()),
+    answerSettle,
+
     answerCheck: (limiter, check, request, waitUntil) =>
-      answerCheck(limiter, check, { region: regionOf(request), waitUntil, legacyHeaders }),
+      answerCheck(limiter, check, {
+        region: regionOf(request),
+        waitUntil,
+        legacyHeaders,
+        receiptSecret,
+      }),
 
     guard: (request, exchange) => guardRequest(request, exchange, guarded),
 

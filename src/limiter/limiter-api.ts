@@ -20,6 +20,7 @@ import type {
   RefundOutcome,
   RefundReceipt,
   ReleaseOutcome,
+  SettleOutcome,
 } from "./types";
 
 export interface Limiter {
@@ -56,6 +57,13 @@ export interface Limiter {
     receipt: RefundReceipt,
     options?: { policies?: readonly string[] },
   ): Promise<RefundOutcome>;
+  /**
+   * Settle an admitted request's usage (docs/usage.md): in each of its usage rules (the weighted
+   * log, `sliding-log-weighted`) its reservation (the cost it was admitted with) becomes `units`:
+   * the difference charged, even past the limit, or given back. Once per admission: again
+   * answers "already-settled" and changes nothing. Never throws.
+   */
+  settle(receipt: RefundReceipt, units: number): Promise<SettleOutcome>;
   /**
    * Gives back concurrency slots (`decision.slots`, docs/concurrency.md) when their requests end:
    * one store call for all of them. Never throws: answers per slot whether it was held

@@ -12,8 +12,7 @@ import { withinDeadline } from "../store/script-runner";
 import { StoreTimeoutError } from "../store/with-deadline";
 import { forgetRequest, rememberAnswers } from "./answer-memory";
 import type { Permit } from "./circuit-breaker";
-import type { LimiterContext } from "./context";
-import { createLimiterContext } from "./context";
+import { createLimiterContext, type LimiterContext } from "./context";
 import { conflicted, denied, fromCache, fromEvaluation, notAsked } from "./decisions";
 import { createDegradedPath } from "./degraded";
 import { inFlightOf } from "./in-flight";
@@ -41,6 +40,7 @@ import {
   resolvePolicies,
   withStorageKeys,
 } from "./resolved-policy";
+import { settleReceipt } from "./settle-receipt";
 import type { Decision, LimitRequest, MultiDecision, WaitUntil } from "./types";
 
 /**
@@ -135,10 +135,9 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
       }
     }
 
-    // 3. The breaker. Everything built from what the client sent (keys, member id) is built
-    // before it hands out a permit: nothing a client sends can fail between the permit and the
-    // store call, so a permit is always reported and a client's input never counts as a store
-    // failure.
+    // 3. The breaker. Everything built from what the client sent (keys, member id) is built before
+    // it hands out a permit: nothing a client sends can fail between the permit and the store call,
+    // so a permit is always reported and a client's input never counts as a store failure.
     withStorageKeys(policies, ctx.prefix);
     const memberId = slotMemberId(policies) ?? nextMemberId();
     const permit: Permit = breaker.acquire();
@@ -295,6 +294,7 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
       if (counted.regional && regional) return regional.refund(counted, only);
       return refundReceipt(ctx, counted, only);
     },
+    settle: (receipt, units) => settleReceipt(ctx, receipt, units),
     release(slots, releaseOptions) {
       // Released when a request ends, often past its response: waitUntil keeps the call alive
       // whether or not the caller awaits it (as limitAll's keeps its lease calls alive).

@@ -226,3 +226,18 @@ export interface RefundOutcome {
   /** Set when the store could not be asked or failed. */
   error?: string;
 }
+
+/**
+ * What `limiter.settle` did with an admitted request's usage (docs/usage.md). "settled": its
+ * usage rules now hold what it used (`charged`: units charged per usage rule, negative when given
+ * back); "already-settled": it was settled before, nothing changed; "unknown": nothing to settle
+ * (not a usage request, never admitted, refunded, or out of every window); "failed": the store
+ * could not be asked (`error`), nothing is known to have changed.
+ */
+export interface SettleOutcome {
+  status: "settled" | "already-settled" | "unknown" | "failed";
+  /** The usage rules settled, and per rule the units charged (negative: given back). */
+  policies: string[];
+  charged: number[];
+  error?: string;
+}

@@ -260,6 +260,7 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       legacyHeaders: legacy,
       onShadowDeny: options.onShadowDeny,
       onRefundFailed: options.onRefundFailed,
+      readsUsage: true,
       forward: async (outcome) => {
         setRateLimit(c, outcome);
         forwarded = true;

@@ -2,7 +2,13 @@
  * What one request's rules decided together: the one shape the pipeline, the middleware and the
  * refund read, whatever decided it (the limiter, a key block in the store, a network block).
  */
-import type { ConcurrencySlot, Decision, RefundReceipt, RequestIdConflict } from "../limiter/types";
+import type {
+  ConcurrencySlot,
+  Decision,
+  RefundReceipt,
+  RequestIdConflict,
+  SettleOutcome,
+} from "../limiter/types";
 
 /** The block a request met (RulesOutcome.blocked). */
 export interface RequestBlock {
@@ -59,4 +65,10 @@ export interface RulesOutcome {
    * said so), or by its address, country or AS number. Nothing was counted (answered 403).
    */
   blocked?: RequestBlock;
+  /**
+   * An admitted request counted in a usage rule (docs/usage.md): report what it used, once; the
+   * difference to its reservation (the rule's `cost`) is charged or given back. Without a call,
+   * the middleware settles from the response by the rule's `usage` spec.
+   */
+  settle?: (units: number) => Promise<SettleOutcome>;
 }

@@ -4,6 +4,9 @@
  * surface read the list from here.
  *
  * - `sliding-log`: exact; the last `limit` admission times in a ring (4 bytes per unit of the limit).
+ * - `sliding-log-weighted`: exact; one entry per admission with its units (memory per request
+ *   in the window, not per unit): what usage rules count in, their reservations settled later
+ *   (lua/weighted-log.lua.ts); limits up to 10^12.
  * - `fixed-window`: aligned windows, O(1); allows up to 2× the limit across a window boundary.
  * - `sliding-counter`: two-window weighted approximation, O(1); assumes the previous window's
  *   admissions were spread evenly over it.
@@ -16,6 +19,7 @@
  */
 export const ALGORITHMS = [
   "sliding-log",
+  "sliding-log-weighted",
   "fixed-window",
   "sliding-counter",
   "token-bucket",

@@ -33,6 +33,20 @@ export const MAX_LIMIT = 100_000;
 // kept one ~120-byte member per unit and capped the limit at 8 000: docs/algorithms.md.)
 
 /**
+ * The largest limit of the weighted log (sliding-log-weighted): usage rules count tokens, rows or
+ * bytes, and its memory grows with requests, not units. Sums stay exact in Redis's Lua numbers
+ * (doubles) far past it.
+ */
+export const MAX_USAGE_LIMIT = 1_000_000_000_000;
+
+/**
+ * The most admissions a weighted log holds in its window (one entry each, ~50 bytes): ~500 kB
+ * full, as the ring at its largest limit. A request past them is denied until the oldest
+ * leaves (a usage rule's limit is its units; this bounds its requests, whatever their units).
+ */
+export const MAX_WEIGHTED_ENTRIES = 10_000;
+
+/**
  * The most units one call may write to rings (sliding-log), summed over its ring policies, each
  * counted up to its limit (a cost above it is a denial that writes nothing): 4 bytes a unit, one
  * string command, ~8 ms of Redis at 100 000 (`node bench/measure/caps.mjs`; 16 policies of
@@ -57,13 +71,17 @@ export const DEFAULT_CONCURRENCY_TIMEOUT_MS = 60_000;
 
 /** The largest limit an algorithm takes: a full sliding log is memory, an O(1) key is not. */
 export function maxLimitOf(algorithm: Algorithm): number {
-  return isConcurrency(algorithm) ? MAX_CONCURRENCY_LIMIT : MAX_LIMIT;
+  if (isConcurrency(algorithm)) return MAX_CONCURRENCY_LIMIT;
+  return algorithm === "sliding-log-weighted" ? MAX_USAGE_LIMIT : MAX_LIMIT;
 }
 
 /** How a limit past maxLimitOf(algorithm) is refused, the same wherever it is. */
 export function limitRange(algorithm: Algorithm): string {
   if (isConcurrency(algorithm)) {
     return `must be an integer from 1 to ${MAX_CONCURRENCY_LIMIT} for a concurrency rule (requests in flight per key)`;
+  }
+  if (algorithm === "sliding-log-weighted") {
+    return `must be an integer from 1 to ${MAX_USAGE_LIMIT} for the sliding-log-weighted`;
   }
   return `must be an integer from 1 to ${MAX_LIMIT}`;
 }

@@ -211,3 +211,48 @@ describe("billed commands of a concurrency slot (docs/concurrency.md)", () => {
     expect(own).toEqual({ evalsha: 1, time: 1, zscore: 1, zrem: 1 });
   });
 });
+
+describe("billed commands of a usage request (docs/usage.md): admission, then settle", () => {
+  const tokens = {
+    policy: "tokens",
+    limit: 1_000_000_000,
+    windowMs: 60_000,
+    cost: 1_000,
+    algorithm: "sliding-log-weighted",
+  };
+
+  it("admission 4 (EVALSHA, TIME, GETRANGE, SETRANGE), settle 3 (EVALSHA, GETRANGE, SETRANGE), again 2", async () => {
+    const bridge = env.bridge as { url: string };
+    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
+    const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
+    // Scripts loaded first: a NOSCRIPT's EVAL is no part of a shape.
+    const warm = await limiter.limitAll([{ ...tokens, key: "warm" }]);
+    await limiter.settle(warm.receipt, 1);
+    const counted = async (body: () => Promise<void>) => {
+      env.cli("CONFIG", "RESETSTAT");
+      await body();
+      const byCommand: Record<string, number> = {};
+      for (const line of env.cli("INFO", "commandstats").split("\n")) {
+        const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
+        if (!match?.[1] || /^(info|config)/.test(match[1])) continue;
+        byCommand[match[1]] = Number(match[2]);
+      }
+      return byCommand;
+    };
+    // A key that already holds entries: the admission reads and rewrites its log.
+    await limiter.limitAll([{ ...tokens, key: "a" }]);
+    let receipt: unknown;
+    const admission = await counted(async () => {
+      receipt = (await limiter.limitAll([{ ...tokens, key: "a" }])).receipt;
+    });
+    expect(admission).toEqual({ evalsha: 1, time: 1, getrange: 1, setrange: 1 });
+    const settle = await counted(async () => {
+      expect((await limiter.settle(receipt, 2_345)).status).toBe("settled");
+    });
+    expect(settle).toEqual({ evalsha: 1, getrange: 1, setrange: 1 });
+    const again = await counted(async () => {
+      expect((await limiter.settle(receipt, 2_345)).status).toBe("already-settled");
+    });
+    expect(again).toEqual({ evalsha: 1, getrange: 1 });
+  });
+});

@@ -52,6 +52,7 @@ import type { ShardLayout } from "./options";
 import { createShardedPlans } from "./plans";
 import { refundParts } from "./refund";
 import { createRouter } from "./router";
+import { settleParts } from "./settle";
 import { type BuildStoreLimiter, buildShards, type Shard } from "./shard";
 import { createShardedSlots } from "./slots";
 import { createTransition } from "./transition";
@@ -117,6 +118,16 @@ export function createShardedLimiter(
       // the window (an upper bound: safe, but a refund that frees nothing). Read afresh.
       if (outcome.refunded && now() < router.endsBy) counts.clear();
       return outcome;
+    },
+    settle(receipt, units) {
+      const counted = receipt as CountedReceipt;
+      if (Array.isArray(counted?.parts)) {
+        return settleParts(counted, units, (name) => shards.byName.get(name)?.limiter);
+      }
+      // On the shard that admitted it (its entries are there), as a refund is.
+      const named =
+        typeof counted?.shard === "string" ? shards.byName.get(counted.shard) : undefined;
+      return (named ?? shardFor(counted?.resolved?.[0]?.clientKey)).limiter.settle(receipt, units);
     },
     async endLeases() {
       await Promise.all(shards.list.map((shard) => shard.limiter.endLeases()));

@@ -19,6 +19,7 @@ import { RING_CODEC_LUA } from "./ring-codec.lua";
 import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
 import { SLIDING_LOG_RING_LUA } from "./sliding-log-ring.lua";
 import { TOKEN_BUCKET_LUA } from "./token-bucket.lua";
+import { WEIGHTED_LOG_LUA } from "./weighted-log.lua";
 
 /**
  * Every script is composed from one fragment per algorithm plus a driver, so one policy and many
@@ -107,8 +108,7 @@ ${REQUEST_RECORDS_LUA}`;
  * honours Retry-After is not denied forever), at most RECORD_TTL_MAX_MS. A record written before
  * a reset of any of its policies is not replayed (records().read). A retry whose policies differ
  * from the record's fingerprint (algorithm, limit, window or cost as the caller asked them) is
- * not replayed either, nor
- * decided: the reply is {-1, policy (1-based), field (1 algorithm, 2 limit, 3 window ms, 4 cost),
+ * not replayed either, nor decided: the reply is {-1, policy (1-based), field (1 algorithm, 2 limit, 3 window ms, 4 cost),
  * recorded value, asked value} and nothing is counted or written. Commands: one MGET (the record
  * and the marks), + SET … PX of the record. A replay's reply ends with one more value: the
  * member id a call with a concurrency policy was decided under (its slot), else ''.
@@ -239,6 +239,7 @@ return withLimits(out)
 
 const FRAGMENTS: Record<Algorithm, string> = {
   "sliding-log": SLIDING_LOG_RING_LUA,
+  "sliding-log-weighted": WEIGHTED_LOG_LUA,
   "fixed-window": FIXED_WINDOW_LUA,
   "sliding-counter": SLIDING_COUNTER_LUA,
   "token-bucket": TOKEN_BUCKET_LUA,

@@ -35,7 +35,7 @@ describe("concurrency rules", () => {
     ["a window", { window: "1m" }, "rules[0].window", /in flight/],
     ["a cost but 1", { cost: 2 }, "rules[0].cost", /one slot/],
     ["a refund on 5xx", { refundOn: "5xx" }, "rules[0].refundOn", /request ends/],
-    ["a lease", { lease: true }, "rules[0].lease", /sliding logs/],
+    ["a lease", { lease: true }, "rules[0].lease", /sliding log only/],
   ];
   for (const [what, rule, field, detail] of refused) {
     it(`refuse ${what}, naming ${field}`, () => {

@@ -170,3 +170,52 @@ describe("a calendar quota's fields are read, and refused, in the same words eve
     expect(detail(parsed)).toMatch(/^rules\[1\]\.period: cannot be used during a "reshard"/);
   });
 });
+
+describe("a rule's usage (docs/usage.md)", () => {
+  const rule = { name: "tokens", limit: 1_000_000_000_000, window: "1m", cost: 500 };
+  it("is read as a lower-cased header or JSON paths split, and counts in the weighted log", () => {
+    const parsed = parseConfig({
+      rules: [
+        { ...rule, usage: { header: "X-Usage-Tokens" } },
+        { ...rule, name: "b", usage: { json: ["usage.input_tokens", "usage.output_tokens"] } },
+        { ...rule, name: "c", usage: { json: "usage.total_tokens" } },
+      ],
+    });
+    if (!parsed.ok) throw new Error(detail(parsed));
+    expect(parsed.value.rules.map((r) => [r.algorithm, r.usage])).toEqual([
+      ["sliding-log-weighted", { header: "x-usage-tokens" }],
+      ["sliding-log-weighted", { json: ["usage.input_tokens", "usage.output_tokens"] }],
+      ["sliding-log-weighted", { json: ["usage.total_tokens"] }],
+    ]);
+  });
+
+  const bad: [usage: unknown, field: string][] = [
+    [{ header: "x usage" }, "rules[0].usage.header"],
+    [{ header: "" }, "rules[0].usage.header"],
+    [{ json: "usage..total" }, "rules[0].usage.json"],
+    [{ json: ".usage" }, "rules[0].usage.json"],
+    [{ json: [] }, "rules[0].usage.json"],
+    [{ json: Array.from({ length: 9 }, (_, i) => `p${i}`) }, "rules[0].usage.json"],
+    [{ json: 5 }, "rules[0].usage.json"],
+    [{ header: "x", json: "y" }, "rules[0].usage"],
+    [{}, "rules[0].usage"],
+    [{ headers: "x" }, "rules[0].usage"],
+    ["x-usage", "rules[0].usage"],
+  ];
+  for (const [usage, field] of bad) {
+    it(`refuses ${JSON.stringify(usage)}, naming ${field}`, () => {
+      const parsed = parseConfig({ rules: [{ ...rule, usage }] });
+      expect(parsed.ok).toBe(false);
+      if (!parsed.ok) expect(parsed.field.startsWith(field)).toBe(true);
+    });
+  }
+
+  it("refuses another algorithm, and a plain rule's limit past the ring's cap", () => {
+    const fixed = parseConfig({
+      rules: [{ ...rule, limit: 1_000, algorithm: "fixed-window", usage: { header: "x" } }],
+    });
+    expect(fixed.ok ? "accepted" : fixed.field).toBe("rules[0].usage");
+    const plain = parseConfig({ rules: [{ name: "p", limit: 1_000_000, window: "1m" }] });
+    expect(plain.ok ? "accepted" : plain.field).toBe("rules[0].limit");
+  });
+});

@@ -1,0 +1,76 @@
+/**
+ * The limiter's settle: an admitted request's reservation in its usage rules (the weighted log,
+ * sliding-log-weighted) becomes what it used, exactly once (store/settle.ts; the bound it keeps
+ * on every rolling window is argued in store/lua/weighted-settle.lua.ts and docs/usage.md).
+ */
+import { MAX_USAGE_LIMIT } from "../store/caps";
+import { withinDeadline } from "../store/script-runner";
+import { settle } from "../store/settle";
+import { capacityFreed, type LimiterContext } from "./context";
+import type { CountedReceipt } from "./receipt-state";
+import { receiptIssue, withStorageKeys } from "./resolved-policy";
+import type { RefundReceipt, SettleOutcome } from "./types";
+
+/** Why a usage is refused: the same words wherever it is given (settle, /check/settle). */
+export const USAGE_RANGE = `must be an integer from 0 to ${MAX_USAGE_LIMIT}`;
+
+/** Whether `units` is a usage a settle takes. */
+export function isUsage(units: unknown): units is number {
+  return (
+    typeof units === "number" &&
+    Number.isSafeInteger(units) &&
+    units >= 0 &&
+    units <= MAX_USAGE_LIMIT
+  );
+}
+
+export async function settleReceipt(
+  ctx: LimiterContext,
+  receipt: RefundReceipt,
+  units: number,
+): Promise<SettleOutcome> {
+  const failed = (error: string): SettleOutcome => ({
+    status: "failed",
+    policies: [],
+    charged: [],
+    error,
+  });
+  if (!isUsage(units)) return failed(`usage ${USAGE_RANGE}`);
+  // A receipt that went out as /check's string comes back without Redis keys: this limiter's.
+  const given = (receipt as Partial<CountedReceipt>).resolved;
+  if (
+    Array.isArray(given) &&
+    given.every((p) => typeof p?.name === "string" && typeof p.clientKey === "string") &&
+    given.some((p) => p.redisKey === "")
+  ) {
+    withStorageKeys(given, ctx.prefix);
+  }
+  const refused = receiptIssue(receipt, undefined);
+  if (refused) return failed(String(refused));
+  const counted = receipt as CountedReceipt;
+  const usage = counted.resolved.filter((policy) => policy.algorithm === "sliding-log-weighted");
+  const policies = usage.map((policy) => policy.name);
+  if (usage.length === 0) return { status: "unknown", policies, charged: [] };
+  if (ctx.breaker.state === "open") return failed("circuit open");
+  try {
+    const answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
+      settle(
+        store,
+        usage.map((policy) => policy.redisKey),
+        counted.memberId,
+        units,
+      ),
+    );
+    // Units given back free capacity this isolate may be denying from (as a refund's do).
+    if (answer.charged.some((units) => units < 0)) {
+      capacityFreed(
+        ctx,
+        usage.map((policy) => policy.cacheKey),
+      );
+    }
+    return { status: answer.status, policies, charged: answer.charged };
+  } catch (error) {
+    ctx.onStoreError?.(error);
+    return { ...failed(String(error)), policies };
+  }
+}

@@ -1,0 +1,133 @@
+// The middleware with usage rules (docs/usage.md): the reservation taken at admission becomes what
+// the handler's response reports (a header, JSON fields), or what the app settles itself, once.
+// Real store through the bridge.
+import { Hono } from "hono";
+import { describe, expect, it } from "vitest";
+import { createLimiter, type RateLimitVariables, rateLimit } from "../../../src/index";
+import type { SettleOutcome } from "../../../src/limiter/types";
+import { scopedPrefix, testStore } from "../../support/worker/redis";
+
+const prefix = scopedPrefix("mw-usage");
+const limiter = createLimiter({ store: testStore(2_000), prefix });
+const run = crypto.randomUUID().slice(0, 8);
+
+type UsageRule = Parameters<typeof rateLimit>[0]["rules"];
+
+function appWith(rules: UsageRule, key: string) {
+  const app = new Hono<{ Variables: RateLimitVariables }>();
+  app.use(rateLimit({ limiter, rules, key: () => key }));
+  app.get("/header/:n", (c) => c.text("ok", 200, { "x-usage": c.req.param("n") }));
+  app.get("/json", (c) => c.json({ answer: "hi", usage: { input_tokens: 30, output_tokens: 12 } }));
+  app.get("/none", (c) => c.text("no usage"));
+  app.get("/throws", () => {
+    throw new Error("handler failed");
+  });
+  app.get("/5xx", (c) => c.text("origin down", 503, { "x-usage": "99" }));
+  const settled: SettleOutcome[] = [];
+  app.get("/self/:n", async (c) => {
+    const n = Number(c.req.param("n"));
+    const rateLimited = c.get("rateLimit");
+    settled.push(await (rateLimited.settle as (units: number) => Promise<SettleOutcome>)(n));
+    // A second call is the first's outcome: the usage is charged once.
+    settled.push(await (rateLimited.settle as (units: number) => Promise<SettleOutcome>)(n + 50));
+    return c.text("ok", 200, { "x-usage": "1" });
+  });
+  return { app, settled };
+}
+
+const remaining = (res: Response) =>
+  Number(/;r=(\d+)/.exec(res.headers.get("RateLimit") ?? "")?.[1]);
+
+describe("the middleware settles usage rules", () => {
+  it("from a header: the difference charged, and the headers show the budget left", async () => {
+    const rule = {
+      name: "tok-h",
+      limit: 100,
+      window: "1m",
+      cost: 20,
+      usage: { header: "X-Usage" },
+    };
+    const { app } = appWith(rule, `h-${run}`);
+    const first = await app.request("/header/35");
+    expect(first.status).toBe(200);
+    // 100 − 35: what the request used, not its reservation of 20.
+    expect(remaining(first)).toBe(65);
+    const second = await app.request("/header/5");
+    expect(remaining(second)).toBe(60);
+  });
+
+  it("from JSON fields summed, read from a clone: the client gets the body whole", async () => {
+    const rule = {
+      name: "tok-j",
+      limit: 1_000,
+      window: "1m",
+      cost: 100,
+      usage: { json: ["usage.input_tokens", "usage.output_tokens"] },
+    };
+    const { app } = appWith(rule, `j-${run}`);
+    const res = await app.request("/json");
+    expect(await res.json()).toMatchObject({ answer: "hi" });
+    expect(remaining(res)).toBe(1_000 - 42);
+    expect(remaining(await app.request("/json"))).toBe(1_000 - 84);
+  });
+
+  it("c.get('rateLimit').settle(units) counts once, and the response is not read after it", async () => {
+    const rule = {
+      name: "tok-s",
+      limit: 100,
+      window: "1m",
+      cost: 10,
+      usage: { header: "x-usage" },
+    };
+    const { app, settled } = appWith(rule, `s-${run}`);
+    const res = await app.request("/self/30");
+    expect(settled.map((s) => s.status)).toEqual(["settled", "settled"]);
+    expect(settled[0]).toMatchObject({ policies: ["tok-s"], charged: [20] });
+    expect(settled[1]).toBe(settled[0]);
+    expect(remaining(res)).toBe(70);
+    expect(remaining(await app.request("/none"))).toBe(60);
+  });
+
+  it("no usage read (no header, handler threw, a 5xx refundOn gives back): as without usage", async () => {
+    const rule = {
+      name: "tok-n",
+      limit: 100,
+      window: "1m",
+      cost: 10,
+      usage: { header: "x-usage" },
+    };
+    const { app } = appWith(rule, `n-${run}`);
+    expect(remaining(await app.request("/none"))).toBe(90);
+    expect((await app.request("/throws")).status).toBe(500);
+    // Both reservations stood: 100 − 10 (none) − 10 (thrown) − 10 (this one).
+    expect(remaining(await app.request("/none"))).toBe(70);
+
+    const refunding = { ...rule, name: "tok-r", refundOn: "5xx" as const };
+    const { app: other } = appWith(refunding, `r-${run}`);
+    expect(remaining(await other.request("/none"))).toBe(90);
+    // The 503 is given back whole (refundOn), its x-usage unread.
+    expect(remaining(await other.request("/5xx"))).toBe(90);
+    expect(remaining(await other.request("/none"))).toBe(80);
+  });
+
+  it("refuses a bad usage spec, naming the field: 503 for every request", async () => {
+    for (const usage of [
+      { header: "bad header" },
+      { json: "usage..total" },
+      { json: [] },
+      { json: ["a", "b", "c", "d", "e", "f", "g", "h", "i"] },
+      { header: "x", json: "y" },
+      {},
+    ]) {
+      const { app } = appWith({ name: "bad", limit: 10, window: "1m", usage } as UsageRule, "x");
+      const res = await app.request("/none");
+      expect(res.status, JSON.stringify(usage)).toBe(503);
+      expect(((await res.json()) as { field: string }).field).toMatch(/^rules\[0\]\.usage/);
+    }
+    const { app } = appWith(
+      { name: "bad", limit: 10, window: "1m", usage: { header: "x" }, algorithm: "fixed-window" },
+      "x",
+    );
+    expect(await (await app.request("/none")).json()).toMatchObject({ field: "rules[0].usage" });
+  });
+});
