@@ -8,7 +8,7 @@ import { storageKey } from "../../../src/store/keys";
 import { PolicyBoundsError } from "../../../src/store/script-inputs";
 import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
-import { workerWith } from "../../support/worker/worker-harness";
+import { postCheck, workerWith } from "../../support/worker/worker-harness";
 
 // What one request may make Redis store and do (src/config/limits.ts, docs/check-api.md "Limits"): a
 // sliding-log limit bounds a full key's memory, a call's summed log cost bounds the members one
@@ -17,7 +17,6 @@ import { workerWith } from "../../support/worker/worker-harness";
 const redis = testRedis();
 const store = testStore(30_000);
 const prefix = scopedPrefix("caps");
-const TOKEN = "test-limiter-token";
 const worker = workerWith({
   LIMITER_CONFIG: JSON.stringify({
     prefix,
@@ -35,18 +34,10 @@ const worker = workerWith({
   }),
 });
 
-function check(body: unknown, path = "/check") {
-  return worker(path, {
-    method: "POST",
-    headers: { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}` },
-    body: JSON.stringify(body),
-  });
-}
-
 async function expectRefused(body: Record<string, unknown>, field: string) {
-  for (const path of ["/check", "/check/peek"]) {
+  for (const path of ["/check", "/check/peek"] as const) {
     if (path === "/check/peek" && "rules" in body) continue;
-    const res = await check(body, path);
+    const res = await postCheck(worker, body, { path });
     expect(res.status, `${path} ${JSON.stringify(body)}`).toBe(400);
     expect(res.headers.get("Content-Type")).toContain("application/problem+json");
     const problem = await res.json<{ field: string; detail: string }>();
@@ -72,11 +63,16 @@ describe("caps on what one /check may make Redis store and do", () => {
     );
     expect(await redis.keys(`${prefix}*`)).toEqual([]);
     // In the ring (the default) the same request is 400 kB, written with one SET.
-    const ring = await check({ key: "r1", limit: 100_000, cost: 100_000, window: "7d" });
+    const ring = await postCheck(worker, {
+      key: "r1",
+      limit: 100_000,
+      cost: 100_000,
+      window: "7d",
+    });
     expect(ring.status).toBe(200);
 
     for (const algorithm of ["fixed-window", "sliding-counter", "token-bucket"]) {
-      const res = await check({
+      const res = await postCheck(worker, {
         key: "o1",
         limit: MAX_LIMIT,
         cost: MAX_LIMIT,
@@ -106,7 +102,7 @@ describe("caps on what one /check may make Redis store and do", () => {
     expect((await redis.keys(`${prefix}*`)).sort()).toEqual(before);
 
     // At the cap: admitted. An O(1) rule beside the logs does not count towards it.
-    const atCap = await check({
+    const atCap = await postCheck(worker, {
       key: "k3",
       limit: MAX_ZSET_LIMIT,
       cost: MAX_ZSET_COST,
@@ -114,7 +110,11 @@ describe("caps on what one /check may make Redis store and do", () => {
       algorithm: "sliding-log-zset",
     });
     expect(atCap.status).toBe(200);
-    const split = await check({ key: "k4", rules: ["log-a", "counter"], cost: MAX_ZSET_COST });
+    const split = await postCheck(worker, {
+      key: "k4",
+      rules: ["log-a", "counter"],
+      cost: MAX_ZSET_COST,
+    });
     expect(split.status).toBe(200);
   });
 });

@@ -9,20 +9,12 @@ import { adhocPolicyName } from "../../../src/http/check-request";
 import { storageKey } from "../../../src/store/keys";
 import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
-import { workerWith } from "../../support/worker/worker-harness";
+import { postCheck, workerWith } from "../../support/worker/worker-harness";
 
 const redis = testRedis();
 const prefix = scopedPrefix("adhoc-keys");
 const run = crypto.randomUUID().slice(0, 8);
 const worker = workerWith({ LIMITER_CONFIG: JSON.stringify({ prefix, rules: [] }) });
-
-function check(body: unknown) {
-  return worker("/check", {
-    method: "POST",
-    headers: { "Content-Type": "application/json", Authorization: "Bearer test-limiter-token" },
-    body: JSON.stringify(body),
-  });
-}
 
 const WEEK = 7 * 86_400_000;
 
@@ -30,19 +22,24 @@ describe("ad-hoc logs across a limit or layout switch", () => {
   it("a full 100 000 ring, then a sorted set of 8 000 and a ring of 1 on the key: each its own log, the ring untouched", async () => {
     const key = `victim-${run}`;
     const ring = storageKey(prefix, adhocPolicyName(WEEK, 100_000, "sliding-log"), key);
-    const full = await check({ key, limit: 100_000, window: "7d", cost: 100_000 });
+    const full = await postCheck(worker, { key, limit: 100_000, window: "7d", cost: 100_000 });
     expect(full.status).toBe(200);
     const ringBytes = await redis.strlen(ring);
     expect(ringBytes).toBeGreaterThan(400_000);
 
-    const zset = await check({ key, limit: 8_000, window: "7d", algorithm: "sliding-log-zset" });
+    const zset = await postCheck(worker, {
+      key,
+      limit: 8_000,
+      window: "7d",
+      algorithm: "sliding-log-zset",
+    });
     expect(zset.status).toBe(200);
     expect(await zset.json()).toMatchObject({
       allowed: true,
       remaining: 7_999,
       policy: "check.604800000ms.8000.zset",
     });
-    const one = await check({ key, limit: 1, window: "7d" });
+    const one = await postCheck(worker, { key, limit: 1, window: "7d" });
     expect(await one.json()).toMatchObject({ allowed: true, remaining: 0 });
 
     // The ring is still the ring, byte for byte as long; the others hold their own units only.
@@ -59,7 +56,7 @@ describe("ad-hoc logs across a limit or layout switch", () => {
       await logCount(redis, storageKey(prefix, adhocPolicyName(WEEK, 1, "sliding-log"), key)),
     ).toBe(1);
     // And the 100 000 log still denies: nothing another limit did freed it.
-    const again = await check({ key, limit: 100_000, window: "7d" });
+    const again = await postCheck(worker, { key, limit: 100_000, window: "7d" });
     expect(again.status).toBe(429);
     await redis.del(ring, zsetKey);
   });

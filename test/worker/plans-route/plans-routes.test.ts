@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { scopedPrefix } from "../../support/worker/redis";
-import { originCount, postJson, workerWith } from "../../support/worker/worker-harness";
+import {
+  type CheckPath,
+  originCount,
+  postCheck,
+  workerWith,
+} from "../../support/worker/worker-harness";
 
 const prefix = scopedPrefix("plans-routes");
 const run = crypto.randomUUID().slice(0, 8);
@@ -30,10 +35,10 @@ const isolateC = workerWith({ LIMITER_CONFIG: JSON.stringify(config, null, 2) })
 
 const admin = (
   worker: typeof isolateA,
-  path: string,
+  path: CheckPath,
   body: unknown,
   token: string | null = TOKEN,
-) => postJson(worker, path, body, token);
+) => postCheck(worker, body, { path, token });
 
 const apiCall = (worker: typeof isolateA, path: string, apiKey: string) =>
   worker(path, { headers: { "x-api-key": apiKey } });

@@ -8,7 +8,7 @@
 import { describe, expect, inject, it } from "vitest";
 import type { Env } from "../../../worker/env";
 import { announceReshard, shardPrefix } from "../../support/worker/shard-stores";
-import { baseEnv, callWorker, TEST_LIMITER_TOKEN } from "../../support/worker/worker-harness";
+import { baseEnv, postCheck } from "../../support/worker/worker-harness";
 
 // A prefix per test: the shards' record of a reshard (docs/shards.md "Which mistakes are
 // refused") closes the old placement under its prefix once told.
@@ -36,13 +36,6 @@ function envWith(prefix: string, config: Record<string, unknown>): Env {
   } as Env;
 }
 
-const post = (env: Env, path: string, body: unknown) =>
-  callWorker(env, path, {
-    method: "POST",
-    headers: { authorization: `Bearer ${TEST_LIMITER_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-
 interface Answer {
   allowed: boolean;
   replayed?: boolean;
@@ -68,7 +61,7 @@ async function keyOnC(before: Env, label: string): Promise<string> {
   for (let i = 0; i < 200; i++) {
     const candidate = `${label}-${i}-${crypto.randomUUID()}`;
     const answer = await (
-      await post(before, "/check", { rule: "probe", key: candidate })
+      await postCheck(before, { rule: "probe", key: candidate })
     ).json<Answer>();
     if (answer.shard === "C") return candidate;
   }
@@ -76,7 +69,7 @@ async function keyOnC(before: Env, label: string): Promise<string> {
 }
 
 const check = async (env: Env, body: Record<string, unknown>) =>
-  (await post(env, "/check", body)).json<Answer>();
+  (await postCheck(env, body)).json<Answer>();
 
 describe("a reshard and /check's request ids", () => {
   it("a retry after the instant of a request admitted before it is replayed (limit 1)", async () => {
@@ -106,7 +99,11 @@ describe("a reshard and /check's request ids", () => {
     await told();
     const retry = await check(after, { rule: "jobs", key, requestId: "job-1" });
     expect(retry).toMatchObject({ allowed: true, replayed: true, slot: original.slot });
-    const released = await post(after, "/check/release", { rule: "jobs", key, slot: retry.slot });
+    const released = await postCheck(
+      after,
+      { rule: "jobs", key, slot: retry.slot },
+      { path: "/check/release" },
+    );
     await released.arrayBuffer();
     expect(released.status).toBe(200);
     // The one slot given back: the new shard admits.

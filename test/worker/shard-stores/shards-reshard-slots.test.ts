@@ -7,7 +7,7 @@
 import { describe, expect, inject, it } from "vitest";
 import type { Env } from "../../../worker/env";
 import { announceReshard, shardPrefix } from "../../support/worker/shard-stores";
-import { baseEnv, callWorker, TEST_LIMITER_TOKEN } from "../../support/worker/worker-harness";
+import { baseEnv, postCheck } from "../../support/worker/worker-harness";
 
 const prefix = shardPrefix("shards-reshard-slots");
 const [urlB, urlC] = inject("shardBridgeUrls");
@@ -32,13 +32,6 @@ function envWith(config: Record<string, unknown>): Env {
   } as Env;
 }
 
-const post = (env: Env, path: string, body: unknown) =>
-  callWorker(env, path, {
-    method: "POST",
-    headers: { authorization: `Bearer ${TEST_LIMITER_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-
 interface Answer {
   allowed: boolean;
   shard?: string;
@@ -58,13 +51,13 @@ describe("a reshard and /check's slots", () => {
     for (let i = 0; !key; i++) {
       const candidate = `jobs-${i}-${crypto.randomUUID()}`;
       const answer = await (
-        await post(before, "/check", { rule: "probe", key: candidate })
+        await postCheck(before, { rule: "probe", key: candidate })
       ).json<Answer>();
       if (answer.shard === "C") key = candidate;
     }
     const slots: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const answer = await (await post(before, "/check", { rule: "jobs", key })).json<Answer>();
+      const answer = await (await postCheck(before, { rule: "jobs", key })).json<Answer>();
       expect(answer).toMatchObject({ allowed: true, shard: "C" });
       slots.push(answer.slot as string);
     }
@@ -72,20 +65,24 @@ describe("a reshard and /check's slots", () => {
     // (docs/shards.md "Which mistakes are refused"; told after it, the reshard is refused).
     await announceReshard(prefix, ["", "B"], ["", "B", "C"], at);
     // On the new placement: C's 5 slots still held, so nothing more.
-    const full = await (await post(after, "/check", { rule: "jobs", key })).json<Answer>();
+    const full = await (await postCheck(after, { rule: "jobs", key })).json<Answer>();
     expect(full).toMatchObject({ allowed: false });
     const statuses: number[] = [];
     for (const slot of slots) {
-      const res = await post(after, "/check/release", { rule: "jobs", key, slot });
+      const res = await postCheck(after, { rule: "jobs", key, slot }, { path: "/check/release" });
       await res.arrayBuffer();
       statuses.push(res.status);
     }
     expect(statuses).toEqual([200, 200, 200, 200, 200]);
-    const again = await post(after, "/check/release", { rule: "jobs", key, slot: slots[0] });
+    const again = await postCheck(
+      after,
+      { rule: "jobs", key, slot: slots[0] },
+      { path: "/check/release" },
+    );
     await again.arrayBuffer();
     expect(again.status).toBe(404);
     // All given back: the new shard admits.
-    const admitted = await (await post(after, "/check", { rule: "jobs", key })).json<Answer>();
+    const admitted = await (await postCheck(after, { rule: "jobs", key })).json<Answer>();
     expect(admitted).toMatchObject({ allowed: true });
     expect(["", "B"]).toContain(admitted.shard);
   });

@@ -15,8 +15,8 @@ import { announceReshard, shardPrefix, shardRedis } from "../../support/worker/s
 import {
   baseEnv,
   callWorker,
+  postCheck,
   TEST_ADMIN_TOKEN,
-  TEST_LIMITER_TOKEN,
 } from "../../support/worker/worker-harness";
 
 const prefix = shardPrefix("shards-surfaces");
@@ -63,15 +63,8 @@ interface Answer {
   shard?: string;
 }
 
-const post = (env: Env, path: string, body: unknown, token = TEST_LIMITER_TOKEN) =>
-  callWorker(env, path, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-
 async function check(env: Env, body: Record<string, unknown>): Promise<Answer> {
-  return (await post(env, "/check", body)).json<Answer>();
+  return (await postCheck(env, body)).json<Answer>();
 }
 
 /** A client key on each shard, by what the worker answers ("", "B", "C" in that order). */
@@ -97,11 +90,15 @@ describe("a sharded worker's surfaces", () => {
     for (const [i, key] of keys.entries()) {
       const checked = await check(env, { rule: "api", key, cost: 2 });
       expect(checked).toMatchObject({ allowed: true, remaining: 3, shard: SHARDS[i] });
-      const peeked = await (await post(env, "/check/peek", { rule: "api", key })).json();
+      const peeked = await (
+        await postCheck(env, { rule: "api", key }, { path: "/check/peek" })
+      ).json();
       expect(peeked).toMatchObject({ allowed: true, limit: 5, remaining: 3 });
-      const reset = await post(env, "/check/reset", { rule: "api", key }, TEST_ADMIN_TOKEN);
+      const reset = await postCheck(env, { rule: "api", key }, { path: "/check/reset" });
       expect(await reset.json()).toMatchObject({ reset: true, existed: true });
-      const after = await (await post(env, "/check/peek", { rule: "api", key })).json();
+      const after = await (
+        await postCheck(env, { rule: "api", key }, { path: "/check/peek" })
+      ).json();
       expect(after).toMatchObject({ remaining: 5 });
       expect(await check(env, { rule: "api", key, cost: 5 })).toMatchObject({
         allowed: true,
@@ -117,12 +114,7 @@ describe("a sharded worker's surfaces", () => {
     const key = (await keysOnEachShard(env, "plans"))[2] as string;
     // Only the probes' logs so far, none on C yet for this key's rule; remember what is there.
     const before = await held(plans);
-    const set = await post(
-      env,
-      "/check/override",
-      { rule: "api", key, limit: 1 },
-      TEST_ADMIN_TOKEN,
-    );
+    const set = await postCheck(env, { rule: "api", key, limit: 1 }, { path: "/check/override" });
     expect(await set.json()).toMatchObject({ ok: true, rules: ["api"] });
     const added = (await held(plans)).map((n, i) => n - (before[i] as number));
     expect(added[2]).toBeGreaterThan(0);
@@ -163,17 +155,16 @@ describe("a sharded worker's surfaces", () => {
     // A key block of another key on B: stored on B, and B's decisions refuse it.
     const blocked = (await keysOnEachShard(env, "block"))[1] as string;
     const beforeBlock = await held(plans);
-    const block = await post(
+    const block = await postCheck(
       env,
-      "/check/block",
       { rule: "api", key: blocked, seconds: 600 },
-      TEST_ADMIN_TOKEN,
+      { path: "/check/block" },
     );
     expect(block.status).toBe(200);
     const blockAdded = (await held(plans)).map((n, i) => n - (beforeBlock[i] as number));
     expect(blockAdded[1]).toBeGreaterThan(0);
     expect([blockAdded[0], blockAdded[2]]).toEqual([0, 0]);
-    const refused = await post(env, "/check", { rule: "api", key: blocked });
+    const refused = await postCheck(env, { rule: "api", key: blocked });
     expect(refused.status).toBe(403);
     expect(await refused.json()).toMatchObject({ allowed: false, shard: "B" });
   });
@@ -183,7 +174,7 @@ describe("a sharded worker's surfaces", () => {
     const config = { prefix: net, networkBlocks: true, analytics: { enabled: true } };
     const env = envWith(config);
     expect(await held(net)).toEqual([0, 0, 0]);
-    const block = await post(env, "/check/block", { ip: "203.0.113.0/24" }, TEST_ADMIN_TOKEN);
+    const block = await postCheck(env, { ip: "203.0.113.0/24" }, { path: "/check/block" });
     expect(block.status).toBe(200);
     const afterBlock = await held(net);
     expect(afterBlock[0]).toBeGreaterThan(0);
@@ -214,7 +205,7 @@ describe("a sharded worker's surfaces", () => {
     const written = await analyticsKeys();
     expect(written[0]).toBeGreaterThan(0);
     expect(written.slice(1)).toEqual([0, 0]);
-    await post(env, "/check/unblock", { ip: "203.0.113.0/24" }, TEST_ADMIN_TOKEN);
+    await postCheck(env, { ip: "203.0.113.0/24" }, { path: "/check/unblock" });
   });
 
   it("a reshard ahead of its instant: keys decided on the old shards, the phase 'before'", async () => {

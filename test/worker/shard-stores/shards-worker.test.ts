@@ -7,7 +7,7 @@
 import { describe, expect, inject, it } from "vitest";
 import type { Env } from "../../../worker/env";
 import { shardPrefix, shardRedis } from "../../support/worker/shard-stores";
-import { baseEnv, callWorker, originCount } from "../../support/worker/worker-harness";
+import { baseEnv, callWorker, originCount, postCheck } from "../../support/worker/worker-harness";
 
 const prefix = shardPrefix("shards-worker");
 const [urlB, urlC] = inject("shardBridgeUrls");
@@ -45,12 +45,7 @@ function envWith(config: Record<string, unknown>, overrides: Partial<Env> = {}):
 
 const call = callWorker;
 
-const check = (env: Env, key: string) =>
-  call(env, "/check", {
-    method: "POST",
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify({ rule: "api", key }),
-  });
+const check = (env: Env, key: string) => postCheck(env, { rule: "api", key }, { token: TOKEN });
 
 describe("a sharded worker", () => {
   const env = envWith({});
