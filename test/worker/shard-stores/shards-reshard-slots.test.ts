@@ -4,33 +4,24 @@
  * POST /check/release after its instant (the release names no shard: the router asks the key's
  * shard now, then the one it lived on), and count against the limit until they are.
  */
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Env } from "../../../worker/env";
 import { announceReshard, shardPrefix } from "../../support/worker/shard-stores";
-import { baseEnv, postCheck } from "../../support/worker/worker-harness";
+import { keyOnShard, shardedEnv } from "../../support/worker/sharded-worker";
+import { postCheck } from "../../support/worker/worker-harness";
 
 const prefix = shardPrefix("shards-reshard-slots");
-const [urlB, urlC] = inject("shardBridgeUrls");
 
-function envWith(config: Record<string, unknown>): Env {
-  return {
-    ...baseEnv,
-    LIMITER_CONFIG: JSON.stringify({
-      prefix,
-      timeoutMs: 5_000,
-      shards: ["", "B", "C"],
-      rules: [
-        { name: "jobs", algorithm: "concurrency", limit: 5, timeout: "10m", key: "header:x-c" },
-        { name: "probe", limit: 1_000, window: "1m", key: "header:x-c" },
-      ],
-      ...config,
-    }),
-    UPSTASH_REDIS_REST_URL_B: urlB,
-    UPSTASH_REDIS_REST_TOKEN_B: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-    UPSTASH_REDIS_REST_URL_C: urlC,
-    UPSTASH_REDIS_REST_TOKEN_C: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-  } as Env;
-}
+const envWith = (config: Record<string, unknown>): Env =>
+  shardedEnv({
+    prefix,
+    timeoutMs: 5_000,
+    rules: [
+      { name: "jobs", algorithm: "concurrency", limit: 5, timeout: "10m", key: "header:x-c" },
+      { name: "probe", limit: 1_000, window: "1m", key: "header:x-c" },
+    ],
+    ...config,
+  });
 
 interface Answer {
   allowed: boolean;
@@ -47,14 +38,8 @@ describe("a reshard and /check's slots", () => {
       shards: ["", "B"],
       reshard: { from: ["", "B", "C"], at: new Date(at).toISOString() },
     });
-    let key = "";
-    for (let i = 0; !key; i++) {
-      const candidate = `jobs-${i}-${crypto.randomUUID()}`;
-      const answer = await (
-        await postCheck(before, { rule: "probe", key: candidate })
-      ).json<Answer>();
-      if (answer.shard === "C") key = candidate;
-    }
+    // A key on C, the shard the reshard removes.
+    const key = await keyOnShard(before, "probe", "C", "jobs");
     const slots: string[] = [];
     for (let i = 0; i < 5; i++) {
       const answer = await (await postCheck(before, { rule: "jobs", key })).json<Answer>();

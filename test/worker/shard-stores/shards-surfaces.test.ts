@@ -8,10 +8,11 @@
  * held against the limit; and
  * one shard's bridge hanging while the other shards' keys are still decided by Redis.
  */
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Env } from "../../../worker/env";
 import { faultScenario } from "../../support/worker/fault-control";
 import { announceReshard, shardPrefix, shardRedis } from "../../support/worker/shard-stores";
+import { shardedEnv } from "../../support/worker/sharded-worker";
 import {
   baseEnv,
   callWorker,
@@ -20,16 +21,15 @@ import {
 } from "../../support/worker/worker-harness";
 
 const prefix = shardPrefix("shards-surfaces");
-const [urlB, urlC] = inject("shardBridgeUrls");
 const SHARDS = ["", "B", "C"] as const;
 const redis = shardRedis();
 
-function envWith(config: Record<string, unknown>, overrides: Partial<Env> = {}): Env {
-  return {
-    ...baseEnv,
-    LIMITER_CONFIG: JSON.stringify({
+const envWith = (config: Record<string, unknown>, overrides: Partial<Env> = {}): Env =>
+  shardedEnv(
+    {
       prefix,
-      timeoutMs: 5_000,
+      // Not a test of deadlines: long enough that a busy machine's store still decides.
+      timeoutMs: 10_000,
       shards: SHARDS,
       rules: [
         {
@@ -46,14 +46,9 @@ function envWith(config: Record<string, unknown>, overrides: Partial<Env> = {}):
         { name: "probe", limit: 1_000, window: "1m", key: "header:x-client" },
       ],
       ...config,
-    }),
-    UPSTASH_REDIS_REST_URL_B: urlB,
-    UPSTASH_REDIS_REST_TOKEN_B: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-    UPSTASH_REDIS_REST_URL_C: urlC,
-    UPSTASH_REDIS_REST_TOKEN_C: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-    ...overrides,
-  } as Env;
-}
+    },
+    overrides,
+  );
 
 interface Answer {
   allowed: boolean;
@@ -270,7 +265,9 @@ describe("a sharded worker's surfaces", () => {
   });
 
   it("one shard's bridge hanging: the others' keys are decided by Redis while its call waits", async () => {
-    const healthy = envWith({ timeoutMs: 3_000 });
+    // The deadline must outlast the four checks below on a busy machine (they are to come back
+    // while C's call still waits): 10 s, which this test then waits out once.
+    const healthy = envWith({ timeoutMs: 10_000 });
     const [onFirst, onB, onC] = (await keysOnEachShard(healthy, "hang")) as [
       string,
       string,
@@ -278,7 +275,7 @@ describe("a sharded worker's surfaces", () => {
     ];
     const hang = await faultScenario("hang");
     try {
-      const sick = envWith({ timeoutMs: 3_000 }, { UPSTASH_REDIS_REST_URL_C: hang.url });
+      const sick = envWith({ timeoutMs: 10_000 }, { UPSTASH_REDIS_REST_URL_C: hang.url });
       let sickAnswered = false;
       const pending = check(sick, { rule: "api", key: onC }).then((answer) => {
         sickAnswered = true;
