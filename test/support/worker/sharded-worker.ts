@@ -4,12 +4,16 @@ import { inject } from "vitest";
 import type { Env } from "../../../worker/env";
 import { baseEnv, postCheck } from "./worker-harness";
 
-/** The worker's bindings with the three shards and this LIMITER_CONFIG (`shards` "", B, C unless it says otherwise). */
+/**
+ * The worker's bindings with the three shards and this LIMITER_CONFIG: `shards` "", B, C and a
+ * 10 s `timeoutMs` unless it says otherwise (these tests are not about deadlines: a busy machine's
+ * store must still decide, not the fallback).
+ */
 export function shardedEnv(config: Record<string, unknown>, overrides: Partial<Env> = {}): Env {
   const [urlB, urlC] = inject("shardBridgeUrls");
   return {
     ...baseEnv,
-    LIMITER_CONFIG: JSON.stringify({ shards: ["", "B", "C"], ...config }),
+    LIMITER_CONFIG: JSON.stringify({ shards: ["", "B", "C"], timeoutMs: 10_000, ...config }),
     UPSTASH_REDIS_REST_URL_B: urlB,
     UPSTASH_REDIS_REST_TOKEN_B: baseEnv.UPSTASH_REDIS_REST_TOKEN,
     UPSTASH_REDIS_REST_URL_C: urlC,

@@ -18,7 +18,6 @@ const prefixes = [shardPrefix("srr-1"), shardPrefix("srr-2")];
 const envWith = (prefix: string, config: Record<string, unknown>): Env =>
   shardedEnv({
     prefix,
-    timeoutMs: 5_000,
     rules: [
       { name: "jobs", algorithm: "concurrency", limit: 1, timeout: "10m", key: "header:x-c" },
       { name: "once", limit: 1, window: "10m", key: "header:x-c" },

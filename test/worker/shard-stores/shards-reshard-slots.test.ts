@@ -15,7 +15,6 @@ const prefix = shardPrefix("shards-reshard-slots");
 const envWith = (config: Record<string, unknown>): Env =>
   shardedEnv({
     prefix,
-    timeoutMs: 5_000,
     rules: [
       { name: "jobs", algorithm: "concurrency", limit: 5, timeout: "10m", key: "header:x-c" },
       { name: "probe", limit: 1_000, window: "1m", key: "header:x-c" },

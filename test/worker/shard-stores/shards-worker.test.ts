@@ -18,7 +18,6 @@ const envWith = (config: Record<string, unknown>, overrides: Partial<Env> = {}):
   shardedEnv(
     {
       prefix,
-      timeoutMs: 5_000,
       rules: [
         { name: "api", limit: 3, window: "1m", key: "header:x-client" },
         {
