@@ -5,7 +5,7 @@ import { denialCacheKey } from "../../../src/limiter/resolved-policy";
 import { storageKey } from "../../../src/store/keys";
 import { counting, manualClock, storeAt } from "../../support/worker/fault-control";
 import { logCount } from "../../support/worker/log-state";
-import { scopedPrefix, testRedis } from "../../support/worker/redis";
+import { scopedPrefix, TEST_DEADLINE_MS, testRedis } from "../../support/worker/redis";
 
 const redis = testRedis();
 const prefix = scopedPrefix("denial-cache");
@@ -14,7 +14,13 @@ const prefix = scopedPrefix("denial-cache");
 function limiterOnClock(start?: number) {
   const clock = manualClock(start);
   const counted = counting(storeAt(inject("bridgeUrl"), 5_000));
-  const limiter = createLimiter({ store: counted.store, prefix, clock: "caller", now: clock.now });
+  const limiter = createLimiter({
+    store: counted.store,
+    prefix,
+    clock: "caller",
+    now: clock.now,
+    timeoutMs: TEST_DEADLINE_MS,
+  });
   return { limiter, clock, calls: counted.calls };
 }
 
@@ -55,7 +61,7 @@ describe("a flooding denied key", () => {
 
   it("on the Redis clock: a real flood of 1000 denied checks makes at most a handful of store calls", async () => {
     const counted = counting(storeAt(inject("bridgeUrl"), 5_000));
-    const limiter = createLimiter({ store: counted.store, prefix });
+    const limiter = createLimiter({ store: counted.store, prefix, timeoutMs: TEST_DEADLINE_MS });
     const ask = () => limiter.limit({ policy: "real", key: "k", limit: 3, windowMs: 60_000 });
     for (let i = 0; i < 3; i++) expect((await ask()).allowed).toBe(true);
     const before = counted.calls();
@@ -150,6 +156,7 @@ describe("a cache shared with the limiter", () => {
       store: storeAt(inject("bridgeUrl"), 5_000),
       prefix,
       now: clock.now,
+      timeoutMs: TEST_DEADLINE_MS,
       denialCache: cache,
     });
     const request = { policy: "by-hand", key: "k", limit: 5, windowMs: 60_000 };
@@ -200,6 +207,7 @@ describe("bounded", () => {
       prefix,
       clock: "caller",
       now: clock.now,
+      timeoutMs: TEST_DEADLINE_MS,
       denialCache: cache,
     });
     await Promise.all(
