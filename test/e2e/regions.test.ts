@@ -203,9 +203,12 @@ describe("regional leases over a database per region", () => {
     // A 10 s deadline: exactness is the stores' and leases', which a timeout on a busy machine
     // would hand to the fallback (bounded per isolate, not exact).
     const workers = ["eu", "us", "us", "ap"].map((region) => worker(region, 0, true, 10_000));
-    const req = request("steady", 100, 2_000);
+    // A 4 s window: its leases live 500 ms (δ, an eighth of it), and a grant must reach the
+    // region within that to be written. At 2 s (250 ms) a loaded machine's grants all came
+    // too late: correctly refused, but then no lease was tested.
+    const req = request("steady", 100, 4_000);
     lateness.length = 0;
-    const { admitted, sources } = await steady(workers, req, 25, 6);
+    const { admitted, sources } = await steady(workers, req, 25, 8);
     await settle(workers);
     expect(Object.keys(sources).filter((source) => DEGRADED.has(source))).toEqual([]);
     // Every lease written ended no later than its stamp.
@@ -213,11 +216,11 @@ describe("regional leases over a database per region", () => {
     expect(Math.max(...lateness)).toBeLessThanOrEqual(0);
     // Each admission was made between its send and its answer: never more than the limit in a
     // window however the machine's load stretched those.
-    expect(mostInOneWindow(admitted, 2_000)).toBeLessThanOrEqual(100);
+    expect(mostInOneWindow(admitted, 4_000)).toBeLessThanOrEqual(100);
     expect(sources.region ?? 0).toBeGreaterThan(0);
     // An exact limiter admits the first window's 100 and then what leaves each window: at
-    // least 100 per 2 s over 6 s. Leases hold some capacity (docs/regions.md): most of it.
-    expect(admitted.length).toBeGreaterThanOrEqual(0.8 * 300);
+    // least 100 per 4 s over 8 s. Leases hold some capacity (docs/regions.md): most of it.
+    expect(admitted.length).toBeGreaterThanOrEqual(0.8 * 200);
   }, 30_000);
 
   it("admits at most the limit of a burst of 800 over warm regions", async () => {
@@ -249,21 +252,21 @@ describe("regional leases over a database per region", () => {
     const usStore = topology.links.us?.store as { link: { delayMs: number } };
     usStore.link.delayMs = 45; // the write's transit within the 50 ms margin
     try {
-      // As the steady test: a deadline no busy machine reaches, so no decision is the fallback's.
+      // As the steady test: a 10 s deadline, a 4 s window over two windows.
       const workers = [
         worker("eu", 300, true, 10_000),
         worker("us", -300, true, 10_000),
         worker("us", 150, true, 10_000),
         worker("ap", -150, true, 10_000),
       ];
-      const req = request("skew", 100, 2_000);
+      const req = request("skew", 100, 4_000);
       lateness.length = 0;
-      const { admitted, sources } = await steady(workers, req, 25, 5);
+      const { admitted, sources } = await steady(workers, req, 25, 8);
       await settle(workers);
       expect(Object.keys(sources).filter((source) => DEGRADED.has(source))).toEqual([]);
       expect(lateness.length).toBeGreaterThan(0);
       expect(Math.max(...lateness)).toBeLessThanOrEqual(0);
-      expect(mostInOneWindow(admitted, 2_000)).toBeLessThanOrEqual(100);
+      expect(mostInOneWindow(admitted, 4_000)).toBeLessThanOrEqual(100);
     } finally {
       usStore.link.delayMs = NEAR_MS;
     }
