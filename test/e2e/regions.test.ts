@@ -175,6 +175,35 @@ async function steady(
   return { admitted, sources };
 }
 
+/** Decisions by source, summed. */
+function tally(...counts: Record<string, number>[]): Record<string, number> {
+  const sum: Record<string, number> = {};
+  for (const [source, n] of counts.flatMap((count) => Object.entries(count))) {
+    sum[source] = (sum[source] ?? 0) + n;
+  }
+  return sum;
+}
+
+/**
+ * Sends `req` from every worker, 20 a second each, until a lease of it has been written into a
+ * region (a put the audit read back), at most `boundMs`; the admissions on the way. A grant that
+ * reaches the region after its lease's end is refused, as it must be: on a busy machine the
+ * first ones can all be late, and a test of leases waits for one that was not.
+ */
+async function untilLeased(workers: Worker[], req: LimitRequest, boundMs = 20_000) {
+  const written = lateness.length;
+  const admitted: Admission[] = [];
+  let sources: Record<string, number> = {};
+  const until = Date.now() + boundMs;
+  while (lateness.length === written && Date.now() < until) {
+    const step = await steady(workers, req, 20, 0.5);
+    admitted.push(...step.admitted);
+    sources = tally(sources, step.sources);
+  }
+  expect(lateness.length, `no lease written in ${boundMs} ms`).toBeGreaterThan(written);
+  return { admitted, sources };
+}
+
 async function settle(workers: Worker[]) {
   for (const w of workers) {
     while (w.pending.length > 0) await Promise.allSettled(w.pending.splice(0));
@@ -208,18 +237,20 @@ describe("regional leases over a database per region", () => {
     // too late: correctly refused, but then no lease was tested.
     const req = request("steady", 100, 4_000);
     lateness.length = 0;
-    const { admitted, sources } = await steady(workers, req, 25, 8);
+    const warm = await untilLeased(workers, req);
+    const measured = await steady(workers, req, 25, 8);
     await settle(workers);
+    const admitted = [...warm.admitted, ...measured.admitted];
+    const sources = tally(warm.sources, measured.sources);
     expect(Object.keys(sources).filter((source) => DEGRADED.has(source))).toEqual([]);
     // Every lease written ended no later than its stamp.
-    expect(lateness.length).toBeGreaterThan(0);
     expect(Math.max(...lateness)).toBeLessThanOrEqual(0);
     // Each admission was made between its send and its answer: never more than the limit in a
     // window however the machine's load stretched those.
     expect(mostInOneWindow(admitted, 4_000)).toBeLessThanOrEqual(100);
     expect(sources.region ?? 0).toBeGreaterThan(0);
     // An exact limiter admits the first window's 100 and then what leaves each window: at
-    // least 100 per 4 s over 8 s. Leases hold some capacity (docs/regions.md): most of it.
+    // least 100 per 4 s over 8 s or more. Leases hold some capacity (docs/regions.md): most of it.
     expect(admitted.length).toBeGreaterThanOrEqual(0.8 * 200);
   }, 30_000);
 
@@ -261,11 +292,13 @@ describe("regional leases over a database per region", () => {
       ];
       const req = request("skew", 100, 4_000);
       lateness.length = 0;
-      const { admitted, sources } = await steady(workers, req, 25, 8);
+      const warm = await untilLeased(workers, req);
+      const measured = await steady(workers, req, 25, 8);
       await settle(workers);
+      const sources = tally(warm.sources, measured.sources);
       expect(Object.keys(sources).filter((source) => DEGRADED.has(source))).toEqual([]);
-      expect(lateness.length).toBeGreaterThan(0);
       expect(Math.max(...lateness)).toBeLessThanOrEqual(0);
+      const admitted = [...warm.admitted, ...measured.admitted];
       expect(mostInOneWindow(admitted, 4_000)).toBeLessThanOrEqual(100);
     } finally {
       usStore.link.delayMs = NEAR_MS;
