@@ -11,6 +11,9 @@ const TOKEN = "test-limiter-token";
 
 const LIMITER_CONFIG = JSON.stringify({
   prefix,
+  // The store's counts and source are asserted: a busy machine's slow call must not make them
+  // the fallback's.
+  timeoutMs: 10_000,
   rules: [
     { name: "api", match: { path: "/api/*" }, limit: 3, window: "1m" },
     { name: "login", limit: 1, window: "10m", cost: 1 },
