@@ -252,7 +252,7 @@ describe("regional leases over a database per region", () => {
     // An exact limiter admits the first window's 100 and then what leaves each window: at
     // least 100 per 4 s over 8 s or more. Leases hold some capacity (docs/regions.md): most of it.
     expect(admitted.length).toBeGreaterThanOrEqual(0.8 * 200);
-  }, 30_000);
+  }, 60_000);
 
   it("admits at most the limit of a burst of 800 over warm regions", async () => {
     run++;
@@ -303,7 +303,7 @@ describe("regional leases over a database per region", () => {
     } finally {
       usStore.link.delayMs = NEAR_MS;
     }
-  }, 30_000);
+  }, 60_000);
 
   it("keeps deciding when a region's store hangs (at home) and when home hangs", async () => {
     run++;
