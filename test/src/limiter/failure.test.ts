@@ -90,11 +90,12 @@ describe("a hung store", () => {
   });
 
   it("a NOSCRIPT near the deadline: the EVAL gets only the time left, so it never counts late", async () => {
-    const timeoutMs = 400;
-    // Each request is held 240 ms, then relayed if the client is still there. The EVALSHA's
-    // NOSCRIPT comes back at ~240 ms; an EVAL with its own full timeout would be relayed at
-    // ~480 ms, after the decision (fail-open at 400 ms), and count a request nobody admitted.
-    const slow = await faultScenario("delay-forward", 240);
+    const timeoutMs = 1_600;
+    // Each request is held 1 s, then relayed if the client is still there. The EVALSHA's
+    // NOSCRIPT comes back at ~1 s; an EVAL with its own full timeout would be relayed at ~2 s,
+    // after the decision (fail-open at 1.6 s), and count a request nobody admitted. (Seconds,
+    // not tenths: a busy machine's few hundred ms of lag must not move a step past another.)
+    const slow = await faultScenario("delay-forward", 1_000);
     const client = storeAt(slow.url, timeoutMs);
     const limiter = createLimiter({
       store: {

@@ -102,7 +102,11 @@ describe("leases through /check and the middleware", () => {
       return { status: res.status, source, limit: res.headers.get("RateLimit") };
     };
     await Promise.all(Array.from({ length: 6 }, call));
-    const later = await call();
+    // The key is hot: a lease call started, and the lease answers. It lives an eighth of the
+    // window (250 ms): on a busy machine it can end before the next call, and another is
+    // taken. Asked until one answers (at most 30 calls).
+    let later = await call();
+    for (let i = 0; i < 30 && later.source !== "lease"; i++) later = await call();
     expect(later).toMatchObject({ status: 200, source: "lease" });
     expect(later.limit).toMatch(/^"mw-lease";r=\d+;t=\d+$/);
     await limiter.endLeases();
