@@ -32,7 +32,7 @@ beforeAll(async () => {
         export { resolvePolicy, withStorageKeys } from "./src/limiter/resolved-policy";
         export { Aggregate } from "./src/analytics/aggregate";
       `,
-      resolveDir: join(import.meta.dirname, "../.."),
+      resolveDir: join(import.meta.dirname, "../../.."),
       loader: "ts",
     },
     bundle: true,
