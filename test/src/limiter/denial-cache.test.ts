@@ -1,6 +1,7 @@
 import { describe, expect, inject, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { createDenialCache } from "../../../src/limiter/denial-cache";
+import type { LimiterOptions } from "../../../src/limiter/limiter-options";
 import { denialCacheKey } from "../../../src/limiter/resolved-policy";
 import { storageKey } from "../../../src/store/keys";
 import { counting, manualClock, storeAt } from "../../support/worker/fault-control";
@@ -10,8 +11,11 @@ import { scopedPrefix, TEST_DEADLINE_MS, testRedis } from "../../support/worker/
 const redis = testRedis();
 const prefix = scopedPrefix("denial-cache");
 
-/** A limiter on the real bridge, on a clock the test moves (the caller's clock goes to Redis). */
-function limiterOnClock(start?: number) {
+/**
+ * A limiter on the real bridge, on a clock the test moves (the caller's clock goes to Redis),
+ * with these options besides.
+ */
+function limiterOnClock(start?: number, options: Partial<LimiterOptions> = {}) {
   const clock = manualClock(start);
   const counted = counting(storeAt(inject("bridgeUrl"), 5_000));
   const limiter = createLimiter({
@@ -20,6 +24,7 @@ function limiterOnClock(start?: number) {
     clock: "caller",
     now: clock.now,
     timeoutMs: TEST_DEADLINE_MS,
+    ...options,
   });
   return { limiter, clock, calls: counted.calls };
 }
@@ -199,17 +204,8 @@ describe("bounded", () => {
   });
 
   it("the limiter's own cache stays at its cap under a flood of exhausted keys", async () => {
-    const { clock } = limiterOnClock();
-    const counted = counting(storeAt(inject("bridgeUrl"), 5_000));
     const cache = createDenialCache({ maxEntries: 20 });
-    const limiter = createLimiter({
-      store: counted.store,
-      prefix,
-      clock: "caller",
-      now: clock.now,
-      timeoutMs: TEST_DEADLINE_MS,
-      denialCache: cache,
-    });
+    const { limiter } = limiterOnClock(undefined, { denialCache: cache });
     await Promise.all(
       Array.from({ length: 200 }, (_, i) =>
         limiter.limit({ policy: "many", key: `k${i}`, limit: 1, windowMs: 60_000 }),
