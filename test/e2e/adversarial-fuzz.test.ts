@@ -41,9 +41,11 @@ const MAX_CALL_MS = 50;
 // The slowest legitimate call is a refund of a full ring's cost (the ring-full rule's 99 998):
 // O(cost) like the write, but it finds and moves each slot: 2–3.5 × the write's time in one
 // session, 5.5 × (88.6 ms) and, at 92a4fe1, 7.4 × (122 ms) in another, both with FUZZ_SEED=11 on
-// this shared machine. The bound is there to catch what is not O(cost) (a quadratic read took
-// minutes), so it leaves room for such swings.
-const CALL_SLACK = 10;
+// this shared machine, and 11 × (141 ms against a 12.8 ms write) beside a CPU hog, where the
+// write and the refund meet different moments of a busy machine. The bound is there to catch
+// what is not O(cost) (a quadratic read took minutes): 40 × (about half a second) still does,
+// and leaves room for such swings.
+const CALL_SLACK = 40;
 const MAX_RING_KEY_BYTES = 480_000;
 const MAX_OTHER_KEY_BYTES = 16_384;
 

@@ -8,6 +8,7 @@ import { spawnGroup, stopGroup } from "../../tools/process-group.mjs";
 import { privateRedisArgs } from "../../tools/redis.mjs";
 import { startRegions } from "../../tools/regions-topology.mjs";
 import { startScriptFront } from "../../tools/script-front.mjs";
+import { mostInOneWindow } from "../support/admission-windows.js";
 
 // Regional leases (docs/regions.md) as an attacker of their surface sees them: a region's
 // database that loses its data, a grant home applied whose answer never came back, home cut off
@@ -152,18 +153,6 @@ async function settle(workers: Worker[]) {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** The most admissions inside any span of `spanMs` (instants in ms). */
-function busiestSpan(times: number[], spanMs: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let most = 0;
-  let start = 0;
-  for (let end = 0; end < sorted.length; end++) {
-    while ((sorted[end] as number) - (sorted[start] as number) >= spanMs) start++;
-    most = Math.max(most, end - start + 1);
-  }
-  return most;
-}
-
 interface Answer {
   worker: number;
   key: string;
@@ -279,35 +268,57 @@ async function liveUnits(region: string, req: LimitRequest): Promise<number> {
   return units;
 }
 
+/**
+ * Sends `reqs` from every worker, 20 a second each, until the us region holds live units of the
+ * first (at most `boundMs`); every answer on the way. A grant that reaches the region after its
+ * lease's end is refused, as it must be: on a busy machine the first ones can all be late, and
+ * a test of what happens to live leases waits for one.
+ */
+async function untilLeased(workers: Worker[], reqs: LimitRequest[], boundMs = 20_000) {
+  const answers: Answer[] = [];
+  const until = Date.now() + boundMs;
+  let units = 0;
+  while (units === 0 && Date.now() < until) {
+    answers.push(...(await steady(workers, reqs, 20, 500)));
+    units = await liveUnits("us", reqs[0] as LimitRequest);
+  }
+  expect(units, `no live lease in us within ${boundMs} ms`).toBeGreaterThan(0);
+  return { answers, units };
+}
+
 describe("regional leases under attack", () => {
   it("a region's database flushed under live leases: never over the limit, leases again", async () => {
     run++;
-    const workers = [worker("us"), worker("us", { isolateLeases: false }), worker("ap")];
+    // A 10 s deadline: what is asserted is exactness, which a timeout would hand to the fallback.
+    const timeoutMs = 10_000;
+    const workers = [
+      worker("us", { timeoutMs }),
+      worker("us", { timeoutMs, isolateLeases: false }),
+      worker("ap", { timeoutMs }),
+    ];
     // A 4 s window: δ = 500 ms, so several leases live and end within the test.
     const req = request("flush", 200, 4_000);
-    const before = await steady(workers, [req], 20, 1_500);
     // Live leases in the region, and isolate leases taken from them, when its data goes.
-    const leasedBefore = await liveUnits("us", req);
+    const { answers: before, units: leasedBefore } = await untilLeased(workers, [req]);
     await direct.us?.flushall();
     const after = await steady(workers, [req], 20, 3_000);
     await settle(workers);
     const answers = [...before, ...after];
-    const admitted = answers.filter((a) => a.allowed).map((a) => a.answeredAt);
-    const longest = Math.max(...answers.map((a) => a.answeredAt - a.sentAt));
+    const admitted = answers.filter((a) => a.allowed);
     // Every decision from the log or a lease of it: none degraded, none lost.
     expect(answers.filter((a) => !EXACT.has(a.source))).toEqual([]);
     expect(leasedBefore).toBeGreaterThan(0);
-    // Never more than the limit in any window (spans shorter by the longest round trip absorb
-    // the time between the store's admission and its answer's arrival).
-    expect(busiestSpan(admitted, 4_000 - longest)).toBeLessThanOrEqual(200);
+    // Never more than the limit in any window (each admission made between its send and its
+    // answer).
+    expect(mostInOneWindow(admitted, 4_000)).toBeLessThanOrEqual(200);
     // The region leases again after the flush: its decisions in the last second.
     const lastSecond = after.filter((a) => a.sentAt > Date.now() - 1_500 && a.worker === 1);
     expect(count(lastSecond, (a) => a.source === "region")).toBeGreaterThan(0);
     console.log(
-      `flush: leased before ${leasedBefore}, busiest ${busiestSpan(admitted, 4_000 - longest)}/200, ` +
+      `flush: leased before ${leasedBefore}, busiest ${mostInOneWindow(admitted, 4_000)}/200, ` +
         `sources after ${JSON.stringify(sourcesOf(after))}`,
     );
-  }, 30_000);
+  }, 60_000);
 
   it("a grant home applied whose answer never came: units held until stamp + window", async () => {
     run++;
@@ -366,7 +377,11 @@ describe("regional leases under attack", () => {
     // An 8 s window: δ = 1 s. The closed rule is checked against its limit over every phase.
     const closed = { ...request("partition-closed", 300, 8_000), failMode: "closed" as const };
     const open = { ...request("partition-open", 100_000, 8_000), failMode: "open" as const };
-    const warm = await steady(workers, [closed, open], 15, 1_000);
+    // Warm until us holds a lease of the closed rule (the cut is to find leases live), through
+    // other isolates with a deadline no busy machine reaches: these four's breakers to home
+    // are to open in the cut alone.
+    const warmers = ["us", "us", "ap", "ap"].map((region) => worker(region, { timeoutMs: 10_000 }));
+    const { answers: warm } = await untilLeased(warmers, [closed, open]);
     // Home unreachable from every region (and from eu), the regions healthy.
     const links = ["eu", "us", "ap"].map(
       (region) =>
@@ -381,8 +396,18 @@ describe("regional leases under attack", () => {
       for (const link of links) link.resume();
     }
     const cutAt = cut[0]?.sentAt ?? 0;
+    const cutMoves = workers.map((w) => [...w.moves]);
     const healed = await steady(workers, [closed, open], 15, 4_000);
-    await settle(workers);
+    // After home returns, exact again: the last 1.5 s from the log or its leases only. Waited
+    // for, at most 20 s: on a busy machine a 300 ms deadline to home can still pass once it is
+    // back, and each isolate's breaker closes again only on a later probe.
+    let tail = healed.filter((a) => a.sentAt > Date.now() - 1_500);
+    for (const until = Date.now() + 20_000; Date.now() < until; ) {
+      if (!tail.some((a) => DEGRADED.has(a.source))) break;
+      tail = await steady(workers, [closed, open], 15, 1_500);
+      healed.push(...tail);
+    }
+    await settle([...warmers, ...workers]);
     const lastEnd: Record<string, number> = {
       us: Math.max(...(leaseEnds.us ?? [])),
       ap: Math.max(...(leaseEnds.ap ?? [])),
@@ -405,17 +430,14 @@ describe("regional leases under attack", () => {
     expect(count(cut, (a) => a.key === closed.key && a.source === "fail-closed" && a.allowed)).toBe(
       0,
     );
-    // The breaker to home opened once per isolate, however many regions' calls went home.
-    for (const w of workers) expect(w.moves.filter((m) => m === "closed>open")).toHaveLength(1);
-    // After home returns, exact again: the last 1.5 s from the log or its leases only.
-    const tail = healed.filter((a) => a.sentAt > Date.now() - 1_500);
+    // The breaker to home opened once per isolate in the cut, however many calls went home.
+    for (const moves of cutMoves) expect(moves.filter((m) => m === "closed>open")).toHaveLength(1);
     expect(tail.length).toBeGreaterThan(0);
     expect(tail.filter((a) => DEGRADED.has(a.source))).toEqual([]);
     // The fail-closed rule never over its limit in any window, the outage's included.
     const all = [...warm, ...cut, ...healed].filter((a) => a.key === closed.key);
-    const longest = Math.max(...all.map((a) => a.answeredAt - a.sentAt));
-    const admitted = all.filter((a) => a.allowed).map((a) => a.answeredAt);
-    expect(busiestSpan(admitted, 8_000 - longest)).toBeLessThanOrEqual(300);
+    const admitted = all.filter((a) => a.allowed);
+    expect(mostInOneWindow(admitted, 8_000)).toBeLessThanOrEqual(300);
     const lastLeaseAnswer = Math.max(
       ...cut.filter((a) => a.source === "region" || a.source === "lease").map((a) => a.sentAt),
     );
@@ -423,12 +445,9 @@ describe("regional leases under attack", () => {
       `partition: sources ${JSON.stringify(sourcesOf(cut))}; last lease answer ${
         lastLeaseAnswer - cutAt
       } ms after the cut; longest wait ${Math.max(...cut.map((a) => a.answeredAt - a.sentAt))} ms; ` +
-        `breaker moves ${JSON.stringify(workers.map((w) => w.moves))}; busiest ${busiestSpan(
-          admitted,
-          8_000 - longest,
-        )}/300`,
+        `breaker moves ${JSON.stringify(workers.map((w) => w.moves))}; busiest ${mostInOneWindow(admitted, 8_000)}/300`,
     );
-  }, 40_000);
+  }, 80_000);
 
   it("one request id sent to two regions: counted once, both answers agree", async () => {
     run++;
@@ -500,23 +519,25 @@ describe("regional leases under attack", () => {
   }, 30_000);
   it("a region's redis-server restarted with nothing on disk: never over the limit, leases again", async () => {
     run++;
-    const workers = [worker("us"), worker("us", { isolateLeases: false })];
+    const timeoutMs = 10_000; // as the flush test's
+    const workers = [
+      worker("us", { timeoutMs }),
+      worker("us", { timeoutMs, isolateLeases: false }),
+    ];
     const req = request("restart", 100, 4_000);
-    const before = steady(workers, [req], 20, 3_500);
-    await sleep(1_500);
-    const leasedBefore = await liveUnits("us", req);
+    const warm = await untilLeased(workers, [req]);
+    const leasedBefore = warm.units;
+    const during = steady(workers, [req], 20, 2_000);
     // Down with nothing saved (the topology's servers save nothing), then up on the same port.
     const restartDir = mkdtempSync(join(tmpdir(), "edge-limiter-restart-"));
     await restartUs(restartDir);
     try {
-      const answers = await before;
+      const answers = [...warm.answers, ...(await during)];
       await settle(workers);
-      const admitted = answers.filter((a) => a.allowed).map((a) => a.answeredAt);
-      const longest = Math.max(...answers.map((a) => a.answeredAt - a.sentAt));
-      expect(leasedBefore).toBeGreaterThan(0);
+      const admitted = answers.filter((a) => a.allowed);
       // While it is down the region's decisions go home; none degraded, none over the limit.
       expect(answers.filter((a) => !EXACT.has(a.source))).toEqual([]);
-      expect(busiestSpan(admitted, 4_000 - longest)).toBeLessThanOrEqual(100);
+      expect(mostInOneWindow(admitted, 4_000)).toBeLessThanOrEqual(100);
       // Up again (an empty database, no scripts cached): the key leases again.
       // (Its breaker probes again within a second or so; a loaded machine takes longer: the
       // last 2 s of 4 s are asked to show it.)
@@ -525,14 +546,13 @@ describe("regional leases under attack", () => {
       const tail = later.filter((a) => a.sentAt > Date.now() - 2_000 && a.worker === 1);
       expect(count(tail, (a) => a.source === "region")).toBeGreaterThan(0);
       const both = [...answers, ...later];
-      const all = both.filter((a) => a.allowed).map((a) => a.answeredAt);
-      const longestAll = Math.max(...both.map((a) => a.answeredAt - a.sentAt));
-      expect(busiestSpan(all, 4_000 - longestAll)).toBeLessThanOrEqual(100);
+      const all = both.filter((a) => a.allowed);
+      expect(mostInOneWindow(all, 4_000)).toBeLessThanOrEqual(100);
       console.log(
-        `restart: leased before ${leasedBefore}, sources ${JSON.stringify(sourcesOf(both))}, busiest ${busiestSpan(all, 4_000 - longestAll)}/100`,
+        `restart: leased before ${leasedBefore}, sources ${JSON.stringify(sourcesOf(both))}, busiest ${mostInOneWindow(all, 4_000)}/100`,
       );
     } finally {
       rmSync(restartDir, { recursive: true, force: true });
     }
-  }, 45_000);
+  }, 60_000);
 });

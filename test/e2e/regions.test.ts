@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bundleSource } from "../../tools/measure-env.mjs";
 import { startRegions } from "../../tools/regions-topology.mjs";
 import { startScriptFront } from "../../tools/script-front.mjs";
+import { type Admission, mostInOneWindow } from "../support/admission-windows.js";
 
 // Regional leases (docs/regions.md) on three private redis-servers, each behind the REST bridge,
 // every link slowed by a delay proxy: home (in eu) 40 ms from us and ap, each region's own
@@ -137,33 +138,20 @@ async function decide(w: Worker, req: LimitRequest): Promise<Decided> {
   return w.limiter.limitAll([req], { waitUntil: (p: Promise<unknown>) => w.pending.push(p) });
 }
 
-/** The most admissions inside any span of `spanMs` (instants in ms). */
-function busiestSpan(times: number[], spanMs: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let most = 0;
-  let start = 0;
-  for (let end = 0; end < sorted.length; end++) {
-    while ((sorted[end] as number) - (sorted[start] as number) >= spanMs) start++;
-    most = Math.max(most, end - start + 1);
-  }
-  return most;
-}
-
 /** Sources of a decision made without the store (docs/failure-modes.md). */
 const DEGRADED = new Set(["fallback", "fail-open", "fail-closed"]);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Each worker sends `perSecond` requests a second for `seconds`; every admission's instant. */
+/** Each worker sends `perSecond` requests a second for `seconds`; every admission's span. */
 async function steady(
   workers: Worker[],
   req: LimitRequest,
   perSecond: number,
   seconds: number,
-): Promise<{ admitted: number[]; sources: Record<string, number>; longestMs: number }> {
-  const admitted: number[] = [];
+): Promise<{ admitted: Admission[]; sources: Record<string, number> }> {
+  const admitted: Admission[] = [];
   const sources: Record<string, number> = {};
-  let longestMs = 0;
   const started = Date.now();
   const total = Math.round(perSecond * seconds);
   await Promise.all(
@@ -172,21 +160,48 @@ async function steady(
       for (let i = 0; i < total; i++) {
         const due = started + ((i + index / workers.length) * 1000) / perSecond;
         await sleep(Math.max(0, due - Date.now()));
-        const sent = Date.now();
+        const sentAt = Date.now();
         calls.push(
           decide(w, req).then((decided) => {
-            const at = Date.now();
-            longestMs = Math.max(longestMs, at - sent);
             const source = decided.decisions[0]?.source ?? "none";
             sources[source] = (sources[source] ?? 0) + 1;
-            if (decided.allowed) admitted.push(at);
+            if (decided.allowed) admitted.push({ sentAt, answeredAt: Date.now() });
           }),
         );
       }
       await Promise.all(calls);
     }),
   );
-  return { admitted, sources, longestMs };
+  return { admitted, sources };
+}
+
+/** Decisions by source, summed. */
+function tally(...counts: Record<string, number>[]): Record<string, number> {
+  const sum: Record<string, number> = {};
+  for (const [source, n] of counts.flatMap((count) => Object.entries(count))) {
+    sum[source] = (sum[source] ?? 0) + n;
+  }
+  return sum;
+}
+
+/**
+ * Sends `req` from every worker, 20 a second each, until a lease of it has been written into a
+ * region (a put the audit read back), at most `boundMs`; the admissions on the way. A grant that
+ * reaches the region after its lease's end is refused, as it must be: on a busy machine the
+ * first ones can all be late, and a test of leases waits for one that was not.
+ */
+async function untilLeased(workers: Worker[], req: LimitRequest, boundMs = 20_000) {
+  const written = lateness.length;
+  const admitted: Admission[] = [];
+  let sources: Record<string, number> = {};
+  const until = Date.now() + boundMs;
+  while (lateness.length === written && Date.now() < until) {
+    const step = await steady(workers, req, 20, 0.5);
+    admitted.push(...step.admitted);
+    sources = tally(sources, step.sources);
+  }
+  expect(lateness.length, `no lease written in ${boundMs} ms`).toBeGreaterThan(written);
+  return { admitted, sources };
 }
 
 async function settle(workers: Worker[]) {
@@ -214,22 +229,30 @@ describe("regional leases over a database per region", () => {
 
   it("never admits more than the limit in any window: 4 workers in 3 regions, steady", async () => {
     run++;
-    const workers = [worker("eu"), worker("us"), worker("us"), worker("ap")];
-    const req = request("steady", 100, 2_000);
+    // A 10 s deadline: exactness is the stores' and leases', which a timeout on a busy machine
+    // would hand to the fallback (bounded per isolate, not exact).
+    const workers = ["eu", "us", "us", "ap"].map((region) => worker(region, 0, true, 10_000));
+    // A 4 s window: its leases live 500 ms (δ, an eighth of it), and a grant must reach the
+    // region within that to be written. At 2 s (250 ms) a loaded machine's grants all came
+    // too late: correctly refused, but then no lease was tested.
+    const req = request("steady", 100, 4_000);
     lateness.length = 0;
-    const { admitted, sources, longestMs } = await steady(workers, req, 25, 6);
+    const warm = await untilLeased(workers, req);
+    const measured = await steady(workers, req, 25, 8);
     await settle(workers);
+    const admitted = [...warm.admitted, ...measured.admitted];
+    const sources = tally(warm.sources, measured.sources);
+    expect(Object.keys(sources).filter((source) => DEGRADED.has(source))).toEqual([]);
     // Every lease written ended no later than its stamp.
-    expect(lateness.length).toBeGreaterThan(0);
     expect(Math.max(...lateness)).toBeLessThanOrEqual(0);
-    // An admission is logged when its answer arrives, up to one round trip after the store
-    // admitted it: spans shorter by the longest round trip absorb that.
-    expect(busiestSpan(admitted, 2_000 - longestMs)).toBeLessThanOrEqual(100);
+    // Each admission was made between its send and its answer: never more than the limit in a
+    // window however the machine's load stretched those.
+    expect(mostInOneWindow(admitted, 4_000)).toBeLessThanOrEqual(100);
     expect(sources.region ?? 0).toBeGreaterThan(0);
     // An exact limiter admits the first window's 100 and then what leaves each window: at
-    // least 100 per 2 s over 6 s. Leases hold some capacity (docs/regions.md): most of it.
-    expect(admitted.length).toBeGreaterThanOrEqual(0.8 * 300);
-  }, 30_000);
+    // least 100 per 4 s over 8 s or more. Leases hold some capacity (docs/regions.md): most of it.
+    expect(admitted.length).toBeGreaterThanOrEqual(0.8 * 200);
+  }, 60_000);
 
   it("admits at most the limit of a burst of 800 over warm regions", async () => {
     run++;
@@ -260,23 +283,27 @@ describe("regional leases over a database per region", () => {
     const usStore = topology.links.us?.store as { link: { delayMs: number } };
     usStore.link.delayMs = 45; // the write's transit within the 50 ms margin
     try {
+      // As the steady test: a 10 s deadline, a 4 s window over two windows.
       const workers = [
-        worker("eu", 300),
-        worker("us", -300),
-        worker("us", 150),
-        worker("ap", -150),
+        worker("eu", 300, true, 10_000),
+        worker("us", -300, true, 10_000),
+        worker("us", 150, true, 10_000),
+        worker("ap", -150, true, 10_000),
       ];
-      const req = request("skew", 100, 2_000);
+      const req = request("skew", 100, 4_000);
       lateness.length = 0;
-      const { admitted, longestMs } = await steady(workers, req, 25, 5);
+      const warm = await untilLeased(workers, req);
+      const measured = await steady(workers, req, 25, 8);
       await settle(workers);
-      expect(lateness.length).toBeGreaterThan(0);
+      const sources = tally(warm.sources, measured.sources);
+      expect(Object.keys(sources).filter((source) => DEGRADED.has(source))).toEqual([]);
       expect(Math.max(...lateness)).toBeLessThanOrEqual(0);
-      expect(busiestSpan(admitted, 2_000 - longestMs)).toBeLessThanOrEqual(100);
+      const admitted = [...warm.admitted, ...measured.admitted];
+      expect(mostInOneWindow(admitted, 4_000)).toBeLessThanOrEqual(100);
     } finally {
       usStore.link.delayMs = NEAR_MS;
     }
-  }, 30_000);
+  }, 60_000);
 
   it("keeps deciding when a region's store hangs (at home) and when home hangs", async () => {
     run++;

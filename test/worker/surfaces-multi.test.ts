@@ -8,13 +8,16 @@ import { RATE_ALGORITHMS as ALGORITHMS } from "../../src/store/algorithm";
 import { storageKey } from "../../src/store/keys";
 import { logCount } from "../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../support/worker/redis";
-import { originCount, workerWith } from "../support/worker/worker-harness";
+import {
+  type CheckPath,
+  originCount,
+  postCheck,
+  workerWith,
+} from "../support/worker/worker-harness";
 
 const redis = testRedis();
 const prefix = scopedPrefix("surfaces");
 const run = crypto.randomUUID().slice(0, 8);
-const TOKEN = "test-limiter-token";
-const ADMIN_TOKEN = "test-admin-token"; // reset is an admin route
 
 const algorithmRules = ALGORITHMS.map((algorithm) => ({
   name: `alg-${algorithm}`,
@@ -69,14 +72,7 @@ const worker = workerWith({
 
 const ip = (n: number) => ({ "CF-Connecting-IP": `203.0.113.${n}` });
 
-function check(body: unknown, path = "/check") {
-  const token = path === "/check/reset" ? ADMIN_TOKEN : TOKEN;
-  return worker(path, {
-    method: "POST",
-    headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}` },
-    body: JSON.stringify(body),
-  });
-}
+const check = (body: unknown, path?: CheckPath) => postCheck(worker, body, { path });
 
 interface CheckAnswer {
   allowed: boolean;

@@ -9,7 +9,7 @@ import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { LimitRequest } from "../../../src/limiter/types";
 import { createStoreClient } from "../../../src/store/upstash-client";
 import { faultScenario } from "../../support/worker/fault-control";
-import { scopedPrefix, testStore } from "../../support/worker/redis";
+import { scopedPrefix, TEST_DEADLINE_MS, testStore } from "../../support/worker/redis";
 
 // One prefix for the file, cleaned up after it (a hook registered inside a test never runs).
 const filePrefix = scopedPrefix("flush");
@@ -62,6 +62,8 @@ describe("analytics' cost to the store", () => {
       prefix,
       clock: "caller",
       now: () => clock,
+      // The counts below are the store's, not the fallback's.
+      timeoutMs: TEST_DEADLINE_MS,
       onDecision: analytics.record,
     });
     const decisions = 3000;

@@ -10,7 +10,7 @@ import { parseConfig } from "../../../src/config/limiter-config";
 import { regionPicker } from "../../../src/config/regions-config";
 import type { Env } from "../../../worker/env";
 import { scopedPrefix } from "../../support/worker/redis";
-import { baseEnv, callWorker } from "../../support/worker/worker-harness";
+import { baseEnv, callWorker, postCheck } from "../../support/worker/worker-harness";
 
 const prefix = scopedPrefix("regions-config");
 const regions = {
@@ -110,14 +110,10 @@ describe("regions in LIMITER_CONFIG", () => {
   });
 
   it("decides a warm key in the pinned region: /check answers source region", async () => {
-    const env = envWith({ LIMITER_REGION: "lab", LIMITER_TOKEN: "regions-token" });
+    const env = envWith({ LIMITER_REGION: "lab" });
     const sources: string[] = [];
     for (let i = 0; i < 8; i++) {
-      const res = await call(env, "/check", {
-        method: "POST",
-        headers: { authorization: "Bearer regions-token", "content-type": "application/json" },
-        body: JSON.stringify({ key: "warm", limit: 1_000, window: "1m", lease: true }),
-      });
+      const res = await postCheck(env, { key: "warm", limit: 1_000, window: "1m", lease: true });
       expect(res.status).toBe(200);
       sources.push((await res.json<{ source: string }>()).source);
     }
@@ -128,33 +124,19 @@ describe("regions in LIMITER_CONFIG", () => {
     expect(sources).toContain("region");
     expect(sources.at(-1)).toMatch(/^(region|lease)$/);
     // A rule without lease, or a request id, is decided at home.
-    const plain = await call(env, "/check", {
-      method: "POST",
-      headers: { authorization: "Bearer regions-token", "content-type": "application/json" },
-      body: JSON.stringify({ key: "warm", limit: 1_000, window: "1m" }),
-    });
+    const plain = await postCheck(env, { key: "warm", limit: 1_000, window: "1m" });
     expect((await plain.json<{ source: string }>()).source).toBe("redis");
   });
 
   it("reaches the region on POST /check/reset: the key's leases there go", async () => {
-    const env = envWith({
-      LIMITER_REGION: "lab",
-      LIMITER_TOKEN: "regions-token",
-      LIMITER_ADMIN_TOKEN: "regions-admin-token",
-    });
-    const headers = { authorization: "Bearer regions-token", "content-type": "application/json" };
-    const adminHeaders = { ...headers, authorization: "Bearer regions-admin-token" };
-    const body = JSON.stringify({ key: "reset-me", limit: 1_000, window: "1m", lease: true });
+    const env = envWith({ LIMITER_REGION: "lab" });
+    const body = { key: "reset-me", limit: 1_000, window: "1m", lease: true };
     const check = async () =>
-      (
-        await (
-          await call(env, "/check", { method: "POST", headers, body })
-        ).json<{ source: string }>()
-      ).source;
+      (await (await postCheck(env, body)).json<{ source: string }>()).source;
     const sources: string[] = [];
     for (let i = 0; i < 8; i++) sources.push(await check());
     expect(sources.at(-1)).toMatch(/^(region|lease)$/);
-    const reset = await call(env, "/check/reset", { method: "POST", headers: adminHeaders, body });
+    const reset = await postCheck(env, body, { path: "/check/reset" });
     expect(reset.status).toBe(200);
     // No lease left anywhere for the key: home decides it again.
     expect(await check()).toBe("redis");

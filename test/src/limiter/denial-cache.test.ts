@@ -1,20 +1,31 @@
 import { describe, expect, inject, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { createDenialCache } from "../../../src/limiter/denial-cache";
+import type { LimiterOptions } from "../../../src/limiter/limiter-options";
 import { denialCacheKey } from "../../../src/limiter/resolved-policy";
 import { storageKey } from "../../../src/store/keys";
 import { counting, manualClock, storeAt } from "../../support/worker/fault-control";
 import { logCount } from "../../support/worker/log-state";
-import { scopedPrefix, testRedis } from "../../support/worker/redis";
+import { scopedPrefix, TEST_DEADLINE_MS, testRedis } from "../../support/worker/redis";
 
 const redis = testRedis();
 const prefix = scopedPrefix("denial-cache");
 
-/** A limiter on the real bridge, on a clock the test moves (the caller's clock goes to Redis). */
-function limiterOnClock(start?: number) {
+/**
+ * A limiter on the real bridge, on a clock the test moves (the caller's clock goes to Redis),
+ * with these options besides.
+ */
+function limiterOnClock(start?: number, options: Partial<LimiterOptions> = {}) {
   const clock = manualClock(start);
   const counted = counting(storeAt(inject("bridgeUrl"), 5_000));
-  const limiter = createLimiter({ store: counted.store, prefix, clock: "caller", now: clock.now });
+  const limiter = createLimiter({
+    store: counted.store,
+    prefix,
+    clock: "caller",
+    now: clock.now,
+    timeoutMs: TEST_DEADLINE_MS,
+    ...options,
+  });
   return { limiter, clock, calls: counted.calls };
 }
 
@@ -55,7 +66,7 @@ describe("a flooding denied key", () => {
 
   it("on the Redis clock: a real flood of 1000 denied checks makes at most a handful of store calls", async () => {
     const counted = counting(storeAt(inject("bridgeUrl"), 5_000));
-    const limiter = createLimiter({ store: counted.store, prefix });
+    const limiter = createLimiter({ store: counted.store, prefix, timeoutMs: TEST_DEADLINE_MS });
     const ask = () => limiter.limit({ policy: "real", key: "k", limit: 3, windowMs: 60_000 });
     for (let i = 0; i < 3; i++) expect((await ask()).allowed).toBe(true);
     const before = counted.calls();
@@ -150,6 +161,7 @@ describe("a cache shared with the limiter", () => {
       store: storeAt(inject("bridgeUrl"), 5_000),
       prefix,
       now: clock.now,
+      timeoutMs: TEST_DEADLINE_MS,
       denialCache: cache,
     });
     const request = { policy: "by-hand", key: "k", limit: 5, windowMs: 60_000 };
@@ -192,16 +204,8 @@ describe("bounded", () => {
   });
 
   it("the limiter's own cache stays at its cap under a flood of exhausted keys", async () => {
-    const { clock } = limiterOnClock();
-    const counted = counting(storeAt(inject("bridgeUrl"), 5_000));
     const cache = createDenialCache({ maxEntries: 20 });
-    const limiter = createLimiter({
-      store: counted.store,
-      prefix,
-      clock: "caller",
-      now: clock.now,
-      denialCache: cache,
-    });
+    const { limiter } = limiterOnClock(undefined, { denialCache: cache });
     await Promise.all(
       Array.from({ length: 200 }, (_, i) =>
         limiter.limit({ policy: "many", key: `k${i}`, limit: 1, windowMs: 60_000 }),

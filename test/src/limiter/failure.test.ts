@@ -90,11 +90,12 @@ describe("a hung store", () => {
   });
 
   it("a NOSCRIPT near the deadline: the EVAL gets only the time left, so it never counts late", async () => {
-    const timeoutMs = 400;
-    // Each request is held 240 ms, then relayed if the client is still there. The EVALSHA's
-    // NOSCRIPT comes back at ~240 ms; an EVAL with its own full timeout would be relayed at
-    // ~480 ms, after the decision (fail-open at 400 ms), and count a request nobody admitted.
-    const slow = await faultScenario("delay-forward", 240);
+    const timeoutMs = 1_600;
+    // Each request is held 1 s, then relayed if the client is still there. The EVALSHA's
+    // NOSCRIPT comes back at ~1 s; an EVAL with its own full timeout would be relayed at ~2 s,
+    // after the decision (fail-open at 1.6 s), and count a request nobody admitted. (Seconds,
+    // not tenths: a busy machine's few hundred ms of lag must not move a step past another.)
+    const slow = await faultScenario("delay-forward", 1_000);
     const client = storeAt(slow.url, timeoutMs);
     const limiter = createLimiter({
       store: {
@@ -115,11 +116,11 @@ describe("a hung store", () => {
   });
 
   it("a NOSCRIPT near the deadline through the decision's own signal: the EVAL is aborted at the deadline", async () => {
-    const timeoutMs = 400;
+    const timeoutMs = 1_600;
     // As above, but the client takes the decision's signal (withSignal, as the worker's does):
-    // one abort at the deadline covers both calls. The EVAL is sent at ~240 ms and held 240 ms;
-    // were it not aborted at 400 ms it would be relayed at ~480 ms and count.
-    const slow = await faultScenario("delay-forward", 240);
+    // one abort at the deadline covers both calls. The EVAL is sent at ~1 s and held 1 s; were
+    // it not aborted at 1.6 s it would be relayed at ~2 s and count. (Seconds, as above.)
+    const slow = await faultScenario("delay-forward", 1_000);
     const client = storeAt(slow.url, timeoutMs);
     let signalled = 0;
     const limiter = createLimiter({

@@ -3,16 +3,24 @@
 // the prefix, clock and store it was built with.
 import { describe, expect, it } from "vitest";
 import { createLimiter } from "../../../src/limiter/create-limiter";
+import type { LimiterOptions } from "../../../src/limiter/limiter-options";
 import type { LimitRequest } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
 import { regionKey } from "../../../src/store/region-lease";
 import { PolicyBoundsError } from "../../../src/store/script-inputs";
 import { logCount } from "../../support/worker/log-state";
-import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
+import { scopedPrefix, TEST_DEADLINE_MS, testRedis, testStore } from "../../support/worker/redis";
 
 const redis = testRedis();
 const prefix = scopedPrefix("limiter-admin");
 const other = scopedPrefix("limiter-admin-other");
+
+/**
+ * A limiter on the test store and this file's prefix. A long deadline (these tests are not about
+ * deadlines): a busy machine's slow answer must not turn a "redis" decision into the fallback's.
+ */
+const limiterWith = (options: Partial<LimiterOptions> = {}) =>
+  createLimiter({ store: testStore(), prefix, timeoutMs: TEST_DEADLINE_MS, ...options });
 
 const request = (key: string, extra: Partial<LimitRequest> = {}): LimitRequest => ({
   policy: "admin",
@@ -25,12 +33,7 @@ const request = (key: string, extra: Partial<LimitRequest> = {}): LimitRequest =
 
 describe("one handle: plans on the limiter's own prefix", () => {
   it("an override set through limiter.overrides is what limiter.limit decides by; removed, the request's limit again", async () => {
-    const limiter = createLimiter({
-      store: testStore(),
-      prefix,
-      denialCache: false,
-      timeoutMs: 10_000,
-    });
+    const limiter = limiterWith({ denialCache: false });
     const key = `k-${crypto.randomUUID()}`;
     expect(await limiter.overrides.set("admin", key, { limit: 10 })).toEqual({
       ok: true,
@@ -43,8 +46,8 @@ describe("one handle: plans on the limiter's own prefix", () => {
 
   it("two limiters with two prefixes on one store do not see each other's overrides or blocks", async () => {
     const store = testStore();
-    const mine = createLimiter({ store, prefix, denialCache: false, timeoutMs: 10_000 });
-    const theirs = createLimiter({ store, prefix: other, denialCache: false, timeoutMs: 10_000 });
+    const mine = limiterWith({ store, denialCache: false });
+    const theirs = limiterWith({ store, prefix: other, denialCache: false });
     const key = `k-${crypto.randomUUID()}`;
     await theirs.overrides.set("admin", key, { limit: 0 });
     await theirs.blocks.add({ policy: "admin", key: `${key}-blocked` });
@@ -65,7 +68,7 @@ describe("one handle: plans on the limiter's own prefix", () => {
   });
 
   it("refuses bad input as a result, naming the field, without asking the store", async () => {
-    const limiter = createLimiter({ store: testStore(), prefix });
+    const limiter = limiterWith();
     expect(await limiter.overrides.set("bad name", "k", { limit: 1 })).toMatchObject({
       ok: false,
       field: "rule",
@@ -81,7 +84,7 @@ describe("one handle: plans on the limiter's own prefix", () => {
   });
 
   it("normalizes a network's value before it is stored, and refuses one that is none", async () => {
-    const limiter = createLimiter({ store: testStore(), prefix });
+    const limiter = limiterWith();
     // Any spelling of one network is one block: the answer says which it is as stored.
     expect(await limiter.networks.add({ by: "ip", value: "192.0.2.77/24" })).toMatchObject({
       ok: true,
@@ -112,12 +115,7 @@ describe("one handle: plans on the limiter's own prefix", () => {
 
 describe("peek", () => {
   it("says what a request would get, counting nothing; at the key's override; blocked as blocked", async () => {
-    const limiter = createLimiter({
-      store: testStore(),
-      prefix,
-      denialCache: false,
-      timeoutMs: 10_000,
-    });
+    const limiter = limiterWith({ denialCache: false });
     const key = `k-${crypto.randomUUID()}`;
     await limiter.limit(request(key));
     expect(await limiter.peek(request(key))).toMatchObject({
@@ -150,7 +148,7 @@ describe("peek", () => {
   });
 
   it("answers another algorithm as not peeked, and rejects a request out of bounds like limit", async () => {
-    const limiter = createLimiter({ store: testStore(), prefix });
+    const limiter = limiterWith();
     expect(await limiter.peek(request("k", { algorithm: "token-bucket" }))).toMatchObject({
       peeked: false,
       policy: "admin",
@@ -165,7 +163,7 @@ describe("peek", () => {
 
 describe("reset", () => {
   it("forgets the count, and this isolate's cached denial of the key", async () => {
-    const limiter = createLimiter({ store: testStore(), prefix });
+    const limiter = limiterWith();
     const key = `k-${crypto.randomUUID()}`;
     for (let i = 0; i < 3; i++) await limiter.limit(request(key));
     // The third answer proved the key full: this isolate denies from its cache.
@@ -184,12 +182,7 @@ describe("reset", () => {
 
   it("forgets every region's copy of the key: its leases go, the forget's mark stays", async () => {
     // The region's store is the same bridge as home's (its keys are the home keys + ":region").
-    const limiter = createLimiter({
-      store: testStore(),
-      prefix,
-      timeoutMs: 5_000,
-      regions: { stores: { lab: testStore() } },
-    });
+    const limiter = limiterWith({ regions: { stores: { lab: testStore() } } });
     const key = `k-${crypto.randomUUID()}`;
     const leased = { ...request(key), overrides: false, limit: 1_000, lease: true };
     const pending: Promise<unknown>[] = [];
@@ -210,9 +203,7 @@ describe("reset", () => {
 
   it("reports a region that does not answer, and still resets home", async () => {
     const unreachable = { evalsha: () => Promise.reject(new Error("down")) };
-    const limiter = createLimiter({
-      store: testStore(),
-      prefix,
+    const limiter = limiterWith({
       regions: {
         stores: { far: { ...unreachable, eval: unreachable.evalsha } as never },
       },
@@ -230,12 +221,12 @@ describe("reset", () => {
 describe("networkBlocks()", () => {
   it("one copy per limiter and options; a change through the limiter applies to it at once", async () => {
     const own = `${prefix}-net`;
-    const limiter = createLimiter({ store: testStore(), prefix: own });
+    const limiter = limiterWith({ prefix: own });
     const copy = limiter.networkBlocks();
     expect(limiter.networkBlocks()).toBe(copy);
     expect(limiter.networkBlocks({ refreshMs: 1_000 })).toBe(copy);
     expect(limiter.networkBlocks({ refreshMs: 60_000 })).not.toBe(copy);
-    expect(createLimiter({ store: testStore(), prefix: own }).networkBlocks()).not.toBe(copy);
+    expect(limiterWith({ prefix: own }).networkBlocks()).not.toBe(copy);
     expect(await copy.match({ ip: "192.0.2.9" }, ["api"])).toBeUndefined();
     // Loaded a moment ago (refreshMs 1 s): without the invalidation the old copy would decide.
     expect(await limiter.networks.add({ by: "ip", value: "192.0.2.0/24" })).toEqual({

@@ -7,7 +7,7 @@ import { storageKey } from "../../../src/store/keys";
 import { plansKey, writePlan } from "../../../src/store/plans";
 import { logCount } from "../../support/worker/log-state";
 import { plansAdmin } from "../../support/worker/plans-admin";
-import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
+import { scopedPrefix, TEST_DEADLINE_MS, testRedis, testStore } from "../../support/worker/redis";
 
 const redis = testRedis();
 const prefix = scopedPrefix("plans");
@@ -25,6 +25,7 @@ function isolate() {
     prefix,
     clock: "caller",
     now: () => clock,
+    timeoutMs: TEST_DEADLINE_MS,
   });
   return { limiter, tick: (ms: number) => (clock += ms) };
 }

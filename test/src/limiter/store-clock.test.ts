@@ -10,7 +10,7 @@ import { counting, faultScenario, storeAt } from "../../support/worker/fault-con
 import { logCount } from "../../support/worker/log-state";
 import { plansAdmin } from "../../support/worker/plans-admin";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
-import { workerWith } from "../../support/worker/worker-harness";
+import { postCheck, TEST_ADMIN_TOKEN, workerWith } from "../../support/worker/worker-harness";
 
 const redis = testRedis();
 const prefix = scopedPrefix("store-clock");
@@ -161,14 +161,6 @@ describe("a store that refuses TIME in scripts", () => {
 });
 
 describe("one clock policy per store: every script the worker runs follows the switch", () => {
-  const TOKEN = "test-limiter-token"; // vitest.config.ts's LIMITER_TOKEN
-  const ADMIN_TOKEN = "test-admin-token"; // and its LIMITER_ADMIN_TOKEN
-  const json = (body: unknown, token = TOKEN) => ({
-    method: "POST",
-    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
-    body: JSON.stringify(body),
-  });
-
   it("a peek on the store's clock sees the refusal, and switches the limiter sharing its client", async () => {
     const store = await faultScenario("refuse-time");
     const client = storeAt(store.url, 2_000);
@@ -222,22 +214,22 @@ describe("one clock policy per store: every script the worker runs follows the s
     );
     try {
       const body = { key: `rt-worker-${crypto.randomUUID()}`, limit: 2, window: "1m" };
-      const peek = await worker("/check/peek", json(body));
+      const peek = await postCheck(worker, body, { path: "/check/peek" });
       expect(peek.status, await peek.clone().text()).toBe(200);
       expect(await peek.json()).toMatchObject({ allowed: true, remaining: 2 });
-      const check = await worker("/check", json(body));
+      const check = await postCheck(worker, body);
       expect(await check.json()).toMatchObject({ allowed: true, source: "redis", remaining: 1 });
-      const after = await worker("/check/peek", json(body));
+      const after = await postCheck(worker, body, { path: "/check/peek" });
       expect(await after.json()).toMatchObject({ remaining: 1 });
-      const reset = await worker("/check/reset", json(body, ADMIN_TOKEN));
+      const reset = await postCheck(worker, body, { path: "/check/reset" });
       expect(await reset.json()).toMatchObject({ reset: true, existed: true });
       const stats = await worker("/check/stats", {
-        headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
+        headers: { Authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
       });
       expect(stats.status).toBe(200);
       await stats.body?.cancel();
       const dashboard = await worker("/check/dashboard", {
-        headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
+        headers: { Authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
       });
       expect(dashboard.status).toBe(200);
       await dashboard.body?.cancel();

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { describe, expect, inject, it } from "vitest";
 import { createStoreClient, fromEnv, type RateLimitVariables, rateLimit } from "../../../src/index";
-import { scopedPrefix } from "../../support/worker/redis";
+import { scopedPrefix, TEST_DEADLINE_MS } from "../../support/worker/redis";
 
 // One call: `rateLimit({ rules, store })` builds its limiter, keeps it for the isolate (one per
 // store), and answers 503 naming what is missing rather than running unprotected.
@@ -22,7 +22,8 @@ function appWith(options: Omit<Parameters<typeof rateLimit<Env>>[0], "rules">, n
           result.decisions.map((d) => d.source),
           429,
         ),
-      limiterOptions: { prefix },
+      // The source is asserted: a busy machine's slow call must not make it the fallback's.
+      limiterOptions: { prefix, timeoutMs: TEST_DEADLINE_MS },
       ...options,
     }),
   );

@@ -5,7 +5,7 @@ import type { BreakerEvent } from "../../../src/limiter/circuit-breaker";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import { encodeKeyPart, requestRecordKey, storageKey } from "../../../src/store/keys";
 import { logCount } from "../../support/worker/log-state";
-import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
+import { scopedPrefix, TEST_DEADLINE_MS, testRedis, testStore } from "../../support/worker/redis";
 
 const redis = testRedis();
 const prefix = scopedPrefix("store-keys");
@@ -69,6 +69,7 @@ describe("a client's malformed string never switches the store off", () => {
     const instance = createLimiter({
       store: testStore(),
       prefix,
+      timeoutMs: TEST_DEADLINE_MS,
       onBreakerChange: (event) => events.push(event),
       onStoreError: (error) => errors.push(error),
     });
@@ -116,7 +117,7 @@ describe("the middleware's key", () => {
     const app = new Hono();
     app.use(
       rateLimit({
-        limiter: createLimiter({ store: testStore(), prefix }),
+        limiter: createLimiter({ store: testStore(), prefix, timeoutMs: TEST_DEADLINE_MS }),
         rules: { name: "mw-lone", limit: 2, window: "1m" },
         key: (c) => c.req.header("x-user") ?? "",
       }),
@@ -127,7 +128,7 @@ describe("the middleware's key", () => {
     const lone = new Hono();
     lone.use(
       rateLimit({
-        limiter: createLimiter({ store: testStore(), prefix }),
+        limiter: createLimiter({ store: testStore(), prefix, timeoutMs: TEST_DEADLINE_MS }),
         rules: { name: "mw-lone", limit: 2, window: "1m" },
         key: () => "\udbff",
       }),

@@ -45,21 +45,59 @@ export const TEST_LIMITER_TOKEN = "test-limiter-token";
 /** The admin routes' token vitest.config.ts gives the worker (LIMITER_ADMIN_TOKEN). */
 export const TEST_ADMIN_TOKEN = "test-admin-token";
 
-/** POSTs a JSON body to a worker of workerWith, with a bearer token (null: none). */
-export function postJson(
-  worker: ReturnType<typeof workerWith>,
-  path: string,
-  body: unknown,
-  token: string | null = TEST_LIMITER_TOKEN,
-): Promise<Response> {
-  return worker(path, {
+/** A POST with a JSON body and a bearer token (null: none). */
+function jsonPost(body: unknown, token: string | null): RequestInit {
+  return {
     method: "POST",
     headers: {
       "Content-Type": "application/json",
       ...(token === null ? {} : { Authorization: `Bearer ${token}` }),
     },
     body: JSON.stringify(body),
-  });
+  };
+}
+
+/** The /check routes a caller POSTs a JSON body to: decisions, then the admin token's. */
+export type CheckPath =
+  | "/check"
+  | "/check/peek"
+  | "/check/release"
+  | "/check/settle"
+  | "/check/reset"
+  | "/check/override"
+  | "/check/block"
+  | "/check/unblock";
+
+const DECISION_PATHS: readonly CheckPath[] = [
+  "/check",
+  "/check/peek",
+  "/check/release",
+  "/check/settle",
+];
+
+export interface PostCheckOptions {
+  /** @default "/check" */
+  path?: CheckPath | undefined;
+  /**
+   * The bearer token, null for none.
+   * @default LIMITER_TOKEN's for /check, /check/peek, /check/release and /check/settle, else the
+   *   admin token
+   */
+  token?: string | null | undefined;
+}
+
+/**
+ * POSTs `body` as JSON to /check (or another /check route) of a worker of workerWith, or of the
+ * worker with these bindings through callWorker (its waitUntil work awaited before it returns).
+ */
+export function postCheck(
+  target: ReturnType<typeof workerWith> | Env,
+  body: unknown,
+  { path = "/check", token }: PostCheckOptions = {},
+): Promise<Response> {
+  const fallback = DECISION_PATHS.includes(path) ? TEST_LIMITER_TOKEN : TEST_ADMIN_TOKEN;
+  const init = jsonPost(body, token === undefined ? fallback : token);
+  return typeof target === "function" ? target(path, init) : callWorker(target, path, init);
 }
 
 /** One request to the worker with these bindings, its waitUntil work awaited before it returns. */

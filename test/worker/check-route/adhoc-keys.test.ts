@@ -8,20 +8,12 @@ import { adhocPolicyName } from "../../../src/http/check-request";
 import { storageKey } from "../../../src/store/keys";
 import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
-import { workerWith } from "../../support/worker/worker-harness";
+import { postCheck, workerWith } from "../../support/worker/worker-harness";
 
 const redis = testRedis();
 const prefix = scopedPrefix("adhoc-keys");
 const run = crypto.randomUUID().slice(0, 8);
 const worker = workerWith({ LIMITER_CONFIG: JSON.stringify({ prefix, rules: [] }) });
-
-function check(body: unknown) {
-  return worker("/check", {
-    method: "POST",
-    headers: { "Content-Type": "application/json", Authorization: "Bearer test-limiter-token" },
-    body: JSON.stringify(body),
-  });
-}
 
 const WEEK = 7 * 86_400_000;
 
@@ -29,12 +21,12 @@ describe("ad-hoc logs across a limit switch", () => {
   it("a full 100 000 ring, then a ring of 1 on the key: each its own log, the full one untouched", async () => {
     const key = `victim-${run}`;
     const ring = storageKey(prefix, adhocPolicyName(WEEK, 100_000), key);
-    const full = await check({ key, limit: 100_000, window: "7d", cost: 100_000 });
+    const full = await postCheck(worker, { key, limit: 100_000, window: "7d", cost: 100_000 });
     expect(full.status).toBe(200);
     const ringBytes = await redis.strlen(ring);
     expect(ringBytes).toBeGreaterThan(400_000);
 
-    const one = await check({ key, limit: 1, window: "7d" });
+    const one = await postCheck(worker, { key, limit: 1, window: "7d" });
     expect(await one.json()).toMatchObject({
       allowed: true,
       remaining: 0,
@@ -47,7 +39,7 @@ describe("ad-hoc logs across a limit switch", () => {
     const small = storageKey(prefix, adhocPolicyName(WEEK, 1), key);
     expect(await logCount(redis, small)).toBe(1);
     // And the 100 000 log still denies: nothing another limit did freed it.
-    const again = await check({ key, limit: 100_000, window: "7d" });
+    const again = await postCheck(worker, { key, limit: 100_000, window: "7d" });
     expect(again.status).toBe(429);
     await redis.del(ring, small);
   });

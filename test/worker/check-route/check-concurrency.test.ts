@@ -7,7 +7,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { storageKey } from "../../../src/store/keys";
 import { deleteKeys, testRedis, uniquePrefix } from "../../support/worker/redis";
-import { postJson, workerWith } from "../../support/worker/worker-harness";
+import { type CheckPath, postCheck, workerWith } from "../../support/worker/worker-harness";
 
 const redis = testRedis();
 const prefix = uniquePrefix("check-concurrency");
@@ -25,9 +25,9 @@ const worker = workerWith({
     ],
   }),
 });
-const check = (body: unknown) => postJson(worker, "/check", body);
+const check = (body: unknown) => postCheck(worker, body);
 const release = (body: unknown, token?: string | null) =>
-  postJson(worker, "/check/release", body, token);
+  postCheck(worker, body, { path: "/check/release", token });
 const run = crypto.randomUUID();
 
 describe("POST /check with a concurrency rule", () => {
@@ -144,7 +144,7 @@ describe("POST /check with a concurrency rule", () => {
     expect((await release({ rule: "quick", key, slot: first.slot })).status).toBe(200);
   });
 
-  const bad: [string, string, unknown, string][] = [
+  const bad: [CheckPath, string, unknown, string][] = [
     ["/check", "a cost but 1", { key: "k", rule: "exports", cost: 2 }, "cost"],
     [
       "/check",
@@ -166,7 +166,7 @@ describe("POST /check with a concurrency rule", () => {
   ];
   for (const [path, what, body, field] of bad) {
     it(`${path} refuses ${what} with 400 naming ${field}`, async () => {
-      const res = await postJson(worker, path, body);
+      const res = await postCheck(worker, body, { path });
       expect(res.status).toBe(400);
       expect(await res.json()).toMatchObject({ field });
     });

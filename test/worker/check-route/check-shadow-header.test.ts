@@ -1,14 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { scopedPrefix } from "../../support/worker/redis";
-import { originUrl, workerWith } from "../../support/worker/worker-harness";
+import { originUrl, postCheck, workerWith } from "../../support/worker/worker-harness";
 
 // /check names rules as the proxy applies them: a shadow rule never denies, and a header rule
 // takes the raw header value and keys it as the proxy does, so /check, peek and reset reach the
 // proxy's log for that customer.
 const prefix = scopedPrefix("check-shadow");
 const run = crypto.randomUUID().slice(0, 8);
-const TOKEN = "test-limiter-token";
-const ADMIN_TOKEN = "test-admin-token"; // reset is an admin route
 const LIMITER_CONFIG = JSON.stringify({
   prefix,
   rules: [
@@ -18,23 +16,14 @@ const LIMITER_CONFIG = JSON.stringify({
 });
 const worker = workerWith({ LIMITER_CONFIG, ORIGIN_URL: originUrl() });
 
-function post(path: string, body: unknown) {
-  const token = path === "/check/reset" ? ADMIN_TOKEN : TOKEN;
-  return worker(path, {
-    method: "POST",
-    headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}` },
-    body: JSON.stringify(body),
-  });
-}
-
 describe("/check with a shadow rule", () => {
   it("allows what the shadow rule would deny, and says so", async () => {
     const key = `shadow-${run}`;
-    const first = await post("/check", { key, rule: "quota" });
+    const first = await postCheck(worker, { key, rule: "quota" });
     expect(first.status).toBe(200);
     expect(await first.json()).not.toHaveProperty("shadowDenied");
     for (let i = 0; i < 2; i++) {
-      const res = await post("/check", { key, rule: "quota" });
+      const res = await postCheck(worker, { key, rule: "quota" });
       expect(res.status).toBe(200);
       expect(await res.json()).toMatchObject({ allowed: true, shadowDenied: ["quota"] });
       expect(res.headers.has("Retry-After")).toBe(false);
@@ -46,7 +35,7 @@ describe("/check with a shadow rule", () => {
     const statuses: number[] = [];
     const shadowed: unknown[] = [];
     for (let i = 0; i < 3; i++) {
-      const res = await post("/check", { key, rules: ["per-key", "quota"] });
+      const res = await postCheck(worker, { key, rules: ["per-key", "quota"] });
       statuses.push(res.status);
       shadowed.push(((await res.json()) as { shadowDenied?: string[] }).shadowDenied);
     }
@@ -64,11 +53,15 @@ describe("/check with a header rule takes the raw value", () => {
       expect(res.status).not.toBe(429);
     }
     // ...so /check with the raw value finds the log full,
-    const peek = await post("/check/peek", { key: apiKey, rule: "per-key" });
+    const peek = await postCheck(worker, { key: apiKey, rule: "per-key" }, { path: "/check/peek" });
     expect(await peek.json()).toMatchObject({ allowed: false, remaining: 0 });
-    expect((await post("/check", { key: apiKey, rule: "per-key" })).status).toBe(429);
+    expect((await postCheck(worker, { key: apiKey, rule: "per-key" })).status).toBe(429);
     // and "reset customer X" resets the proxy's counter.
-    const reset = await post("/check/reset", { key: apiKey, rule: "per-key" });
+    const reset = await postCheck(
+      worker,
+      { key: apiKey, rule: "per-key" },
+      { path: "/check/reset" },
+    );
     expect(await reset.json()).toMatchObject({ reset: true, existed: true });
     expect((await worker("/k/items", { headers: { "X-API-Key": apiKey } })).status).not.toBe(429);
   });

@@ -8,12 +8,11 @@ import { createLimiter, rateLimit } from "../../../src/index";
 import { storageKey } from "../../../src/store/keys";
 import { logCount } from "../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
-import { originCount, workerWith } from "../../support/worker/worker-harness";
+import { originCount, postCheck, workerWith } from "../../support/worker/worker-harness";
 
 const redis = testRedis();
 const prefix = scopedPrefix("rid-conflict");
 const run = crypto.randomUUID().slice(0, 8);
-const TOKEN = "test-limiter-token";
 
 const config = (limit: number) =>
   JSON.stringify({
@@ -23,20 +22,24 @@ const config = (limit: number) =>
   });
 const worker = workerWith({ LIMITER_CONFIG: config(5) });
 
-function check(body: unknown) {
-  return worker("/check", {
-    method: "POST",
-    headers: { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}` },
-    body: JSON.stringify(body),
-  });
-}
-
 describe("a request id retried with other parameters", () => {
   it("/check: cost 1 then cost 100 under one requestId is a 409 naming cost, counting nothing", async () => {
     const key = `cost-${run}`;
-    const first = await check({ key, limit: 100, window: "1m", cost: 1, requestId: "X" });
+    const first = await postCheck(worker, {
+      key,
+      limit: 100,
+      window: "1m",
+      cost: 1,
+      requestId: "X",
+    });
     expect(first.status).toBe(200);
-    const costly = await check({ key, limit: 100, window: "1m", cost: 100, requestId: "X" });
+    const costly = await postCheck(worker, {
+      key,
+      limit: 100,
+      window: "1m",
+      cost: 100,
+      requestId: "X",
+    });
     expect(costly.status).toBe(409);
     expect(costly.headers.get("Content-Type")).toBe("application/problem+json");
     expect(await costly.json()).toMatchObject({
@@ -48,17 +51,31 @@ describe("a request id retried with other parameters", () => {
     });
     expect(await logCount(redis, `${prefix}:check.60000ms.100:{${key}}`)).toBe(1);
     // The genuine retry replays; another id is decided (and counted) afresh.
-    const retry = await check({ key, limit: 100, window: "1m", cost: 1, requestId: "X" });
+    const retry = await postCheck(worker, {
+      key,
+      limit: 100,
+      window: "1m",
+      cost: 1,
+      requestId: "X",
+    });
     expect(await retry.json()).toMatchObject({ allowed: true, remaining: 99, replayed: true });
-    const other = await check({ key, limit: 100, window: "1m", cost: 100, requestId: "Y" });
+    const other = await postCheck(worker, {
+      key,
+      limit: 100,
+      window: "1m",
+      cost: 100,
+      requestId: "Y",
+    });
     expect(other.status).toBe(429);
     expect(await logCount(redis, `${prefix}:check.60000ms.100:{${key}}`)).toBe(1);
   });
 
   it("/check: another limit is another ad-hoc log, so the id is decided there afresh", async () => {
     const key = `limit-${run}`;
-    expect((await check({ key, limit: 10, window: "1m", requestId: "L" })).status).toBe(200);
-    const res = await check({ key, limit: 1_000, window: "1m", requestId: "L" });
+    expect((await postCheck(worker, { key, limit: 10, window: "1m", requestId: "L" })).status).toBe(
+      200,
+    );
+    const res = await postCheck(worker, { key, limit: 1_000, window: "1m", requestId: "L" });
     expect(res.status).toBe(200);
     expect(await res.json()).not.toHaveProperty("replayed");
     expect(await logCount(redis, `${prefix}:check.60000ms.10:{${key}}`)).toBe(1);

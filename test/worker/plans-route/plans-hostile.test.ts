@@ -16,7 +16,12 @@ import {
   plansKey,
 } from "../../../src/store/plans";
 import { scopedPrefix, testRedis } from "../../support/worker/redis";
-import { postJson, TEST_ADMIN_TOKEN, workerWith } from "../../support/worker/worker-harness";
+import {
+  type CheckPath,
+  postCheck,
+  TEST_ADMIN_TOKEN,
+  workerWith,
+} from "../../support/worker/worker-harness";
 
 const redis = testRedis();
 const run = crypto.randomUUID().slice(0, 8);
@@ -43,7 +48,7 @@ function setup(label: string) {
   // Each distinct LIMITER_CONFIG text is its own runtime: a fresh isolate with its own copy.
   const isolate = () => workerWith({ LIMITER_CONFIG: JSON.stringify(config, null, isolates++) });
   const worker = isolate();
-  const post = (path: string, body: unknown) => postJson(worker, path, body, TEST_ADMIN_TOKEN);
+  const post = (path: CheckPath, body: unknown) => postCheck(worker, body, { path });
   const list = (query: string) =>
     worker(`/check/plans?${query}`, { headers: { Authorization: `Bearer ${TEST_ADMIN_TOKEN}` } });
   /** Both hashes as stored: a refused request must leave them as they were. */
@@ -65,7 +70,7 @@ describe("hostile bodies", () => {
   const { worker, post, list, stored } = setup("ph-bodies");
 
   it("each is a 4xx problem+json naming the field, never a 5xx, and writes nothing", async () => {
-    const cases: [path: string, body: unknown, field: string][] = [
+    const cases: [path: CheckPath, body: unknown, field: string][] = [
       ["/check/override", { rule: "api", key: "k", limit: -1 }, "limit"],
       ["/check/override", { rule: "api", key: "k", limit: 1e12 }, "limit"],
       ["/check/override", { rule: "api", key: "k", limit: 2.5 }, "limit"],
@@ -102,13 +107,13 @@ describe("hostile bodies", () => {
         "192.0.2.0/24/8",
         "2001:db8::/64\n",
         "",
-      ].map((ip): [string, unknown, string] => ["/check/block", { ip }, "ip"]),
+      ].map((ip): [CheckPath, unknown, string] => ["/check/block", { ip }, "ip"]),
       ["/check/block", { ip: 3_221_225_985 }, "ip"],
       ...["USA", "U.S.", "UK", "EL", "ZZ", "u", "", " us", "DEU"].map(
-        (country): [string, unknown, string] => ["/check/block", { country }, "country"],
+        (country): [CheckPath, unknown, string] => ["/check/block", { country }, "country"],
       ),
       ...["AS 13335", "AS-13335", "013335", "AS", "", "1e3", 4_294_967_296, -1, 0, 1.5, "0"].map(
-        (asn): [string, unknown, string] => ["/check/block", { asn }, "asn"],
+        (asn): [CheckPath, unknown, string] => ["/check/block", { asn }, "asn"],
       ),
     ];
     for (const [path, body, field] of cases) {

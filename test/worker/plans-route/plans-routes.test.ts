@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { scopedPrefix } from "../../support/worker/redis";
-import { originCount, postJson, workerWith } from "../../support/worker/worker-harness";
+import {
+  type CheckPath,
+  originCount,
+  postCheck,
+  workerWith,
+} from "../../support/worker/worker-harness";
 
 const prefix = scopedPrefix("plans-routes");
 const run = crypto.randomUUID().slice(0, 8);
@@ -30,10 +35,10 @@ const isolateC = workerWith({ LIMITER_CONFIG: JSON.stringify(config, null, 2) })
 
 const admin = (
   worker: typeof isolateA,
-  path: string,
+  path: CheckPath,
   body: unknown,
   token: string | null = TOKEN,
-) => postJson(worker, path, body, token);
+) => postCheck(worker, body, { path, token });
 
 const apiCall = (worker: typeof isolateA, path: string, apiKey: string) =>
   worker(path, { headers: { "x-api-key": apiKey } });
@@ -331,7 +336,7 @@ describe("a calendar quota's own anchor through POST /check/override", () => {
     ],
   };
   const worker = workerWith({ LIMITER_CONFIG: JSON.stringify(quotaConfig) });
-  const quotaCheck = (key: string) => postJson(worker, "/check", { rule: "monthly", key });
+  const quotaCheck = (key: string) => postCheck(worker, { rule: "monthly", key });
 
   it("the rule's month, then the key's own from its billing day with its budget; 429 to its boundary", async () => {
     const key = `billing-${run}`;

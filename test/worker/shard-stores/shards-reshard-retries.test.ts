@@ -5,42 +5,25 @@
  * record), not a second decision on the new shard, which at the limit denies it: the old
  * shard's count of the original holds the new shard's limit down.
  */
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Env } from "../../../worker/env";
 import { announceReshard, shardPrefix } from "../../support/worker/shard-stores";
-import { baseEnv, callWorker, TEST_LIMITER_TOKEN } from "../../support/worker/worker-harness";
+import { keyOnShard, shardedEnv } from "../../support/worker/sharded-worker";
+import { postCheck } from "../../support/worker/worker-harness";
 
 // A prefix per test: the shards' record of a reshard (docs/shards.md "Which mistakes are
 // refused") closes the old placement under its prefix once told.
 const prefixes = [shardPrefix("srr-1"), shardPrefix("srr-2")];
-const [urlB, urlC] = inject("shardBridgeUrls");
 
-function envWith(prefix: string, config: Record<string, unknown>): Env {
-  return {
-    ...baseEnv,
-    LIMITER_CONFIG: JSON.stringify({
-      prefix,
-      timeoutMs: 5_000,
-      shards: ["", "B", "C"],
-      rules: [
-        { name: "jobs", algorithm: "concurrency", limit: 1, timeout: "10m", key: "header:x-c" },
-        { name: "once", limit: 1, window: "10m", key: "header:x-c" },
-        { name: "probe", limit: 1_000, window: "1m", key: "header:x-c" },
-      ],
-      ...config,
-    }),
-    UPSTASH_REDIS_REST_URL_B: urlB,
-    UPSTASH_REDIS_REST_TOKEN_B: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-    UPSTASH_REDIS_REST_URL_C: urlC,
-    UPSTASH_REDIS_REST_TOKEN_C: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-  } as Env;
-}
-
-const post = (env: Env, path: string, body: unknown) =>
-  callWorker(env, path, {
-    method: "POST",
-    headers: { authorization: `Bearer ${TEST_LIMITER_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
+const envWith = (prefix: string, config: Record<string, unknown>): Env =>
+  shardedEnv({
+    prefix,
+    rules: [
+      { name: "jobs", algorithm: "concurrency", limit: 1, timeout: "10m", key: "header:x-c" },
+      { name: "once", limit: 1, window: "10m", key: "header:x-c" },
+      { name: "probe", limit: 1_000, window: "1m", key: "header:x-c" },
+    ],
+    ...config,
   });
 
 interface Answer {
@@ -63,25 +46,13 @@ const envs = (prefix: string) => ({
   told: () => announceReshard(prefix, ["", "B"], ["", "B", "C"], at),
 });
 
-/** A key on shard C before the reshard (it moves when C is removed). */
-async function keyOnC(before: Env, label: string): Promise<string> {
-  for (let i = 0; i < 200; i++) {
-    const candidate = `${label}-${i}-${crypto.randomUUID()}`;
-    const answer = await (
-      await post(before, "/check", { rule: "probe", key: candidate })
-    ).json<Answer>();
-    if (answer.shard === "C") return candidate;
-  }
-  throw new Error("no key of 200 placed on shard C (is the config valid?)");
-}
-
 const check = async (env: Env, body: Record<string, unknown>) =>
-  (await post(env, "/check", body)).json<Answer>();
+  (await postCheck(env, body)).json<Answer>();
 
 describe("a reshard and /check's request ids", () => {
   it("a retry after the instant of a request admitted before it is replayed (limit 1)", async () => {
     const { before, after, told } = envs(prefixes[0] as string);
-    const key = await keyOnC(before, "once");
+    const key = await keyOnShard(before, "probe", "C", "once");
     const original = await check(before, { rule: "once", key, requestId: "order-1" });
     expect(original).toMatchObject({ allowed: true, shard: "C" });
     // Control, no reshard: the retry is the original's replay.
@@ -100,13 +71,17 @@ describe("a reshard and /check's request ids", () => {
 
   it("a concurrency retry gets the original's slot, released after the instant (200)", async () => {
     const { before, after, told } = envs(prefixes[1] as string);
-    const key = await keyOnC(before, "jobs");
+    const key = await keyOnShard(before, "probe", "C", "jobs");
     const original = await check(before, { rule: "jobs", key, requestId: "job-1" });
     expect(original).toMatchObject({ allowed: true, shard: "C" });
     await told();
     const retry = await check(after, { rule: "jobs", key, requestId: "job-1" });
     expect(retry).toMatchObject({ allowed: true, replayed: true, slot: original.slot });
-    const released = await post(after, "/check/release", { rule: "jobs", key, slot: retry.slot });
+    const released = await postCheck(
+      after,
+      { rule: "jobs", key, slot: retry.slot },
+      { path: "/check/release" },
+    );
     await released.arrayBuffer();
     expect(released.status).toBe(200);
     // The one slot given back: the new shard admits.

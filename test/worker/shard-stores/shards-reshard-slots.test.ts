@@ -4,39 +4,22 @@
  * POST /check/release after its instant (the release names no shard: the router asks the key's
  * shard now, then the one it lived on), and count against the limit until they are.
  */
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Env } from "../../../worker/env";
 import { announceReshard, shardPrefix } from "../../support/worker/shard-stores";
-import { baseEnv, callWorker, TEST_LIMITER_TOKEN } from "../../support/worker/worker-harness";
+import { keyOnShard, shardedEnv } from "../../support/worker/sharded-worker";
+import { postCheck } from "../../support/worker/worker-harness";
 
 const prefix = shardPrefix("shards-reshard-slots");
-const [urlB, urlC] = inject("shardBridgeUrls");
 
-function envWith(config: Record<string, unknown>): Env {
-  return {
-    ...baseEnv,
-    LIMITER_CONFIG: JSON.stringify({
-      prefix,
-      timeoutMs: 5_000,
-      shards: ["", "B", "C"],
-      rules: [
-        { name: "jobs", algorithm: "concurrency", limit: 5, timeout: "10m", key: "header:x-c" },
-        { name: "probe", limit: 1_000, window: "1m", key: "header:x-c" },
-      ],
-      ...config,
-    }),
-    UPSTASH_REDIS_REST_URL_B: urlB,
-    UPSTASH_REDIS_REST_TOKEN_B: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-    UPSTASH_REDIS_REST_URL_C: urlC,
-    UPSTASH_REDIS_REST_TOKEN_C: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-  } as Env;
-}
-
-const post = (env: Env, path: string, body: unknown) =>
-  callWorker(env, path, {
-    method: "POST",
-    headers: { authorization: `Bearer ${TEST_LIMITER_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
+const envWith = (config: Record<string, unknown>): Env =>
+  shardedEnv({
+    prefix,
+    rules: [
+      { name: "jobs", algorithm: "concurrency", limit: 5, timeout: "10m", key: "header:x-c" },
+      { name: "probe", limit: 1_000, window: "1m", key: "header:x-c" },
+    ],
+    ...config,
   });
 
 interface Answer {
@@ -54,17 +37,11 @@ describe("a reshard and /check's slots", () => {
       shards: ["", "B"],
       reshard: { from: ["", "B", "C"], at: new Date(at).toISOString() },
     });
-    let key = "";
-    for (let i = 0; !key; i++) {
-      const candidate = `jobs-${i}-${crypto.randomUUID()}`;
-      const answer = await (
-        await post(before, "/check", { rule: "probe", key: candidate })
-      ).json<Answer>();
-      if (answer.shard === "C") key = candidate;
-    }
+    // A key on C, the shard the reshard removes.
+    const key = await keyOnShard(before, "probe", "C", "jobs");
     const slots: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const answer = await (await post(before, "/check", { rule: "jobs", key })).json<Answer>();
+      const answer = await (await postCheck(before, { rule: "jobs", key })).json<Answer>();
       expect(answer).toMatchObject({ allowed: true, shard: "C" });
       slots.push(answer.slot as string);
     }
@@ -72,20 +49,24 @@ describe("a reshard and /check's slots", () => {
     // (docs/shards.md "Which mistakes are refused"; told after it, the reshard is refused).
     await announceReshard(prefix, ["", "B"], ["", "B", "C"], at);
     // On the new placement: C's 5 slots still held, so nothing more.
-    const full = await (await post(after, "/check", { rule: "jobs", key })).json<Answer>();
+    const full = await (await postCheck(after, { rule: "jobs", key })).json<Answer>();
     expect(full).toMatchObject({ allowed: false });
     const statuses: number[] = [];
     for (const slot of slots) {
-      const res = await post(after, "/check/release", { rule: "jobs", key, slot });
+      const res = await postCheck(after, { rule: "jobs", key, slot }, { path: "/check/release" });
       await res.arrayBuffer();
       statuses.push(res.status);
     }
     expect(statuses).toEqual([200, 200, 200, 200, 200]);
-    const again = await post(after, "/check/release", { rule: "jobs", key, slot: slots[0] });
+    const again = await postCheck(
+      after,
+      { rule: "jobs", key, slot: slots[0] },
+      { path: "/check/release" },
+    );
     await again.arrayBuffer();
     expect(again.status).toBe(404);
     // All given back: the new shard admits.
-    const admitted = await (await post(after, "/check", { rule: "jobs", key })).json<Answer>();
+    const admitted = await (await postCheck(after, { rule: "jobs", key })).json<Answer>();
     expect(admitted).toMatchObject({ allowed: true });
     expect(["", "B"]).toContain(admitted.shard);
   });

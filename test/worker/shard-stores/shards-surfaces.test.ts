@@ -8,28 +8,26 @@
  * held against the limit; and
  * one shard's bridge hanging while the other shards' keys are still decided by Redis.
  */
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Env } from "../../../worker/env";
 import { faultScenario } from "../../support/worker/fault-control";
 import { announceReshard, shardPrefix, shardRedis } from "../../support/worker/shard-stores";
+import { shardedEnv } from "../../support/worker/sharded-worker";
 import {
   baseEnv,
   callWorker,
+  postCheck,
   TEST_ADMIN_TOKEN,
-  TEST_LIMITER_TOKEN,
 } from "../../support/worker/worker-harness";
 
 const prefix = shardPrefix("shards-surfaces");
-const [urlB, urlC] = inject("shardBridgeUrls");
 const SHARDS = ["", "B", "C"] as const;
 const redis = shardRedis();
 
-function envWith(config: Record<string, unknown>, overrides: Partial<Env> = {}): Env {
-  return {
-    ...baseEnv,
-    LIMITER_CONFIG: JSON.stringify({
+const envWith = (config: Record<string, unknown>, overrides: Partial<Env> = {}): Env =>
+  shardedEnv(
+    {
       prefix,
-      timeoutMs: 5_000,
       shards: SHARDS,
       rules: [
         {
@@ -46,14 +44,9 @@ function envWith(config: Record<string, unknown>, overrides: Partial<Env> = {}):
         { name: "probe", limit: 1_000, window: "1m", key: "header:x-client" },
       ],
       ...config,
-    }),
-    UPSTASH_REDIS_REST_URL_B: urlB,
-    UPSTASH_REDIS_REST_TOKEN_B: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-    UPSTASH_REDIS_REST_URL_C: urlC,
-    UPSTASH_REDIS_REST_TOKEN_C: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-    ...overrides,
-  } as Env;
-}
+    },
+    overrides,
+  );
 
 interface Answer {
   allowed: boolean;
@@ -63,15 +56,8 @@ interface Answer {
   shard?: string;
 }
 
-const post = (env: Env, path: string, body: unknown, token = TEST_LIMITER_TOKEN) =>
-  callWorker(env, path, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-
 async function check(env: Env, body: Record<string, unknown>): Promise<Answer> {
-  return (await post(env, "/check", body)).json<Answer>();
+  return (await postCheck(env, body)).json<Answer>();
 }
 
 /** A client key on each shard, by what the worker answers ("", "B", "C" in that order). */
@@ -97,11 +83,15 @@ describe("a sharded worker's surfaces", () => {
     for (const [i, key] of keys.entries()) {
       const checked = await check(env, { rule: "api", key, cost: 2 });
       expect(checked).toMatchObject({ allowed: true, remaining: 3, shard: SHARDS[i] });
-      const peeked = await (await post(env, "/check/peek", { rule: "api", key })).json();
+      const peeked = await (
+        await postCheck(env, { rule: "api", key }, { path: "/check/peek" })
+      ).json();
       expect(peeked).toMatchObject({ allowed: true, limit: 5, remaining: 3 });
-      const reset = await post(env, "/check/reset", { rule: "api", key }, TEST_ADMIN_TOKEN);
+      const reset = await postCheck(env, { rule: "api", key }, { path: "/check/reset" });
       expect(await reset.json()).toMatchObject({ reset: true, existed: true });
-      const after = await (await post(env, "/check/peek", { rule: "api", key })).json();
+      const after = await (
+        await postCheck(env, { rule: "api", key }, { path: "/check/peek" })
+      ).json();
       expect(after).toMatchObject({ remaining: 5 });
       expect(await check(env, { rule: "api", key, cost: 5 })).toMatchObject({
         allowed: true,
@@ -117,12 +107,7 @@ describe("a sharded worker's surfaces", () => {
     const key = (await keysOnEachShard(env, "plans"))[2] as string;
     // Only the probes' logs so far, none on C yet for this key's rule; remember what is there.
     const before = await held(plans);
-    const set = await post(
-      env,
-      "/check/override",
-      { rule: "api", key, limit: 1 },
-      TEST_ADMIN_TOKEN,
-    );
+    const set = await postCheck(env, { rule: "api", key, limit: 1 }, { path: "/check/override" });
     expect(await set.json()).toMatchObject({ ok: true, rules: ["api"] });
     const added = (await held(plans)).map((n, i) => n - (before[i] as number));
     expect(added[2]).toBeGreaterThan(0);
@@ -163,17 +148,16 @@ describe("a sharded worker's surfaces", () => {
     // A key block of another key on B: stored on B, and B's decisions refuse it.
     const blocked = (await keysOnEachShard(env, "block"))[1] as string;
     const beforeBlock = await held(plans);
-    const block = await post(
+    const block = await postCheck(
       env,
-      "/check/block",
       { rule: "api", key: blocked, seconds: 600 },
-      TEST_ADMIN_TOKEN,
+      { path: "/check/block" },
     );
     expect(block.status).toBe(200);
     const blockAdded = (await held(plans)).map((n, i) => n - (beforeBlock[i] as number));
     expect(blockAdded[1]).toBeGreaterThan(0);
     expect([blockAdded[0], blockAdded[2]]).toEqual([0, 0]);
-    const refused = await post(env, "/check", { rule: "api", key: blocked });
+    const refused = await postCheck(env, { rule: "api", key: blocked });
     expect(refused.status).toBe(403);
     expect(await refused.json()).toMatchObject({ allowed: false, shard: "B" });
   });
@@ -183,7 +167,7 @@ describe("a sharded worker's surfaces", () => {
     const config = { prefix: net, networkBlocks: true, analytics: { enabled: true } };
     const env = envWith(config);
     expect(await held(net)).toEqual([0, 0, 0]);
-    const block = await post(env, "/check/block", { ip: "203.0.113.0/24" }, TEST_ADMIN_TOKEN);
+    const block = await postCheck(env, { ip: "203.0.113.0/24" }, { path: "/check/block" });
     expect(block.status).toBe(200);
     const afterBlock = await held(net);
     expect(afterBlock[0]).toBeGreaterThan(0);
@@ -214,7 +198,7 @@ describe("a sharded worker's surfaces", () => {
     const written = await analyticsKeys();
     expect(written[0]).toBeGreaterThan(0);
     expect(written.slice(1)).toEqual([0, 0]);
-    await post(env, "/check/unblock", { ip: "203.0.113.0/24" }, TEST_ADMIN_TOKEN);
+    await postCheck(env, { ip: "203.0.113.0/24" }, { path: "/check/unblock" });
   });
 
   it("a reshard ahead of its instant: keys decided on the old shards, the phase 'before'", async () => {
@@ -279,7 +263,9 @@ describe("a sharded worker's surfaces", () => {
   });
 
   it("one shard's bridge hanging: the others' keys are decided by Redis while its call waits", async () => {
-    const healthy = envWith({ timeoutMs: 3_000 });
+    // The deadline (shardedEnv's 10 s) must outlast the four checks below on a busy machine:
+    // they are to come back while C's call still waits. The test then waits it out once.
+    const healthy = envWith({});
     const [onFirst, onB, onC] = (await keysOnEachShard(healthy, "hang")) as [
       string,
       string,
@@ -287,7 +273,7 @@ describe("a sharded worker's surfaces", () => {
     ];
     const hang = await faultScenario("hang");
     try {
-      const sick = envWith({ timeoutMs: 3_000 }, { UPSTASH_REDIS_REST_URL_C: hang.url });
+      const sick = envWith({}, { UPSTASH_REDIS_REST_URL_C: hang.url });
       let sickAnswered = false;
       const pending = check(sick, { rule: "api", key: onC }).then((answer) => {
         sickAnswered = true;

@@ -4,25 +4,20 @@
  * shard that decided, /check/stats each shard's breaker and decisions, and a config it cannot
  * run on refused with a 503 naming the field, as every config error is.
  */
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Env } from "../../../worker/env";
 import { shardPrefix, shardRedis } from "../../support/worker/shard-stores";
-import { baseEnv, callWorker, originCount } from "../../support/worker/worker-harness";
+import { shardedEnv } from "../../support/worker/sharded-worker";
+import { callWorker, originCount, postCheck } from "../../support/worker/worker-harness";
 
 const prefix = shardPrefix("shards-worker");
-const [urlB, urlC] = inject("shardBridgeUrls");
 const TOKEN = "shards-worker-token";
 const ADMIN = "shards-worker-admin";
 
-function envWith(config: Record<string, unknown>, overrides: Partial<Env> = {}): Env {
-  return {
-    ...baseEnv,
-    LIMITER_TOKEN: TOKEN,
-    LIMITER_ADMIN_TOKEN: ADMIN,
-    LIMITER_CONFIG: JSON.stringify({
+const envWith = (config: Record<string, unknown>, overrides: Partial<Env> = {}): Env =>
+  shardedEnv(
+    {
       prefix,
-      timeoutMs: 5_000,
-      shards: ["", "B", "C"],
       rules: [
         { name: "api", limit: 3, window: "1m", key: "header:x-client" },
         {
@@ -34,23 +29,13 @@ function envWith(config: Record<string, unknown>, overrides: Partial<Env> = {}):
         },
       ],
       ...config,
-    }),
-    UPSTASH_REDIS_REST_URL_B: urlB,
-    UPSTASH_REDIS_REST_TOKEN_B: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-    UPSTASH_REDIS_REST_URL_C: urlC,
-    UPSTASH_REDIS_REST_TOKEN_C: baseEnv.UPSTASH_REDIS_REST_TOKEN,
-    ...overrides,
-  } as Env;
-}
+    },
+    { LIMITER_TOKEN: TOKEN, LIMITER_ADMIN_TOKEN: ADMIN, ...overrides },
+  );
 
 const call = callWorker;
 
-const check = (env: Env, key: string) =>
-  call(env, "/check", {
-    method: "POST",
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify({ rule: "api", key }),
-  });
+const check = (env: Env, key: string) => postCheck(env, { rule: "api", key }, { token: TOKEN });
 
 describe("a sharded worker", () => {
   const env = envWith({});

@@ -12,7 +12,7 @@ import { storageKey } from "../../../../src/store/keys";
 import app from "../../../../worker/worker";
 import { readLog } from "../../../support/worker/log-state";
 import { scopedPrefix, testRedis, testStore } from "../../../support/worker/redis";
-import { baseEnv } from "../../../support/worker/worker-harness";
+import { baseEnv, postCheck } from "../../../support/worker/worker-harness";
 
 const prefix = scopedPrefix("lease-http");
 const env = {
@@ -46,24 +46,10 @@ async function proxied(client: string): Promise<{ status: number; done: Promise<
   return { status: res.status, done: waitOnExecutionContext(ctx) };
 }
 
-/** One POST /check with its own execution context; the background work it started, awaited. */
+/** One POST /check, the background work it started awaited; its status and answer. */
 async function check(body: object): Promise<{ status: number; json: Record<string, unknown> }> {
-  const ctx = createExecutionContext();
-  const res = await app.fetch(
-    new Request("https://limited.test/check", {
-      method: "POST",
-      headers: {
-        Authorization: `Bearer ${baseEnv.LIMITER_TOKEN}`,
-        "Content-Type": "application/json",
-      },
-      body: JSON.stringify(body),
-    }),
-    env,
-    ctx,
-  );
-  const json = (await res.json()) as Record<string, unknown>;
-  await waitOnExecutionContext(ctx);
-  return { status: res.status, json };
+  const res = await postCheck(env, body);
+  return { status: res.status, json: await res.json<Record<string, unknown>>() };
 }
 
 describe("leases through /check and the middleware", () => {
@@ -116,7 +102,11 @@ describe("leases through /check and the middleware", () => {
       return { status: res.status, source, limit: res.headers.get("RateLimit") };
     };
     await Promise.all(Array.from({ length: 6 }, call));
-    const later = await call();
+    // The key is hot: a lease call started, and the lease answers. It lives an eighth of the
+    // window (250 ms): on a busy machine it can end before the next call, and another is
+    // taken. Asked until one answers (at most 30 calls).
+    let later = await call();
+    for (let i = 0; i < 30 && later.source !== "lease"; i++) later = await call();
     expect(later).toMatchObject({ status: 200, source: "lease" });
     expect(later.limit).toMatch(/^"mw-lease";r=\d+;t=\d+$/);
     await limiter.endLeases();

@@ -57,7 +57,16 @@ function world(label: string) {
     const k = `moved-${i}-${crypto.randomUUID()}`;
     if (probe.shardOf(k, at) !== probe.shardOf(k, at - 1)) key = k;
   }
-  return { label, prefix, clock, at, clients, limiter, oldShards, newShards, key };
+  /** An isolate that runs one limiter throughout (`limiter`'s arguments but its own errors). */
+  const isolate = (
+    config: Parameters<typeof limiter>[1],
+    now?: () => number,
+  ): Isolate & { limiter: Limiter } => {
+    const errors: Error[] = [];
+    const one = limiter(errors, config, now);
+    return { at: () => one, errors, limiter: one };
+  };
+  return { label, prefix, clock, at, clients, limiter, isolate, oldShards, newShards, key };
 }
 
 /**
@@ -101,12 +110,8 @@ const settings = (isolate: Isolate) =>
 describe("reshard premises: each mistake within the limit, or refused naming the setting", () => {
   it("control: both isolates on the reshard, same instant and clock: at most 20 in any window", async () => {
     const w = world("control");
-    const xe: Error[] = [];
-    const ye: Error[] = [];
-    const xl = w.limiter(xe, w.newShards());
-    const yl = w.limiter(ye, w.newShards());
-    const x = { at: () => xl, errors: xe };
-    const y = { at: () => yl, errors: ye };
+    const x = w.isolate(w.newShards());
+    const y = w.isolate(w.newShards());
     const { worst, admitted } = await drive(w, x, y);
     expect(worst).toBeLessThanOrEqual(limit);
     // Both sides of the instant admit (the fence refuses nobody who keeps the premises).
@@ -120,18 +125,14 @@ describe("reshard premises: each mistake within the limit, or refused naming the
       shardRedis().map((r) => r.get<string>(`${w.prefix}:placement`)),
     );
     for (const record of records) expect(String(record)).toContain(`|${w.at}|`);
-    expect(String(records[Number(xl.shardOf(w.key, w.at - 1))])).toMatch(/\|1$/);
-    expect(String(records[Number(xl.shardOf(w.key, w.at))])).toMatch(/\|1$/);
+    expect(String(records[Number(x.limiter.shardOf(w.key, w.at - 1))])).toMatch(/\|1$/);
+    expect(String(records[Number(x.limiter.shardOf(w.key, w.at))])).toMatch(/\|1$/);
   }, 60_000);
 
   it("a second isolate's reshard.at 3 s later: refused, naming reshard.at", async () => {
     const w = world("other-at");
-    const xe: Error[] = [];
-    const ye: Error[] = [];
-    const xl = w.limiter(xe, w.newShards());
-    const yl = w.limiter(ye, w.newShards(w.at + 3_000));
-    const x = { at: () => xl, errors: xe };
-    const y = { at: () => yl, errors: ye };
+    const x = w.isolate(w.newShards());
+    const y = w.isolate(w.newShards(w.at + 3_000));
     const { worst } = await drive(w, x, y);
     expect(worst).toBeLessThanOrEqual(limit);
     // Whichever told the shards second is the one refused.
@@ -141,12 +142,8 @@ describe("reshard premises: each mistake within the limit, or refused naming the
 
   it("a second isolate's clock 2 s behind: at most 20 in any window", async () => {
     const w = world("behind");
-    const xe: Error[] = [];
-    const ye: Error[] = [];
-    const xl = w.limiter(xe, w.newShards());
-    const yl = w.limiter(ye, w.newShards(), () => w.clock.now() - 2_000);
-    const x = { at: () => xl, errors: xe };
-    const y = { at: () => yl, errors: ye };
+    const x = w.isolate(w.newShards());
+    const y = w.isolate(w.newShards(), () => w.clock.now() - 2_000);
     const { worst } = await drive(w, x, y, 7);
     // X closed the old placement on the key's old shard before reading its count there; Y,
     // still before the instant on its clock, is refused there from then on.
@@ -156,12 +153,8 @@ describe("reshard premises: each mistake within the limit, or refused naming the
 
   it("an isolate still on the old config after the instant: refused, naming reshard.at", async () => {
     const w = world("old-config");
-    const xe: Error[] = [];
-    const ye: Error[] = [];
-    const xl = w.limiter(xe, w.newShards());
-    const yl = w.limiter(ye, w.oldShards);
-    const x = { at: () => xl, errors: xe };
-    const y = { at: () => yl, errors: ye };
+    const x = w.isolate(w.newShards());
+    const y = w.isolate(w.oldShards);
     const { worst } = await drive(w, x, y);
     expect(worst).toBeLessThanOrEqual(limit);
     expect(settings(y).some((m) => m.startsWith("reshard.at:"))).toBe(true);
@@ -172,12 +165,8 @@ describe("reshard premises: each mistake within the limit, or refused naming the
     // Its requests ask for leases (paid locally, granted by the old shard): a grant is fenced
     // as a decision is, and none outlives the close.
     const w = world("old-config-leases");
-    const xe: Error[] = [];
-    const ye: Error[] = [];
-    const xl = w.limiter(xe, w.newShards());
-    const yl = w.limiter(ye, w.oldShards);
-    const x = { at: () => xl, errors: xe };
-    const y = { at: () => yl, errors: ye };
+    const x = w.isolate(w.newShards());
+    const y = w.isolate(w.oldShards);
     const { worst } = await drive(w, x, y, 25, true);
     expect(worst).toBeLessThanOrEqual(limit);
     expect(settings(y).some((m) => m.startsWith("reshard.at:"))).toBe(true);
@@ -186,9 +175,8 @@ describe("reshard premises: each mistake within the limit, or refused naming the
   it("a second reshard deployed during the first's transition: refused, naming reshard", async () => {
     const w = world("second");
     const [a, b, c] = w.clients as [StoreClient, StoreClient, StoreClient];
-    const xe: Error[] = [];
+    const x = w.isolate(w.newShards());
     const ye: Error[] = [];
-    const xl = w.limiter(xe, w.newShards());
     const first = w.limiter(ye, w.newShards());
     // Y redeployed 1 s after the first instant with a reshard from its shards, removing "2"
     // at 3 s after it: the moved key would move back.
@@ -196,7 +184,6 @@ describe("reshard premises: each mistake within the limit, or refused naming the
       store: [a, b],
       reshard: { from: ["0", "1", "2"], at: w.at + 3_000, stores: { "2": c } },
     });
-    const x = { at: () => xl, errors: xe };
     const y = { at: (t: number) => (t < w.at + 1_000 ? first : second), errors: ye };
     const { worst } = await drive(w, x, y);
     expect(worst).toBeLessThanOrEqual(limit);
@@ -206,13 +193,9 @@ describe("reshard premises: each mistake within the limit, or refused naming the
   it("an isolate on shards that are neither side of the reshard: refused, naming reshard.from", async () => {
     const w = world("other-shards");
     const [a, , c] = w.clients as [StoreClient, StoreClient, StoreClient];
-    const xe: Error[] = [];
-    const ye: Error[] = [];
-    const xl = w.limiter(xe, w.newShards());
+    const x = w.isolate(w.newShards());
     // Shards "0" and "2": a config that is neither the reshard's before nor its after.
-    const yl = w.limiter(ye, { store: { "0": a, "2": c } });
-    const x = { at: () => xl, errors: xe };
-    const y = { at: () => yl, errors: ye };
+    const y = w.isolate({ store: { "0": a, "2": c } });
     const { worst } = await drive(w, x, y);
     expect(worst).toBeLessThanOrEqual(limit);
     expect(settings(y).some((m) => m.startsWith("reshard.from:"))).toBe(true);
@@ -221,13 +204,9 @@ describe("reshard premises: each mistake within the limit, or refused naming the
 
   it("reshard.at already 20 s past when deployed: refused, naming reshard.at", async () => {
     const w = world("late");
-    const xe: Error[] = [];
-    const ye: Error[] = [];
     // X is deployed (its first call) 6 s before w.at, with an instant 20 s before that.
-    const xl = w.limiter(xe, w.newShards(w.at - 26_000));
-    const yl = w.limiter(ye, w.oldShards);
-    const x = { at: () => xl, errors: xe };
-    const y = { at: () => yl, errors: ye };
+    const x = w.isolate(w.newShards(w.at - 26_000));
+    const y = w.isolate(w.oldShards);
     const { worst } = await drive(w, x, y);
     expect(worst).toBeLessThanOrEqual(limit);
     expect(settings(x).some((m) => m.startsWith("reshard.at:") && m.includes("had passed"))).toBe(
