@@ -34,7 +34,7 @@ const config = (timeoutMs: number) =>
       usageRule("dropped", "/sse-endless/*", 100),
       {
         name: "dropped-slots",
-        match: { path: "/sse-endless/*" },
+        match: { path: "/sse-endless/:n/held" },
         algorithm: "concurrency",
         limit: 5,
         timeout: "30s",
@@ -75,6 +75,15 @@ async function remainingFor(rule: string, customer: string): Promise<number> {
   );
   expect(settle.status).toBe(200);
   return body.remaining + 1;
+}
+
+/** The concurrency slots held now under the drop test's rule. */
+async function heldSlots(): Promise<number> {
+  let held = 0;
+  for (const key of await redis.keys(`${prefix}:dropped-slots/concurrency:*`)) {
+    held += await redis.zcount(key, Date.now(), "+inf");
+  }
+  return held;
 }
 
 const remainingHeader = (res: Response) =>
@@ -143,21 +152,23 @@ describe("proxy: usage read from the origin's event stream", () => {
       const reader = (res.body as ReadableStream<Uint8Array>).getReader();
       await reader.read();
       await reader.read();
+      expect(await heldSlots()).toBe(path.endsWith("/held") ? 1 : 0);
       await reader.cancel("client went away");
       // Resolves only once the body's end was seen and its settle and release ran.
       await settled();
     };
-    // The usage event (7) came before the cancel: charged that, not the reservation.
-    await cancelled("/sse-endless/7");
+    // The usage event (7) came before the cancel: charged that, not the reservation. This one
+    // also holds a concurrency slot; the next two hold none, and their body is read for usage
+    // alone.
+    await cancelled("/sse-endless/7/held");
     expect(await remainingFor("dropped", "drop")).toBe(LIMIT - 7);
     // None came: the reservation (100) stands.
     await cancelled("/sse-endless/0");
     expect(await remainingFor("dropped", "drop")).toBe(LIMIT - 7 - 100);
-    // Nothing held: both concurrency slots are back.
-    const keys = await redis.keys(`${prefix}:dropped-slots/concurrency:*`);
-    let held = 0;
-    for (const key of keys) held += await redis.zcount(key, Date.now(), "+inf");
-    expect(held).toBe(0);
+    await cancelled("/sse-endless/5");
+    expect(await remainingFor("dropped", "drop")).toBe(LIMIT - 7 - 100 - 5);
+    // Nothing held: the slot is back.
+    expect(await heldSlots()).toBe(0);
   });
 
   it("a 10 MB event stream without usage passes through whole; its reservation stands", async () => {
