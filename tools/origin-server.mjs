@@ -244,7 +244,8 @@ async function eventStream(path, res, usage) {
   }
   if (route === "sse-bulk") {
     const event = `data: ${JSON.stringify({ content: "x".repeat(1_000) })}\n\n`;
-    const padded = event + " ".repeat(1_024 - Buffer.byteLength(event) - 1) + "\n";
+    // Padded to 1 KiB with a comment line (ASCII: its length is its bytes).
+    const padded = `${event}:${" ".repeat(1_024 - event.length - 2)}\n`;
     let left = Number(first);
     while (left > 0 && !res.destroyed) {
       const chunk = padded.slice(0, Math.min(left, padded.length));

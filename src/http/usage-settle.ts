@@ -7,9 +7,8 @@
 import type { RuleConfig } from "../config/rule-schema";
 import type { UsageSpec } from "../config/usage-schema";
 import type { Limiter } from "../limiter/limiter-api";
-import type { Decision, SettleOutcome } from "../limiter/types";
+import type { Decision, SettleOutcome, WaitUntil } from "../limiter/types";
 import type { RulesOutcome } from "../rules/outcome";
-import type { WaitUntil } from "../limiter/types";
 import { readUsage } from "./usage-reader";
 
 /** What settling a request does, once; `settled` says whether it was asked for yet. */
