@@ -86,9 +86,10 @@ export async function runLimited(exchange: LimitedExchange): Promise<Response> {
     ? await settleFromResponse(settler, exchange.rules, response, exchange)
     : { response, reading: false };
   // The body as the client gets it (holding the slots until it has been delivered), then the
-  // headers, which keep that body. A body read for its usage is wrapped even without slots: in
-  // workerd the wrap's pipe is what sees a client that drops without aborting the request's
-  // signal, and its failure cancels the reader, whose usage then resolves.
+  // headers, which keep that body. A body read for its usage is wrapped even without slots, as
+  // usage-reader.ts asks: in workerd the wrap's pipe sees drops a JS stream's cancel does not
+  // (release-at-end.ts), and its failure cancels the reader, whose usage then resolves. (On the
+  // workerd measured, test/e2e/usage-disconnect.test.ts passed without it too: a second path.)
   const end = release ?? (read.reading ? () => {} : undefined);
   const delivered = end ? releasingAtEnd(read.response, end, exchange.signal) : read.response;
   return withRateLimitHeaders(delivered, outcomeHeaders(settled, exchange.legacyHeaders));

@@ -4,9 +4,8 @@
  * deploy --dry-run`, wrangler.toml's flags) served by workerd alone, twice, over one private
  * redis-server behind the REST bridge, in front of an origin whose stream reports its usage in
  * its first event and then never ends. A real HTTP client reads the first chunk through one worker
- * and destroys its socket; the other worker then sees the charge. The rule holds no concurrency
- * slot: the reading alone must see the drop, which workerd never reports to a body stream made in
- * JS (src/http/release-at-end.ts).
+ * and destroys its socket; the other worker then sees the charge, and the origin's stream is let
+ * go. The rule holds no concurrency slot: nothing but the usage reading waits on the body.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { type ClientRequest, createServer, request, type Server } from "node:http";
