@@ -13,6 +13,12 @@
 //   /slow/<group>/...  200, its body in 5 chunks a few ms apart; counts the requests of <group>
 //                      whose answer is still being sent (in flight)
 //   /__inflight?group=G  {"now", "most"}: G's requests in flight now, and the most at once
+//   /sse/<group>/<n>   an event stream: two delta events, one with usage.total_tokens n, then
+//                      [DONE], a few ms apart; n summed per group once the stream is sent whole
+//   /sse-endless/<n>   an event with usage.total_tokens n (none when 0), then one every few ms
+//                      until the connection goes
+//   /sse-bulk/<bytes>  that many bytes of 1 KiB events without usage, as fast as they are read
+//   /__usage?group=G   {"streams", "units"}: G's event streams sent whole, and their usage summed
 //   /redirect          302 to /echo/redirected
 //   /__count?path=P    how many requests for path P it has seen (to prove it was not called)
 //   anything else      200 "origin <path>"
@@ -42,6 +48,8 @@ export async function startOrigin(options = {}) {
 
   /** @type {Map<string, { now: number, most: number }>} */
   const inflight = new Map();
+  /** @type {Map<string, { streams: number, units: number }>} */
+  const usage = new Map();
 
   const server = createServer(async (req, res) => {
     const url = new URL(req.url ?? "/", "http://origin");
@@ -57,6 +65,16 @@ export async function startOrigin(options = {}) {
       const group = inflight.get(url.searchParams.get("group") ?? "") ?? { now: 0, most: 0 };
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify(group));
+      return;
+    }
+    if (path === "/__usage") {
+      const group = usage.get(url.searchParams.get("group") ?? "") ?? { streams: 0, units: 0 };
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(group));
+      return;
+    }
+    if (path.startsWith("/sse")) {
+      await eventStream(path, res, usage);
       return;
     }
     const slow = /^\/slow\/([^/]+)/.exec(path);
@@ -182,4 +200,61 @@ export async function startOrigin(options = {}) {
         server.close(() => resolve());
       }),
   };
+}
+
+const SSE = { "content-type": "text/event-stream", "cache-control": "no-cache" };
+/** @param {number} ms */
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+/** @param {number} tokens */
+const usageEvent = (tokens) =>
+  `data: ${JSON.stringify({ choices: [], usage: { total_tokens: tokens } })}\n\n`;
+const delta = `data: ${JSON.stringify({ choices: [{ delta: { content: "more" } }] })}\n\n`;
+
+/**
+ * The /sse routes, as an OpenAI-compatible origin streams (usage in the last event, with
+ * `stream_options.include_usage`).
+ * @param {string} path
+ * @param {import("node:http").ServerResponse} res
+ * @param {Map<string, { streams: number, units: number }>} usage
+ */
+async function eventStream(path, res, usage) {
+  const [, route, first, second] = path.split("/");
+  res.writeHead(200, SSE);
+  if (route === "sse") {
+    const tokens = Number(second);
+    for (const event of [delta, delta, usageEvent(tokens), "data: [DONE]\n\n"]) {
+      if (res.destroyed) return;
+      res.write(event);
+      await pause(3);
+    }
+    const group = usage.get(first ?? "") ?? { streams: 0, units: 0 };
+    usage.set(first ?? "", group);
+    group.streams++;
+    group.units += tokens;
+    res.end();
+    return;
+  }
+  if (route === "sse-endless") {
+    if (Number(first) > 0) res.write(usageEvent(Number(first)));
+    while (!res.destroyed) {
+      res.write(delta);
+      await pause(3);
+    }
+    return;
+  }
+  if (route === "sse-bulk") {
+    const event = `data: ${JSON.stringify({ content: "x".repeat(1_000) })}\n\n`;
+    // Padded to 1 KiB with a comment line (ASCII: its length is its bytes).
+    const padded = `${event}:${" ".repeat(1_024 - event.length - 2)}\n`;
+    let left = Number(first);
+    while (left > 0 && !res.destroyed) {
+      const chunk = padded.slice(0, Math.min(left, padded.length));
+      left -= chunk.length;
+      // Written as fast as the client reads: the origin holds one event, whatever the total.
+      if (!res.write(chunk)) await new Promise((resolve) => res.once("drain", resolve));
+    }
+    res.end();
+    return;
+  }
+  res.end();
 }

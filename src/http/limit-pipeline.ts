@@ -9,7 +9,7 @@
  *
  * This file: the one sequence the proxy and the middleware both run for a request some rule
  * applies to: decide (a network block's refusal first: rules/decide.ts), forward or refuse,
- * refund on 5xx, add the headers.
+ * refund on 5xx, settle usage rules from the answer, add the headers.
  */
 import type { RuleConfig } from "../config/rule-schema";
 import { type DecideOptions, decideRules } from "../rules/decide";
@@ -38,11 +38,6 @@ export interface LimitedExchange extends DecideOptions {
   signal?: AbortSignal | undefined;
   /** Called when a `refundOn: "5xx"` refund could not be made. @default none */
   onRefundFailed?: ((event: RefundFailedEvent) => void) | undefined;
-  /**
-   * Settle usage rules from the answer (readUsage: a header, a JSON body read from a clone) when
-   * `outcome.settle` was not called: the middleware's. @default false
-   */
-  readsUsage?: boolean | undefined;
   /** Passes the request on: the origin's response (proxy), or the app's after `next()`. */
   forward(outcome: RulesOutcome): Promise<Response>;
   /** The answer to a request the rules refused; it carries its own headers. */
@@ -53,8 +48,10 @@ export interface LimitedExchange extends DecideOptions {
  * Decides the request against its rules; a refused one gets `refuse`'s answer and is never
  * forwarded. A passed one is forwarded; when the answer is a 5xx, the rules with
  * `refundOn: "5xx"` give the request back, awaited so the client's next request already sees it
- * (bounded by the store timeout). The answer then carries the rate-limit headers as they stand
- * after any refund (the cost given back is in `remaining`).
+ * (bounded by the store timeout). A usage rule's request not settled yet (`outcome.settle`) is
+ * settled from the answer (usage-settle.ts): a header at once, a body's usage as it passes to
+ * the client. The answer then carries the rate-limit headers as they stand after any refund (the
+ * cost given back is in `remaining`) or a header's settle.
  */
 export async function runLimited(exchange: LimitedExchange): Promise<Response> {
   // A network block refuses before any key is derived or anything counted (decideRules).
@@ -85,10 +82,15 @@ export async function runLimited(exchange: LimitedExchange): Promise<Response> {
     exchange.limiter,
     exchange.onRefundFailed,
   );
-  // Awaited, as a refund is: the client's next request sees what this one used.
-  if (settler && exchange.readsUsage) await settleFromResponse(settler, exchange.rules, response);
+  const read = settler
+    ? await settleFromResponse(settler, exchange.rules, response, exchange)
+    : { response, reading: false };
   // The body as the client gets it (holding the slots until it has been delivered), then the
-  // headers, which keep that body.
-  const delivered = release ? releasingAtEnd(response, release, exchange.signal) : response;
+  // headers, which keep that body. A body read for its usage is wrapped even without slots, as
+  // usage-reader.ts asks: in workerd the wrap's pipe sees drops a JS stream's cancel does not
+  // (release-at-end.ts), and its failure cancels the reader, whose usage then resolves. (On the
+  // workerd measured, test/e2e/usage-disconnect.test.ts passed without it too: a second path.)
+  const end = release ?? (read.reading ? () => {} : undefined);
+  const delivered = end ? releasingAtEnd(read.response, end, exchange.signal) : read.response;
   return withRateLimitHeaders(delivered, outcomeHeaders(settled, exchange.legacyHeaders));
 }

@@ -1,14 +1,15 @@
 /**
  * A usage request's settle on the HTTP surfaces (docs/usage.md): `c.get("rateLimit").settle(units)`
- * for an app that knows what it used, and the middleware's own settle from the response
- * (readUsage) when the app did not. Once per request: a second call answers the first's outcome.
+ * for an app that knows what it used, and the surface's own settle from the response (the proxy's
+ * and the middleware's: readUsage, as the body passes to the client) when the app did not. Once
+ * per request: a second call answers the first's outcome.
  */
 import type { RuleConfig } from "../config/rule-schema";
 import type { UsageSpec } from "../config/usage-schema";
 import type { Limiter } from "../limiter/limiter-api";
-import type { Decision, SettleOutcome } from "../limiter/types";
+import type { Decision, SettleOutcome, WaitUntil } from "../limiter/types";
 import type { RulesOutcome } from "../rules/outcome";
-import { readUsage } from "./read-usage";
+import { readUsage } from "./usage-reader";
 
 /** What settling a request does, once; `settled` says whether it was asked for yet. */
 export interface UsageSettler {
@@ -67,19 +68,50 @@ function charged(decisions: Decision[], result: SettleOutcome): Decision[] {
   });
 }
 
+/** The response to hand to the client, and whether its usage is read as its body passes. */
+export interface SettlingResponse {
+  response: Response;
+  /** True while the body is read for its usage: its end (or its client's going) settles it. */
+  reading: boolean;
+}
+
 /**
- * After the app answered: settle from its response when the app did not settle itself, by the
- * first usage rule's spec. No usage read (no header, no field, an event stream), or a 5xx a
- * `refundOn` rule gave back: the reservation stands.
+ * After the origin or the app answered: settle from its response when nothing settled it yet,
+ * by the first usage rule's spec. A header is read and settled at once (awaited, as a refund is:
+ * the headers and the client's next request see it). A JSON body or an event stream is read as it
+ * passes to the client (usage-reader.ts: nothing buffered), and settled when it ends, kept alive
+ * by `waitUntil`; the headers then show the budget left after the reservation. No usage read
+ * (no header, no field, the body failed or its client went before the usage event), or a 5xx a
+ * `refundOn` rule gave back: the reservation stands. A client gone after the usage event is
+ * charged that usage: the reader answers what the complete events reported.
  */
 export async function settleFromResponse(
   settler: UsageSettler,
   rules: readonly RuleConfig[],
   response: Response,
-): Promise<void> {
-  if (settler.settled) return;
-  if (response.status >= 500 && rules.some((rule) => rule.refundOn === "5xx")) return;
+  context: { signal?: AbortSignal | undefined; waitUntil?: WaitUntil | undefined },
+): Promise<SettlingResponse> {
+  if (settler.settled) return { response, reading: false };
+  if (response.status >= 500 && rules.some((rule) => rule.refundOn === "5xx")) {
+    return { response, reading: false };
+  }
   const spec = rules.find((rule) => rule.usage)?.usage as UsageSpec;
-  const units = await readUsage(response, spec);
-  if (units !== undefined) await settler.settle(units);
+  const reading = readUsage(response, spec, { signal: context.signal });
+  // Never rejects: a failed settle leaves the reservation standing, as a store down does.
+  const settling = reading.usage.then(
+    async (units) => {
+      if (units !== undefined) await settler.settle(units);
+    },
+    () => {},
+  );
+  // The response handed back as it is: its usage is known now (a header) or never (nothing to
+  // read), and the reader has resolved already.
+  if (reading.response === response) {
+    await settling;
+    return { response, reading: false };
+  }
+  // Registered before the response is handed over: once it has been, only a pending waitUntil
+  // keeps the request's context (and so this settle) alive when the client goes.
+  context.waitUntil?.(settling);
+  return { response: reading.response, reading: true };
 }

@@ -260,7 +260,6 @@ export function rateLimit<E extends HonoEnv = HonoEnv>(
       legacyHeaders: legacy,
       onShadowDeny: options.onShadowDeny,
       onRefundFailed: options.onRefundFailed,
-      readsUsage: true,
       forward: async (outcome) => {
         setRateLimit(c, outcome);
         forwarded = true;

@@ -1,6 +1,7 @@
 // The middleware with usage rules (docs/usage.md): the reservation taken at admission becomes what
-// the handler's response reports (a header, JSON fields), or what the app settles itself, once.
-// Real store through the bridge.
+// the handler's response reports (a header, JSON fields, an event stream's events), or what the
+// app settles itself, once. Real store through the bridge.
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
 import { createLimiter, type RateLimitVariables, rateLimit } from "../../../src/index";
@@ -19,6 +20,8 @@ function appWith(rules: UsageRule, key: string) {
   app.get("/header/:n", (c) => c.text("ok", 200, { "x-usage": c.req.param("n") }));
   app.get("/json", (c) => c.json({ answer: "hi", usage: { input_tokens: 30, output_tokens: 12 } }));
   app.get("/none", (c) => c.text("no usage"));
+  app.get("/sse/:n", (c) => new Response(events(Number(c.req.param("n"))), { headers: sse }));
+  app.get("/endless/:n", (c) => new Response(endless(Number(c.req.param("n"))), { headers: sse }));
   app.get("/throws", () => {
     throw new Error("handler failed");
   });
@@ -33,6 +36,50 @@ function appWith(rules: UsageRule, key: string) {
     return c.text("ok", 200, { "x-usage": "1" });
   });
   return { app, settled };
+}
+
+const sse = { "content-type": "text/event-stream" };
+const encoder = new TextEncoder();
+
+/** Three events, the usage in the last (split across two chunks), as an LLM API streams it. */
+function events(units: number): ReadableStream<Uint8Array> {
+  const chunks = [
+    'data: {"delta":"he"}\n\n',
+    'data: {"delta":"llo"}\n\ndata: {"usage":{"input_tok',
+    `ens":${units - 2},"output_tokens":2}}\n\ndata: [DONE]\n\n`,
+  ];
+  return new ReadableStream({
+    pull(controller) {
+      const chunk = chunks.shift();
+      if (chunk === undefined) controller.close();
+      else controller.enqueue(encoder.encode(chunk));
+    },
+  });
+}
+
+/** An event with usage `units` (none when 0), then events without usage, as long as it is read. */
+function endless(units: number): ReadableStream<Uint8Array> {
+  let first = units > 0;
+  return new ReadableStream({
+    pull(controller) {
+      const usage = `{"usage":{"input_tokens":${units},"output_tokens":0}}`;
+      controller.enqueue(encoder.encode(`data: ${first ? usage : '{"delta":"more"}'}\n\n`));
+      first = false;
+    },
+  });
+}
+
+/** A request with an execution context, and its waitUntil work (a settle at body end) awaited. */
+async function settledAfter(
+  app: ReturnType<typeof appWith>["app"],
+  path: string,
+  read: (res: Response) => Promise<void>,
+) {
+  const ctx = createExecutionContext();
+  const res = await app.request(path, {}, {}, ctx);
+  await read(res);
+  await waitOnExecutionContext(ctx);
+  return res;
 }
 
 const remaining = (res: Response) =>
@@ -56,7 +103,7 @@ describe("the middleware settles usage rules", () => {
     expect(remaining(second)).toBe(60);
   });
 
-  it("from JSON fields summed, read from a clone: the client gets the body whole", async () => {
+  it("from JSON fields summed as the body passes: the headers show the reservation", async () => {
     const rule = {
       name: "tok-j",
       limit: 1_000,
@@ -65,10 +112,55 @@ describe("the middleware settles usage rules", () => {
       usage: { json: ["usage.input_tokens", "usage.output_tokens"] },
     };
     const { app } = appWith(rule, `j-${run}`);
-    const res = await app.request("/json");
-    expect(await res.json()).toMatchObject({ answer: "hi" });
-    expect(remaining(res)).toBe(1_000 - 42);
-    expect(remaining(await app.request("/json"))).toBe(1_000 - 84);
+    const res = await settledAfter(app, "/json", async (r) => {
+      expect(await r.json()).toMatchObject({ answer: "hi" });
+    });
+    // Settled at the body's end, after the headers went out: they count the reservation.
+    expect(remaining(res)).toBe(1_000 - 100);
+    expect(remaining(await app.request("/json"))).toBe(1_000 - 42 - 100);
+  });
+
+  it("from an event stream: each stream charged its last usage event, the body whole", async () => {
+    const rule = {
+      name: "tok-e",
+      limit: 1_000,
+      window: "1m",
+      cost: 300,
+      usage: { json: ["usage.input_tokens", "usage.output_tokens"] },
+    };
+    const { app } = appWith(rule, `e-${run}`);
+    let text = "";
+    const first = await settledAfter(app, "/sse/42", async (r) => {
+      text = await r.text();
+    });
+    expect(first.headers.get("content-type")).toBe("text/event-stream");
+    expect(text).toContain('"output_tokens":2}}\n\ndata: [DONE]');
+    expect(remaining(first)).toBe(1_000 - 300);
+    await settledAfter(app, "/sse/250", (r) => r.text().then(() => {}));
+    // 42 + 250 charged, this one's 300 reserved.
+    expect(remaining(await app.request("/none"))).toBe(1_000 - 292 - 300);
+  });
+
+  it("a client that cancels mid-stream: the usage already reported, or the reservation, once", async () => {
+    const rule = {
+      name: "tok-c",
+      limit: 1_000,
+      window: "1m",
+      cost: 100,
+      usage: { json: "usage.input_tokens" },
+    };
+    const { app } = appWith(rule, `c-${run}`);
+    const cancelAfterTwo = async (res: Response) => {
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      await reader.read();
+      await reader.read();
+      await reader.cancel();
+    };
+    // The usage event (7) came before the cancel: charged that.
+    await settledAfter(app, "/endless/7", cancelAfterTwo);
+    // None came: the reservation (100) stands.
+    await settledAfter(app, "/endless/0", cancelAfterTwo);
+    expect(remaining(await app.request("/none"))).toBe(1_000 - 7 - 100 - 100);
   });
 
   it("c.get('rateLimit').settle(units) counts once, and the response is not read after it", async () => {
