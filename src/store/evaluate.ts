@@ -248,6 +248,17 @@ function blockedAnswer(reply: unknown[], n: number): EvaluateAnswer {
   };
 }
 
+/** An answer that decided nothing, before its reason (a fence, an anchor, a conflict): fresh each time. */
+const undecided = (): EvaluateAnswer => ({
+  allowed: false,
+  deniedBy: undefined,
+  replayed: false,
+  now: 0,
+  stamp: 0,
+  retryAfterMs: 0,
+  policies: [],
+});
+
 /** The script's anchor reply: {-4, policy (1-based), the override's anchor ('' for none)}. */
 function anchorAnswer(reply: unknown[], n: number): EvaluateAnswer {
   const [, policy, given] = reply;
@@ -257,13 +268,7 @@ function anchorAnswer(reply: unknown[], n: number): EvaluateAnswer {
     throw new StoreReplyError(`unexpected evaluate reply: ${JSON.stringify(reply)}`);
   }
   return {
-    allowed: false,
-    deniedBy: undefined,
-    replayed: false,
-    now: 0,
-    stamp: 0,
-    retryAfterMs: 0,
-    policies: [],
+    ...undecided(),
     periodAnchor: { index: policy - 1, anchor },
   };
 }
@@ -271,13 +276,7 @@ function anchorAnswer(reply: unknown[], n: number): EvaluateAnswer {
 /** The fence's refusal: nothing decided. */
 function fencedAnswer(fenced: FenceRefusal): EvaluateAnswer {
   return {
-    allowed: false,
-    deniedBy: undefined,
-    replayed: false,
-    now: 0,
-    stamp: 0,
-    retryAfterMs: 0,
-    policies: [],
+    ...undecided(),
     fenced,
   };
 }
@@ -290,13 +289,7 @@ function conflictAnswer(reply: unknown[]): EvaluateAnswer {
     throw new StoreReplyError(`unexpected evaluate reply: ${JSON.stringify(reply)}`);
   }
   return {
-    allowed: false,
-    deniedBy: undefined,
-    replayed: false,
-    now: 0,
-    stamp: 0,
-    retryAfterMs: 0,
-    policies: [],
+    ...undecided(),
     conflict: { index: policy - 1, field: name, recorded: String(recorded), asked: String(asked) },
   };
 }
