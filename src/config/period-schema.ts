@@ -5,15 +5,17 @@
 import * as v from "valibot";
 import {
   canonicalTimezone,
-  PERIOD_UNITS,
   type PeriodUnit,
   parseAnchor,
   timezoneIssue,
 } from "../limiter/calendar-period";
 
-/** "day", "week" or "month". */
+/**
+ * "day", "week" or "month". Spelled out (PERIOD_UNITS holds the same): a named alias here would
+ * reach the published declarations as `import("..")`, which a consumer cannot resolve.
+ */
 export const periodSchema = v.picklist(
-  PERIOD_UNITS as PeriodUnit[],
+  ["day", "week", "month"] as const satisfies readonly PeriodUnit[],
   'must be "day", "week" or "month"',
 );
 

@@ -13,7 +13,7 @@
 /** The length of a calendar period. */
 export type PeriodUnit = "day" | "week" | "month";
 
-export const PERIOD_UNITS: readonly PeriodUnit[] = ["day", "week", "month"];
+const PERIOD_UNITS: readonly PeriodUnit[] = ["day", "week", "month"];
 
 /** A calendar period as a rule names it: its unit, its zone, and the instant that phases it. */
 export interface CalendarPeriod {
