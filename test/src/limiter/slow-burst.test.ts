@@ -46,7 +46,13 @@ describe("a burst over two isolates when the store turns slow (answers late, run
     // Each isolate's fallback starts from what Redis last told it (61 and 60), not from a full
     // budget (which admitted 200 here, 240 in all): 40 + 61 + 60 = 161 is the worst case, and
     // the README states it. The late scripts never pass the limit in Redis itself.
-    expect(admitted).toBe(61 + 60);
+    // On a busy machine a timer can fire after its late answer arrived: that decision is
+    // Redis's (counted there, within the limit) and leaves its isolate a smaller budget. So the
+    // isolates' own admissions never pass what Redis last told them, and with no decision of
+    // Redis's in the burst they are exactly that.
+    const byRedis = burst.filter((d) => d?.allowed && d.source === "redis").length;
+    expect(admitted - byRedis).toBeLessThanOrEqual(61 + 60);
+    if (byRedis === 0) expect(admitted).toBe(61 + 60);
     expect(await logCount(redis, storageKey(prefix, "burst", "k"))).toBeLessThanOrEqual(LIMIT);
   });
 });

@@ -49,9 +49,13 @@ describe("slow is not dead", () => {
     // Redis said 4 were left: the fallback hands out at most those 4 (a full budget gave 10).
     expect(locallyAdmitted).toBe(4);
     expect(during.filter((d) => d.allowed).every((d) => d.source !== "redis")).toBe(true);
-    // The three late scripts sent before the breaker opened counted in Redis as well: Redis
-    // holds 9 of 10, and the 4 local admissions were not handed out on top of a full budget.
-    expect(await logCount(redis, storageKey(prefix, "slow", "seeded"))).toBe(9);
+    // The late scripts sent before the breaker opened counted in Redis as well: three, and on a
+    // busy machine a half-open probe may add one (the cooldown passes while the timers run
+    // late). Redis never goes past the limit, and the 4 local admissions were not handed out
+    // on top of a full budget.
+    const counted = await logCount(redis, storageKey(prefix, "slow", "seeded"));
+    expect(counted).toBeGreaterThanOrEqual(9);
+    expect(counted).toBeLessThanOrEqual(10);
   });
 
   it("a key Redis reported exhausted stays denied by the fallback until its window frees", async () => {
