@@ -19,11 +19,14 @@
 //                      until the connection goes
 //   /sse-bulk/<bytes>  that many bytes of 1 KiB events without usage, as fast as they are read
 //   /__usage?group=G   {"streams", "units"}: G's event streams sent whole, and their usage summed
+//   /v1/chat/completions  an OpenAI-compatible chat completion (chat-origin.mjs), summed per
+//                      request `user` into /__usage
 //   /redirect          302 to /echo/redirected
 //   /__count?path=P    how many requests for path P it has seen (to prove it was not called)
 //   anything else      200 "origin <path>"
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
+import { chatCompletions } from "./chat-origin.mjs";
 
 /**
  * @param {{ host?: string, port?: number }} [options]
@@ -71,6 +74,10 @@ export async function startOrigin(options = {}) {
       const group = usage.get(url.searchParams.get("group") ?? "") ?? { streams: 0, units: 0 };
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify(group));
+      return;
+    }
+    if (path === "/v1/chat/completions") {
+      await chatCompletions(req, res, usage);
       return;
     }
     if (path.startsWith("/sse")) {
