@@ -145,6 +145,50 @@ describe("proxy: usage read from the origin's event stream", () => {
     expect(await remainingFor("tokens", "cover")).toBe(LIMIT - origin.units);
   });
 
+  it("with a smaller reservation, over by at most what the streams in flight used beyond it", async () => {
+    const group = `small-${run}`;
+    // Reserving 100 where a stream uses up to 300: waves of 6 concurrent streams, each wave
+    // ended and settled before the next, through two workers.
+    const reserved = 100;
+    const small = [0, 1].map((on) => ({
+      ...(workers[on] ?? baseEnv),
+      LIMITER_CONFIG: JSON.stringify({
+        prefix,
+        timeoutMs: 10_000,
+        rules: [usageRule("small", "/sse/*", reserved)],
+      }),
+    }));
+    const used = (i: number) => 20 + ((i * 97) % 281);
+    let bound = 0;
+    let admitted = 0;
+    for (let wave = 0; wave < 4; wave++) {
+      const answers = await Promise.all(
+        Array.from({ length: 6 }, async (_, j) => {
+          const i = wave * 6 + j;
+          const ctx = createExecutionContext();
+          const request = new Request(`https://limited.test/sse/${group}/${used(i)}`, {
+            headers: { "x-customer": `small-${run}` },
+          });
+          const res = await app.fetch(request, small[i % 2] ?? baseEnv, ctx);
+          await res.text();
+          await waitOnExecutionContext(ctx);
+          return { status: res.status, excess: Math.max(0, used(i) - reserved) };
+        }),
+      );
+      const through = answers.filter((a) => a.status === 200);
+      admitted += through.length;
+      // docs/usage.md, "How exact": the last admission k of the window counted every settled
+      // stream at its usage and those in flight (its own wave's) at their reservation.
+      bound = Math.max(bound, through.reduce((sum, a) => sum + a.excess, 0));
+    }
+    const origin = await originUsage(group);
+    expect(origin.streams).toBe(admitted);
+    // Counted at the origin, all in one window: within the limit plus that bound.
+    expect(origin.units).toBeLessThanOrEqual(LIMIT + bound);
+    // A smaller reservation admits more than a covering one could (1 000 / 300).
+    expect(admitted).toBeGreaterThan(3);
+  });
+
   it("a client that cancels mid-stream: charged once, the usage reported or the reservation", async () => {
     const cancelled = async (path: string) => {
       const { res, settled } = await proxied(path, "drop");
