@@ -179,7 +179,10 @@ describe("proxy: usage read from the origin's event stream", () => {
       admitted += through.length;
       // docs/usage.md, "How exact": the last admission k of the window counted every settled
       // stream at its usage and those in flight (its own wave's) at their reservation.
-      bound = Math.max(bound, through.reduce((sum, a) => sum + a.excess, 0));
+      bound = Math.max(
+        bound,
+        through.reduce((sum, a) => sum + a.excess, 0),
+      );
     }
     const origin = await originUsage(group);
     expect(origin.streams).toBe(admitted);
