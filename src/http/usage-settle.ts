@@ -7,13 +7,14 @@
 import type { RuleConfig } from "../config/rule-schema";
 import type { UsageSpec } from "../config/usage-schema";
 import type { Limiter } from "../limiter/limiter-api";
-import type { Decision, SettleOutcome, WaitUntil } from "../limiter/types";
+import type { Decision, SettleOutcome, SettleUnits, WaitUntil } from "../limiter/types";
 import type { RulesOutcome } from "../rules/outcome";
 import { readUsage } from "./usage-reader";
 
 /** What settling a request does, once; `settled` says whether it was asked for yet. */
 export interface UsageSettler {
-  settle(units: number): Promise<SettleOutcome>;
+  /** One figure for every usage rule (what an app reports), or one per rule by name. */
+  settle(units: SettleUnits): Promise<SettleOutcome>;
   readonly settled: boolean;
 }
 
@@ -33,7 +34,7 @@ export function usageSettler(
   const receipts = outcome.receipts;
   if (!outcome.allowed || !receipts || !rules.some((rule) => rule.usage)) return undefined;
   let done: Promise<SettleOutcome> | undefined;
-  const settle = async (units: number): Promise<SettleOutcome> => {
+  const settle = async (units: SettleUnits): Promise<SettleOutcome> => {
     const outcomes = await Promise.all(receipts.map((receipt) => limiter.settle(receipt, units)));
     const result: SettleOutcome = { status: "unknown", policies: [], charged: [] };
     for (const one of outcomes) {
@@ -77,13 +78,14 @@ export interface SettlingResponse {
 
 /**
  * After the origin or the app answered: settle from its response when nothing settled it yet,
- * by the first usage rule's spec. A header is read and settled at once (awaited, as a refund is:
- * the headers and the client's next request see it). A JSON body or an event stream is read as it
- * passes to the client (usage-reader.ts: nothing buffered), and settled when it ends, kept alive
- * by `waitUntil`; the headers then show the budget left after the reservation. No usage read
- * (no header, no field, the body failed or its client went before the usage event), or a 5xx a
- * `refundOn` rule gave back: the reservation stands. A client gone after the usage event is
- * charged that usage: the reader answers what the complete events reported.
+ * each usage rule by its own spec (rules that read the same spec share one reading). A header is
+ * read and settled at once (awaited, as a refund is: the headers and the client's next request
+ * see it). A JSON body or an event stream is read as it passes to the client (usage-reader.ts:
+ * nothing buffered; several specs, one pass-through reader each), and settled when it ends, kept
+ * alive by `waitUntil`; the headers then show the budget left after the reservation. No usage
+ * read for a rule (no header, no field, the body failed or its client went before the usage
+ * event), or a 5xx a `refundOn` rule gave back: its reservation stands. A client gone after the
+ * usage event is charged that usage: the reader answers what the complete events reported.
  */
 export async function settleFromResponse(
   settler: UsageSettler,
@@ -95,23 +97,45 @@ export async function settleFromResponse(
   if (response.status >= 500 && rules.some((rule) => rule.refundOn === "5xx")) {
     return { response, reading: false };
   }
-  const spec = rules.find((rule) => rule.usage)?.usage as UsageSpec;
-  const reading = readUsage(response, spec, { signal: context.signal });
-  // Never rejects: a failed settle leaves the reservation standing, as a store down does.
-  const settling = reading.usage.then(
-    async (units) => {
-      if (units !== undefined) await settler.settle(units);
+  const specs = new Map<string, { spec: UsageSpec; rules: string[] }>();
+  for (const rule of rules) {
+    if (!rule.usage) continue;
+    const id = JSON.stringify(rule.usage);
+    const group = specs.get(id) ?? { spec: rule.usage, rules: [] };
+    group.rules.push(rule.name);
+    specs.set(id, group);
+  }
+  let passing = response;
+  const readings: Promise<number | undefined>[] = [];
+  for (const { spec } of specs.values()) {
+    const reading = readUsage(passing, spec, { signal: context.signal });
+    passing = reading.response;
+    readings.push(reading.usage);
+  }
+  const groups = [...specs.values()];
+  // Never rejects: a failed settle leaves the reservations standing, as a store down does.
+  const settling = Promise.all(readings).then(
+    async (read) => {
+      if (groups.length === 1) {
+        if (read[0] !== undefined) await settler.settle(read[0]);
+        return;
+      }
+      const perRule: Record<string, number> = {};
+      read.forEach((units, i) => {
+        for (const name of groups[i]?.rules ?? []) if (units !== undefined) perRule[name] = units;
+      });
+      if (Object.keys(perRule).length > 0) await settler.settle(perRule);
     },
     () => {},
   );
   // The response handed back as it is: its usage is known now (a header) or never (nothing to
-  // read), and the reader has resolved already.
-  if (reading.response === response) {
+  // read), and the readers have resolved already.
+  if (passing === response) {
     await settling;
     return { response, reading: false };
   }
   // Registered before the response is handed over: once it has been, only a pending waitUntil
   // keeps the request's context (and so this settle) alive when the client goes.
   context.waitUntil?.(settling);
-  return { response: reading.response, reading: true };
+  return { response: passing, reading: true };
 }

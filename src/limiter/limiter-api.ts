@@ -21,6 +21,7 @@ import type {
   RefundReceipt,
   ReleaseOutcome,
   SettleOutcome,
+  SettleUnits,
 } from "./types";
 
 export interface Limiter {
@@ -61,9 +62,11 @@ export interface Limiter {
    * Settle an admitted request's usage (docs/usage.md): in each of its usage rules (the weighted
    * log, `sliding-log-weighted`) its reservation (the cost it was admitted with) becomes `units`:
    * the difference charged, even past the limit, or given back. Once per admission: again
-   * answers "already-settled" and changes nothing. Never throws.
+   * answers "already-settled" and changes nothing. Never throws. `units` is one figure for every
+   * usage rule, or one per rule by name (rules that read their usage differently); a usage rule
+   * left out keeps its reservation and stays unsettled.
    */
-  settle(receipt: RefundReceipt, units: number): Promise<SettleOutcome>;
+  settle(receipt: RefundReceipt, units: SettleUnits): Promise<SettleOutcome>;
   /**
    * Gives back concurrency slots (`decision.slots`, docs/concurrency.md) when their requests end:
    * one store call for all of them. Never throws: answers per slot whether it was held

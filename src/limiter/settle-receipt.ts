@@ -9,7 +9,7 @@ import { settle } from "../store/settle";
 import { capacityFreed, type LimiterContext } from "./context";
 import type { CountedReceipt } from "./receipt-state";
 import { receiptIssue, withStorageKeys } from "./resolved-policy";
-import type { RefundReceipt, SettleOutcome } from "./types";
+import type { RefundReceipt, SettleOutcome, SettleUnits } from "./types";
 
 /** Why a usage is refused: the same words wherever it is given (settle, /check/settle). */
 export const USAGE_RANGE = `must be an integer from 0 to ${MAX_USAGE_LIMIT}`;
@@ -27,7 +27,7 @@ export function isUsage(units: unknown): units is number {
 export async function settleReceipt(
   ctx: LimiterContext,
   receipt: RefundReceipt,
-  units: number,
+  units: SettleUnits,
 ): Promise<SettleOutcome> {
   const failed = (error: string): SettleOutcome => ({
     status: "failed",
@@ -35,7 +35,13 @@ export async function settleReceipt(
     charged: [],
     error,
   });
-  if (!isUsage(units)) return failed(`usage ${USAGE_RANGE}`);
+  const perRule = typeof units === "object" && units !== null ? units : undefined;
+  const bad = perRule
+    ? Object.entries(perRule).find(([, used]) => !isUsage(used))
+    : isUsage(units)
+      ? undefined
+      : ["", units];
+  if (bad) return failed(`usage${bad[0] ? ` of ${JSON.stringify(bad[0])}` : ""} ${USAGE_RANGE}`);
   // A receipt that went out as /check's string comes back without Redis keys: this limiter's.
   const given = (receipt as Partial<CountedReceipt>).resolved;
   if (
@@ -48,7 +54,11 @@ export async function settleReceipt(
   const refused = receiptIssue(receipt, undefined);
   if (refused) return failed(String(refused));
   const counted = receipt as CountedReceipt;
-  const usage = counted.resolved.filter((policy) => policy.algorithm === "sliding-log-weighted");
+  const usage = counted.resolved.filter(
+    (policy) =>
+      policy.algorithm === "sliding-log-weighted" &&
+      (!perRule || Object.hasOwn(perRule, policy.name)),
+  );
   const policies = usage.map((policy) => policy.name);
   if (usage.length === 0) return { status: "unknown", policies, charged: [] };
   if (ctx.breaker.state === "open") return failed("circuit open");
@@ -58,7 +68,7 @@ export async function settleReceipt(
         store,
         usage.map((policy) => policy.redisKey),
         counted.memberId,
-        units,
+        usage.map((policy) => (perRule ? (perRule[policy.name] as number) : (units as number))),
       ),
     );
     // Units given back free capacity this isolate may be denying from (as a refund's do).

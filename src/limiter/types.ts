@@ -227,6 +227,9 @@ export interface RefundOutcome {
   error?: string;
 }
 
+/** What a request used: one figure for all its usage rules, or one per usage rule by name. */
+export type SettleUnits = number | Readonly<Record<string, number>>;
+
 /**
  * What `limiter.settle` did with an admitted request's usage (docs/usage.md). "settled": its
  * usage rules now hold what it used (`charged`: units charged per usage rule, negative when given

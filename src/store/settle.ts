@@ -17,14 +17,22 @@ export interface SettleAnswer {
 
 const STATUS: Record<number, SettleStatus> = { 0: "unknown", 1: "settled", 2: "already-settled" };
 
-/** Settle `memberId`'s entries in the logs at `keys` to `units` used, in one script call. */
+/**
+ * Settle `memberId`'s entries in the logs at `keys` to what it used, in one script call: `units`
+ * per key (parallel to `keys`).
+ */
 export async function settle(
   client: ScriptClient,
   keys: readonly string[],
   memberId: string,
-  units: number,
+  units: readonly number[],
 ): Promise<SettleAnswer> {
-  const reply = await runScript<unknown>(client, WEIGHTED_SETTLE_LUA, [...keys], [memberId, units]);
+  const reply = await runScript<unknown>(
+    client,
+    WEIGHTED_SETTLE_LUA,
+    [...keys],
+    [memberId, ...units],
+  );
   const status = Array.isArray(reply) ? STATUS[reply[0] as number] : undefined;
   if (
     !status ||

@@ -4,7 +4,7 @@
  */
 import type { Limiter } from "../limiter-api";
 import type { CountedReceipt } from "../receipt-state";
-import type { SettleOutcome } from "../types";
+import type { SettleOutcome, SettleUnits } from "../types";
 
 type Part = NonNullable<CountedReceipt["parts"]>[number];
 
@@ -18,7 +18,7 @@ const RANK: Record<SettleOutcome["status"], number> = {
 
 export async function settleParts(
   receipt: CountedReceipt,
-  units: number,
+  units: SettleUnits,
   limiterOf: (shard: string) => Limiter | undefined,
 ): Promise<SettleOutcome> {
   const parts = receipt.parts as readonly Part[];

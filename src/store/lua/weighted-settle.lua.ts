@@ -8,7 +8,7 @@ import { WL_CODEC } from "./weighted-log.lua";
  *
  * KEYS[1..n]  the weighted logs the request was admitted in
  * ARGV[1]     its member id (the entry's first field)
- * ARGV[2]     the units it used: an integer ≥ 0
+ * ARGV[2..]   the units it used, per log (rules may read their usage differently): integers ≥ 0
  *
  * Each entry still in its log, not settled yet, takes the units (its log's sum moves by the
  * difference: more is charged even past the limit, less is given back) and is marked settled.
@@ -37,9 +37,13 @@ import { WL_CODEC } from "./weighted-log.lua";
  */
 export const WEIGHTED_SETTLE_LUA = foldConstants(`#!lua flags=allow-key-locking
 ${WL_CODEC}
-local member, units = ARGV[1], tonumber(ARGV[2])
-if not units or units < 0 or units ~= math.floor(units) then
-  return redis.error_reply('usage must be an integer >= 0')
+local member, used = ARGV[1], {}
+for i = 1, #KEYS do
+  local units = tonumber(ARGV[i + 1])
+  if not units or units < 0 or units ~= math.floor(units) then
+    return redis.error_reply('usage must be an integer >= 0')
+  end
+  used[i] = units
 end
 local logs, found, already = {}, 0, false
 for i = 1, #KEYS do
@@ -62,8 +66,8 @@ out[1] = 1
 for i = 1, #KEYS do
   local l = logs[i]
   if l then
-    local delta = units - l.u
-    wl_rewrite(l.v, l.at, l.nxt, wl_entry(member, l.t, units, 's'), l.v.sum + delta)
+    local delta = used[i] - l.u
+    wl_rewrite(l.v, l.at, l.nxt, wl_entry(member, l.t, used[i], 's'), l.v.sum + delta)
     out[i + 1] = delta
   end
 end

@@ -20,6 +20,9 @@ function appWith(rules: UsageRule, key: string) {
   app.get("/header/:n", (c) => c.text("ok", 200, { "x-usage": c.req.param("n") }));
   app.get("/json", (c) => c.json({ answer: "hi", usage: { input_tokens: 30, output_tokens: 12 } }));
   app.get("/none", (c) => c.text("no usage"));
+  app.get("/both", (c) =>
+    c.json({ usage: { input_tokens: 30, output_tokens: 12 } }, 200, { "x-usage": "7" }),
+  );
   app.get("/sse/:n", (c) => new Response(events(Number(c.req.param("n"))), { headers: sse }));
   app.get("/endless/:n", (c) => new Response(endless(Number(c.req.param("n"))), { headers: sse }));
   app.get("/throws", () => {
@@ -139,6 +142,25 @@ describe("the middleware settles usage rules", () => {
     await settledAfter(app, "/sse/250", (r) => r.text().then(() => {}));
     // 42 + 250 charged, this one's 300 reserved.
     expect(remaining(await app.request("/none"))).toBe(1_000 - 292 - 300);
+  });
+
+  it("rules that read their usage differently: each settled with its own", async () => {
+    const rules = [
+      { name: "tok-ba", limit: 100, window: "1m", cost: 20, usage: { header: "X-Usage" } },
+      {
+        name: "tok-bb",
+        limit: 1_000,
+        window: "1m",
+        cost: 100,
+        usage: { json: ["usage.input_tokens", "usage.output_tokens"] },
+      },
+    ];
+    const { app } = appWith(rules, `b-${run}`);
+    const first = await settledAfter(app, "/both", (r) => r.json().then(() => {}));
+    expect(first.status).toBe(200);
+    // The next request sees 7 and 42 charged, and its own reservations.
+    const next = await settledAfter(app, "/none", (r) => r.text().then(() => {}));
+    expect(next.headers.get("RateLimit")).toBe('"tok-ba";r=73;t=60, "tok-bb";r=858;t=60');
   });
 
   it("a client that cancels mid-stream: the usage already reported, or the reservation, once", async () => {

@@ -60,11 +60,11 @@ describe("the weighted log", () => {
       expect((await evaluatePolicy(store, { ...policy, memberId, now })).allowed).toBe(true);
     }
     // m1 used 95: 85 more is charged although only 80 were left.
-    expect(await settle(store, [policy.redisKey], "m1", 95)).toEqual({
+    expect(await settle(store, [policy.redisKey], "m1", [95])).toEqual({
       status: "settled",
       charged: [85],
     });
-    expect(await settle(store, [policy.redisKey], "m1", 0)).toEqual({
+    expect(await settle(store, [policy.redisKey], "m1", [0])).toEqual({
       status: "already-settled",
       charged: [0],
     });
@@ -72,7 +72,7 @@ describe("the weighted log", () => {
       await evaluatePolicy(store, { ...policy, cost: 1, memberId: "x", now: T + 20 }),
     ).toMatchObject({ allowed: false, remaining: 0, reset: T + 1_000 });
     // m2 used 3: 7 back, and with m1's 95 there are 2 left.
-    expect(await settle(store, [policy.redisKey], "m2", 3)).toEqual({
+    expect(await settle(store, [policy.redisKey], "m2", [3])).toEqual({
       status: "settled",
       charged: [-7],
     });
@@ -80,7 +80,7 @@ describe("the weighted log", () => {
       await evaluatePolicy(store, { ...policy, cost: 2, memberId: "m3", now: T + 30 }),
     ).toMatchObject({ allowed: true, remaining: 0 });
     // Never admitted, or refunded: nothing to settle, nothing written.
-    expect(await settle(store, [policy.redisKey], "nobody", 5)).toEqual({
+    expect(await settle(store, [policy.redisKey], "nobody", [5])).toEqual({
       status: "unknown",
       charged: [0],
     });
@@ -88,7 +88,7 @@ describe("the weighted log", () => {
       refunded: true,
       units: [2],
     });
-    expect(await settle(store, [policy.redisKey], "m3", 5)).toMatchObject({ status: "unknown" });
+    expect(await settle(store, [policy.redisKey], "m3", [5])).toMatchObject({ status: "unknown" });
     // m1 leaves at T + 1000 with its 95 units: 95 + 2 (m3 refunded) free again.
     expect(
       await evaluatePolicy(store, { ...policy, cost: 97, memberId: "m4", now: T + 1_000 }),
@@ -102,8 +102,11 @@ describe("the weighted log", () => {
     const decided = await evaluatePolicy(store, { ...minute, memberId: "r1", now: T });
     expect(decided.allowed).toBe(true);
     expect((await evaluatePolicy(store, { ...day, memberId: "r1", now: T })).allowed).toBe(true);
-    expect(await settle(store, both, "r1", 40)).toEqual({ status: "settled", charged: [30, 30] });
-    expect(await settle(store, both, "r1", 40)).toMatchObject({ status: "already-settled" });
+    expect(await settle(store, both, "r1", [40, 40])).toEqual({
+      status: "settled",
+      charged: [30, 30],
+    });
+    expect(await settle(store, both, "r1", [40, 40])).toMatchObject({ status: "already-settled" });
     expect(
       await evaluatePolicy(store, { ...day, cost: 960, memberId: "r2", now: T + 1 }),
     ).toMatchObject({ allowed: true, remaining: 0 });
@@ -130,7 +133,7 @@ describe("the weighted log's bound on admissions", () => {
     });
     const later = await evaluatePolicy(store, { ...policy, memberId: "y", now: T + 60_000 });
     expect(later.allowed).toBe(true);
-    expect(await settle(store, [policy.redisKey], "y", 7)).toMatchObject({ charged: [6] });
+    expect(await settle(store, [policy.redisKey], "y", [7])).toMatchObject({ charged: [6] });
     // The first admission left; y's entry came, with its settled 7 units.
     expect(trailerOf((await redis.get<string>(policy.redisKey)) ?? "")).toEqual({
       sum: MAX_WEIGHTED_ENTRIES - 1 + 7,
@@ -155,7 +158,7 @@ describe("a weighted log longer than one read", () => {
       await evaluatePolicy(store, { ...policy, cost: 500, memberId: "w", now: T + 2_000 }),
     ).toMatchObject({ allowed: false, remaining: 0, reset: T + 499 + 60_000 });
     // An old entry (far before the last 8 kB) settles: 1 → 4.
-    expect(await settle(store, [policy.redisKey], "m0007", 4)).toEqual({
+    expect(await settle(store, [policy.redisKey], "m0007", [4])).toEqual({
       status: "settled",
       charged: [3],
     });
@@ -172,17 +175,39 @@ describe("a weighted log longer than one read", () => {
       n: 700,
     });
     // The newest settle and an older one after compaction: each once.
-    expect(await settle(store, [policy.redisKey], "c", 1)).toMatchObject({ charged: [-299] });
-    expect(await settle(store, [policy.redisKey], "m0500", 0)).toMatchObject({ charged: [-1] });
-    expect(await settle(store, [policy.redisKey], "m0500", 0)).toMatchObject({
+    expect(await settle(store, [policy.redisKey], "c", [1])).toMatchObject({ charged: [-299] });
+    expect(await settle(store, [policy.redisKey], "m0500", [0])).toMatchObject({ charged: [-1] });
+    expect(await settle(store, [policy.redisKey], "m0500", [0])).toMatchObject({
       status: "already-settled",
     });
-    expect(await settle(store, [policy.redisKey], "m0007", 9)).toMatchObject({
+    expect(await settle(store, [policy.redisKey], "m0007", [9])).toMatchObject({
       status: "unknown",
     });
     expect(
       // 699 − m0301's 1 (left) + 302 = the limit.
       await evaluatePolicy(store, { ...policy, cost: 302, memberId: "d", now: T + 60_301 }),
     ).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it("settles each log with its own units (rules that read their usage differently)", async () => {
+    const minute = spec("each-m", 100, 10, 60_000);
+    const day = spec("each-d", 1_000, 10, 86_400_000);
+    const both = [minute.redisKey, day.redisKey];
+    for (const policy of [minute, day]) {
+      expect((await evaluatePolicy(store, { ...policy, memberId: "e1", now: T })).allowed).toBe(
+        true,
+      );
+    }
+    expect(await settle(store, both, "e1", [4, 250])).toEqual({
+      status: "settled",
+      charged: [-6, 240],
+    });
+    // What each log holds now: 4 of 100, and 250 of 1 000.
+    expect(
+      await evaluatePolicy(store, { ...minute, cost: 96, memberId: "e2", now: T + 1 }),
+    ).toMatchObject({ allowed: true, remaining: 0 });
+    expect(
+      await evaluatePolicy(store, { ...day, cost: 751, memberId: "e2", now: T + 1 }),
+    ).toMatchObject({ allowed: false });
   });
 });

@@ -58,7 +58,7 @@ async function play(name: string, requests: Req[]): Promise<StorePolicy> {
         .filter((r) => r.ends === now && r.admitted)
         .map(async (r) => {
           r.settledStep = step;
-          const answer = await settle(store, [policy.redisKey], r.id, r.used);
+          const answer = await settle(store, [policy.redisKey], r.id, [r.used]);
           expect(answer.status).toBe("settled");
         }),
       ...requests
