@@ -159,6 +159,8 @@ function buildRuntime(env: Env): Runtime {
       ? { onBreakerChange: (event: BreakerEvent) => analytics.noteBreaker(event) }
       : {}),
     ...(onDecision ? { onDecision } : {}),
+    // Usage rules' units and top spenders: what each settle charged or gave back.
+    ...(analytics ? { onSettle: analytics.recordSettle } : {}),
   });
   return {
     ok: true,
@@ -258,6 +260,7 @@ function buildAnalytics(
     rules: config.rules.map((rule) => rule.name),
     regions: Object.keys(config.regions),
     shadowPolicies: config.rules.filter((rule) => rule.shadow).map((rule) => rule.name),
+    usagePolicies: config.rules.filter((rule) => rule.usage).map((rule) => rule.name),
     waitUntil,
     onFlushError: (error) =>
       console.error(JSON.stringify({ event: "analytics-flush-error", error: String(error) })),

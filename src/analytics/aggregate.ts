@@ -4,7 +4,8 @@
  * `check.<window>ms`, whose window the caller picks) is counted under ADHOC_RULE; at most
  * MAX_RULES_PER_MINUTE rules a minute (more land in OTHER_RULE: without a list, every policy is
  * its own rule) and MAX_PENDING_MINUTES minutes (older ones are dropped, and counted, if flushes
- * keep failing); each rule's denied keys in a TopKeys of a few times `topKeys`.
+ * keep failing); each rule's denied keys, and a usage rule's units charged per key, each in a
+ * TopKeys of a few times `topKeys`.
  */
 import type { DecisionSource } from "../limiter/types";
 import { ownedString } from "../owned-string";
@@ -33,6 +34,9 @@ export interface RuleMinute {
   /** Counts by region (requests decided for a region), only those seen. */
   regions?: Record<string, number>;
   top: TopKeys | undefined;
+  /** Usage rules: units charged (reservations, then settles' deltas), and by client key. */
+  units?: number;
+  spenders?: TopKeys;
 }
 
 /** minute (ms since the epoch / 60 000) → rule → counts. */
@@ -66,30 +70,14 @@ export class Aggregate {
     key: string,
     region?: string,
   ): void {
-    if (this.listed && !this.listed.has(policy)) policy = ADHOC_RULE;
     let rules = this.rules;
     if (minute !== this.minute || !rules) {
       rules = this.rulesOf(minute);
+      if (!rules) return;
       this.minute = minute;
       this.rules = rules;
     }
-    let counts = rules.get(policy);
-    if (!counts) {
-      if (rules.size >= MAX_RULES_PER_MINUTE) policy = OTHER_RULE;
-      counts = rules.get(policy);
-      if (!counts) {
-        counts = {
-          allowed: 0,
-          denied: 0,
-          deniedFromCache: 0,
-          shadowDenied: 0,
-          sources: {},
-          top: undefined,
-        };
-        rules.set(policy, counts);
-        this.size++;
-      }
-    }
+    const counts = this.countsOf(rules, policy);
     counts.sources[source] = (counts.sources[source] ?? 0) + 1;
     if (region !== undefined) {
       counts.regions ??= {};
@@ -112,6 +100,21 @@ export class Aggregate {
     }
   }
 
+  /**
+   * Units a usage rule charged `key` (negative: given back by a settle), counted in `minute`: the
+   * minute its request was admitted in, so that a settle's delta lands beside its reservation.
+   */
+  addUnits(minute: number, policy: string, key: string, units: number): void {
+    const rules = this.rulesOf(minute);
+    if (!rules) return;
+    const counts = this.countsOf(rules, policy);
+    counts.units = (counts.units ?? 0) + units;
+    if (this.topCapacity > 0) {
+      counts.spenders ??= new TopKeys(this.topCapacity);
+      counts.spenders.add(ownedString(key.length > MAX_KEY_LENGTH ? key.slice(0, MAX_KEY_LENGTH) : key), units);
+    }
+  }
+
   /** Everything held, handed over; the aggregate starts empty. */
   take(): Pending {
     const taken = this.pending;
@@ -126,6 +129,10 @@ export class Aggregate {
   restore(taken: Pending): void {
     for (const [minute, rules] of taken) {
       const into = this.rulesOf(minute);
+      if (!into) {
+        this.dropped += rules.size;
+        continue;
+      }
       for (const [policy, counts] of rules) {
         const existing = into.get(policy);
         if (!existing) {
@@ -138,18 +145,34 @@ export class Aggregate {
           existing.top ??= new TopKeys(this.topCapacity);
           for (const [key, count] of counts.top.counts) existing.top.add(key, count);
         }
+        if (counts.spenders) {
+          existing.spenders ??= new TopKeys(this.topCapacity);
+          for (const [key, units] of counts.spenders.counts) existing.spenders.add(key, units);
+        }
       }
     }
     this.minute = -1;
     this.rules = undefined;
   }
 
-  private rulesOf(minute: number): Map<string, RuleMinute> {
+  /**
+   * A minute's rules, made if new. Full (MAX_PENDING_MINUTES), the oldest minute goes, or this
+   * one when it is older than all held (a settle of a request admitted long ago): undefined.
+   */
+  private rulesOf(minute: number): Map<string, RuleMinute> | undefined {
     let rules = this.pending.get(minute);
     if (!rules) {
       if (this.pending.size >= MAX_PENDING_MINUTES) {
         const oldest = Math.min(...this.pending.keys());
+        if (minute < oldest) {
+          this.dropped++;
+          return undefined;
+        }
         const gone = this.pending.get(oldest);
+        if (oldest === this.minute) {
+          this.minute = -1;
+          this.rules = undefined;
+        }
         this.dropped += gone?.size ?? 0;
         this.size -= gone?.size ?? 0;
         this.pending.delete(oldest);
@@ -159,6 +182,29 @@ export class Aggregate {
     }
     return rules;
   }
+
+  /** A rule's counts in a minute, made if new (a policy outside the list: ADHOC_RULE). */
+  private countsOf(rules: Map<string, RuleMinute>, policy: string): RuleMinute {
+    if (this.listed && !this.listed.has(policy)) policy = ADHOC_RULE;
+    let counts = rules.get(policy);
+    if (!counts) {
+      if (rules.size >= MAX_RULES_PER_MINUTE) policy = OTHER_RULE;
+      counts = rules.get(policy);
+      if (!counts) {
+        counts = {
+          allowed: 0,
+          denied: 0,
+          deniedFromCache: 0,
+          shadowDenied: 0,
+          sources: {},
+          top: undefined,
+        };
+        rules.set(policy, counts);
+        this.size++;
+      }
+    }
+    return counts;
+  }
 }
 
 /** Adds one rule's counts into another's (sources by name). */
@@ -167,6 +213,7 @@ export function addCounts(into: RuleMinuteCounts, counts: RuleMinuteCounts): voi
   into.denied += counts.denied;
   into.deniedFromCache += counts.deniedFromCache;
   into.shadowDenied += counts.shadowDenied;
+  if (counts.units !== undefined) into.units = (into.units ?? 0) + counts.units;
   for (const [source, count] of Object.entries(counts.sources) as [DecisionSource, number][]) {
     into.sources[source] = (into.sources[source] ?? 0) + count;
   }

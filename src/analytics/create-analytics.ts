@@ -2,11 +2,13 @@
  * The recorder: the limiter's `onDecision` hook counts each decided call into this isolate's
  * aggregate (and, when given, one Analytics Engine data point per rule), and at most every
  * `flushIntervalMs` hands one pipelined flush to `waitUntil`, off the request path. A failed
- * flush keeps its counts for the next one (bounded: aggregate.ts).
+ * flush keeps its counts for the next one (bounded: aggregate.ts). Usage rules' units: each
+ * admitted request's reservation here, and what its settle charged through `onSettle`
+ * (`recordSettle`), both counted in the minute the request was admitted (its receipt's `at`).
  */
 import type { BreakerEvent } from "../limiter/circuit-breaker";
 import { DEFAULT_COST, DEFAULT_PREFIX } from "../limiter/defaults";
-import type { LimitRequest, MultiDecision } from "../limiter/types";
+import type { LimitRequest, MultiDecision, SettledUsage } from "../limiter/types";
 import { Aggregate, type Outcome } from "./aggregate";
 import {
   DEFAULT_FLUSH_INTERVAL_MS,
@@ -29,7 +31,12 @@ const TRACKED_PER_TOP_KEY = 4;
  * @example
  * ```ts
  * const analytics = createAnalytics({ store, prefix: "my-app", waitUntil, rules: ["api"] });
- * const limiter = createLimiter({ store, prefix: "my-app", onDecision: analytics.record });
+ * const limiter = createLimiter({
+ *   store,
+ *   prefix: "my-app",
+ *   onDecision: analytics.record,
+ *   onSettle: analytics.recordSettle,
+ * });
  * const lastHour = await analytics.stats(60, ["api"]);
  * ```
  */
@@ -46,6 +53,7 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
   const { store, analyticsEngine, waitUntil, onFlushError } = options;
   const shadow = new Set(options.shadowPolicies ?? []);
   const listed = options.rules ? new Set(options.rules) : undefined;
+  const usage = new Set(options.usagePolicies ?? []);
   const aggregate = new Aggregate(topKeys * TRACKED_PER_TOP_KEY, listed);
   const counters: IsolateStats = {
     breaker: { state: "closed", since: null, failures: 0 },
@@ -78,6 +86,19 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
     return inFlight;
   }
 
+  /** A flush through `waitUntil` when the last one is `flushIntervalMs` old. */
+  function flushIfDue(at: number): void {
+    lastFlushAt ??= at;
+    if (store && !inFlight && at - lastFlushAt >= interval) {
+      const flushing = flush();
+      try {
+        waitUntil?.(flushing);
+      } catch {
+        // No request to attach to (a call outside a request): the flush runs unattended.
+      }
+    }
+  }
+
   return {
     record(requests: readonly LimitRequest[], decided: MultiDecision) {
       try {
@@ -103,6 +124,21 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
             request.key,
             decided.region,
           );
+          // A usage rule's reservation, when the store took it now (a receipt: not a replay,
+          // not a fail-open admission), in the minute of the receipt its settle will name.
+          const { receipt } = decided;
+          if (
+            receipt &&
+            decided.allowed &&
+            (decision.algorithm === "sliding-log-weighted" || usage.has(decision.policy))
+          ) {
+            aggregate.addUnits(
+              minuteOf(receipt.at, minute),
+              decision.policy,
+              request.key,
+              request.cost ?? DEFAULT_COST,
+            );
+          }
           if (analyticsEngine) {
             writeDecisionPoint(
               analyticsEngine,
@@ -115,17 +151,22 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
           }
         }
         counters.decisions += decisions.length;
-        lastFlushAt ??= at;
-        if (store && !inFlight && at - lastFlushAt >= interval) {
-          const flushing = flush();
-          try {
-            waitUntil?.(flushing);
-          } catch {
-            // No request to attach to (a call outside a request): the flush runs unattended.
-          }
-        }
+        flushIfDue(at);
       } catch (error) {
         // Counting must never break a decision.
+        onFlushError?.(error);
+      }
+    },
+    recordSettle(settled: SettledUsage) {
+      try {
+        const at = now();
+        const minute = minuteOf(settled.at, Math.floor(at / MINUTE_MS));
+        for (const { policy, key, units } of settled.charges) {
+          aggregate.addUnits(minute, policy, key, units);
+        }
+        flushIfDue(at);
+      } catch (error) {
+        // Counting must never break a settle.
         onFlushError?.(error);
       }
     },
@@ -150,10 +191,16 @@ export function createAnalytics(options: AnalyticsOptions = {}): Analytics {
         now: now(),
         rules,
         shadowPolicies: shadow,
+        usagePolicies: usage,
         topKeys,
         labels: options.keyLabel !== undefined,
         regions: options.regions ?? [],
       });
     },
   };
+}
+
+/** The minute of a store time (a receipt's `at`), or `fallback` for one that is not a time. */
+function minuteOf(at: number, fallback: number): number {
+  return Number.isFinite(at) && at > 0 ? Math.floor(at / MINUTE_MS) : fallback;
 }

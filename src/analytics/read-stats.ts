@@ -1,25 +1,18 @@
 /**
  * Reads the analytics back for GET /check/stats: the last `minutes` minutes of the rules asked
  * for (the configured ones) and of the two buckets (ADHOC_RULE, OTHER_RULE), in two pipelined
- * calls (the fields of those rules in each per-minute hash, then each rule's top denied keys
- * merged by ZUNION over its per-minute sets). Answers with a zero for every minute without
- * counts. Only named fields are read (HMGET, never HGETALL): whatever else is under the prefix
+ * calls (the fields of those rules in each per-minute hash, then each rule's top denied keys and
+ * each usage rule's top spenders: read-top.ts). Answers with a zero for every minute without
+ * counts. A usage rule (listed as one, or one that charged units in the span) gets its units per
+ * minute and in total, and its top spenders; no other rule has those fields. Only named fields are read (HMGET, never HGETALL): whatever else is under the prefix
  * (another deployment's rules, ad-hoc windows counted by name before they were folded) costs
  * nothing and is not listed, so the answer and the work are (rules + 2) × minutes.
  */
 import type { DecisionSource } from "../limiter/types";
 import { ADHOC_RULE, addCounts, OTHER_RULE } from "./aggregate";
-import {
-  COUNT_CODES,
-  countsKey,
-  HOUR_MINUTES,
-  labelsKey,
-  MINUTE_MS,
-  REGION_CODE,
-  TOP_KEYS_RETENTION_MINUTES,
-  topKey,
-} from "./redis-layout";
-import type { AnalyticsStore, RuleMinuteCounts, StatsSpan } from "./types";
+import { COUNT_CODES, countsKey, MINUTE_MS, REGION_CODE, UNITS_CODE } from "./redis-layout";
+import { pairs, readTops } from "./read-top";
+import type { AnalyticsStore, RuleMinuteCounts, StatsRule, StatsSpan } from "./types";
 
 export interface ReadStatsOptions {
   prefix: string;
@@ -30,6 +23,8 @@ export interface ReadStatsOptions {
   /** Rules to list even without counts (the configured ones), in this order. */
   rules: readonly string[];
   shadowPolicies: ReadonlySet<string>;
+  /** Usage rules: answered with their units and top spenders even without any in the span. */
+  usagePolicies?: ReadonlySet<string>;
   topKeys: number;
   /** Read the top keys' labels too (AnalyticsOptions.keyLabel given). */
   labels?: boolean;
@@ -49,6 +44,7 @@ export async function readStats(
   const names = [...new Set(options.rules), ...buckets];
   const codes = [
     ...FIELD_CODES,
+    UNITS_CODE,
     ...(options.regions ?? []).map((region) => `${REGION_CODE}${region}`),
   ];
   const fields = names.flatMap((rule) => codes.map((code) => `${rule}|${code}`));
@@ -75,89 +71,56 @@ export async function readStats(
   }
 
   const rules = [...byRule.keys()];
-  const tops = await readTopKeys(store, options, rules, minuteIds);
+  const usage = rules.filter(
+    (rule) =>
+      options.usagePolicies?.has(rule) ||
+      byRule.get(rule)?.some((counts) => counts.units !== undefined),
+  );
+  const tops = await readTops(store, {
+    prefix: options.prefix,
+    topKeys: options.topKeys,
+    labels: options.labels === true,
+    denied: rules,
+    spenders: usage,
+    minuteIds,
+  });
   return {
     from: first * MINUTE_MS,
     to: (last + 1) * MINUTE_MS,
     rules: rules.map((rule, r) => {
       const series = byRule.get(rule) as RuleMinuteCounts[];
+      const spending = usage.indexOf(rule);
+      // A usage rule's units in every minute (0 without any) and in total; no other rule's.
+      if (spending >= 0) for (const counts of series) counts.units ??= 0;
       const totals = emptyCounts();
+      if (spending >= 0) totals.units = 0;
       for (const counts of series) {
         addCounts(totals, counts);
       }
-      return {
+      const answered: StatsRule = {
         rule,
         shadow: options.shadowPolicies.has(rule),
         totals,
-        minutes: series.map(({ allowed, denied, deniedFromCache, shadowDenied }, i) => ({
+        minutes: series.map(({ allowed, denied, deniedFromCache, shadowDenied, units }, i) => ({
           minute: (minuteIds[i] as number) * MINUTE_MS,
           allowed,
           denied,
           deniedFromCache,
           shadowDenied,
+          ...(units !== undefined ? { units } : {}),
         })),
-        topDenied: tops[r] ?? [],
+        topDenied: tops.denied[r] ?? [],
       };
+      if (spending >= 0) {
+        answered.topSpenders = (tops.spenders[spending] ?? []).map(({ key, count, label }) => ({
+          key,
+          units: count,
+          ...(label !== undefined ? { label } : {}),
+        }));
+      }
+      return answered;
     }),
   };
-}
-
-/** Each rule's top denied keys over the span's last hour: one ZUNION per rule, one call. */
-async function readTopKeys(
-  store: AnalyticsStore,
-  options: ReadStatsOptions,
-  rules: readonly string[],
-  minuteIds: readonly number[],
-): Promise<{ key: string; count: number }[][]> {
-  if (options.topKeys === 0 || rules.length === 0) return [];
-  const recent = minuteIds.slice(-Math.min(minuteIds.length, TOP_KEYS_RETENTION_MINUTES - 2));
-  const read = store.pipeline();
-  for (const rule of rules) {
-    const keys = recent.map((minute) => topKey(options.prefix, minute, rule));
-    read.zunion(keys.length, keys, { withScores: true, aggregate: "sum" });
-  }
-  const answers = (await read.exec()) as unknown[];
-  const tops = answers.map((answer) =>
-    scoredPairs(answer)
-      .sort((a, b) => b.count - a.count || (a.key < b.key ? -1 : 1))
-      .slice(0, options.topKeys),
-  );
-  if (options.labels) await addLabels(store, options.prefix, rules, recent, tops);
-  return tops;
-}
-
-/**
- * Each top key's label, from the hour hashes the span's minutes fall in (two at most for an
- * hour): one more call, HMGET of the listed keys only.
- */
-async function addLabels(
-  store: AnalyticsStore,
-  prefix: string,
-  rules: readonly string[],
-  minuteIds: readonly number[],
-  tops: { key: string; count: number; label?: string }[][],
-): Promise<void> {
-  const hours = [...new Set(minuteIds.map((minute) => Math.floor(minute / HOUR_MINUTES)))];
-  const read = store.pipeline();
-  const asked: { rule: number }[] = [];
-  rules.forEach((rule, r) => {
-    const keys = (tops[r] ?? []).map((top) => top.key);
-    if (keys.length === 0) return;
-    for (const hour of hours) {
-      read.hmget(labelsKey(prefix, hour, rule), ...keys);
-      asked.push({ rule: r });
-    }
-  });
-  if (asked.length === 0) return;
-  const answers = (await read.exec()) as unknown[];
-  answers.forEach((answer, i) => {
-    const top = tops[asked[i]?.rule ?? -1] ?? [];
-    const fields = top.map((entry) => entry.key);
-    for (const [key, value] of pairs(answer, fields)) {
-      const entry = top.find((candidate) => candidate.key === key);
-      if (entry && typeof value === "string" && entry.label === undefined) entry.label = value;
-    }
-  });
 }
 
 // Every decision source, spelled out so that a new one fails to compile here until it is read.
@@ -198,6 +161,9 @@ function addField(counts: RuleMinuteCounts, code: string, value: number) {
     case COUNT_CODES[3]:
       counts.shadowDenied += value;
       return;
+    case UNITS_CODE:
+      counts.units = (counts.units ?? 0) + value;
+      return;
   }
   if (code.startsWith(REGION_CODE)) {
     const region = code.slice(REGION_CODE.length);
@@ -208,37 +174,4 @@ function addField(counts: RuleMinuteCounts, code: string, value: number) {
   // Any other code is a decision source's name.
   const source = code as DecisionSource;
   counts.sources[source] = (counts.sources[source] ?? 0) + value;
-}
-
-/**
- * HMGET's answer as the client hands it back: the values in field order (raw), an object by
- * field, or null (none of the fields set).
- */
-function pairs(hash: unknown, fields: readonly string[]): [string, unknown][] {
-  if (Array.isArray(hash)) return fields.map((field, i) => [field, hash[i]]);
-  if (hash && typeof hash === "object") return Object.entries(hash);
-  return [];
-}
-
-/** A flat [member, score, …] array (raw) or an object. */
-function flatPairs(answer: unknown): [string, unknown][] {
-  if (Array.isArray(answer)) {
-    const out: [string, unknown][] = [];
-    for (let i = 0; i + 1 < answer.length; i += 2) out.push([String(answer[i]), answer[i + 1]]);
-    return out;
-  }
-  if (answer && typeof answer === "object") return Object.entries(answer);
-  return [];
-}
-
-/** ZUNION … WITHSCORES: flat [member, score, …], or [[member, score], …]. */
-function scoredPairs(answer: unknown): { key: string; count: number }[] {
-  if (!Array.isArray(answer)) return [];
-  if (answer.every((item) => Array.isArray(item))) {
-    return (answer as unknown[][]).map(([key, count]) => ({
-      key: String(key),
-      count: Number(count),
-    }));
-  }
-  return flatPairs(answer).map(([key, count]) => ({ key, count: Number(count) }));
 }

@@ -9,6 +9,11 @@
  *   rules). Expires `retentionMinutes` after its minute.
  * - `<prefix>:analytics:<minute>:top:<rule>`: a sorted set of that rule's most denied client
  *   keys, trimmed to `topKeys` members at every flush, expiring 62 minutes after its minute.
+ * - a usage rule's units charged: the field `<rule>|u` of the minute's hash (signed increments:
+ *   a settle gives back), and `<prefix>:analytics:<minute>:spend:<rule>`, a sorted set of its
+ *   client keys by units charged, trimmed to 2 × `topKeys` members, expiring as the top keys.
+ *   The minute is the request's admission's, for its settle's delta too: a give-back finds its
+ *   reservation's member (ZADD XX INCR: a member trimmed away is not brought back negative).
  *
  * - `<prefix>:analytics:labels:<rule>:<hour>` (only with a `keyLabel`): a hash, top key → the raw
  *   value it was hashed from, for the top keys written in that hour; expires 62 minutes after it.
@@ -17,6 +22,7 @@
  * every key gets an absolute expiry (PEXPIREAT) with every write: none lives without a TTL.
  */
 import type { Pending, RuleMinute } from "./aggregate";
+import type { TopKeys } from "./top-keys";
 import type { AnalyticsStore } from "./types";
 
 export const MINUTE_MS = 60_000;
@@ -28,10 +34,19 @@ export const REGION_CODE = "@";
 
 /** Field codes of the four outcomes (a source's field is its name, never one letter). */
 export const COUNT_CODES = ["a", "d", "c", "s"] as const;
+/** A usage rule's units charged: `<rule>|u`. */
+export const UNITS_CODE = "u";
+/**
+ * Top spenders kept per minute in Redis, per one answered: a reservation counts before its
+ * settle, so a key ranked low at one flush may rank high once the others' settles give back.
+ */
+const SPENDERS_KEPT_PER_TOP_KEY = 2;
 
 export const countsKey = (prefix: string, minute: number) => `${prefix}:analytics:${minute}`;
 export const topKey = (prefix: string, minute: number, policy: string) =>
   `${prefix}:analytics:${minute}:top:${policy}`;
+export const spendKey = (prefix: string, minute: number, policy: string) =>
+  `${prefix}:analytics:${minute}:spend:${policy}`;
 
 /** Labels of top keys are kept per hour: two hashes cover the dashboard's hour. */
 export const HOUR_MINUTES = 60;
@@ -87,6 +102,9 @@ export async function flushPending(
         pipeline.pexpireat(top, end + TOP_KEYS_RETENTION_MINUTES * MINUTE_MS);
         commands += 2;
       }
+      if (counts.spenders && layout.topKeys > 0) {
+        commands += addSpenders(pipeline, minute, policy, counts.spenders, layout);
+      }
     }
     pipeline.pexpireat(key, end + layout.retentionMinutes * MINUTE_MS);
     commands++;
@@ -115,6 +133,10 @@ function addCounts(pipeline: Pipeline, key: string, policy: string, counts: Rule
       commands++;
     }
   }
+  if (counts.units) {
+    pipeline.hincrby(key, `${policy}|${UNITS_CODE}`, counts.units);
+    commands++;
+  }
   // A region's field is its name after "@" (outside the sources' alphabet).
   for (const [region, value] of Object.entries(counts.regions ?? {})) {
     if (value > 0) {
@@ -123,4 +145,45 @@ function addCounts(pipeline: Pipeline, key: string, policy: string, counts: Rule
     }
   }
   return commands;
+}
+
+/**
+ * A usage rule's units by client key in one minute: every key tracked is sent (a give-back must
+ * reach its reservation's member), units added (ZINCRBY) or given back where the key is still
+ * kept (ZADD XX INCR), labels as the top denied keys'; then trimmed and given its expiry.
+ */
+function addSpenders(
+  pipeline: Pipeline,
+  minute: number,
+  policy: string,
+  spenders: TopKeys,
+  layout: FlushLayout,
+): number {
+  const key = spendKey(layout.prefix, minute, policy);
+  const hour = Math.floor(minute / HOUR_MINUTES);
+  const labels = labelsKey(layout.prefix, hour, policy);
+  let commands = 0;
+  let labelled = false;
+  for (const [client, units] of spenders.counts) {
+    if (units > 0) {
+      pipeline.zincrby(key, units, client);
+      const label = layout.keyLabel?.(client);
+      if (label !== undefined) {
+        pipeline.hset(labels, { [client]: label });
+        commands++;
+        labelled = true;
+      }
+    } else if (units < 0) {
+      pipeline.zadd(key, { xx: true, incr: true }, { score: units, member: client });
+    } else continue;
+    commands++;
+  }
+  if (commands === 0) return 0;
+  if (labelled) {
+    pipeline.pexpireat(labels, (hour + 1) * HOUR_MINUTES * MINUTE_MS + TOP_KEYS_RETENTION_MINUTES * MINUTE_MS);
+    commands++;
+  }
+  pipeline.zremrangebyrank(key, 0, -(layout.topKeys * SPENDERS_KEPT_PER_TOP_KEY + 1));
+  pipeline.pexpireat(key, (minute + 1) * MINUTE_MS + TOP_KEYS_RETENTION_MINUTES * MINUTE_MS);
+  return commands + 2;
 }

@@ -1,8 +1,13 @@
 /**
- * The most denied client keys of one rule in one minute, in bounded memory: the space-saving
+ * The most counted client keys of one rule in one minute (denied, or charged units), in bounded
+ * memory: the space-saving
  * algorithm (Metwally et al.). Exact while fewer distinct keys than `capacity` were seen; past
  * that, a new key replaces the least counted one and inherits its count (an overestimate, never
  * an underestimate, of a heavy key: a key denied more than total/capacity times is always kept).
+ *
+ * Counts may be signed (units charged, then partly given back by a settle): a negative add to a
+ * key not held, when full, is dropped (its key's figure stays an overestimate, never an
+ * underestimate), and a new key inherits no negative count.
  */
 export class TopKeys {
   readonly counts = new Map<string, number>();
@@ -20,6 +25,7 @@ export class TopKeys {
       counts.set(key, by);
       return;
     }
+    if (by < 0) return;
     // Full: evict the least counted key (a scan of `capacity` entries, on denials only).
     let minKey: string | undefined;
     let min = Number.POSITIVE_INFINITY;
@@ -30,7 +36,7 @@ export class TopKeys {
       }
     }
     if (minKey !== undefined) counts.delete(minKey);
-    counts.set(key, min + by);
+    counts.set(key, Math.max(min, 0) + by);
   }
 
   /** The `n` most counted keys, most first. */

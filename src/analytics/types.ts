@@ -11,7 +11,12 @@
  */
 import type { Redis } from "@upstash/redis";
 import type { BreakerEvent } from "../limiter/circuit-breaker";
-import type { DecisionSource, LimitRequest, MultiDecision } from "../limiter/types";
+import type {
+  DecisionSource,
+  LimitRequest,
+  MultiDecision,
+  SettledUsage,
+} from "../limiter/types";
 
 /** The part of an @upstash/redis client the analytics use: one pipelined call per flush. */
 export type AnalyticsStore = Pick<Redis, "pipeline">;
@@ -48,8 +53,9 @@ export interface AnalyticsOptions {
    */
   retentionMinutes?: number;
   /**
-   * Denied client keys kept per rule and minute (the most denied; 0 keeps none). They live an
-   * hour and two minutes: the dashboard's hour.
+   * Denied client keys kept per rule and minute (the most denied; 0 keeps none), and as many
+   * top spenders of a usage rule (the most units charged). They live an hour and two minutes:
+   * the dashboard's hour.
    * @default 10
    */
   topKeys?: number;
@@ -78,6 +84,14 @@ export interface AnalyticsOptions {
    * @default []
    */
   shadowPolicies?: Iterable<string>;
+  /**
+   * Usage rules (docs/usage.md): their reservations are counted as units charged, and the
+   * stats answer their units and top spenders even in a span without any. A policy decided in
+   * the weighted log (`sliding-log-weighted`, where usage rules count) is one whether listed
+   * or not.
+   * @default [] (the weighted log's policies only)
+   */
+  usagePolicies?: Iterable<string>;
   /**
    * Keeps a flush alive after the response (`ctx.waitUntil`, or `waitUntil` from
    * "cloudflare:workers"). Without it the flush runs unattended (fine in Node).
@@ -109,6 +123,12 @@ export interface RuleMinuteCounts {
    * (the region, an isolate lease, or home on a miss). Absent without regions.
    */
   regions?: Record<string, number>;
+  /**
+   * A usage rule's units charged (docs/usage.md): each admitted request's reservation, then what
+   * its settle charged or gave back, both in the minute the request was admitted; once settled,
+   * what the requests used. Present for usage rules only.
+   */
+  units?: number;
 }
 
 export interface Analytics {
@@ -117,6 +137,11 @@ export interface Analytics {
    * through `waitUntil` when the last flush is `flushIntervalMs` old. Never throws.
    */
   record(requests: readonly LimitRequest[], decided: MultiDecision): void;
+  /**
+   * The limiter's `onSettle` hook: counts what a settle charged or gave back, per usage rule
+   * and client key. As cheap as `record`; never throws.
+   */
+  recordSettle(settled: SettledUsage): void;
   /** Flushes what this isolate holds now (the stats route calls it before reading). */
   flush(): Promise<void>;
   /** The limiter's `onBreakerChange`: remembered for the stats. */
@@ -152,6 +177,11 @@ export interface StatsRule {
   minutes: ({ minute: number } & Omit<RuleMinuteCounts, "sources">)[];
   /** The most denied client keys over the span (its last hour at most), most first. */
   topDenied: { key: string; count: number; label?: string }[];
+  /**
+   * Usage rules only: the client keys charged the most units over the span (its last hour at
+   * most), most first, at most `topKeys`; a key whose units came to 0 is left out.
+   */
+  topSpenders?: { key: string; units: number; label?: string }[];
 }
 
 export interface StatsSpan {

@@ -9,7 +9,7 @@ import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
 import type { LeaseOptions } from "./leases/lease-sizing";
 import type { ReshardOptions, StoreShards } from "./shards/options";
-import type { FailMode, LimitRequest, MultiDecision } from "./types";
+import type { FailMode, LimitRequest, MultiDecision, SettledUsage } from "./types";
 
 export interface FallbackOptions extends FallbackLimiterOptions {
   /**
@@ -140,6 +140,15 @@ export interface LimiterOptions {
    * @default none
    */
   onDecision?: (requests: readonly LimitRequest[], decided: MultiDecision) => void;
+  /**
+   * Called after each settle that charged or gave back units (`settle`, and the surfaces that
+   * settle through it: the proxy, the middleware, POST /check/settle), with the usage rules'
+   * client keys and units: for metrics (`createAnalytics(…).recordSettle` counts them). On a
+   * sharded limiter each shard's part of a request reports its own. Synchronous, after the store
+   * answered; what it throws is ignored.
+   * @default none
+   */
+  onSettle?: (settled: SettledUsage) => void;
 }
 
 /** The options of one store's limiter (one shard's): a single client, no reshard. */

@@ -40,7 +40,7 @@ import {
   resolvePolicies,
   withStorageKeys,
 } from "./resolved-policy";
-import { settleReceipt } from "./settle-receipt";
+import { reportedSettle } from "./settle-report";
 import type { Decision, LimitRequest, MultiDecision, WaitUntil } from "./types";
 
 /**
@@ -294,7 +294,7 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
       if (counted.regional && regional) return regional.refund(counted, only);
       return refundReceipt(ctx, counted, only);
     },
-    settle: (receipt, units) => settleReceipt(ctx, receipt, units),
+    settle: reportedSettle(ctx, options.onSettle),
     release(slots, releaseOptions) {
       // Released when a request ends, often past its response: waitUntil keeps the call alive
       // whether or not the caller awaits it (as limitAll's keeps its lease calls alive).

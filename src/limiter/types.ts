@@ -244,3 +244,17 @@ export interface SettleOutcome {
   charged: number[];
   error?: string;
 }
+
+/**
+ * A settle's charges, as the limiter's `onSettle` hook is told them (docs/analytics.md): one
+ * request's usage rules, each with what was charged now.
+ */
+export interface SettledUsage {
+  /** The store's clock when the request was admitted (its receipt's `at`), in ms. */
+  at: number;
+  /**
+   * Per usage policy settled: its name, the client key as counted (a long key is its digest),
+   * and the units charged now, negative when given back. Policies charged 0 are left out.
+   */
+  charges: { policy: string; key: string; units: number }[];
+}
