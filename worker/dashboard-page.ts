@@ -3,9 +3,13 @@
  * depend on a CDN; its Content-Security-Policy forbids any). Its script reads GET /check/stats
  * every 10 s (the browser re-sends the Basic credentials it logged in with) and draws, per
  * rule, allowed vs denied per minute as an inline SVG chart, how decisions were made, and the
- * top denied client keys; and this isolate's breaker (each shard's, when sharded). Every value goes in with textContent or
+ * top denied client keys; a usage rule's units charged and top spenders (dashboard-usage.ts);
+ * and this isolate's breaker (each shard's, when sharded). Every value goes in with textContent or
  * an SVG attribute, never as HTML: client keys are attacker-chosen.
  */
+import { DASHBOARD_CSS } from "./dashboard-style";
+import { USAGE_SCRIPT } from "./dashboard-usage";
+
 export const DASHBOARD_HTML = `<!doctype html>
 <html lang="en">
 <head>
@@ -13,41 +17,7 @@ export const DASHBOARD_HTML = `<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>edge-limiter dashboard</title>
 <style>
-  :root { --ok: #2e7d32; --deny: #c62828; --cache: #ef6c00; --shadow: #6a1b9a; --muted: #666; }
-  body { font: 14px/1.4 system-ui, sans-serif; margin: 0; background: #f5f6f8; color: #1b1f24; }
-  header { background: #1b1f24; color: #fff; padding: 12px 20px; display: flex; gap: 16px; align-items: baseline; flex-wrap: wrap; }
-  header h1 { font-size: 18px; margin: 0; }
-  header .meta { color: #bbb; font-size: 12px; }
-  main { padding: 16px 20px; display: grid; gap: 16px; grid-template-columns: repeat(auto-fill, minmax(460px, 1fr)); }
-  .card { background: #fff; border-radius: 8px; padding: 14px 16px; box-shadow: 0 1px 2px rgba(0,0,0,.08); }
-  .card h2 { font-size: 16px; margin: 0 0 8px; display: flex; gap: 8px; align-items: center; }
-  .badge { font-size: 11px; padding: 1px 7px; border-radius: 10px; background: #eee; color: #333; font-weight: 600; }
-  .badge.shadow { background: #f3e5f5; color: var(--shadow); }
-  .badge.closed { background: #e8f5e9; color: var(--ok); }
-  .badge.open { background: #ffebee; color: var(--deny); }
-  .badge.half-open { background: #fff3e0; color: var(--cache); }
-  .totals { display: flex; gap: 14px; flex-wrap: wrap; margin-bottom: 8px; }
-  .totals div { min-width: 70px; }
-  .totals b { display: block; font-size: 20px; }
-  .totals span { color: var(--muted); font-size: 12px; }
-  .allowed b { color: var(--ok); } .denied b { color: var(--deny); }
-  .cached b { color: var(--cache); } .shadowed b { color: var(--shadow); }
-  svg { display: block; width: 100%; height: auto; }
-  h3 { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); margin: 12px 0 4px; }
-  table { border-collapse: collapse; width: 100%; font-size: 13px; }
-  td { padding: 2px 4px; border-bottom: 1px solid #eee; }
-  td.key { font-family: ui-monospace, monospace; word-break: break-all; }
-  td.key .digest { color: #888; font-size: 11px; margin-left: 6px; }
-  td.count { text-align: right; width: 60px; }
-  .legend { display: flex; gap: 10px; flex-wrap: wrap; font-size: 12px; color: var(--muted); }
-  .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; }
-  #status.error { color: #ff8a80; }
-  .empty { color: var(--muted); }
-  tr.found td { background: #fff59d; }
-  #find { font: inherit; padding: 2px 6px; border-radius: 4px; border: 0; width: 220px; }
-  #plans, #shards { margin: 0 20px 16px; }
-  table.plans td.count { width: auto; white-space: nowrap; }
-</style>
+${DASHBOARD_CSS}</style>
 </head>
 <body>
 <header>
@@ -154,6 +124,7 @@ export const DASHBOARD_HTML = `<!doctype html>
     stat("denied", rule.totals.denied, "denied");
     stat("cached", rule.totals.deniedFromCache, "denied from cache");
     stat("shadowed", rule.totals.shadowDenied, "shadow denials");
+    if (rule.totals.units !== undefined) stat("units", rule.totals.units, "units charged");
     const key = el("div", { class: "legend" });
     for (const [label, color] of [["allowed", "#2e7d32"], [rule.shadow ? "shadow-denied" : "denied", rule.shadow ? "#6a1b9a" : "#c62828"]]) {
       const item = el("span");
@@ -182,17 +153,23 @@ export const DASHBOARD_HTML = `<!doctype html>
       const table = el("table", { class: "top-keys" });
       for (const { key, count, label } of rule.topDenied) {
         const row = el("tr", { "data-key": key });
-        // With analytics.keyLabels, a header rule's key (a SHA-256) comes with its raw value.
-        const cell = el("td", { class: "key" });
-        if (label === undefined) cell.textContent = key;
-        else cell.append(el("span", { class: "label" }, label), el("span", { class: "digest", title: key }, key.slice(0, 12) + "…"));
-        row.append(cell, el("td", { class: "count" }, count));
+        row.append(keyCell(key, label), el("td", { class: "count" }, count));
         table.append(row);
       }
       node.append(table);
     }
+    if (rule.totals.units !== undefined) node.append(...usageSection(rule));
     return node;
   }
+
+  // With analytics.keyLabels, a header rule's key (a SHA-256) comes with its raw value.
+  function keyCell(key, label) {
+    const cell = el("td", { class: "key" });
+    if (label === undefined) cell.textContent = key;
+    else cell.append(el("span", { class: "label" }, label), el("span", { class: "digest", title: key }, key.slice(0, 12) + "…"));
+    return cell;
+  }
+${USAGE_SCRIPT}
 
   // Overrides and blocks set at run time (docs/plans.md): the first page of each, fetched beside
   // the stats (not after them), so the page is drawn whole: never rules with an empty Plans card.

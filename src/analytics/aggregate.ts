@@ -111,7 +111,10 @@ export class Aggregate {
     counts.units = (counts.units ?? 0) + units;
     if (this.topCapacity > 0) {
       counts.spenders ??= new TopKeys(this.topCapacity);
-      counts.spenders.add(ownedString(key.length > MAX_KEY_LENGTH ? key.slice(0, MAX_KEY_LENGTH) : key), units);
+      counts.spenders.add(
+        ownedString(key.length > MAX_KEY_LENGTH ? key.slice(0, MAX_KEY_LENGTH) : key),
+        units,
+      );
     }
   }
 

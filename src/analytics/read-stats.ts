@@ -10,8 +10,8 @@
  */
 import type { DecisionSource } from "../limiter/types";
 import { ADHOC_RULE, addCounts, OTHER_RULE } from "./aggregate";
-import { COUNT_CODES, countsKey, MINUTE_MS, REGION_CODE, UNITS_CODE } from "./redis-layout";
 import { pairs, readTops } from "./read-top";
+import { COUNT_CODES, countsKey, MINUTE_MS, REGION_CODE, UNITS_CODE } from "./redis-layout";
 import type { AnalyticsStore, RuleMinuteCounts, StatsRule, StatsSpan } from "./types";
 
 export interface ReadStatsOptions {

@@ -180,7 +180,10 @@ function addSpenders(
   }
   if (commands === 0) return 0;
   if (labelled) {
-    pipeline.pexpireat(labels, (hour + 1) * HOUR_MINUTES * MINUTE_MS + TOP_KEYS_RETENTION_MINUTES * MINUTE_MS);
+    pipeline.pexpireat(
+      labels,
+      (hour + 1) * HOUR_MINUTES * MINUTE_MS + TOP_KEYS_RETENTION_MINUTES * MINUTE_MS,
+    );
     commands++;
   }
   pipeline.zremrangebyrank(key, 0, -(layout.topKeys * SPENDERS_KEPT_PER_TOP_KEY + 1));

@@ -11,12 +11,7 @@
  */
 import type { Redis } from "@upstash/redis";
 import type { BreakerEvent } from "../limiter/circuit-breaker";
-import type {
-  DecisionSource,
-  LimitRequest,
-  MultiDecision,
-  SettledUsage,
-} from "../limiter/types";
+import type { DecisionSource, LimitRequest, MultiDecision, SettledUsage } from "../limiter/types";
 
 /** The part of an @upstash/redis client the analytics use: one pipelined call per flush. */
 export type AnalyticsStore = Pick<Redis, "pipeline">;

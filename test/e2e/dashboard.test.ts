@@ -2,7 +2,7 @@
 // served by workerd through Miniflare) in front of the local origin, with analytics on; traffic
 // through the proxy, some of it denied; then Debian's Chromium, driven by playwright-core, logs
 // in with HTTP Basic (the admin token as password) and must show the rules, the denials and the top
-// key. The screenshot is kept in test-results/ (CI's artifact).
+// key, and a usage rule's units and top spenders. The screenshot is kept in test-results/ (CI's artifact).
 //
 // Without Chromium (/usr/bin/chromium, or CHROMIUM_PATH) this test is skipped with a loud
 // message; .ci/run installs it (apt-get install -y chromium) when it can.
@@ -99,6 +99,17 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
               key: "header:x-api-key",
               overrides: true,
             },
+            // A usage rule: 500 units reserved per stream, settled to the usage its last event
+            // reports (docs/usage.md).
+            {
+              name: "tokens",
+              match: { path: "/sse/*" },
+              limit: 100_000,
+              window: "1m",
+              key: "header:x-api-key",
+              cost: 500,
+              usage: { json: "usage.total_tokens" },
+            },
           ],
         }),
       },
@@ -153,6 +164,31 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
     for (let i = 0; i < 2; i++) await send("/api/items", "198.51.100.5");
     expect(statuses.filter((s) => s === 429)).toHaveLength(9);
     expect(statuses.filter((s) => s === 403)).toHaveLength(2);
+    // Streams through the usage rule: cust-a uses 120 twice, cust-b 900 once (each reserved 500).
+    for (const [customer, tokens] of [
+      ["a", 120],
+      ["a", 120],
+      ["b", 900],
+    ] as const) {
+      const res = await fetch(`${worker.url}/sse/${run}/${tokens}`, {
+        headers: { "X-API-Key": `cust-${customer}-${run}` },
+      });
+      expect(res.status).toBe(200);
+      await res.text();
+    }
+    // The proxy settles a stream when its body has ended, in the background: wait until the
+    // stats count all three settles (a condition, not a time).
+    const unitsNow = async () => {
+      const res = await fetch(`${worker.url}/check/stats?minutes=5`, {
+        headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
+      const body = (await res.json()) as { rules: { rule: string; totals: { units?: number } }[] };
+      return body.rules.find((rule) => rule.rule === "tokens")?.totals.units;
+    };
+    for (let i = 0; i < 200 && (await unitsNow()) !== 1_140; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(await unitsNow()).toBe(1_140);
 
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     try {
@@ -254,6 +290,22 @@ describe.skipIf(!haveChromium)("the dashboard in headless Chromium", () => {
       expect(await quota.locator(".top-keys td.key .digest").first().getAttribute("title")).toMatch(
         /^[0-9a-f]{64}$/,
       );
+      // The usage rule: units charged (reservations, then the settles' deltas) and its top
+      // spenders, most first, each with its raw key beside the digest.
+      const tokens = page.locator('section[data-rule="tokens"]');
+      expect(await tokens.locator(".units b").textContent()).toBe("1140");
+      expect(await tokens.locator("svg rect.bar-units").count()).toBeGreaterThan(0);
+      expect(await tokens.locator(".top-spenders td.key .label").allTextContents()).toEqual([
+        `cust-b-${run}`,
+        `cust-a-${run}`,
+      ]);
+      expect(await tokens.locator(".top-spenders td.count").allTextContents()).toEqual([
+        "900",
+        "240",
+      ]);
+      // A rule without usage has neither.
+      expect(await api.locator(".units").count()).toBe(0);
+      expect(await api.locator(".top-spenders").count()).toBe(0);
       // Typing a header rule's raw key marks its digest's row (hashed in the page).
       await page.fill("#find", `cust-${run}`);
       await page.waitForSelector('section[data-rule="quota"] tr.found');

@@ -6,11 +6,7 @@
 // through the bridge.
 import { describe, expect, it } from "vitest";
 import { scopedPrefix, testRedis } from "../support/worker/redis";
-import {
-  TEST_ADMIN_TOKEN,
-  TEST_LIMITER_TOKEN,
-  workerWith,
-} from "../support/worker/worker-harness";
+import { TEST_ADMIN_TOKEN, TEST_LIMITER_TOKEN, workerWith } from "../support/worker/worker-harness";
 
 const prefix = scopedPrefix("stats-usage");
 const redis = testRedis();
@@ -82,7 +78,12 @@ async function stats(): Promise<UsageRule[]> {
 
 describe("GET /check/stats with a usage rule", () => {
   it("answers units reserved then settled, and the top spenders, most first, capped", async () => {
-    const [a, b, c, d] = ["a", "b", "c", "d"].map((name) => `cust-${name}-${run}`) as string[];
+    const [a, b, c, d] = ["a", "b", "c", "d"].map((name) => `cust-${name}-${run}`) as [
+      string,
+      string,
+      string,
+      string,
+    ];
     const receipts = {
       a1: await check("tokens", a),
       a2: await check("tokens", a),

@@ -190,10 +190,7 @@ describe("usage rules' units and top spenders", () => {
       other = `client-${i}`;
     }
     // One request on two shards: a "tokens" part and an "other" part.
-    const decided = await limiter.limitAll([
-      usage("client-0", 100),
-      usage(other, 200, "other"),
-    ]);
+    const decided = await limiter.limitAll([usage("client-0", 100), usage(other, 200, "other")]);
     const outcome = await limiter.settle(receiptOf(decided), 40);
     expect(outcome.status).toBe("settled");
     expect(outcome.charged.sort()).toEqual([-160, -60]);
