@@ -110,6 +110,21 @@ describe("usage rules' units and top spenders", () => {
     ]);
   });
 
+  it("counts a settle per rule: each rule its own units, a rule left out keeps its reservation", async () => {
+    const { limiter, rule } = setup(`${filePrefix}-per-rule`);
+    const receipt = receiptOf(
+      await limiter.limitAll([usage("key-a", 100), usage("key-b", 200, "other")]),
+    );
+    expect(await limiter.settle(receipt, { other: 500 })).toMatchObject({
+      status: "settled",
+      policies: ["other"],
+      charged: [300],
+    });
+    expect((await rule("other"))?.topSpenders).toEqual([{ key: "key-b", units: 500 }]);
+    expect((await rule("tokens"))?.topSpenders).toEqual([{ key: "key-a", units: 100 }]);
+    expect((await rule("tokens"))?.totals.units).toBe(100);
+  });
+
   it("answers at most topKeys spenders, most first; a give-back never leaves a negative member", async () => {
     const prefix = `${filePrefix}-cap`;
     const { clock, limiter, rule } = setup(prefix, { topKeys: 2 });
