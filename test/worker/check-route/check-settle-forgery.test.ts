@@ -1,0 +1,94 @@
+/**
+ * POST /check/settle against a caller who holds the /check token (LIMITER_TOKEN) and reads the
+ * source: the receipt's MAC is keyed by that same token (src/http/usage-receipt.ts), so such a
+ * caller can seal a receipt of its own for any key and any member id. Member ids are an
+ * isolate's prefix and a counter (src/limiter/member-id.ts): a caller's own receipt shows the
+ * prefix and its neighbours' ids. Real worker, real Redis through the bridge.
+ */
+import { describe, expect, it } from "vitest";
+import { scopedPrefix } from "../../support/worker/redis";
+import { TEST_LIMITER_TOKEN, workerWith } from "../../support/worker/worker-harness";
+
+const prefix = scopedPrefix("settle-forgery");
+const run = crypto.randomUUID().slice(0, 8);
+const worker = workerWith({ LIMITER_CONFIG: JSON.stringify({ prefix, rules: [] }) });
+
+const post = (path: string, body: unknown) =>
+  worker(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${TEST_LIMITER_TOKEN}` },
+    body: JSON.stringify(body),
+  });
+
+const b64 = (bytes: Uint8Array) =>
+  btoa(String.fromCharCode(...bytes))
+    .replace(/\+/g, "-")
+    .replace(/\//g, "_")
+    .replace(/=+$/, "");
+const unb64 = (text: string) =>
+  Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0));
+
+type Sealed = {
+  k: string[];
+  g: [string, string, number, [string, number, number, number, number][]][];
+};
+
+/** A receipt sealed as usage-receipt.ts seals them, with the token every /check caller has. */
+async function forge(sealed: Sealed, token: string): Promise<string> {
+  const body = b64(new TextEncoder().encode(JSON.stringify(sealed)));
+  const key = await crypto.subtle.importKey(
+    "raw",
+    new TextEncoder().encode(`edge-limiter usage receipt\n${token}`),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(body));
+  return `${body}.${b64(new Uint8Array(mac))}`;
+}
+
+async function receiptFor(key: string): Promise<string> {
+  const answer = await post("/check", { key, limit: 100, window: "1m", cost: 50, usage: true });
+  expect(answer.status).toBe(200);
+  return ((await answer.json()) as { receipt: string }).receipt;
+}
+
+const remaining = async (key: string) =>
+  (
+    (await (await post("/check", { key, limit: 100, window: "1m", cost: 1 })).json()) as {
+      remaining: number;
+    }
+  ).remaining;
+
+describe("POST /check/settle: a receipt the caller sealed itself", () => {
+  // BUG: the receipt's HMAC key is derived from LIMITER_TOKEN alone, the bearer token every
+  // /check caller holds, so the seal proves nothing to those callers. One of them seals a
+  // receipt naming another customer's key and the member id next to its own (ids are an
+  // isolate prefix and a counter) and settles it at 0: the victim's reservation is given back
+  // (a give-back no decision-token route allows: reset is admin), and the victim's own settle
+  // then answers 409, so its real usage is never charged. A proxy's streams in the same
+  // isolate are reachable the same way (same prefix, same counter). The fix is a sealing
+  // secret /check callers do not hold (one of its own, or one derived from a server-only
+  // binding), not local to the reader: left failing.
+  it.fails("refuses (400 naming receipt) a receipt sealed with the /check token", async () => {
+    const attacker = await receiptFor(`attacker-${run}`);
+    const victim = await receiptFor(`victim-${run}`);
+    const mine = JSON.parse(
+      new TextDecoder().decode(unb64(attacker.split(".")[0] as string)),
+    ) as Sealed;
+    const [shard, memberId, at, rules] = mine.g[0] as Sealed["g"][number];
+    // The next id this isolate handed out: the victim's.
+    const isolate = memberId.slice(0, 12);
+    const next = `${isolate}${(Number.parseInt(memberId.slice(12), 36) + 1).toString(36)}`;
+    const forged = await forge(
+      { k: [`victim-${run}`], g: [[shard, next, at, rules]] },
+      TEST_LIMITER_TOKEN,
+    );
+    const settled = await post("/check/settle", { receipt: forged, usage: 0 });
+    expect(settled.status, await settled.clone().text()).toBe(400);
+    expect(((await settled.json()) as { field?: string }).field).toBe("receipt");
+    // The victim's reservation stands until its own receipt settles it.
+    expect(await remaining(`victim-${run}`)).toBe(49);
+    expect((await post("/check/settle", { receipt: victim, usage: 30 })).status).toBe(200);
+  });
+});
