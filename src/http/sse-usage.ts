@@ -153,7 +153,9 @@ export class SseUsageScanner {
     }
     if (this.oversized) return;
     const value = from < end ? text.slice(from, end) : "";
-    if (this.data.length + value.length + 1 > this.maxEventLength) {
+    // The LF that joins it to the event's data before it, if any: an event of exactly the cap fits.
+    const joined = this.data.length + value.length + (this.dataLines > 0 ? 1 : 0);
+    if (joined > this.maxEventLength) {
       this.drop();
       return;
     }
