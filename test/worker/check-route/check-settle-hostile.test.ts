@@ -1,6 +1,7 @@
 /**
- * POST /check/settle against a caller who holds the /check token (LIMITER_TOKEN) and reads the
- * source: the receipt's MAC is keyed by that same token (src/http/usage-receipt.ts), so such a
+ * POST /check/settle against hostile and careless callers: receipts altered, truncated, huge or
+ * with foreign characters, settles of one receipt racing each other, a /check retried under its
+ * requestId, and a caller who holds the /check token (LIMITER_TOKEN) and reads the source: the receipt's MAC is keyed by that same token (src/http/usage-receipt.ts), so such a
  * caller can seal a receipt of its own for any key and any member id. Member ids are an
  * isolate's prefix and a counter (src/limiter/member-id.ts): a caller's own receipt shows the
  * prefix and its neighbours' ids. Real worker, real Redis through the bridge.
@@ -9,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { scopedPrefix } from "../../support/worker/redis";
 import { TEST_LIMITER_TOKEN, workerWith } from "../../support/worker/worker-harness";
 
-const prefix = scopedPrefix("settle-forgery");
+const prefix = scopedPrefix("settle-hostile");
 const run = crypto.randomUUID().slice(0, 8);
 const worker = workerWith({ LIMITER_CONFIG: JSON.stringify({ prefix, rules: [] }) });
 
@@ -55,7 +56,9 @@ async function receiptFor(key: string): Promise<string> {
 
 const remaining = async (key: string) =>
   (
-    (await (await post("/check", { key, limit: 100, window: "1m", cost: 1 })).json()) as {
+    (await (
+      await post("/check", { key, limit: 100, window: "1m", cost: 1, usage: true })
+    ).json()) as {
       remaining: number;
     }
   ).remaining;
@@ -90,5 +93,68 @@ describe("POST /check/settle: a receipt the caller sealed itself", () => {
     // The victim's reservation stands until its own receipt settles it.
     expect(await remaining(`victim-${run}`)).toBe(49);
     expect((await post("/check/settle", { receipt: victim, usage: 30 })).status).toBe(200);
+  });
+});
+
+describe("POST /check/settle: odd receipts and racing settles", () => {
+  it("settles a receipt once when eight settles of it race", async () => {
+    const receipt = await receiptFor(`race-${run}`);
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => post("/check/settle", { receipt, usage: i + 1 })),
+    );
+    const statuses = answers.map((answer) => answer.status).sort();
+    expect(statuses).toEqual([200, 409, 409, 409, 409, 409, 409, 409]);
+    const won = answers.find((answer) => answer.status === 200) as Response;
+    const { usage } = (await won.json()) as { usage: number };
+    // What the winner said it charged, and nothing of the others: 100 − usage − this probe.
+    expect(await remaining(`race-${run}`)).toBe(100 - usage - 1);
+  });
+
+  it("refuses altered, truncated, huge and foreign-character receipts: 400 naming receipt", async () => {
+    const receipt = await receiptFor(`odd-${run}`);
+    const [body, mac] = receipt.split(".") as [string, string];
+    const odd = [
+      `${receipt}.`,
+      `${receipt}\u0000`,
+      `${receipt.slice(0, -1)}é`,
+      `.${mac}`,
+      `${body}.`,
+      `${body.slice(0, -4)}.${mac}`,
+      `${body}=.${mac}`,
+      "é".repeat(3_000),
+      "a".repeat(6_001),
+    ];
+    for (const given of odd) {
+      const answer = await post("/check/settle", { receipt: given, usage: 1 });
+      expect(answer.status, given.slice(0, 40)).toBe(400);
+      expect(((await answer.json()) as { field: string }).field).toBe("receipt");
+    }
+    // Nothing was counted by them: the receipt still settles, once.
+    expect(await remaining(`odd-${run}`)).toBe(49);
+    expect((await post("/check/settle", { receipt, usage: 0 })).status).toBe(200);
+  });
+
+  // BUG (medium for /check callers that retry): a /check retried under its requestId (the
+  // first answer lost: the one reason to retry) is replayed allowed, but with no receipt: the
+  // decision of a replay carries none (limiter/decisions.ts fromEvaluation gives one only to an
+  // admission counted now). The caller cannot settle, so its reservation stands whatever it
+  // used: under-charged past it, over-charged below it. The id's record names the original
+  // member (a replay's slot uses it), enough for a receipt; not local to src/http: left failing.
+  it.fails("answers a /check replayed under its requestId with a receipt that settles", async () => {
+    const body = {
+      key: `replay-${run}`,
+      limit: 100,
+      window: "1m",
+      cost: 50,
+      usage: true,
+      requestId: `id-${run}`,
+    };
+    expect((await post("/check", body)).status).toBe(200);
+    const retried = await post("/check", body);
+    expect(retried.status).toBe(200);
+    const { receipt } = (await retried.json()) as { receipt?: string };
+    expect(typeof receipt).toBe("string");
+    expect((await post("/check/settle", { receipt, usage: 80 })).status).toBe(200);
+    expect(await remaining(`replay-${run}`)).toBe(100 - 80 - 1);
   });
 });
