@@ -98,6 +98,32 @@ describe("event streams framed every legal way", () => {
   });
 });
 
+describe("an origin that sends an event a few bytes at a time", () => {
+  it("copies what it keeps between chunks once, not once per chunk", () => {
+    // A 60 000-character event, one byte a chunk, then 2 000 short data lines the same way.
+    const event = `data: {"usage":{"t":5},"p":"${"x".repeat(60_000)}"}\n\n`;
+    const lines = Array.from({ length: 2_000 }, () => `data: ${"y".repeat(20)}\n`).join("");
+    const stream = bytes(`${event}${lines}\ndata: {"usage":{"t":6}}\n\n`);
+    // What the scanner copies (to free the chunks it kept slices of) goes through encode:
+    // counted, not recorded (a spy would keep every copy).
+    const { encode } = TextEncoder.prototype;
+    let copiedChars = 0;
+    TextEncoder.prototype.encode = function (this: TextEncoder, text?: string) {
+      copiedChars += text?.length ?? 0;
+      return encode.call(this, text);
+    };
+    try {
+      const scan = new SseUsageScanner(compilePaths("usage.t"));
+      for (let i = 0; i < stream.length; i++) scan.push(stream.subarray(i, i + 1));
+      expect(scan.finish(true)).toBe(6);
+    } finally {
+      TextEncoder.prototype.encode = encode;
+    }
+    // Before, each chunk copied all the event held so far: ~3·10⁹ characters here.
+    expect(copiedChars).toBeLessThan(2 * stream.length);
+  });
+});
+
 describe("bodies the reader cannot read", () => {
   it("hands on a body already read, or locked by a reader, as it is, with no usage", async () => {
     const consumed = new Response('{"u":3}', { headers: json });
