@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { scopedPrefix } from "../../support/worker/redis";
-import { TEST_LIMITER_TOKEN, workerWith } from "../../support/worker/worker-harness";
+import { postCheck, TEST_LIMITER_TOKEN, workerWith } from "../../support/worker/worker-harness";
 
 const prefix = scopedPrefix("settle-hostile");
 const run = crypto.randomUUID().slice(0, 8);
@@ -132,6 +132,22 @@ describe("POST /check/settle: odd receipts and racing settles", () => {
     // Nothing was counted by them: the receipt still settles, once.
     expect(await remaining(`odd-${run}`)).toBe(49);
     expect((await post("/check/settle", { receipt, usage: 0 })).status).toBe(200);
+  });
+
+  it("a receipt of a key reset since is a 404, and charges nothing to its new window", async () => {
+    const key = `reset-${run}`;
+    const receipt = await receiptFor(key);
+    const reset = await postCheck(
+      worker,
+      { key, limit: 100, window: "1m", usage: true },
+      { path: "/check/reset" },
+    );
+    expect(await reset.json()).toMatchObject({ reset: true, existed: true });
+    const fresh = await receiptFor(key);
+    expect((await post("/check/settle", { receipt, usage: 90 })).status).toBe(404);
+    // Only the new admission's 50 and this probe's 1.
+    expect(await remaining(key)).toBe(49);
+    expect((await post("/check/settle", { receipt: fresh, usage: 0 })).status).toBe(200);
   });
 
   // BUG (medium for /check callers that retry): a /check retried under its requestId (the
