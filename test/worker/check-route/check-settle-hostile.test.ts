@@ -7,11 +7,14 @@
  * prefix and its neighbours' ids. Real worker, real Redis through the bridge.
  */
 import { describe, expect, it } from "vitest";
-import { scopedPrefix } from "../../support/worker/redis";
+import { storageKey } from "../../../src/store/keys";
+import { scopedPrefix, testRedis } from "../../support/worker/redis";
 import { postCheck, TEST_LIMITER_TOKEN, workerWith } from "../../support/worker/worker-harness";
 
 const prefix = scopedPrefix("settle-hostile");
 const run = crypto.randomUUID().slice(0, 8);
+const redis = testRedis();
+const pad2 = (i: number) => String(i).padStart(2, "0");
 const worker = workerWith({ LIMITER_CONFIG: JSON.stringify({ prefix, rules: [] }) });
 
 const post = (path: string, body: unknown) =>
@@ -148,6 +151,35 @@ describe("POST /check/settle: odd receipts and racing settles", () => {
     // Only the new admission's 50 and this probe's 1.
     expect(await remaining(key)).toBe(49);
     expect((await post("/check/settle", { receipt: fresh, usage: 0 })).status).toBe(200);
+  });
+
+  it("settles the longest receipt /check hands out: 16 usage rules, a key of escapes", async () => {
+    // What makes a receipt longest: the most rules a /check names, each with the longest name,
+    // limit, window and cost, and the longest key, every character of it escaped in JSON.
+    const names = Array.from({ length: 16 }, (_, i) => `${"r".repeat(62)}${pad2(i)}`);
+    const rules = names.map((name) => ({
+      name,
+      limit: 1_000_000_000_000,
+      window: "7d",
+      cost: 999_999_999_999,
+      key: "ip",
+      usage: { json: "usage.total_tokens" },
+    }));
+    const widest = workerWith({ LIMITER_CONFIG: JSON.stringify({ prefix, rules }) });
+    const key = `${run}${"\u0001".repeat(504)}`;
+    try {
+      const checked = await postCheck(widest, { key, rules: names });
+      expect(checked.status).toBe(200);
+      const { receipt } = (await checked.json()) as { receipt: string };
+      // Before: past the 6 000 characters /check/settle took, refused as not a receipt.
+      expect(receipt.length).toBeGreaterThan(6_000);
+      const settled = await postCheck(widest, { receipt, usage: 0 }, { path: "/check/settle" });
+      expect(settled.status, await settled.clone().text()).toBe(200);
+    } finally {
+      for (const name of names) {
+        await redis.del(storageKey(prefix, name, key, "sliding-log-weighted"));
+      }
+    }
   });
 
   // BUG (medium for /check callers that retry): a /check retried under its requestId (the
