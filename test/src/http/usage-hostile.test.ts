@@ -189,7 +189,11 @@ describe("a client that leaves just before the usage", () => {
   // cap, a stream for a bounded time) would charge it. A design change, not local: left failing.
   it.fails("charges the usage of a JSON body whose client left before its last chunk", async () => {
     let origin!: ReadableStreamDefaultController<Uint8Array>;
-    const body = new ReadableStream<Uint8Array>({ start: (c) => void (origin = c) });
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        origin = controller;
+      },
+    });
     const { response, usage } = readUsage(new Response(body, { headers: json }), { json: "u" });
     const reader = (response.body as ReadableStream<Uint8Array>).getReader();
     origin.enqueue(bytes(`{"answer":"${"every token the client wanted ".repeat(100)}",`));

@@ -4,7 +4,7 @@
  * compresses inside the rate limiter. Real store through the bridge.
  */
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { compress } from "hono/compress";
 import { describe, expect, it } from "vitest";
 import { createLimiter, type RateLimitVariables, rateLimit } from "../../../src/index";
@@ -27,7 +27,7 @@ const tokens = (name: string, extra: object = {}) => ({
   ...extra,
 });
 
-function appWith(rules: Rules, key: string, inner?: Parameters<Hono["use"]>[0]) {
+function appWith(rules: Rules, key: string, inner?: MiddlewareHandler) {
   const app = new Hono<{ Variables: RateLimitVariables }>();
   app.use(rateLimit({ limiter, rules, key: () => key }));
   if (inner) app.use(inner);
