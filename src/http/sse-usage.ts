@@ -13,7 +13,9 @@
  *
  * Memory: what is kept between chunks (the unfinished event's data and line) is copied into
  * strings of its own at the end of each chunk, so no chunk outlives its turn, and is capped: an
- * event whose data grows past the cap is dropped and the rest of it skipped, not buffered.
+ * event whose data grows past the cap is dropped and the rest of it skipped, not buffered. Only
+ * what the chunk added is copied, appended to what earlier chunks left: an event or a line that
+ * comes a few bytes a chunk costs its length once, not once per chunk.
  */
 import { compilePathNeedles, type UsagePath, UsageTally } from "./usage-paths";
 
@@ -34,15 +36,23 @@ export class SseUsageScanner {
   private readonly decoder = new TextDecoder();
   private readonly tally: UsageTally;
   private readonly needles: readonly string[] | undefined;
-  /** The current event's data lines, joined with LF. */
-  private data = "";
+  /**
+   * The current event's data lines, joined with LF: what earlier chunks left (strings of their
+   * own), then what this chunk added (slices of it, copied when the chunk is over).
+   */
+  private dataKept = "";
+  private dataFresh = "";
   private dataLines = 0;
   /** The event's data may hold a path: worth parsing. */
   private mayHold = false;
   /** The event's data went past the cap: the rest of the event is skipped. */
   private oversized = false;
-  /** The start of a line the last chunk did not finish, kept while it may be a data line. */
-  private partial = "";
+  /**
+   * The start of a line the chunks so far did not finish, kept while it may be a data line: what
+   * earlier chunks left, then what this chunk added (copied when the chunk is over).
+   */
+  private partialKept = "";
+  private partialFresh = "";
   /** The unfinished line is not a data line (or is too long): the rest of it is ignored. */
   private skipping = false;
   /** The last character was a CR: an LF right after it ends no second line. */
@@ -59,7 +69,11 @@ export class SseUsageScanner {
 
   /** Characters held between chunks (the event's data, an unfinished line): at most cap + 6. */
   get heldLength(): number {
-    return this.data.length + this.partial.length;
+    return this.dataLength + this.partialKept.length + this.partialFresh.length;
+  }
+
+  private get dataLength(): number {
+    return this.dataKept.length + this.dataFresh.length;
   }
 
   /** The most characters held between chunks since the stream began. */
@@ -70,8 +84,11 @@ export class SseUsageScanner {
   /** Scans one chunk of the body. */
   push(chunk: Uint8Array): void {
     this.scan(this.decoder.decode(chunk, { stream: true }));
-    if (this.data !== "") this.data = copied(this.data);
-    if (this.partial !== "") this.partial = copied(this.partial);
+    // Appended, not flattened: the kept part is never copied again.
+    if (this.dataFresh !== "") this.dataKept += copied(this.dataFresh);
+    if (this.partialFresh !== "") this.partialKept += copied(this.partialFresh);
+    this.dataFresh = "";
+    this.partialFresh = "";
     if (this.heldLength > this.peak) this.peak = this.heldLength;
   }
 
@@ -83,11 +100,13 @@ export class SseUsageScanner {
   finish(complete: boolean): number | undefined {
     if (complete) {
       this.scan(this.decoder.decode());
-      if (this.partial !== "") this.line(this.partial, 0, this.partial.length);
+      const partial = this.partialKept + this.partialFresh;
+      if (partial !== "") this.line(partial, 0, partial.length);
       this.dispatch();
     }
-    this.data = "";
-    this.partial = "";
+    this.clearData();
+    this.partialKept = "";
+    this.partialFresh = "";
     return this.tally.total();
   }
 
@@ -113,9 +132,9 @@ export class SseUsageScanner {
         return;
       }
       if (this.skipping) this.skipping = false;
-      else if (this.partial !== "") {
-        const whole = this.partial + text.slice(i, end);
-        this.partial = "";
+      else if (this.partialKept !== "") {
+        const whole = this.partialKept + text.slice(i, end);
+        this.partialKept = "";
         this.line(whole, 0, whole.length);
       } else this.line(text, i, end);
       this.afterCR = text.charCodeAt(end) === CR;
@@ -126,15 +145,18 @@ export class SseUsageScanner {
   /** Keeps the start of a line the chunk did not finish, if it may be a data line. */
   private unfinished(text: string, start: number, end: number): void {
     if (this.skipping) return;
-    const line = this.partial + text.slice(start, end);
-    const data = line.length < 5 ? "data:".startsWith(line) : line.startsWith("data:");
+    const kept = this.partialKept;
+    // Only the line's first 5 characters say whether it is a data line (a kept one is).
+    const head = kept.length >= 5 ? "data:" : kept + text.slice(start, start + 5 - kept.length);
+    const data = head.length < 5 ? "data:".startsWith(head) : head.startsWith("data:");
+    const length = kept.length + end - start;
     // "data: " and the value: at most the cap plus the 6 characters of the field's name.
-    if (data && !this.oversized && this.data.length + line.length <= this.maxEventLength + 6) {
-      this.partial = line;
+    if (data && !this.oversized && this.dataLength + length <= this.maxEventLength + 6) {
+      this.partialFresh = text.slice(start, end);
       return;
     }
     if (data && !this.oversized) this.drop();
-    this.partial = "";
+    this.partialKept = "";
     this.skipping = true;
   }
 
@@ -153,11 +175,13 @@ export class SseUsageScanner {
     }
     if (this.oversized) return;
     const value = from < end ? text.slice(from, end) : "";
-    if (this.data.length + value.length + 1 > this.maxEventLength) {
+    // The LF that joins it to the event's data before it, if any: an event of exactly the cap fits.
+    const joined = this.dataLength + value.length + (this.dataLines > 0 ? 1 : 0);
+    if (joined > this.maxEventLength) {
       this.drop();
       return;
     }
-    this.data = this.dataLines++ === 0 ? value : `${this.data}\n${value}`;
+    this.dataFresh = this.dataLines++ === 0 ? value : `${this.dataFresh}\n${value}`;
     if (!this.mayHold) this.mayHold = this.holds(value);
   }
 
@@ -170,12 +194,17 @@ export class SseUsageScanner {
 
   private drop(): void {
     this.oversized = true;
-    this.data = "";
+    this.clearData();
+  }
+
+  private clearData(): void {
+    this.dataKept = "";
+    this.dataFresh = "";
   }
 
   private dispatch(): void {
     if (this.dataLines > 0 && this.mayHold && !this.oversized) {
-      const data = this.data;
+      const data = this.dataKept + this.dataFresh;
       if (data.trimStart().startsWith("{")) {
         try {
           this.tally.record(JSON.parse(data));
@@ -184,7 +213,7 @@ export class SseUsageScanner {
         }
       }
     }
-    this.data = "";
+    this.clearData();
     this.dataLines = 0;
     this.mayHold = false;
     this.oversized = false;

@@ -91,7 +91,12 @@ export class UsageTally {
     }
   }
 
-  /** The sum of the paths' values (a missing one counting 0), or undefined when none was seen. */
+  /**
+   * The sum of the paths' values (a missing one counting 0), or undefined when none was seen.
+   * A sum past 10¹² (several paths, each valid) counts 10¹²: the request used at least what a
+   * usage rule's limit can hold, and a settle refuses more, which would leave only the
+   * reservation charged.
+   */
   total(): number | undefined {
     let any = false;
     let sum = 0;
@@ -100,6 +105,6 @@ export class UsageTally {
       any = true;
       sum += value;
     }
-    return any ? sum : undefined;
+    return any ? Math.min(sum, MAX_USAGE) : undefined;
   }
 }

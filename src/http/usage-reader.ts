@@ -22,7 +22,7 @@ import { compilePaths, usageValue } from "./usage-paths";
  *   `stream_options.include_usage`), or Anthropic's `["message.usage.input_tokens",
  *   "usage.output_tokens"]` (input tokens in `message_start`'s message, output tokens in the last
  *   `message_delta`). A path no document carried counts 0, unless none of the paths was carried:
- *   then there is no usage.
+ *   then there is no usage. A sum past 10¹² counts 10¹².
  *
  * A usage value is a JSON number (or, for a header, a string of digits) whose value is an
  * integer from 0 to 10¹²; a negative, fractional, non-numeric or larger value is ignored, as if
@@ -64,8 +64,9 @@ type BodyScan = {
  *   client cancels the body (its origin's body is then cancelled too) or the origin's body fails,
  *   with the usage of the events already complete (a JSON body cut short has none);
  * - at once with undefined when nothing can be read: no body, a body of another content type, a
- *   JSON body whose Content-Length is past the cap, a header missing where the runtime exposes no
- *   trailers, a signal already aborted (the origin's body is then cancelled).
+ *   JSON body whose Content-Length is past the cap, a body already read or locked (the response
+ *   is then returned as it is), a header missing where the runtime exposes no trailers, a signal
+ *   already aborted (the origin's body is then cancelled).
  *
  * A body nobody reads never ends: its usage stays pending, as the body does.
  *
@@ -159,6 +160,9 @@ function scanned(
 ): UsageReading {
   const body = response.body;
   if (!body) return { response, usage: Promise.resolve(scan.finish(true)) };
+  // A body read already (a handler that consumed it, or holds its reader): nothing to read, and
+  // the response is handed on as it is, so it fails (or not) as it would without a usage rule.
+  if (response.bodyUsed || body.locked) return { response, usage: Promise.resolve(undefined) };
   if (signal?.aborted) {
     body.cancel(signal.reason).catch(() => {});
     return { response, usage: Promise.resolve(scan.finish(false)) };

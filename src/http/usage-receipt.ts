@@ -10,8 +10,13 @@ import type { CountedReceipt } from "../limiter/receipt-state";
 import { denialCacheKey, type ResolvedPolicy } from "../limiter/resolved-policy";
 import type { RefundReceipt } from "../limiter/types";
 
-/** The longest receipt /check/settle reads (16 usage rules with long keys fit). */
-export const MAX_RECEIPT_LENGTH = 6_000;
+/**
+ * The longest receipt /check/settle reads. The longest /check hands out is ~6 500 characters:
+ * 16 usage rules with 64-character names, and a 512-character key that JSON escapes to 6 bytes
+ * a character (control characters), base64 adding a third. Above it with room for a reshard's
+ * second shard, below what the 8 KiB settle body can carry.
+ */
+export const MAX_RECEIPT_LENGTH = 8_000;
 
 // What a receipt holds, compact: the client keys once each (a /check's rules share one key, raw,
 // grouped or hashed), then per shard and member the usage rules counted there: rule, key index,

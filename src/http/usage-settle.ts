@@ -7,6 +7,7 @@
 import type { RuleConfig } from "../config/rule-schema";
 import type { UsageSpec } from "../config/usage-schema";
 import type { Limiter } from "../limiter/limiter-api";
+import { isUsage, USAGE_RANGE } from "../limiter/settle-receipt";
 import type { Decision, SettleOutcome, SettleUnits, WaitUntil } from "../limiter/types";
 import type { RulesOutcome } from "../rules/outcome";
 import { readUsage } from "./usage-reader";
@@ -17,6 +18,8 @@ export interface UsageSettler {
   settle(units: SettleUnits): Promise<SettleOutcome>;
   readonly settled: boolean;
 }
+
+const REFUSED = `usage ${USAGE_RANGE}`;
 
 const RANK: Record<SettleOutcome["status"], number> = {
   failed: 3,
@@ -49,6 +52,13 @@ export function usageSettler(
   };
   return {
     settle(units) {
+      // Units a settle refuses change nothing in the store: they do not use up the request's
+      // one settle, which a right figure (the app's next call, or the body's) still makes.
+      const valid =
+        typeof units === "object" ? Object.values(units).every(isUsage) : isUsage(units);
+      if (!valid) {
+        return Promise.resolve({ status: "failed", policies: [], charged: [], error: REFUSED });
+      }
       done ??= settle(units);
       return done;
     },
