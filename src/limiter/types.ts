@@ -125,6 +125,12 @@ export interface LimitRequest {
    * @default false
    */
   overrides?: boolean;
+  /**
+   * A usage rule's policy (docs/usage.md): `cost` is a reservation that `limiter.settle` makes
+   * what the request used, once. Counted in "sliding-log-weighted" (always settleable),
+   * "fixed-window" or "calendar", whose limits then go up to 10^12 units. @default false
+   */
+  usage?: boolean;
 }
 
 export interface LimitAllOptions {

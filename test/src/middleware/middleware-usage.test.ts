@@ -239,7 +239,7 @@ describe("the middleware settles usage rules", () => {
       expect(((await res.json()) as { field: string }).field).toMatch(/^rules\[0\]\.usage/);
     }
     const { app } = appWith(
-      { name: "bad", limit: 10, window: "1m", usage: { header: "x" }, algorithm: "fixed-window" },
+      { name: "bad", limit: 10, window: "1m", usage: { header: "x" }, algorithm: "token-bucket" },
       "x",
     );
     expect(await (await app.request("/none")).json()).toMatchObject({ field: "rules[0].usage" });
