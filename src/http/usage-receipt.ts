@@ -10,8 +10,8 @@ import { type PeriodUnit, periodAt } from "../limiter/calendar-period";
 import type { CountedReceipt } from "../limiter/receipt-state";
 import { denialCacheKey, type ResolvedPolicy } from "../limiter/resolved-policy";
 import { isUsagePolicy } from "../limiter/settle-receipt";
-import type { Algorithm } from "../store/algorithm";
 import type { RefundReceipt } from "../limiter/types";
+import type { Algorithm } from "../store/algorithm";
 
 /** The longest receipt /check/settle reads (16 usage rules with long keys fit). */
 export const MAX_RECEIPT_LENGTH = 6_000;
@@ -31,7 +31,9 @@ type Rule = [
   cost: number,
   // Absent: the weighted log. "f": a fixed window. A calendar period: its unit, zone and anchor,
   // and the start and end of the period the request was counted in.
-  counted?: "f" | [unit: PeriodUnit, timezone: string, anchor: number | null, start: number, end: number],
+  counted?:
+    | "f"
+    | [unit: PeriodUnit, timezone: string, anchor: number | null, start: number, end: number],
 ];
 
 const encoder = new TextEncoder();
