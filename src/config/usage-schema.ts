@@ -69,7 +69,7 @@ export const usageSchema = v.pipe(
  * debt that drains with time; a window that fades into the next one's weight), nor a
  * concurrency rule (slots, not units).
  */
-export const USAGE_NEEDS_COUNT =
+const USAGE_NEEDS_COUNT =
   'applies to "sliding-log" (counted weighted), "sliding-log-weighted", "fixed-window" and calendar quotas ("period"): a settle charges the window or period the request was counted in, which "token-bucket" (a debt that drains) and "sliding-counter" (a window that fades into the next) do not keep';
 
 /**

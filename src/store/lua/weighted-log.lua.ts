@@ -39,7 +39,7 @@ import { MAX_WEIGHTED_ENTRIES } from "../caps";
  * at most MAX_WEIGHTED_ENTRIES admissions (caps.ts): a request past them is denied until the
  * oldest leaves, whatever units are left.
  */
-export const WL_CODEC = `
+const WL_CODEC = `
 -- The most admissions one log holds in its window.
 local WL_MAX = ${MAX_WEIGHTED_ENTRIES}
 -- The trailer: '|W', sum (16 digits), count (6), start (9: bytes before the first live entry),
