@@ -140,6 +140,28 @@ describe("a monthly token quota (calendar usage rule)", () => {
   });
 });
 
+describe("a customer's own monthly token budget (an override)", () => {
+  it("takes a usage rule's limit in units; a plain calendar rule's stays within 100 000", async () => {
+    const key = newKey();
+    clock.set(MARCH.start + 10_000);
+    const own = { limit: 20_000_000, algorithm: "calendar" as const };
+    expect(await limiter.overrides.set("tokens-month", key, own)).toMatchObject({
+      ok: false,
+      field: "limit",
+    });
+    expect(await limiter.overrides.set("tokens-month", key, { ...own, usage: true })).toMatchObject(
+      { ok: true },
+    );
+    const decided = await limiter.limit({ ...tokens(key), overrides: true });
+    expect(decided).toMatchObject({
+      allowed: true,
+      limit: 20_000_000,
+      remaining: 20_000_000 - 4_000,
+    });
+    await limiter.overrides.remove("tokens-month", key);
+  });
+});
+
 describe("a usage rule on a fixed window", () => {
   const perMinute = (key: string, cost = 50): LimitRequest => ({
     policy: "tokens-minute",
