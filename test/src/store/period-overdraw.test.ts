@@ -1,4 +1,4 @@
-// The bound reserve-then-settle keeps in a calendar period (lua/settle-driver.lua.ts,
+// The bound reserve-then-settle keeps in a calendar period and a fixed window (lua/settle-driver.lua.ts,
 // docs/usage.md "How exact"): admissions and settles racing on one period's count (each
 // instant's events sent at once), on a fake clock, over six UTC days. With a covering
 // reservation no day is charged more than the limit; with a smaller one, a day is over by at
@@ -50,10 +50,14 @@ function workload(seed: number, reserve: (used: number) => number): Req[] {
 const dayOf = (t: number) => periodAt(period, t).start;
 
 /** Plays the workload; answers each day's count as stored when the day ended. */
-async function play(name: string, requests: Req[]): Promise<Map<number, number>> {
+async function play(
+  name: string,
+  requests: Req[],
+  algorithm: "calendar" | "fixed-window",
+): Promise<Map<number, number>> {
   const policy: StorePolicy = {
-    redisKey: storageKey(prefix, name, "client", "calendar"),
-    algorithm: "calendar",
+    redisKey: storageKey(prefix, name, "client", algorithm),
+    algorithm,
     limit: LIMIT,
     windowMs: DAY,
     cost: 1,
@@ -62,8 +66,11 @@ async function play(name: string, requests: Req[]): Promise<Map<number, number>>
   const counts = new Map<number, number>();
   const readDay = async (day: number) => {
     const value = (await redis.get<string>(policy.redisKey)) ?? "";
-    const [start, , count] = value.split(":").map(Number);
-    if (start === day) counts.set(day, count ?? 0);
+    const [first = Number.NaN, , count] = value.split(":").map(Number);
+    // A period's value starts with its start; a window's with its last admission's time.
+    if (algorithm === "calendar" ? first === day : dayOf(first) === day) {
+      counts.set(day, count ?? 0);
+    }
   };
   const steps = [...new Set(requests.flatMap((r) => [r.at, r.ends]))].sort((a, b) => a - b);
   for (const [step, now] of steps.entries()) {
@@ -125,30 +132,33 @@ function days(requests: Req[]): { day: number; charged: number; bound: number }[
   });
 }
 
-describe("reserve, then settle: the bound on every calendar period", () => {
-  it("with a covering reservation, no day is charged over the limit", async () => {
-    const requests = workload(1, () => 400);
-    const counts = await play("covering", requests);
-    const seen = days(requests);
-    // Exact: each day's count is what its requests were charged.
-    for (const { day, charged } of seen) expect(counts.get(day)).toBe(charged);
-    const fullest = Math.max(...seen.map((d) => d.charged));
-    expect(fullest).toBeLessThanOrEqual(LIMIT);
-    // Not vacuous: denials, a well-used budget, and settles after their day ended.
-    expect(requests.some((r) => r.admitted === false)).toBe(true);
-    expect(fullest).toBeGreaterThan(LIMIT / 2);
-    expect(requests.some((r) => r.admitted && r.charged === false)).toBe(true);
-  });
+// A UTC day as a period, and as a fixed window of a day (aligned to the epoch: the same days).
+for (const algorithm of ["calendar", "fixed-window"] as const) {
+  describe(`reserve, then settle: the bound on every ${algorithm} day`, () => {
+    it("with a covering reservation, no day is charged over the limit", async () => {
+      const requests = workload(1, () => 400);
+      const counts = await play(`covering-${algorithm}`, requests, algorithm);
+      const seen = days(requests);
+      // Exact: each day's count is what its requests were charged.
+      for (const { day, charged } of seen) expect(counts.get(day)).toBe(charged);
+      const fullest = Math.max(...seen.map((d) => d.charged));
+      expect(fullest).toBeLessThanOrEqual(LIMIT);
+      // Not vacuous: denials, a well-used budget, and settles after their day ended.
+      expect(requests.some((r) => r.admitted === false)).toBe(true);
+      expect(fullest).toBeGreaterThan(LIMIT / 2);
+      expect(requests.some((r) => r.admitted && r.charged === false)).toBe(true);
+    });
 
-  it("with a smaller reservation, over by at most the in-flight requests' excess", async () => {
-    const requests = workload(11, () => 100);
-    const counts = await play("small", requests);
-    const seen = days(requests);
-    for (const { day, charged, bound } of seen) {
-      expect(counts.get(day)).toBe(charged);
-      expect(charged).toBeLessThanOrEqual(LIMIT + bound);
-    }
-    // Not vacuous: some day went over the limit.
-    expect(seen.some((d) => d.charged > LIMIT)).toBe(true);
+    it("with a smaller reservation, over by at most the in-flight requests' excess", async () => {
+      const requests = workload(11, () => 100);
+      const counts = await play(`small-${algorithm}`, requests, algorithm);
+      const seen = days(requests);
+      for (const { day, charged, bound } of seen) {
+        expect(counts.get(day)).toBe(charged);
+        expect(charged).toBeLessThanOrEqual(LIMIT + bound);
+      }
+      // Not vacuous: some day went over the limit.
+      expect(seen.some((d) => d.charged > LIMIT)).toBe(true);
+    });
   });
-});
+}
