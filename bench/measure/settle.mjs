@@ -57,6 +57,7 @@ const rows = [];
 for (const [label, { fill, ...policy }] of Object.entries(cases)) {
   const request = { policy: "p", key: label, limit: 1_000_000_000, cost: 1, ...policy };
   for (let i = 0; i < fill; i++) await limiter.limit(request);
+  /** @type {unknown[]} */
   const receipts = [];
   for (let i = 0; i < M; i++) receipts.push((await limiter.limitAll([request])).receipt);
   const settled = await evalshaDuring(async () => {
