@@ -208,4 +208,22 @@ describe("a usage rule on a fixed window", () => {
     });
     expect((await limiter.settle(receipt, 50)).charged).toEqual([0]);
   });
+
+  it("takes each rule's own units: a period and a log, read differently, in one settle", async () => {
+    const key = newKey();
+    clock.set(Date.parse("2026-03-20T12:10:00Z"));
+    const log: LimitRequest = {
+      ...perMinute(key),
+      policy: "tokens-log",
+      algorithm: "sliding-log-weighted",
+    };
+    const decided = await limiter.limitAll([log, tokens(key)]);
+    expect(decided.allowed).toBe(true);
+    const units = { "tokens-log": 70, "tokens-month": 1_000 };
+    expect(await limiter.settle(decided.receipt as RefundReceipt, units)).toEqual({
+      status: "settled",
+      policies: ["tokens-log", "tokens-month"],
+      charged: [20, -3_000],
+    });
+  });
 });

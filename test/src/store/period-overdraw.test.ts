@@ -85,7 +85,7 @@ async function play(
           const answer = await settle(store, {
             policies: [{ ...policy, cost: r.reserve, periodStarts: starts }],
             memberId: r.id,
-            units: r.used,
+            units: [r.used],
             at: r.at,
             now,
           });
