@@ -51,7 +51,8 @@ export async function overrideHandler(c: Context<{ Bindings: Env }>): Promise<Re
   const raw = body.key;
   return answer(runtime, [rule.rule], key, async () => {
     if (limit === null) return runtime.limiter.overrides.remove(name, key);
-    const set = await runtime.limiter.overrides.set(name, key, { limit, algorithm, anchor });
+    const usage = rule.rule.usage !== undefined;
+    const set = await runtime.limiter.overrides.set(name, key, { limit, algorithm, anchor, usage });
     if (set.ok) await runtime.keyLabels?.remember(key, raw);
     return set;
   });

@@ -5,7 +5,7 @@
  * (always a list).
  */
 import * as v from "valibot";
-import type { Algorithm } from "../store/algorithm";
+import { type Algorithm, USAGE_ALGORITHMS } from "../store/algorithm";
 import { plainObject } from "./schema-parts";
 import { invalid } from "./validation";
 
@@ -63,9 +63,14 @@ export const usageSchema = v.pipe(
   ),
 );
 
-/** Why `usage` is refused with another algorithm than the log's (settle needs its entries). */
-export const USAGE_NEEDS_LOG =
-  'applies to the sliding log only ("sliding-log", counted weighted, or "sliding-log-weighted"): a settle finds the request\'s entry there';
+/**
+ * Why `usage` is refused with another algorithm: a settle charges (or gives back) the request's
+ * units where they were counted, which the token bucket and the sliding counter do not keep (a
+ * debt that drains with time; a window that fades into the next one's weight), nor a
+ * concurrency rule (slots, not units).
+ */
+const USAGE_NEEDS_COUNT =
+  'applies to "sliding-log" (counted weighted), "sliding-log-weighted", "fixed-window" and calendar quotas ("period"): a settle charges the window or period the request was counted in, which "token-bucket" (a debt that drains) and "sliding-counter" (a window that fades into the next) do not keep';
 
 /**
  * A usage spec as read: a lower-cased header name, or a list of dot-separated JSON paths (the
@@ -82,11 +87,11 @@ export function countedIn<A extends Algorithm>(
   return usage && algorithm === "sliding-log" ? "sliding-log-weighted" : algorithm;
 }
 
-/** A usage rule on another algorithm than the weighted log's, refused naming `rules[i].usage`. */
+/** A usage rule on an algorithm a settle cannot charge exactly, refused naming `rules[i].usage`. */
 export function usageIssue(
   rule: { usage?: UsageSpec | undefined; algorithm: Algorithm },
   index: number,
 ): { ok: false; field: string; detail: string } | undefined {
-  if (!rule.usage || rule.algorithm === "sliding-log-weighted") return undefined;
-  return invalid(`rules[${index}].usage`, USAGE_NEEDS_LOG);
+  if (!rule.usage || USAGE_ALGORITHMS.has(rule.algorithm)) return undefined;
+  return invalid(`rules[${index}].usage`, USAGE_NEEDS_COUNT);
 }

@@ -217,6 +217,7 @@ function namedRules(
       algorithm: r.algorithm ?? DEFAULT_ALGORITHM,
       limit: r.limit,
       cost: r.cost ?? DEFAULT_COST,
+      usage: r.usage,
     })),
   );
   if (issue) return invalid(given !== undefined ? "cost" : field, issue.detail);

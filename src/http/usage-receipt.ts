@@ -6,9 +6,12 @@
  * only what a /check of this deployment admitted, never a key a caller names.
  */
 
+import { type PeriodUnit, periodAt } from "../limiter/calendar-period";
 import type { CountedReceipt } from "../limiter/receipt-state";
 import { denialCacheKey, type ResolvedPolicy } from "../limiter/resolved-policy";
+import { isUsagePolicy } from "../limiter/settle-receipt";
 import type { RefundReceipt } from "../limiter/types";
+import type { Algorithm } from "../store/algorithm";
 
 /**
  * The longest receipt /check/settle reads. The longest /check hands out is ~6 500 characters:
@@ -25,7 +28,18 @@ interface Sealed {
   k: string[];
   g: [shard: string, memberId: string, at: number, rules: Rule[]][];
 }
-type Rule = [name: string, key: number, limit: number, windowMs: number, cost: number];
+type Rule = [
+  name: string,
+  key: number,
+  limit: number,
+  windowMs: number,
+  cost: number,
+  // Absent: the weighted log. "f": a fixed window. A calendar period: its unit, zone and anchor,
+  // and the start and end of the period the request was counted in.
+  counted?:
+    | "f"
+    | [unit: PeriodUnit, timezone: string, anchor: number | null, start: number, end: number],
+];
 
 const encoder = new TextEncoder();
 
@@ -71,12 +85,33 @@ function collect(receipt: CountedReceipt, shard: string, into: Sealed): void {
   }
   const rules: Rule[] = [];
   for (const p of receipt.resolved) {
-    if (p.algorithm !== "sliding-log-weighted") continue;
+    if (!isUsagePolicy(p)) continue;
     let key = into.k.indexOf(p.clientKey);
     if (key < 0) key = into.k.push(p.clientKey) - 1;
-    rules.push([p.name, key, p.limit, p.windowMs, p.cost]);
+    const rule: Rule = [p.name, key, p.limit, p.windowMs, p.cost];
+    if (p.algorithm === "fixed-window") rule.push("f");
+    if (p.algorithm === "calendar" && p.period) {
+      const { unit, timezone, anchor } = p.period;
+      const [start, end] = periodOf(p, receipt.at);
+      rule.push([unit, timezone, anchor ?? null, start, end]);
+    }
+    rules.push(rule);
   }
   if (rules.length > 0) into.g.push([receipt.shard ?? shard, receipt.memberId, receipt.at, rules]);
+}
+
+/**
+ * The period a calendar policy counted a request in: of the starts its evaluation sent (computed
+ * with the key's own anchor when the plans gave one), the one that holds the store's `at`.
+ */
+function periodOf(policy: ResolvedPolicy, at: number): [number, number] {
+  const starts = policy.periodStarts ?? [];
+  for (let i = 0; i + 1 < starts.length; i++) {
+    const [start, end] = [starts[i] as number, starts[i + 1] as number];
+    if (start <= at && at < end) return [start, end];
+  }
+  const { start, end } = periodAt(policy.period as NonNullable<ResolvedPolicy["period"]>, at);
+  return [start, end];
 }
 
 /** The receipt to hand out, or undefined when the request holds no usage rule. */
@@ -116,9 +151,29 @@ export async function openReceipt(
       resolved: [],
       ...(shard ? { shard } : {}),
     };
-    for (const [name, key, limit, windowMs, cost] of rules) {
+    for (const [name, key, limit, windowMs, cost, counted] of rules) {
       const clientKey = sealed.k[key] as string;
-      const algorithm = "sliding-log-weighted";
+      const algorithm: Algorithm =
+        counted === undefined
+          ? "sliding-log-weighted"
+          : counted === "f"
+            ? "fixed-window"
+            : "calendar";
+      const period = Array.isArray(counted)
+        ? {
+            unit: counted[0],
+            timezone: counted[1],
+            ...(counted[2] !== null ? { anchor: counted[2] } : {}),
+          }
+        : undefined;
+      const request = {
+        policy: name,
+        key: clientKey,
+        limit,
+        windowMs,
+        algorithm,
+        ...(period ? { period } : {}),
+      };
       const policy: ResolvedPolicy = {
         name,
         clientKey,
@@ -127,12 +182,17 @@ export async function openReceipt(
         windowMs,
         cost,
         failMode: "open",
-        cacheKey: denialCacheKey({ policy: name, key: clientKey, limit, windowMs, algorithm }),
+        cacheKey: denialCacheKey(request),
         lease: false,
         overrides: false,
         // Built by the limiter that settles it, from its own prefix.
         redisKey: "",
       };
+      if (counted !== undefined) policy.usage = true;
+      if (Array.isArray(counted) && period) {
+        policy.period = period;
+        policy.periodStarts = [counted[3], counted[4]];
+      }
       part.policies.push(name);
       part.costs.push(cost);
       (part.resolved as ResolvedPolicy[]).push(policy);

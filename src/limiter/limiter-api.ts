@@ -60,11 +60,12 @@ export interface Limiter {
   ): Promise<RefundOutcome>;
   /**
    * Settle an admitted request's usage (docs/usage.md): in each of its usage rules (the weighted
-   * log, `sliding-log-weighted`) its reservation (the cost it was admitted with) becomes `units`:
-   * the difference charged, even past the limit, or given back. Once per admission: again
-   * answers "already-settled" and changes nothing. Never throws. `units` is one figure for every
-   * usage rule, or one per rule by name (rules that read their usage differently); a usage rule
-   * left out keeps its reservation and stays unsettled.
+   * log, `sliding-log-weighted`; a `fixed-window` or `calendar` request with `usage: true`) its
+   * reservation (the cost it was admitted with) becomes `units`: the difference charged, even
+   * past the limit, or given back, in the window or period it was counted in while that runs.
+   * Once per admission: again answers "already-settled" and changes nothing. Never throws.
+   * `units` is one figure for every usage rule, or one per rule by name (rules that read their
+   * usage differently); a usage rule left out keeps its reservation and stays unsettled.
    */
   settle(receipt: RefundReceipt, units: SettleUnits): Promise<SettleOutcome>;
   /**

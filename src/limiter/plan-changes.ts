@@ -84,6 +84,11 @@ export interface Overrides {
        * Unix ms, read in the policy's timezone (docs/calendar-quotas.md). Calendar policies only.
        */
       anchor?: string | number | undefined;
+      /**
+       * The policy is a usage rule's (LimitRequest.usage): on a fixed window or a calendar
+       * period its limit is units, up to 10^12. @default false
+       */
+      usage?: boolean | undefined;
     },
   ): Promise<PlanChange>;
   /** Removes the key's override: the request's own limit applies again. */
@@ -128,12 +133,13 @@ export function createPlanChanges(
     limit: number | null,
     algorithm: Algorithm | undefined,
     anchorGiven?: string | number,
+    usage?: boolean,
   ): Promise<PlanChange> {
     const issue = targetIssue(target);
     if (issue) return issue;
     const anchor = anchorOf(anchorGiven, algorithm);
     if (typeof anchor === "object") return anchor;
-    const max = maxLimitOf(algorithm ?? DEFAULT_ALGORITHM);
+    const max = maxLimitOf(algorithm ?? DEFAULT_ALGORITHM, usage);
     if (limit !== null && !(Number.isSafeInteger(limit) && limit >= 0 && limit <= max)) {
       // (The HTTP route's wording: its `"limit": null` is `remove`.)
       return { ok: false, field: "limit", detail: `must be null or an integer from 0 to ${max}` };
@@ -212,6 +218,7 @@ export function createPlanChanges(
           override?.limit ?? Number.NaN,
           override?.algorithm,
           override?.anchor,
+          override?.usage === true,
         ),
       remove: (policy, key) => setOverride({ policy, key }, null, undefined),
     },

@@ -150,6 +150,7 @@ export function resolvePolicy(given: LimitRequest, defaultFailMode: FailMode): R
     redisKey: "",
   };
   if (askedLimit !== undefined) resolved.askedLimit = askedLimit;
+  if (request.usage === true) resolved.usage = true;
   if (request.period) resolved.period = request.period;
   return resolved;
 }

@@ -1,14 +1,16 @@
 /**
  * The limiter's settle: an admitted request's reservation in its usage rules (the weighted log,
- * sliding-log-weighted) becomes what it used, exactly once (store/settle.ts; the bound it keeps
- * on every rolling window is argued in store/lua/weighted-settle.lua.ts and docs/usage.md).
+ * sliding-log-weighted; a fixed window or a calendar period, `usage: true`) becomes what it
+ * used, exactly once (store/settle.ts; the bound it keeps is argued in
+ * store/lua/settle-driver.lua.ts and docs/usage.md).
  */
+import { USAGE_ALGORITHMS } from "../store/algorithm";
 import { MAX_USAGE_LIMIT } from "../store/caps";
 import { withinDeadline } from "../store/script-runner";
 import { settle } from "../store/settle";
 import { capacityFreed, type LimiterContext } from "./context";
 import type { CountedReceipt } from "./receipt-state";
-import { receiptIssue, withStorageKeys } from "./resolved-policy";
+import { type ResolvedPolicy, receiptIssue, withStorageKeys } from "./resolved-policy";
 import type { RefundReceipt, SettleOutcome, SettleUnits } from "./types";
 
 /** Why a usage is refused: the same words wherever it is given (settle, /check/settle). */
@@ -21,6 +23,14 @@ export function isUsage(units: unknown): units is number {
     Number.isSafeInteger(units) &&
     units >= 0 &&
     units <= MAX_USAGE_LIMIT
+  );
+}
+
+/** A policy a settle charges: the weighted log's, or a usage rule's on a window or a period. */
+export function isUsagePolicy(policy: ResolvedPolicy): boolean {
+  return (
+    policy.algorithm === "sliding-log-weighted" ||
+    (policy.usage === true && USAGE_ALGORITHMS.has(policy.algorithm))
   );
 }
 
@@ -55,20 +65,26 @@ export async function settleReceipt(
   if (refused) return failed(String(refused));
   const counted = receipt as CountedReceipt;
   const usage = counted.resolved.filter(
-    (policy) =>
-      policy.algorithm === "sliding-log-weighted" &&
-      (!perRule || Object.hasOwn(perRule, policy.name)),
+    (policy) => isUsagePolicy(policy) && (!perRule || Object.hasOwn(perRule, policy.name)),
   );
   const policies = usage.map((policy) => policy.name);
   if (usage.length === 0) return { status: "unknown", policies, charged: [] };
   if (ctx.breaker.state === "open") return failed("circuit open");
   try {
+    const used = usage.map((policy) =>
+      perRule ? (perRule[policy.name] as number) : (units as number),
+    );
+    // On the clock the admission was decided on, as a refund: a window or a period is charged
+    // only while it runs.
     const answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
-      settle(
-        store,
-        usage.map((policy) => policy.redisKey),
-        counted.memberId,
-        usage.map((policy) => (perRule ? (perRule[policy.name] as number) : (units as number))),
+      ctx.clock.run(store, (client, now) =>
+        settle(client, {
+          policies: usage,
+          memberId: counted.memberId,
+          at: counted.at,
+          units: used,
+          now,
+        }),
       ),
     );
     // Units given back free capacity this isolate may be denying from (as a refund's do).

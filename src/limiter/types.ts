@@ -125,6 +125,12 @@ export interface LimitRequest {
    * @default false
    */
   overrides?: boolean;
+  /**
+   * A usage rule's policy (docs/usage.md): `cost` is a reservation that `limiter.settle` makes
+   * what the request used, once. Counted in "sliding-log-weighted" (always settleable),
+   * "fixed-window" or "calendar", whose limits then go up to 10^12 units. @default false
+   */
+  usage?: boolean;
 }
 
 export interface LimitAllOptions {
@@ -234,7 +240,8 @@ export type SettleUnits = number | Readonly<Record<string, number>>;
  * What `limiter.settle` did with an admitted request's usage (docs/usage.md). "settled": its
  * usage rules now hold what it used (`charged`: units charged per usage rule, negative when given
  * back); "already-settled": it was settled before, nothing changed; "unknown": nothing to settle
- * (not a usage request, never admitted, refunded, or out of every window); "failed": the store
+ * (not a usage request, never admitted, refunded, out of every window, its window or period over,
+ * or a day past its admission on one); "failed": the store
  * could not be asked (`error`), nothing is known to have changed.
  */
 export interface SettleOutcome {

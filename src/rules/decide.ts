@@ -265,6 +265,7 @@ export function ruleRequest(rule: RuleConfig, key: string, cost = rule.cost): Li
     ...(rule.failMode ? { failMode: rule.failMode } : {}),
     ...(rule.lease ? { lease: true } : {}),
     ...(rule.overrides ? { overrides: true } : {}),
+    ...(rule.usage ? { usage: true } : {}),
   };
 }
 

@@ -82,6 +82,18 @@ export const LEASABLE: ReadonlySet<Algorithm> = new Set<Algorithm>(
 );
 
 /**
+ * The algorithms a usage rule counts in (docs/usage.md), each settled once per request: the
+ * weighted log by the request's own entry, a fixed window and a calendar period by a once-gate
+ * and a signed give-back into the window or period it was counted in (lua/settle-driver.lua.ts).
+ * The token bucket and the sliding counter are not: see USAGE_NEEDS_COUNT (config/usage-schema.ts).
+ */
+export const USAGE_ALGORITHMS: ReadonlySet<Algorithm> = new Set<Algorithm>([
+  "sliding-log-weighted",
+  "fixed-window",
+  "calendar",
+]);
+
+/**
  * Concurrency policies count requests in flight, not in a window: their `windowMs` is a slot's
  * timeout, their cost is one slot, and nothing about a denial stays true once any holder releases
  * (so a denial is never cached, leased or decided in a region).

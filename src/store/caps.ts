@@ -4,7 +4,13 @@
  * and the config refuse the same earlier, naming the field. config/limits.ts re-exports them
  * with the other documented bounds (docs/check-api.md "Limits").
  */
-import { ALGORITHMS, type Algorithm, isConcurrency, unknownAlgorithm } from "./algorithm";
+import {
+  ALGORITHMS,
+  type Algorithm,
+  isConcurrency,
+  USAGE_ALGORITHMS,
+  unknownAlgorithm,
+} from "./algorithm";
 
 /**
  * The shortest and longest window (ms), the config's and /check's too (config/limits.ts
@@ -40,6 +46,14 @@ export const MAX_LIMIT = 100_000;
 export const MAX_USAGE_LIMIT = 1_000_000_000_000;
 
 /**
+ * How long after its admission a usage request on a fixed window or a calendar period can be
+ * settled (docs/usage.md): its once-gate key (~100 bytes) lives until then at most, or until its
+ * window or period ends, so a month's quota keeps a day's settled requests, not a month's. A
+ * settle later than this charges nothing, as one after its period ended: the reservation stands.
+ */
+export const MAX_SETTLE_AGE_MS = 86_400_000;
+
+/**
  * The most admissions a weighted log holds in its window (one entry each, ~50 bytes): ~500 kB
  * full, as the ring at its largest limit. A request past them is denied until the oldest
  * leaves (a usage rule's limit is its units; this bounds its requests, whatever their units).
@@ -69,19 +83,28 @@ export const MAX_CONCURRENCY_TIMEOUT_MS = 86_400_000;
 /** A concurrency slot's timeout when a rule names none. */
 export const DEFAULT_CONCURRENCY_TIMEOUT_MS = 60_000;
 
-/** The largest limit an algorithm takes: a full sliding log is memory, an O(1) key is not. */
-export function maxLimitOf(algorithm: Algorithm): number {
+/**
+ * The largest limit an algorithm takes: a full sliding log is memory, an O(1) key is not. A
+ * usage rule (`usage` truthy) on a fixed window or a calendar period counts units (tokens) in
+ * one number, exact in Lua's doubles to 2^53, so it takes MAX_USAGE_LIMIT as the weighted log.
+ */
+export function maxLimitOf(algorithm: Algorithm, usage?: unknown): number {
   if (isConcurrency(algorithm)) return MAX_CONCURRENCY_LIMIT;
-  return algorithm === "sliding-log-weighted" ? MAX_USAGE_LIMIT : MAX_LIMIT;
+  return algorithm === "sliding-log-weighted" || (usage && USAGE_ALGORITHMS.has(algorithm))
+    ? MAX_USAGE_LIMIT
+    : MAX_LIMIT;
 }
 
-/** How a limit past maxLimitOf(algorithm) is refused, the same wherever it is. */
-export function limitRange(algorithm: Algorithm): string {
+/** How a limit past maxLimitOf(algorithm, usage) is refused, the same wherever it is. */
+export function limitRange(algorithm: Algorithm, usage?: unknown): string {
   if (isConcurrency(algorithm)) {
     return `must be an integer from 1 to ${MAX_CONCURRENCY_LIMIT} for a concurrency rule (requests in flight per key)`;
   }
   if (algorithm === "sliding-log-weighted") {
     return `must be an integer from 1 to ${MAX_USAGE_LIMIT} for the sliding-log-weighted`;
+  }
+  if (usage && USAGE_ALGORITHMS.has(algorithm)) {
+    return `must be an integer from 1 to ${MAX_USAGE_LIMIT} for a usage rule`;
   }
   return `must be an integer from 1 to ${MAX_LIMIT}`;
 }
@@ -94,6 +117,8 @@ export interface BoundedPolicy {
   algorithm: Algorithm;
   limit: number;
   cost: number;
+  /** Truthy for a usage rule's policy (its limit is units: maxLimitOf). */
+  usage?: unknown;
 }
 
 /**
@@ -105,9 +130,9 @@ export function boundsIssue(
   policies: readonly BoundedPolicy[],
 ): { index: number; field: "limit" | "cost"; detail: string } | undefined {
   let ringCost = 0;
-  for (const [index, { algorithm, limit, cost }] of policies.entries()) {
-    if (!isIntegerIn(limit, 1, maxLimitOf(algorithm))) {
-      return { index, field: "limit", detail: limitRange(algorithm) };
+  for (const [index, { algorithm, limit, cost, usage }] of policies.entries()) {
+    if (!isIntegerIn(limit, 1, maxLimitOf(algorithm, usage))) {
+      return { index, field: "limit", detail: limitRange(algorithm, usage) };
     }
     // Not capped at the limit here: a cost above it is a denial the scripts answer (never fits);
     // /check and the config refuse it as an error themselves.

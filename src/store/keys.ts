@@ -59,6 +59,15 @@ export function resetMarkKey(policyKey: string): string {
 }
 
 /**
+ * A usage request's once-gate (lua/settle-driver.lua.ts): taken by its first settle, on a fixed
+ * window or a period (which keep counts, no entry to mark). Beside its first such policy's key,
+ * so on that key's shard and in its hash slot; `memberId` is unique per admission.
+ */
+export function settleGateKey(policyKey: string, memberId: string): string {
+  return `${policyKey}:settled:${encodeKeyPart(memberId)}`;
+}
+
+/**
  * The longest a request-id record is kept (the longest window the config takes, 7 days, plus the
  * caller-clock grace), and so how long a reset mark is: a mark must outlive every record written
  * before it (no window is longer: caps.ts MAX_WINDOW_MS).

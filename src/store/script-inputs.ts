@@ -20,7 +20,10 @@ export interface StorePolicy {
   /** Its Redis key: `storageKey(prefix, policy, clientKey, algorithm)`. */
   redisKey: string;
   algorithm: Algorithm;
-  /** Units per window: 1 to MAX_LIMIT (MAX_CONCURRENCY_LIMIT for concurrency: caps.ts). */
+  /**
+   * Units per window: 1 to MAX_LIMIT (MAX_CONCURRENCY_LIMIT for concurrency; MAX_USAGE_LIMIT
+   * for the weighted log and a usage policy: caps.ts maxLimitOf).
+   */
   limit: number;
   /**
    * The limit the caller asked, when `limit` is one the limiter derived from it (a moved key
@@ -35,6 +38,11 @@ export interface StorePolicy {
    * together at most MAX_RING_COST (caps.ts).
    */
   cost: number;
+  /**
+   * A usage rule's policy (LimitRequest.usage): its cost is a reservation a settle makes what
+   * the request used (settle.ts). @default false
+   */
+  usage?: boolean;
   /**
    * Read this policy's limit override and key block from the plans hash (plans.ts) in the same
    * script call; needs `name` and `clientKey`, and the call's `plansKey`. @default false

@@ -1,9 +1,11 @@
 /**
- * The settle script call: what one admitted request reserved in its usage rules' weighted logs
- * becomes what it used (limiter/settle-receipt.ts calls it; the script and the bound it keeps
- * are in lua/weighted-settle.lua.ts).
+ * The settle script call: what one admitted request reserved in its usage rules (the weighted
+ * log, a fixed window, a calendar period) becomes what it used, once (limiter/settle-receipt.ts
+ * calls it; the script and the bound it keeps are in lua/settle-driver.lua.ts).
  */
-import { WEIGHTED_SETTLE_LUA } from "./lua/weighted-settle.lua";
+import { settleGateKey } from "./keys";
+import { SETTLE_SCRIPT } from "./lua/scripts";
+import { type ScriptCall, scriptInputs } from "./script-inputs";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
 
 /** How a settle ended: charged now, charged before (nothing written), or nothing to charge. */
@@ -11,33 +13,38 @@ type SettleStatus = "settled" | "already-settled" | "unknown";
 
 export interface SettleAnswer {
   status: SettleStatus;
-  /** Per log, the units charged (negative: given back); zeros unless `settled`. */
+  /** Per policy, the units charged (negative: given back); zeros unless `settled`. */
   charged: number[];
+}
+
+/** A settle: the usage policies as evaluated (costs: the reservations), and what was used. */
+export interface SettleCall extends ScriptCall {
+  /** The evaluation's `now` (store clock): the window or period the request was counted in. */
+  at: number;
+  /** The units the request used, per policy (rules may read their usage differently): integers ≥ 0. */
+  units: readonly number[];
 }
 
 const STATUS: Record<number, SettleStatus> = { 0: "unknown", 1: "settled", 2: "already-settled" };
 
-/**
- * Settle `memberId`'s entries in the logs at `keys` to what it used, in one script call: `units`
- * per key (parallel to `keys`).
- */
-export async function settle(
-  client: ScriptClient,
-  keys: readonly string[],
-  memberId: string,
-  units: readonly number[],
-): Promise<SettleAnswer> {
-  const reply = await runScript<unknown>(
-    client,
-    WEIGHTED_SETTLE_LUA,
-    [...keys],
-    [memberId, ...units],
-  );
+/** Settle `call.memberId`'s reservations in `call.policies` to `call.units`, in one script call. */
+export async function settle(client: ScriptClient, call: SettleCall): Promise<SettleAnswer> {
+  if (call.units.length !== call.policies.length) {
+    throw new TypeError("settle: one usage per policy");
+  }
+  const { keys, args } = scriptInputs("settle", call, [call.at]);
+  // What each policy's request used, after the policies (settle-driver.lua.ts).
+  args.push(...call.units);
+  // A fixed window or a period keeps a count, no entry of the request: a key per request gates
+  // it, beside the first such policy's key (its shard, its hash slot).
+  const counted = call.policies.find((policy) => policy.algorithm !== "sliding-log-weighted");
+  if (counted) keys.push(settleGateKey(counted.redisKey, call.memberId));
+  const reply = await runScript<unknown>(client, SETTLE_SCRIPT, keys, args);
   const status = Array.isArray(reply) ? STATUS[reply[0] as number] : undefined;
   if (
     !status ||
     !Array.isArray(reply) ||
-    reply.length !== 1 + keys.length ||
+    reply.length !== 1 + call.policies.length ||
     !reply.every((value) => typeof value === "number" && Number.isFinite(value))
   ) {
     throw new StoreReplyError(`unexpected settle reply: ${JSON.stringify(reply)}`);

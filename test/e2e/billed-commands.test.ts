@@ -212,6 +212,19 @@ describe("billed commands of a concurrency slot (docs/concurrency.md)", () => {
   });
 });
 
+/** The commands `body` made Redis run, by name. */
+async function counted(body: () => Promise<void>): Promise<Record<string, number>> {
+  env.cli("CONFIG", "RESETSTAT");
+  await body();
+  const byCommand: Record<string, number> = {};
+  for (const line of env.cli("INFO", "commandstats").split("\n")) {
+    const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
+    if (!match?.[1] || /^(info|config)/.test(match[1])) continue;
+    byCommand[match[1]] = Number(match[2]);
+  }
+  return byCommand;
+}
+
 describe("billed commands of a usage request (docs/usage.md): admission, then settle", () => {
   const tokens = {
     policy: "tokens",
@@ -228,17 +241,6 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     // Scripts loaded first: a NOSCRIPT's EVAL is no part of a shape.
     const warm = await limiter.limitAll([{ ...tokens, key: "warm" }]);
     await limiter.settle(warm.receipt, 1);
-    const counted = async (body: () => Promise<void>) => {
-      env.cli("CONFIG", "RESETSTAT");
-      await body();
-      const byCommand: Record<string, number> = {};
-      for (const line of env.cli("INFO", "commandstats").split("\n")) {
-        const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
-        if (!match?.[1] || /^(info|config)/.test(match[1])) continue;
-        byCommand[match[1]] = Number(match[2]);
-      }
-      return byCommand;
-    };
     // A key that already holds entries: the admission reads and rewrites its log.
     await limiter.limitAll([{ ...tokens, key: "a" }]);
     let receipt: unknown;
@@ -254,5 +256,37 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
       expect((await limiter.settle(receipt, 2_345)).status).toBe("already-settled");
     });
     expect(again).toEqual({ evalsha: 1, getrange: 1 });
+  });
+
+  it("a monthly quota (calendar): admission 4, settle 5 (EVALSHA, TIME, GET, SET NX, SET), again 4", async () => {
+    const bridge = env.bridge as { url: string };
+    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
+    const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
+    const month = {
+      policy: "tokens-month",
+      limit: 5_000_000,
+      windowMs: 0,
+      cost: 4_000,
+      algorithm: "calendar",
+      period: { unit: "month", timezone: "UTC" },
+      usage: true,
+    };
+    const warm = await limiter.limitAll([{ ...month, key: "warm" }]);
+    await limiter.settle(warm.receipt, 1);
+    await limiter.limitAll([{ ...month, key: "a" }]);
+    let receipt: unknown;
+    const admission = await counted(async () => {
+      receipt = (await limiter.limitAll([{ ...month, key: "a" }])).receipt;
+    });
+    expect(admission).toEqual({ evalsha: 1, time: 1, get: 1, set: 1 });
+    const settle = await counted(async () => {
+      expect((await limiter.settle(receipt, 2_345)).status).toBe("settled");
+    });
+    // The once-gate (SET NX) and the count (SET KEEPTTL).
+    expect(settle).toEqual({ evalsha: 1, time: 1, get: 1, set: 2 });
+    const again = await counted(async () => {
+      expect((await limiter.settle(receipt, 2_345)).status).toBe("already-settled");
+    });
+    expect(again).toEqual({ evalsha: 1, time: 1, get: 1, set: 1 });
   });
 });

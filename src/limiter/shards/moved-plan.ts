@@ -25,7 +25,7 @@ function longer(a: KeyPlan, b: KeyPlan): KeyPlan | undefined {
 export async function movedPlan(
   to: Shard,
   old: Shard,
-  request: Pick<LimitRequest, "policy" | "key" | "algorithm">,
+  request: Pick<LimitRequest, "policy" | "key" | "algorithm" | "usage">,
   timeoutMs: number,
   limitOptions: Pick<LimitAllOptions, "waitUntil">,
 ): Promise<KeyPlan | undefined> {
@@ -49,6 +49,7 @@ export async function movedPlan(
         limit: kept.limit,
         algorithm: request.algorithm,
         anchor: kept.anchor,
+        usage: request.usage,
       }),
     );
   }

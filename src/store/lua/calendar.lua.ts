@@ -23,7 +23,9 @@
  * the boundary still finds its period.
  *
  * Redis commands: as fixed-window. check = GET; commit = SET … PX. Allowed: 2; denied: 1. Refund:
- * GET, SET KEEPTTL, only while the stored period is the one the request was counted in.
+ * GET, SET KEEPTTL, only while the stored period is the one the request was counted in; a usage
+ * rule's settle (settle-driver.lua.ts) the same, with a signed amount, while that period runs.
+ * Counts are written with int() (scripts.ts): a usage rule's limit is up to 10^12 units.
  */
 export const CALENDAR_LUA = `
 local CAL_MARGIN = 60000
@@ -62,6 +64,28 @@ local function cal_load(p, now, adopt)
   end
 end
 
+-- Whether the stored value is the period the request was counted in (p.at's): that period's
+-- end, the value read into p.s, p.t, p.count; nil when it is not.
+local function cal_own(p)
+  local start, ends = cal_period(p, p.at)
+  if not start then return nil end
+  local value = redis.call('GET', p.key)
+  if not value then return nil end
+  local s, t, count = string.match(value, '^(%-?%d+):(%-?%d+):(%d+)$')
+  if not s or tonumber(s) ~= start then return nil end
+  p.s, p.t, p.count = s, t, tonumber(count)
+  return ends
+end
+
+-- Gives back \`units\` of the period's count read by cal_own, never below zero; negative units
+-- are charged whatever the count. Returns what it gave back (KEEPTTL: the period's end).
+local function cal_give(p, units)
+  if units > p.count then units = p.count end
+  if units == 0 then return 0 end
+  redis.call('SET', p.key, p.s .. ':' .. p.t .. ':' .. int(p.count - units), 'KEEPTTL')
+  return units
+end
+
 ALG['calendar'] = {
   -- The window sent: "<s0>:<s1>:…|<anchor>" → the starts, and the longest period between them.
   bounds = function(arg)
@@ -80,7 +104,7 @@ ALG['calendar'] = {
   commit = function(p, now)
     p.count = p.count + p.cost
     local t = math.max(now, p.t or now, p.start)
-    redis.call('SET', p.key, p.start .. ':' .. t .. ':' .. p.count, 'PX',
+    redis.call('SET', p.key, p.start .. ':' .. t .. ':' .. int(p.count), 'PX',
       p.ends - now + CAL_MARGIN + GRACE)
   end,
   report = function(p, now, committed)
@@ -92,15 +116,20 @@ ALG['calendar'] = {
   refund = REFUNDS and function(p, now)
     -- The units come off the period the request was counted in (p.at), if it is still the stored
     -- one; a refund after the next period began gives back nothing (that budget is fresh).
-    local start = cal_period(p, p.at)
-    if not start then return 0 end
-    local value = redis.call('GET', p.key)
-    if not value then return 0 end
-    local s, t, count = string.match(value, '^(%-?%d+):(%-?%d+):(%d+)$')
-    if not s or tonumber(s) ~= start or tonumber(count) == 0 then return 0 end
-    local units = math.min(p.cost, tonumber(count))
-    redis.call('SET', p.key, s .. ':' .. t .. ':' .. (tonumber(count) - units), 'KEEPTTL')
-    return units
+    if not cal_own(p) then return 0 end
+    return cal_give(p, p.cost)
+  end,
+  -- A usage rule's settle (settle-driver.lua.ts): the period the request was counted in, still
+  -- the stored one and still running at now: its end, else nil (nothing to charge).
+  settleFind = REFUNDS and function(p, now)
+    local ends = cal_own(p)
+    if ends and now < ends then return ends end
+    return nil
+  end,
+  -- What the request used in its reservation's place: less given back (never below zero), more
+  -- charged whatever the count (the request already happened). Returns the charge.
+  settleWrite = REFUNDS and function(p, used)
+    return -cal_give(p, p.cost - used)
   end,
 }
 `;

@@ -33,7 +33,10 @@
  * either way no wait beyond this rule's window).
  *
  * Redis commands: check = GET; commit = SET … PX. Allowed: 2; denied: 1. Refund: GET, SET KEEPTTL
- * (only of this rule's own window; a value the other version wrote gives back nothing).
+ * (only of this rule's own window; a value the other version wrote gives back nothing). A usage
+ * rule's settle (settle-driver.lua.ts): the same GET and SET KEEPTTL with a signed amount.
+ * Counts are written with int() (scripts.ts): a usage rule's may pass 10^14, which Lua's
+ * tostring would print with an exponent.
  * Accuracy: exact per window, but up to 2 × limit can pass within one window's length across a
  * boundary (the end of one window and the start of the next).
  */
@@ -67,6 +70,15 @@ local function fw_load(p, now, adopt)
   end
 end
 
+-- Gives back \`units\` of the loaded window's count (fw_load: own), never below zero; negative
+-- units are charged whatever the count. Returns what it gave back (KEEPTTL: the window's end).
+local function fw_give(p, units)
+  if units > p.count then units = p.count end
+  if units == 0 then return 0 end
+  redis.call('SET', p.key, int(p.t) .. ':' .. p.window .. ':' .. int(p.count - units), 'KEEPTTL')
+  return units
+end
+
 ALG['fixed-window'] = {
   check = function(p, now)
     fw_load(p, now, true)
@@ -75,7 +87,7 @@ ALG['fixed-window'] = {
   commit = function(p, now)
     p.count = p.count + p.cost
     local t = math.floor(math.max(now, p.start, p.t or now))
-    redis.call('SET', p.key, t .. ':' .. p.window .. ':' .. p.count, 'PX',
+    redis.call('SET', p.key, t .. ':' .. p.window .. ':' .. int(p.count), 'PX',
       p.start + p.window - now + GRACE)
   end,
   report = function(p, now, committed)
@@ -89,10 +101,21 @@ ALG['fixed-window'] = {
     -- Best effort: the units come off the window the request was counted in (p.at), if that
     -- window is still the stored one; a refund for a later window gives back nothing.
     fw_load(p, p.at, false)
-    if not p.own or p.count == 0 then return 0 end
-    local units = math.min(p.cost, p.count)
-    redis.call('SET', p.key, p.t .. ':' .. p.window .. ':' .. (p.count - units), 'KEEPTTL')
-    return units
+    if not p.own then return 0 end
+    return fw_give(p, p.cost)
+  end,
+  -- A usage rule's settle (settle-driver.lua.ts): the window the request was counted in (p.at),
+  -- still the stored one and still running: its end, else nil (nothing to charge: that window
+  -- is over, and the next one's budget is fresh).
+  settleFind = REFUNDS and function(p, now)
+    fw_load(p, p.at, false)
+    if p.own and now < p.start + p.window then return p.start + p.window end
+    return nil
+  end,
+  -- What the request used (\`used\`) in its reservation's place: less given back (never below
+  -- zero), more charged whatever the count (the request already happened). Returns the charge.
+  settleWrite = REFUNDS and function(p, used)
+    return -fw_give(p, p.cost - used)
   end,
 }
 `;

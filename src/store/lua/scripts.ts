@@ -3,7 +3,7 @@
  * per algorithm and one mixed) and refund. Adding an algorithm: its fragment file, its entry in
  * ALGORITHMS (algorithm.ts), and the FRAGMENTS entry the compiler then asks for.
  */
-import { ALGORITHMS, type Algorithm, isLogAlgorithm } from "../algorithm";
+import { ALGORITHMS, type Algorithm, isLogAlgorithm, USAGE_ALGORITHMS } from "../algorithm";
 import { clockedScript } from "../clock-slots";
 import { STAMP_AHEAD_MAX_MS } from "../keys";
 import { CALENDAR_LUA } from "./calendar.lua";
@@ -16,6 +16,7 @@ import { FENCE_LUA } from "./placement-fence.lua";
 import { REFUND_DRIVER } from "./refund-driver.lua";
 import { REQUEST_RECORDS_LUA } from "./request-records.lua";
 import { RING_CODEC_LUA } from "./ring-codec.lua";
+import { SETTLE_DRIVER } from "./settle-driver.lua";
 import { SLIDING_COUNTER_LUA } from "./sliding-counter.lua";
 import { SLIDING_LOG_RING_LUA } from "./sliding-log-ring.lua";
 import { TOKEN_BUCKET_LUA } from "./token-bucket.lua";
@@ -30,6 +31,8 @@ import { WEIGHTED_LOG_LUA } from "./weighted-log.lua";
  *   report(p, now) → remaining, reset, retryAfterMs (after commit, or as nothing were consumed)
  *   refund(p, now) → units     gives back what a request consumed
  *   refundReadsClock           true if refund needs `now` (the Redis clock is read only then)
+ *   settleFind(p, now), settleWrite(p, used), settleGated: a usage rule's settle
+ *                              (settle-driver.lua.ts), for the algorithms a usage rule counts in
  *
  * The shebang lets Upstash run scripts on different keys in parallel (every key is in KEYS); the
  * local bridge strips the flag for stock Redis. Time is the Redis clock (TIME) unless the caller
@@ -42,6 +45,9 @@ ${CLOCK_LUA}-- Added to every TTL on the caller's clock: isolates' clocks differ
 -- algorithm keeps its window or time in the value); the grace only delays reclaiming memory.
 local GRACE = 0
 if ARGV[1] ~= nil and ARGV[1] ~= '' then GRACE = 1000 end
+-- An integer as text: tostring prints 14 significant digits, past them with an exponent (a usage
+-- rule's count may pass 10^14 by its extra charges); exact to 2^53 (Lua numbers are doubles).
+local function int(n) return string.format('%.0f', n) end
 -- How far ahead of now a log admission may be stamped (a lease's units: stamped at its end).
 local STAMP_AHEAD_MAX = ${STAMP_AHEAD_MAX_MS}
 
@@ -270,5 +276,14 @@ export const EVALUATE_SCRIPTS = Object.fromEntries([
 
 export const REFUND_SCRIPT = compose(ALGORITHMS, REFUND_DRIVER, true);
 
+/** A usage request's settle: its fragments' settle code (fixed-window, calendar, the weighted log). */
+export const SETTLE_SCRIPT = compose(
+  ALGORITHMS.filter((name) => USAGE_ALGORITHMS.has(name)),
+  SETTLE_DRIVER,
+  true,
+);
+
 // Every composed script takes its clock in ARGV[1] (script-inputs.ts).
-for (const script of [...Object.values(EVALUATE_SCRIPTS), REFUND_SCRIPT]) clockedScript(script, 0);
+for (const script of [...Object.values(EVALUATE_SCRIPTS), REFUND_SCRIPT, SETTLE_SCRIPT]) {
+  clockedScript(script, 0);
+}

@@ -31,7 +31,7 @@ import { MAX_WEIGHTED_ENTRIES } from "../caps";
  *
  * Redis commands: check = GETRANGE (two for a log past 8 kB); commit = SETRANGE (+ PEXPIRE once
  * per window; GETRANGE + SET when it compacts). With TIME: 3 per admission, 2 per denial (one
- * more past 8 kB), plus the EVALSHA. Refund and settle (weighted-settle.lua.ts): GETRANGE of the
+ * more past 8 kB), plus the EVALSHA. Refund and settle (settle-driver.lua.ts): GETRANGE of the
  * last 8 kB (back in ranges that double until the entry is found) + one SETRANGE from the entry
  * to the end (same length: the entry rewritten in place, the entries admitted after it, the
  * trailer): a prompt settle reads and writes a few entries whatever the log holds.
@@ -39,7 +39,7 @@ import { MAX_WEIGHTED_ENTRIES } from "../caps";
  * at most MAX_WEIGHTED_ENTRIES admissions (caps.ts): a request past them is denied until the
  * oldest leaves, whatever units are left.
  */
-export const WL_CODEC = `
+const WL_CODEC = `
 -- The most admissions one log holds in its window.
 local WL_MAX = ${MAX_WEIGHTED_ENTRIES}
 -- The trailer: '|W', sum (16 digits), count (6), start (9: bytes before the first live entry),
@@ -215,6 +215,23 @@ ALG['sliding-log-weighted'] = {
     if not at or state == 'x' then return 0 end
     wl_rewrite(v, at, nxt, wl_entry(p.member, t, 0, 'x'), v.sum - u)
     return u
+  end,
+  -- A usage rule's settle (settle-driver.lua.ts): the entry is its own once-gate (state s).
+  settleGated = true,
+  -- The request's live entry: found (p.already when settled before), or nil.
+  settleFind = REFUNDS and function(p, now)
+    local v = wl_open(p.key, true)
+    local at, t, u, state, nxt = wl_find(v, p.member)
+    if not at or state == 'x' then return nil end
+    p.v, p.e, p.already = v, { at = at, t = t, u = u, nxt = nxt }, state == 's'
+    return true
+  end,
+  -- The entry takes the units used and is marked settled; the log's sum moves by the difference
+  -- (more charged even past the limit, less given back). Returns the charge.
+  settleWrite = REFUNDS and function(p, used)
+    local e = p.e
+    wl_rewrite(p.v, e.at, e.nxt, wl_entry(p.member, e.t, used, 's'), p.v.sum + used - e.u)
+    return used - e.u
   end,
 }
 `;

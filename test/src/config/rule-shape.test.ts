@@ -210,12 +210,47 @@ describe("a rule's usage (docs/usage.md)", () => {
     });
   }
 
-  it("refuses another algorithm, and a plain rule's limit past the ring's cap", () => {
-    const fixed = parseConfig({
-      rules: [{ ...rule, limit: 1_000, algorithm: "fixed-window", usage: { header: "x" } }],
+  it("counts in a fixed window or a calendar period, up to 10^12 units", () => {
+    const parsed = parseConfig({
+      rules: [
+        { ...rule, name: "w", limit: 1e12, algorithm: "fixed-window", usage: { header: "x" } },
+        {
+          name: "tokens-month",
+          period: "month",
+          timezone: "UTC",
+          limit: 5_000_000,
+          cost: 4_000,
+          usage: { json: "usage.total_tokens" },
+          key: "header:x-api-key",
+        },
+      ],
     });
-    expect(fixed.ok ? "accepted" : fixed.field).toBe("rules[0].usage");
+    if (!parsed.ok) throw new Error(detail(parsed));
+    expect(parsed.value.rules.map((r) => [r.algorithm, r.limit])).toEqual([
+      ["fixed-window", 1e12],
+      ["calendar", 5_000_000],
+    ]);
+    // Past 10^12, refused as any usage rule's limit.
+    const over = parseConfig({
+      rules: [{ name: "o", limit: 1e12 + 1, period: "day", usage: { header: "x" } }],
+    });
+    expect(over.ok ? "accepted" : over.field).toBe("rules[0].limit");
+  });
+
+  it("refuses the algorithms a settle cannot charge, and a plain rule's limit past the cap", () => {
+    for (const algorithm of ["token-bucket", "sliding-counter"]) {
+      const given = parseConfig({
+        rules: [{ ...rule, limit: 1_000, algorithm, usage: { header: "x" } }],
+      });
+      expect(given.ok ? "accepted" : given.field, algorithm).toBe("rules[0].usage");
+      expect(detail(given)).toMatch(/"token-bucket" \(a debt that drains\)/);
+    }
     const plain = parseConfig({ rules: [{ name: "p", limit: 1_000_000, window: "1m" }] });
     expect(plain.ok ? "accepted" : plain.field).toBe("rules[0].limit");
+    // The O(1) algorithms' cap holds for a rule without usage.
+    for (const counted of [{ algorithm: "fixed-window", window: "1m" }, { period: "month" }]) {
+      const quota = parseConfig({ rules: [{ name: "q", limit: 1_000_000, ...counted }] });
+      expect(detail(quota)).toMatch(/^rules\[0\]\.limit: must be an integer from 1 to 100000$/);
+    }
   });
 });

@@ -224,6 +224,34 @@ describe("the middleware settles usage rules", () => {
     expect(remaining(await other.request("/none"))).toBe(80);
   });
 
+  it("a monthly token quota (calendar) and a fixed window: settled as the weighted log is", async () => {
+    const month = {
+      name: "tok-month",
+      period: "month" as const,
+      timezone: "Europe/Berlin",
+      anchor: "2026-01-15T09:00:00+01:00",
+      limit: 5_000_000,
+      cost: 4_000,
+      usage: { json: ["usage.input_tokens", "usage.output_tokens"] },
+    };
+    const { app } = appWith(month, `m-${run}`);
+    const res = await settledAfter(app, "/json", (r) => r.json().then(() => {}));
+    expect(res.headers.get("RateLimit-Policy")).toContain("q=5000000");
+    expect(remaining(res)).toBe(5_000_000 - 4_000);
+    // 42 charged at the body's end, 3 958 given back; then 30 by the app, once.
+    const { app: self, settled } = appWith(month, `m-${run}`);
+    expect(remaining(await self.request("/self/30"))).toBe(5_000_000 - 42 - 30);
+    expect(settled[0]).toMatchObject({ status: "settled", charged: [30 - 4_000] });
+
+    const minute = { name: "tok-fw", algorithm: "fixed-window" as const, limit: 100, window: "1m" };
+    const { app: fixed } = appWith(
+      { ...minute, cost: 20, usage: { header: "x-usage" } },
+      `f-${run}`,
+    );
+    expect(remaining(await fixed.request("/header/35"))).toBe(65);
+    expect(remaining(await fixed.request("/header/5"))).toBe(60);
+  });
+
   it("refuses a bad usage spec, naming the field: 503 for every request", async () => {
     for (const usage of [
       { header: "bad header" },
@@ -239,7 +267,7 @@ describe("the middleware settles usage rules", () => {
       expect(((await res.json()) as { field: string }).field).toMatch(/^rules\[0\]\.usage/);
     }
     const { app } = appWith(
-      { name: "bad", limit: 10, window: "1m", usage: { header: "x" }, algorithm: "fixed-window" },
+      { name: "bad", limit: 10, window: "1m", usage: { header: "x" }, algorithm: "token-bucket" },
       "x",
     );
     expect(await (await app.request("/none")).json()).toMatchObject({ field: "rules[0].usage" });

@@ -20,6 +20,10 @@ function trailerOf(value: string): { sum: number; n: number } {
   return { sum: Number(match?.[1]), n: Number(match?.[2]) };
 }
 
+/** Settle on the weighted logs (their settle reads no clock and no `at`). */
+const settleIn = (policies: readonly StorePolicy[], memberId: string, units: readonly number[]) =>
+  settle(store, { policies, memberId, units, at: T });
+
 const spec = (name: string, limit: number, cost: number, windowMs = 1_000): StorePolicy => ({
   redisKey: storageKey(prefix, name, "client", "sliding-log-weighted"),
   algorithm: "sliding-log-weighted",
@@ -60,11 +64,11 @@ describe("the weighted log", () => {
       expect((await evaluatePolicy(store, { ...policy, memberId, now })).allowed).toBe(true);
     }
     // m1 used 95: 85 more is charged although only 80 were left.
-    expect(await settle(store, [policy.redisKey], "m1", [95])).toEqual({
+    expect(await settleIn([policy], "m1", [95])).toEqual({
       status: "settled",
       charged: [85],
     });
-    expect(await settle(store, [policy.redisKey], "m1", [0])).toEqual({
+    expect(await settleIn([policy], "m1", [0])).toEqual({
       status: "already-settled",
       charged: [0],
     });
@@ -72,7 +76,7 @@ describe("the weighted log", () => {
       await evaluatePolicy(store, { ...policy, cost: 1, memberId: "x", now: T + 20 }),
     ).toMatchObject({ allowed: false, remaining: 0, reset: T + 1_000 });
     // m2 used 3: 7 back, and with m1's 95 there are 2 left.
-    expect(await settle(store, [policy.redisKey], "m2", [3])).toEqual({
+    expect(await settleIn([policy], "m2", [3])).toEqual({
       status: "settled",
       charged: [-7],
     });
@@ -80,7 +84,7 @@ describe("the weighted log", () => {
       await evaluatePolicy(store, { ...policy, cost: 2, memberId: "m3", now: T + 30 }),
     ).toMatchObject({ allowed: true, remaining: 0 });
     // Never admitted, or refunded: nothing to settle, nothing written.
-    expect(await settle(store, [policy.redisKey], "nobody", [5])).toEqual({
+    expect(await settleIn([policy], "nobody", [5])).toEqual({
       status: "unknown",
       charged: [0],
     });
@@ -88,7 +92,7 @@ describe("the weighted log", () => {
       refunded: true,
       units: [2],
     });
-    expect(await settle(store, [policy.redisKey], "m3", [5])).toMatchObject({ status: "unknown" });
+    expect(await settleIn([policy], "m3", [5])).toMatchObject({ status: "unknown" });
     // m1 leaves at T + 1000 with its 95 units: 95 + 2 (m3 refunded) free again.
     expect(
       await evaluatePolicy(store, { ...policy, cost: 97, memberId: "m4", now: T + 1_000 }),
@@ -98,15 +102,15 @@ describe("the weighted log", () => {
   it("settles every usage log of the request, all or nothing", async () => {
     const minute = spec("both-m", 100, 10, 60_000);
     const day = spec("both-d", 1_000, 10, 86_400_000);
-    const both = [minute.redisKey, day.redisKey];
+    const both = [minute, day];
     const decided = await evaluatePolicy(store, { ...minute, memberId: "r1", now: T });
     expect(decided.allowed).toBe(true);
     expect((await evaluatePolicy(store, { ...day, memberId: "r1", now: T })).allowed).toBe(true);
-    expect(await settle(store, both, "r1", [40, 40])).toEqual({
+    expect(await settleIn(both, "r1", [40, 40])).toEqual({
       status: "settled",
       charged: [30, 30],
     });
-    expect(await settle(store, both, "r1", [40, 40])).toMatchObject({ status: "already-settled" });
+    expect(await settleIn(both, "r1", [40, 40])).toMatchObject({ status: "already-settled" });
     expect(
       await evaluatePolicy(store, { ...day, cost: 960, memberId: "r2", now: T + 1 }),
     ).toMatchObject({ allowed: true, remaining: 0 });
@@ -133,7 +137,7 @@ describe("the weighted log's bound on admissions", () => {
     });
     const later = await evaluatePolicy(store, { ...policy, memberId: "y", now: T + 60_000 });
     expect(later.allowed).toBe(true);
-    expect(await settle(store, [policy.redisKey], "y", [7])).toMatchObject({ charged: [6] });
+    expect(await settleIn([policy], "y", [7])).toMatchObject({ charged: [6] });
     // The first admission left; y's entry came, with its settled 7 units.
     expect(trailerOf((await redis.get<string>(policy.redisKey)) ?? "")).toEqual({
       sum: MAX_WEIGHTED_ENTRIES - 1 + 7,
@@ -158,7 +162,7 @@ describe("a weighted log longer than one read", () => {
       await evaluatePolicy(store, { ...policy, cost: 500, memberId: "w", now: T + 2_000 }),
     ).toMatchObject({ allowed: false, remaining: 0, reset: T + 499 + 60_000 });
     // An old entry (far before the last 8 kB) settles: 1 → 4.
-    expect(await settle(store, [policy.redisKey], "m0007", [4])).toEqual({
+    expect(await settleIn([policy], "m0007", [4])).toEqual({
       status: "settled",
       charged: [3],
     });
@@ -175,12 +179,12 @@ describe("a weighted log longer than one read", () => {
       n: 700,
     });
     // The newest settle and an older one after compaction: each once.
-    expect(await settle(store, [policy.redisKey], "c", [1])).toMatchObject({ charged: [-299] });
-    expect(await settle(store, [policy.redisKey], "m0500", [0])).toMatchObject({ charged: [-1] });
-    expect(await settle(store, [policy.redisKey], "m0500", [0])).toMatchObject({
+    expect(await settleIn([policy], "c", [1])).toMatchObject({ charged: [-299] });
+    expect(await settleIn([policy], "m0500", [0])).toMatchObject({ charged: [-1] });
+    expect(await settleIn([policy], "m0500", [0])).toMatchObject({
       status: "already-settled",
     });
-    expect(await settle(store, [policy.redisKey], "m0007", [9])).toMatchObject({
+    expect(await settleIn([policy], "m0007", [9])).toMatchObject({
       status: "unknown",
     });
     expect(
@@ -192,13 +196,13 @@ describe("a weighted log longer than one read", () => {
   it("settles each log with its own units (rules that read their usage differently)", async () => {
     const minute = spec("each-m", 100, 10, 60_000);
     const day = spec("each-d", 1_000, 10, 86_400_000);
-    const both = [minute.redisKey, day.redisKey];
+    const both = [minute, day];
     for (const policy of [minute, day]) {
       expect((await evaluatePolicy(store, { ...policy, memberId: "e1", now: T })).allowed).toBe(
         true,
       );
     }
-    expect(await settle(store, both, "e1", [4, 250])).toEqual({
+    expect(await settleIn(both, "e1", [4, 250])).toEqual({
       status: "settled",
       charged: [-6, 240],
     });

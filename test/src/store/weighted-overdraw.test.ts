@@ -1,4 +1,4 @@
-// The bound reserve-then-settle keeps (lua/weighted-settle.lua.ts, docs/usage.md "How exact"):
+// The bound reserve-then-settle keeps (lua/settle-driver.lua.ts, docs/usage.md "How exact"):
 // admissions and settles racing on one weighted log (each instant's events sent at once), on a
 // fake clock. With a covering reservation no rolling window holds more usage than the limit;
 // with a smaller one, a window is over by at most what the requests in flight when its last
@@ -58,7 +58,12 @@ async function play(name: string, requests: Req[]): Promise<StorePolicy> {
         .filter((r) => r.ends === now && r.admitted)
         .map(async (r) => {
           r.settledStep = step;
-          const answer = await settle(store, [policy.redisKey], r.id, [r.used]);
+          const answer = await settle(store, {
+            policies: [policy],
+            memberId: r.id,
+            units: [r.used],
+            at: 0,
+          });
           expect(answer.status).toBe("settled");
         }),
       ...requests
