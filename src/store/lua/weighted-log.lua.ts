@@ -42,6 +42,8 @@ import { MAX_WEIGHTED_ENTRIES } from "../caps";
 const WL_CODEC = `
 -- The most admissions one log holds in its window.
 local WL_MAX = ${MAX_WEIGHTED_ENTRIES}
+-- The most units the log's sum holds: 16 digits, and below 2^53 (exact in Lua's doubles).
+local WL_SUM_MAX = 9000000000000000
 -- The trailer: '|W', sum (16 digits), count (6), start (9: bytes before the first live entry),
 -- expiry (15: the store-clock time the TTL was last set to end), end (10: bytes of entries).
 local WL_TL = 58
@@ -230,6 +232,10 @@ ALG['sliding-log-weighted'] = {
   -- (more charged even past the limit, less given back). Returns the charge.
   settleWrite = REFUNDS and function(p, used)
     local e = p.e
+    -- The sum stays within its 16 digits and exact in a double (< 2^53): a charge past
+    -- WL_SUM_MAX is cut to what fits. A log that full denies every request anyway (limits are at
+    -- most 10^12), and what leaves the window later is what was written: the sum stays true.
+    used = math.min(used, e.u + math.max(0, WL_SUM_MAX - p.v.sum))
     wl_rewrite(p.v, e.at, e.nxt, wl_entry(p.member, e.t, used, 's'), p.v.sum + used - e.u)
     return used - e.u
   end,

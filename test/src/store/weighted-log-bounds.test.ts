@@ -15,15 +15,11 @@ const store = testStore(10_000);
 const pad = (x: number, width: number) => String(x).padStart(width, "0");
 
 describe("the weighted log's sum", () => {
-  // BUG (low): the trailer holds the log's sum in 16 digits, and settles charge past the limit
-  // (as they must), up to 10¹² each: MAX_WEIGHTED_ENTRIES admissions of 1 unit each settled at
-  // 10¹² make the sum 10¹⁶, 17 digits. The trailer then no longer parses and the next
-  // admission reads the log as empty: every unit in the window is forgotten, as a reset would
-  // (an admin route) forget them. A /check caller can reach it on any key it may check (its
-  // own receipts, settled at 10¹²); a sum past 2^53 on the way is already inexact. The fix
-  // belongs to the weighted log's scripts (cap what a settle writes, or widen the field):
-  // left failing.
-  it.fails("still denies once settles have charged 10¹⁶ units into one window", async () => {
+  // Settles charge past the limit (as they must), up to 10¹² each: MAX_WEIGHTED_ENTRIES
+  // admissions settled at 10¹² would make the sum 10¹⁶, past the trailer's 16 digits (the next
+  // admission would read the log as empty, as a reset) and past 2^53. A settle's charge is cut
+  // to what the sum holds (9·10¹⁵): the log still denies, and its sum stays what it holds.
+  it("still denies once settles would charge 10¹⁶ units into one window", async () => {
     const policy: StorePolicy = {
       redisKey: storageKey(prefix, "sum", "client", "sliding-log-weighted"),
       algorithm: "sliding-log-weighted",
@@ -50,10 +46,14 @@ describe("the weighted log's sum", () => {
       });
       expect(before.allowed).toBe(false);
       // The last request settles at the most a response may report.
-      expect(await settle(store, [policy.redisKey], "last", [MAX_USAGE_LIMIT])).toEqual({
-        status: "settled",
-        charged: [MAX_USAGE_LIMIT - 1],
-      });
+      expect(
+        await settle(store, {
+          policies: [policy],
+          memberId: "last",
+          units: [MAX_USAGE_LIMIT],
+          at: T + MAX_WEIGHTED_ENTRIES,
+        }),
+      ).toEqual({ status: "settled", charged: [0] });
       const after = await evaluatePolicy(store, { ...policy, memberId: "probe2", now: T + 20_001 });
       expect(after.allowed).toBe(false);
     } finally {
