@@ -82,8 +82,8 @@ export interface AnalyticsOptions {
   /**
    * Usage rules (docs/usage.md): their reservations are counted as units charged, and the
    * stats answer their units and top spenders even in a span without any. A policy decided in
-   * the weighted log (`sliding-log-weighted`, where usage rules count) is one whether listed
-   * or not.
+   * the weighted log (`sliding-log-weighted`) is one whether listed or not; a usage rule on a
+   * fixed window or a calendar period must be listed (the worker lists every rule with `usage`).
    * @default [] (the weighted log's policies only)
    */
   usagePolicies?: Iterable<string>;
