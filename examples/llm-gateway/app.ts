@@ -1,7 +1,7 @@
 // An LLM gateway: an OpenAI-compatible API in front of an origin that serves one, limited in
-// tokens per customer, by plan: a per-minute budget, charged what each answer really used
-// (read from its `usage`, streamed or not), with a reservation that covers any answer, so the
-// budget is never exceeded (docs/llm-gateway.md).
+// tokens per customer, by plan: a per-minute budget and a monthly quota, each charged what every
+// answer really used (read from its `usage`, streamed or not), with a reservation that covers
+// any answer, so neither is ever exceeded (docs/llm-gateway.md).
 //   npm run bridge, then: npx wrangler dev examples/llm-gateway/app.ts --port 8789 \
 //     --var UPSTASH_REDIS_REST_URL:http://127.0.0.1:8079 --var UPSTASH_REDIS_REST_TOKEN:dev-bridge-token \
 //     --var LLM_ORIGIN:https://api.openai.com --var 'API_KEYS:{"sk-demo":{"customer":"acme","plan":"free"}}'
@@ -15,7 +15,8 @@ export interface Bindings {
   /** The OpenAI-compatible API requests go to (its base URL). */
   LLM_ORIGIN: string;
   /**
-   * The gateway's API keys, as JSON: `{"<key>": {"customer": "<id>", "plan": "free" | "pro"}}`.
+   * The gateway's API keys, as JSON: `{"<key>": {"customer": "<id>", "plan": "trial" | "free" |
+   * "pro"}}`.
    * A real gateway looks its keys up in KV or a database; the limiter needs only the two fields.
    */
   API_KEYS: string;
@@ -25,10 +26,11 @@ export interface Bindings {
   LIMITER_PREFIX?: string;
 }
 
-/** Tokens per plan: a minute's budget, and the most one request may ask for. */
+/** Tokens per plan: a minute's budget, a calendar month's, and the most one request may ask. */
 export const PLANS = {
-  free: { perMinute: 10_000, maxTokens: 2_000 },
-  pro: { perMinute: 200_000, maxTokens: 16_000 },
+  trial: { perMinute: 10_000, perMonth: 5_000, maxTokens: 1_000 },
+  free: { perMinute: 10_000, perMonth: 200_000, maxTokens: 2_000 },
+  pro: { perMinute: 200_000, perMonth: 50_000_000, maxTokens: 16_000 },
 } as const;
 type Plan = keyof typeof PLANS;
 
@@ -109,7 +111,17 @@ app.use(
         window: "1m",
         limit: (c) => PLANS[c.get("caller").plan].perMinute,
         cost: (c) => c.get("caller").reservation,
-        // OpenAI's total; Anthropic's API would be ["usage.input_tokens", "usage.output_tokens"].
+        // OpenAI's total; Anthropic's API would be ["message.usage.input_tokens",
+        // "usage.output_tokens"].
+        usage: { json: "usage.total_tokens" },
+      },
+      {
+        // The month the plan pays for: from the 1st at midnight UTC (`anchor` moves it to a
+        // billing day; a customer's own, through an override: docs/calendar-quotas.md).
+        name: "tokens-month",
+        period: "month",
+        limit: (c) => PLANS[c.get("caller").plan].perMonth,
+        cost: (c) => c.get("caller").reservation,
         usage: { json: "usage.total_tokens" },
       },
     ],

@@ -7,7 +7,8 @@
 import type { Context, Env as HonoEnv } from "hono";
 import * as v from "valibot";
 import type { RuleConfig, RuleInput } from "../config/rule-schema";
-import { costFits, limitSchemaOf } from "../config/schema-parts";
+import { costFits, integerIn } from "../config/schema-parts";
+import { limitRange, maxLimitOf } from "../store/caps";
 
 /** A value computed per request, sync or async. */
 type PerRequest<E extends HonoEnv, T> = (c: Context<E>) => T | Promise<T>;
@@ -51,7 +52,13 @@ export function splitPerRequest<E extends HonoEnv>(
 
 /** Why a request's value is out of bounds: the field and the reason; undefined when fine. */
 function issueOf(rule: RuleConfig, limit: unknown, cost: unknown): [string, string] | undefined {
-  const limitOk = v.safeParse(limitSchemaOf(rule.algorithm), limit);
+  // A usage rule's limit is in units (tokens): up to 10¹² on a window or a period too.
+  const bounds = integerIn(
+    1,
+    maxLimitOf(rule.algorithm, rule.usage),
+    limitRange(rule.algorithm, rule.usage),
+  );
+  const limitOk = v.safeParse(bounds, limit);
   if (!limitOk.success) {
     return ["limit", `returned ${String(limit)}: ${limitOk.issues[0]?.message ?? "invalid"}`];
   }

@@ -12,7 +12,9 @@ const redis = testRedis();
 const prefix = scopedPrefix("llm-gateway");
 const run = crypto.randomUUID().slice(0, 8);
 const customer = (name: string) => `${name}-${run}`;
-const env = (accounts: Record<string, { customer: string; plan: "free" | "pro" }>): Bindings => ({
+const env = (
+  accounts: Record<string, { customer: string; plan: keyof typeof PLANS }>,
+): Bindings => ({
   UPSTASH_REDIS_REST_URL: baseEnv.UPSTASH_REDIS_REST_URL as string,
   UPSTASH_REDIS_REST_TOKEN: baseEnv.UPSTASH_REDIS_REST_TOKEN as string,
   LLM_ORIGIN: originUrl(),
@@ -114,6 +116,26 @@ describe("the LLM gateway example", () => {
     expect(total).toBeLessThanOrEqual(PLANS.free.perMinute);
     // The last admission found less than a reservation left: what a covering reservation costs.
     expect(total).toBeGreaterThan(PLANS.free.perMinute - 2 * 2_004);
+  });
+
+  it("a monthly quota: admitted up to it in tokens, then 429 until the next month", async () => {
+    const who = customer("trial");
+    const bindings = env({ "sk-trial": { customer: who, plan: "trial" } });
+    // Each reserves 500 + 3 and uses 410: the month's 5 000 admits a reservation while it fits.
+    let last: Awaited<ReturnType<typeof complete>> | undefined;
+    for (let i = 0; i < 20; i++) {
+      last = await complete(bindings, "sk-trial", { tokens: 400, maxTokens: 500, user: who });
+      if (last.res.status !== 200) break;
+    }
+    expect(last?.res.status).toBe(429);
+    expect(JSON.parse(last?.text ?? "{}")).toMatchObject({ violated: ["tokens-month"] });
+    const used = await originUsage(who);
+    // 11 answers of 410 (4 510), and the 12th's 503 no longer fit: never over the quota.
+    expect(used).toEqual({ streams: 11, units: 11 * 410 });
+    const now = new Date();
+    const nextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
+    const retryAfter = Number(last?.res.headers.get("Retry-After"));
+    expect(Math.abs(retryAfter - (nextMonth - now.getTime()) / 1000)).toBeLessThan(60);
   });
 
   it("counts nothing for a request it refuses", async () => {
