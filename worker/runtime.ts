@@ -24,7 +24,7 @@ import {
 import { howToSet } from "./binding-hint";
 import type { Env } from "./env";
 import { createKeyLabels, type KeyLabels } from "./key-labels";
-import { buildStores } from "./shard-stores";
+import { buildStores, receiptSecretOf } from "./shard-stores";
 import { createShardTally, type ShardTally } from "./shard-tally";
 
 /** What one isolate builds once from its bindings: the parsed config, rules and the limiter. */
@@ -110,10 +110,9 @@ function buildRuntime(env: Env): Runtime {
   if (!stores.ok) return stores;
   // What is per deployment (analytics, network blocks) lives on the first shard.
   const store = stores.first;
-  // Usage receipts are sealed with the /check token: every instance of the deployment shares it.
   const rules = createRules(config, {
     region: env.LIMITER_REGION,
-    receiptSecret: env.LIMITER_TOKEN,
+    receiptSecret: receiptSecretOf(env, config),
   });
   const analytics = buildAnalytics(env, config, store, rules);
   if (analytics && !("record" in analytics)) return analytics;

@@ -31,6 +31,17 @@ function shardBindings(name: string): { url: string; token: string } {
     : { url: `UPSTASH_REDIS_REST_URL_${name}`, token: `UPSTASH_REDIS_REST_TOKEN_${name}` };
 }
 
+/**
+ * The secret usage receipts are sealed with: one no /check caller holds (each holds the /check
+ * token, and could seal a receipt for another client's request with it alone), shared by every
+ * instance of the deployment: the first store's token with the /check token. A new store token
+ * makes outstanding receipts unreadable (their reservations stand), as a new /check token does.
+ */
+export function receiptSecretOf(env: Env, config: LimiterConfig): string {
+  const store = env[shardBindings(config.shards?.[0] ?? "").token as "UPSTASH_REDIS_REST_TOKEN"];
+  return `${store ?? ""}\n${env.LIMITER_TOKEN ?? ""}`;
+}
+
 export function buildStores(env: Env, config: LimiterConfig): StoresBuilt {
   const built = new Map<string, StoreClient>();
   const names = config.shards ?? [""];

@@ -1,10 +1,10 @@
 /**
  * POST /check/settle against hostile and careless callers: receipts altered, truncated, huge or
  * with foreign characters, settles of one receipt racing each other, a /check retried under its
- * requestId, and a caller who holds the /check token (LIMITER_TOKEN) and reads the source: the receipt's MAC is keyed by that same token (src/http/usage-receipt.ts), so such a
- * caller can seal a receipt of its own for any key and any member id. Member ids are an
- * isolate's prefix and a counter (src/limiter/member-id.ts): a caller's own receipt shows the
- * prefix and its neighbours' ids. Real worker, real Redis through the bridge.
+ * requestId, and a caller who holds the /check token (LIMITER_TOKEN) and reads the source, who
+ * would seal a receipt of its own for any key and any member id were the MAC keyed by that
+ * token. Member ids are an isolate's prefix and a counter (src/limiter/member-id.ts): a caller's
+ * own receipt shows the prefix and its neighbours' ids. Real worker, real Redis through the bridge.
  */
 import { describe, expect, it } from "vitest";
 import { storageKey } from "../../../src/store/keys";
@@ -67,16 +67,11 @@ const remaining = async (key: string) =>
   ).remaining;
 
 describe("POST /check/settle: a receipt the caller sealed itself", () => {
-  // BUG: the receipt's HMAC key is derived from LIMITER_TOKEN alone, the bearer token every
-  // /check caller holds, so the seal proves nothing to those callers. One of them seals a
-  // receipt naming another customer's key and the member id next to its own (ids are an
-  // isolate prefix and a counter) and settles it at 0: the victim's reservation is given back
-  // (a give-back no decision-token route allows: reset is admin), and the victim's own settle
-  // then answers 409, so its real usage is never charged. A proxy's streams in the same
-  // isolate are reachable the same way (same prefix, same counter). The fix is a sealing
-  // secret /check callers do not hold (one of its own, or one derived from a server-only
-  // binding), not local to the reader: left failing.
-  it.fails("refuses (400 naming receipt) a receipt sealed with the /check token", async () => {
+  // Every /check caller holds the /check token: a seal keyed by it alone would let one of them
+  // seal a receipt naming another customer's key and a member id next to its own (ids are an
+  // isolate prefix and a counter) and settle it at 0, giving back the victim's reservation.
+  // Receipts are sealed with a secret no caller holds (worker/shard-stores.ts receiptSecretOf).
+  it("refuses (400 naming receipt) a receipt sealed with the /check token", async () => {
     const attacker = await receiptFor(`attacker-${run}`);
     const victim = await receiptFor(`victim-${run}`);
     const mine = JSON.parse(
