@@ -94,7 +94,7 @@ export interface SettlingResponse {
  * nothing buffered; several specs, one pass-through reader each), and settled when it ends, kept
  * alive by `waitUntil`; the headers then show the budget left after the reservation. No usage
  * read for a rule (no header, no field, the body failed or its client went before the usage
- * event), or a 5xx a `refundOn` rule gave back: its reservation stands. A client gone after the
+ * event): its reservation stands; a usage rule whose `refundOn` gave a 5xx back is not read. A client gone after the
  * usage event is charged that usage: the reader answers what the complete events reported.
  */
 export async function settleFromResponse(
@@ -104,12 +104,13 @@ export async function settleFromResponse(
   context: { signal?: AbortSignal | undefined; waitUntil?: WaitUntil | undefined },
 ): Promise<SettlingResponse> {
   if (settler.settled) return { response, reading: false };
-  if (response.status >= 500 && rules.some((rule) => rule.refundOn === "5xx")) {
-    return { response, reading: false };
-  }
+  // A usage rule that gives a 5xx back was refunded whole (refundOnServerError): nothing to read
+  // for it. The others are charged what the answer reports, 5xx or not.
+  const refunded = (rule: RuleConfig) => response.status >= 500 && rule.refundOn === "5xx";
+  const skipped = rules.some((rule) => rule.usage && refunded(rule));
   const specs = new Map<string, { spec: UsageSpec; rules: string[] }>();
   for (const rule of rules) {
-    if (!rule.usage) continue;
+    if (!rule.usage || refunded(rule)) continue;
     const id = JSON.stringify(rule.usage);
     const group = specs.get(id) ?? { spec: rule.usage, rules: [] };
     group.rules.push(rule.name);
@@ -126,7 +127,7 @@ export async function settleFromResponse(
   // Never rejects: a failed settle leaves the reservations standing, as a store down does.
   const settling = Promise.all(readings).then(
     async (read) => {
-      if (groups.length === 1) {
+      if (groups.length === 1 && !skipped) {
         if (read[0] !== undefined) await settler.settle(read[0]);
         return;
       }

@@ -82,12 +82,9 @@ describe("the middleware's settle against careless apps", () => {
     expect(remaining(await app.request("/none"))).toBe(1_000 - 100);
   });
 
-  // BUG (low): settleFromResponse skips reading a 5xx's usage when *any* applying rule has
-  // refundOn "5xx", though only that rule gives the request back. A usage rule without refundOn
-  // beside a request-counting rule with it keeps its reservation (100) for a 5xx whose body
-  // reports 700 used: under-charged by what it used past the reservation. Whether such a rule
-  // should read the 5xx's usage is a choice for the usage rule's own refundOn; left failing.
-  it.fails("a sibling rule's refundOn leaves the usage rule's 5xx usage read", async () => {
+  // Only a rule with refundOn gives the request back on a 5xx: a usage rule without it is
+  // charged what the 5xx reports, whatever its sibling rules say.
+  it("a sibling rule's refundOn leaves the usage rule's 5xx usage read", async () => {
     const requests = { name: "requests", limit: 100, window: "1m", refundOn: "5xx" as const };
     const { app } = appWith([tokens("sibling"), requests], `sibling-${run}`);
     expect((await settledAfter(app, "/down/700")).status).toBe(503);
