@@ -16,6 +16,8 @@ const FEATURES = [
   "sliding-counter",
   "token-bucket",
   "concurrency",
+  "calendar",
+  "usage",
   // what is done with decisions
   "costs",
   "multi-policy",
@@ -42,6 +44,7 @@ const FEATURES = [
   "reshard×faults",
   "multi-shard×request-ids",
   "refunds×request-ids",
+  "reshard×usage",
 ] as const;
 
 export type Feature = (typeof FEATURES)[number];
