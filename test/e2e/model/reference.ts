@@ -263,7 +263,7 @@ export class Reference {
   }
 
   /** Admissions the store counts for this key in the window (or period) ending now. */
-  counted(policy: Policy, key: string): number {
+  private counted(policy: Policy, key: string): number {
     const reset = this.lastReset(policy, key);
     const since = this.since(policy);
     let sum = 0;

@@ -137,11 +137,16 @@ export function recordSettle(
   const { status, charged } = answer;
   const shown = `answered ${status} charged [${charged}], expected ${[...expected.statuses].join(" or ")}`;
   if (!expected.statuses.has(status)) throw new Violation("settle", `${shown} ${context}`);
-  if (status !== "settled" && charged.some((c) => c !== 0)) {
+  // A receipt settled on two shards, one of them out, answers failed with the other's charge:
+  // that part is settled (a retry of the settle counts it once), the other is not.
+  const mayCharge =
+    status === "settled" ||
+    (status === "failed" && expected.parts.some((p) => p.outcomes.has("settled")));
+  if (!mayCharge && charged.some((c) => c !== 0)) {
     throw new Violation("settle", `${shown}: nothing may change ${context}`);
   }
   const sure = expected.parts.every((p) => p.outcomes.size === 1);
-  if (status === "settled" && sure) {
+  if (mayCharge && sure) {
     const want = expected.parts
       .map((p) => (p.outcomes.has("settled") ? units - p.a.cost : 0))
       .sort((x, y) => x - y);
@@ -158,7 +163,7 @@ export function recordSettle(
   }
   for (const { a, outcomes } of expected.parts) {
     if (!outcomes.has("settled")) continue;
-    if ((outcomes.size === 1 || only) && status === "settled") {
+    if (outcomes.size === 1 || (only && status === "settled")) {
       a.settled = { units, seq: ref.seq };
       delete a.settleUncertain;
     } else {
