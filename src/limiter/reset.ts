@@ -15,10 +15,13 @@ import type { LimiterContext } from "./context";
 import { resolvePolicies } from "./resolved-policy";
 import type { LimitRequest } from "./types";
 
-/** What `reset` takes: the key, and what its cached denial is remembered under. */
+/**
+ * What `reset` takes: the key, and what its cached denial is remembered under. A calendar
+ * policy's `period` too: its bounds are checked as `limit` checks them, which requires it.
+ */
 export type ResetRequest = Pick<
   LimitRequest,
-  "policy" | "key" | "limit" | "windowMs" | "algorithm"
+  "policy" | "key" | "limit" | "windowMs" | "algorithm" | "period"
 >;
 
 export interface ResetOutcome {

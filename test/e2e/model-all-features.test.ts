@@ -1,8 +1,10 @@
 /**
  * A model-based test of every feature at once (test/e2e/model/): seeded random sequences of
- * decisions of every algorithm with costs, concurrency acquire/release, request ids and retries,
- * refunds, peeks, resets, overrides, key and network blocks, leases, a reshard instant (old and
- * new configs side by side), a store that goes down or hangs, and clock steps — the library over
+ * decisions of every algorithm with costs, concurrency acquire/release, calendar quotas (a day,
+ * a week and a month in three zones, clock steps to their edges: month ends, DST changes), usage
+ * rules and their settles, request ids and retries, refunds, peeks, resets, overrides, key and
+ * network blocks, leases, a reshard instant (old and new configs side by side), a store that
+ * goes down or hangs, and clock steps — the library over
  * three private redis-servers, each behind the REST bridge and a fault proxy, with the real
  * @upstash/redis client on a manual clock (the caller clock). The reference model checks the
  * promises (reference.ts); fast-check shrinks a failing sequence.

@@ -4,8 +4,17 @@
  * promise broken. A step whose feature is switched off (features.ts) is skipped by `check`.
  */
 import fc from "fast-check";
+import type { ResetRequest } from "../../../src/limiter/reset";
 import type { LimitRequest, MultiDecision } from "../../../src/limiter/types";
 import type { Feature } from "./features";
+import {
+  CALENDAR,
+  EDGE_OFFSETS,
+  PERIODS_ON,
+  parsePeriodOrSettle,
+  Settle,
+  ToPeriodEdge,
+} from "./period-and-settle-steps";
 import {
   type Admission,
   FAILURE_SOURCES,
@@ -13,6 +22,7 @@ import {
   type Policy,
   Violation,
 } from "./reference";
+import { checkUsageWindows } from "./usage-reference";
 import {
   BLOCKS_REFRESH_MS,
   POLICIES,
@@ -32,7 +42,13 @@ interface Part {
 
 function request(w: World, part: Part): LimitRequest & { policy: string } {
   const policy = POLICIES[part.p] as Policy;
-  const cost = policy.algorithm === "concurrency" ? 1 : Math.min(part.c, policy.limit);
+  // A usage rule's cost is its reservation: 2, 4 or 6 of its 12.
+  const cost =
+    policy.algorithm === "concurrency"
+      ? 1
+      : policy.usage
+        ? 2 * part.c
+        : Math.min(part.c, policy.limit);
   const r: LimitRequest = {
     policy: policy.policy,
     key: w.keys[part.k] as string,
@@ -42,6 +58,7 @@ function request(w: World, part: Part): LimitRequest & { policy: string } {
     failMode: policy.failMode,
     cost,
   };
+  if (policy.period) r.period = policy.period;
   if (policy.lease) r.lease = true;
   if (policy.overrides) r.overrides = true;
   return r;
@@ -57,6 +74,9 @@ function partsAllowed(w: World, parts: readonly Part[]): boolean {
     if (!w.on(POLICY_FEATURE[part.p] as never)) return false;
     if (part.c > 1 && !w.on("costs")) return false;
     if (part.p === "conc" && !w.reshardAllows("reshard×concurrency")) return false;
+    // The config refuses a calendar rule during a reshard (docs/calendar-quotas.md).
+    if (POLICIES[part.p]?.period && w.cfg.reshard) return false;
+    if (part.p === "usage" && !w.reshardAllows("reshard×usage")) return false;
     const id = `${part.p}/${part.k}`;
     if (seen.has(id)) return false;
     seen.add(id);
@@ -64,13 +84,33 @@ function partsAllowed(w: World, parts: readonly Part[]): boolean {
   return true;
 }
 
-/** Records a decision in the model and checks it: the window, in flight, a block. */
+/** A calendar quota's answers: each part's reset, and a denial only of a full period. */
+function checkPeriods(
+  w: World,
+  iso: string,
+  requests: readonly LimitRequest[],
+  d: MultiDecision,
+  context: string,
+) {
+  for (const [i, r] of requests.entries()) {
+    const decision = d.decisions[i];
+    if (decision && !d.replayed) {
+      w.ref.checkPeriodAnswer(policyOf(r), r.key, r.cost ?? 1, decision, iso, context);
+    }
+  }
+}
+
+/**
+ * Records a decision in the model and checks it: the window, in flight, a block, a calendar
+ * quota's answer (`periods`: false when the caller checks those once a burst is recorded).
+ */
 function record(
   w: World,
   iso: string,
   requests: readonly LimitRequest[],
   d: MultiDecision,
   context: string,
+  periods = true,
 ): Admission[] {
   const ref = w.ref;
   ref.next();
@@ -84,6 +124,7 @@ function record(
       );
     }
   }
+  if (periods) checkPeriods(w, iso, requests, d, context);
   if (!d.allowed || d.replayed) return [];
   const admitted: Admission[] = [];
   for (const [i, r] of requests.entries()) {
@@ -98,6 +139,8 @@ function record(
       cost: r.cost ?? 1,
       source,
       refunded: false,
+      shard: d.decisions[i]?.shard,
+      realT: performance.now(),
     };
     ref.admissions.push(admission);
     admitted.push(admission);
@@ -125,6 +168,7 @@ function record(
   }
   for (const a of admitted) {
     if (LOCAL_SOURCES.has(a.source)) ref.checkFallbackWindow(a.policy, a.key, iso, context);
+    else if (a.policy.usage) checkUsageWindows(ref, a.policy, a.key, context);
     else ref.checkWindow(a.policy, a.key, context);
     if (a.policy.algorithm === "concurrency") ref.checkInFlight(a.policy, a.key, context);
   }
@@ -227,7 +271,11 @@ class Retry implements Step {
         );
       }
     }
-    record(w, isolate.id, requests, d, context);
+    // A denial is replayed until its retryAfterMs (docs/request-ids-and-refunds.md), a
+    // calendar quota's until the next period, however much room a refund made meanwhile:
+    // the denial of a retry whose id was denied before is not judged.
+    record(w, isolate.id, requests, d, context, original.allowed && !original.retryDenied);
+    if (!d.allowed) original.retryDenied = true;
   }
   toString() {
     return `retry(iso${this.iso}, #${this.pick})`;
@@ -250,7 +298,10 @@ class Burst implements Step {
         return { iso: isolate.id, d: await isolate.limiter.limitAll([r]) };
       }),
     );
-    for (const { iso, d } of answers) record(w, iso, [r], d, `${w.when()} (${this})`);
+    for (const { iso, d } of answers) record(w, iso, [r], d, `${w.when()} (${this})`, false);
+    // Judged once every answer is recorded: the store decided them in an order the test
+    // cannot see, so a denial is judged against all the burst admitted.
+    for (const { iso, d } of answers) checkPeriods(w, iso, [r], d, `${w.when()} (${this})`);
   }
   toString() {
     return `burst(${fmt([this.part])} ×${this.n})`;
@@ -324,7 +375,7 @@ class Refund implements Step {
     w.ref.next();
     // A refund that failed may have landed: the model forgets the units either way (laxer).
     if (out.refunded || out.error !== undefined) {
-      w.ref.recordRefund(entry.admissions, isolate.id);
+      w.ref.recordRefund(entry.admissions, isolate.id, out.error === undefined);
       if (entry.id) entry.id.refunded = true;
     }
   }
@@ -378,18 +429,19 @@ class Reset implements Step {
   async run(w: World) {
     const isolate = w.isolate(this.iso);
     const r = request(w, this.part);
-    await isolate.limiter
-      .reset({
-        policy: r.policy,
-        key: r.key,
-        limit: r.limit,
-        windowMs: r.windowMs,
-        algorithm: policyOf(r).algorithm,
-      })
-      .catch(() => undefined);
+    const target: ResetRequest = {
+      policy: r.policy,
+      key: r.key,
+      limit: r.limit,
+      windowMs: r.windowMs,
+      algorithm: policyOf(r).algorithm,
+    };
+    // A calendar key's reset names its period (its bounds are checked as a decision's).
+    if (r.period) target.period = r.period;
+    const out = await isolate.limiter.reset(target).catch(() => undefined);
     w.ref.next();
     // A reset that failed may have landed, on either placement: counted as done (laxer).
-    w.ref.recordReset(policyOf(r), r.key, isolate.id);
+    w.ref.recordReset(policyOf(r), r.key, isolate.id, out !== undefined);
   }
   toString() {
     return `reset(iso${this.iso}, ${this.part.p}/k${this.part.k})`;
@@ -533,6 +585,7 @@ class Fault implements Step {
     if (!store) return;
     store.proxy.set(this.mode);
     w.ref.faults.set(store.name, { mode: this.mode, since: w.ref.now });
+    if (this.mode !== "up") w.ref.wasOut.add(store.name);
     w.ref.next();
   }
   toString() {
@@ -567,7 +620,7 @@ class ToInstant implements Step {
   }
 }
 
-const RATE = ["log", "ring", "plan", "lease", "fixed", "counter", "bucket"];
+const RATE = ["log", "ring", "plan", "lease", "fixed", "counter", "bucket", ...CALENDAR, "usage"];
 const PEEKABLE = ["log", "ring", "plan", "lease"];
 const iso = fc.integer({ min: 0, max: 2 });
 const key = fc.integer({ min: 0, max: 3 });
@@ -686,6 +739,37 @@ export function steps(features: ReadonlySet<Feature>): fc.Arbitrary<Step>[] {
     1,
     fc.constantFrom(1, 250, 2_500, 5_000).map((ms) => new Advance(ms)),
   );
+  if (on("calendar")) {
+    const parts = fc.array(part(CALENDAR), { minLength: 1, maxLength: on("multi-policy") ? 2 : 1 });
+    add(
+      2,
+      fc.tuple(iso, parts, fc.boolean()).map(([i, ps, id]) => new Decide(i, ps, id)),
+    );
+    const edge = fc.tuple(
+      fc.constantFrom(...CALENDAR),
+      fc.constantFrom(0, ...PERIODS_ON),
+      fc.constantFrom(...EDGE_OFFSETS),
+    );
+    add(
+      2,
+      edge.map(([p, n, o]) => new ToPeriodEdge(p, n, o)),
+    );
+  }
+  if (on("usage")) {
+    // A usage part, alone or beside any other (its receipt then settles the usage part only).
+    const others = fc.array(part(any), { maxLength: on("multi-policy") ? 1 : 0 });
+    const reserve = fc.tuple(iso, part(["usage"]), others, fc.boolean());
+    add(
+      2,
+      reserve.map(([i, u, ps, id]) => new Decide(i, [u, ...ps], id)),
+    );
+    const tenths = fc.integer({ min: 0, max: 20 });
+    const settle = fc.tuple(iso, pick, tenths, fc.boolean(), fc.nat({ max: 4 }));
+    add(
+      2,
+      settle.map(([i, p, t, twice, any]) => new Settle(i, p, t, twice, any === 0)),
+    );
+  }
   if (on("reshard")) {
     const offsets = [-1_000, -1, 0, TIMEOUT_MS - 1, TIMEOUT_MS, TIMEOUT_MS + 1, TIMEOUT_MS + 2_000];
     add(
@@ -751,6 +835,8 @@ export function parseStep(text: string): Step {
         return new NetCheck(isoOf(args[0]), IPS.indexOf(args[1] ?? ""));
     }
   }
+  const own = parsePeriodOrSettle(text.trim());
+  if (own) return own;
   const store = /^store ([A-C]) (up|down|hang)$/.exec(text.trim());
   if (store) {
     return new Fault(SHARDS.indexOf(store[1] as "A"), store[2] as "up" | "down" | "hang");

@@ -16,6 +16,8 @@ const FEATURES = [
   "sliding-counter",
   "token-bucket",
   "concurrency",
+  "calendar",
+  "usage",
   // what is done with decisions
   "costs",
   "multi-policy",
@@ -42,15 +44,22 @@ const FEATURES = [
   "reshard×faults",
   "multi-shard×request-ids",
   "refunds×request-ids",
+  "reshard×usage",
 ] as const;
 
 export type Feature = (typeof FEATURES)[number];
 
 /**
  * Left out by default: a meeting of features this test finds failing, until its fix lands (list
- * it here with its kept case in kept-seeds.json). Empty: every feature meets every other.
+ * it here with its kept case in kept-seeds.json once fixed).
+ *
+ * - reshard×usage: a usage rule's moved key starts afresh on its new shard (the router peeks
+ *   the old shard only for the ring, `sliding-log`; the weighted log is treated as a counter),
+ *   so a rolling window holds the old shard's units plus up to the limit again. Shrunk:
+ *   reshard at +1000; decide(iso1, usage/k2×3); settle(iso0, #0, 1.1×, any); clock +2500;
+ *   decide(iso0, usage/k2×3+log/k0×1): 13 units at limit 12, no usage in flight.
  */
-const KNOWN_BROKEN: readonly Feature[] = [];
+const KNOWN_BROKEN: readonly Feature[] = ["reshard×usage"];
 
 function listed(raw: string | undefined): string[] {
   return (raw ?? "")

@@ -7,7 +7,9 @@
  * Time is one manual clock every isolate reads, and each call is sent and answered at one
  * instant of it, so "counted strictly, send to receive" is counting at that instant.
  */
+import type { CalendarPeriod } from "../../../src/limiter/calendar-period";
 import type { Algorithm } from "../../../src/store/algorithm";
+import { periodOf } from "./calendar-reference";
 
 /** A step's answer that breaks a promise: the property, and what was seen. */
 export class Violation extends Error {
@@ -29,6 +31,10 @@ export interface Policy {
   failMode: "open" | "closed";
   lease?: true;
   overrides?: true;
+  /** A calendar quota's period (its windowMs is the period's longest length). */
+  period?: CalendarPeriod;
+  /** A usage rule: `cost` is a reservation a settle changes (usage-reference.ts). */
+  usage?: true;
 }
 
 /** Sources that mean the failure policy answered, not the store. */
@@ -36,7 +42,7 @@ export const FAILURE_SOURCES = new Set(["fail-open", "fail-closed", "fallback"])
 /** Sources of an admission the store did not count (per isolate at most: the fallback). */
 export const LOCAL_SOURCES = new Set(["fail-open", "fallback"]);
 
-const EXACT = new Set<Algorithm>(["sliding-log"]);
+const EXACT = new Set<Algorithm>(["sliding-log", "calendar"]);
 
 /** A lease's units may be spent this long after a reset by the isolates that did not reset. */
 const LEASE_AFTER_RESET_MS = 1_000;
@@ -52,6 +58,16 @@ export interface Admission {
   cost: number;
   source: string;
   refunded: boolean;
+  /** A refund of it failed: it may still count. */
+  refundUncertain?: true;
+  /** The shard that decided it. */
+  shard?: string | undefined;
+  /** Its settle (usage rules): the units, and the step that settled it. */
+  settled?: { units: number; seq: number };
+  /** A settle whose outcome is unknown: it may hold these units (the largest tried). */
+  settleUncertain?: number;
+  /** performance.now() when admitted: the store's key lives on in real time, not the model's. */
+  realT?: number;
 }
 
 export interface HeldSlot {
@@ -91,13 +107,15 @@ export class Reference {
   now: number;
   readonly admissions: Admission[] = [];
   readonly slots: HeldSlot[] = [];
-  readonly resets = new Map<string, { seq: number; t: number; iso: string }[]>();
+  readonly resets = new Map<string, { seq: number; t: number; iso: string; ok: boolean }[]>();
   readonly plans = new Map<string, PlanState>();
   /** Changes after which an isolate's memory may deny what the store would admit. */
   readonly changes: { policy: string; key: string; t: number; iso: string; plan: boolean }[] = [];
   readonly netBlocks = new Map<string, { t: number; iso: string; removed: boolean }>();
   /** Per shard: its proxy mode and when it last changed. */
   readonly faults = new Map<string, { mode: string; since: number }>();
+  /** Shards that were down or hung at some point of the run. */
+  readonly wasOut = new Set<string>();
   operations = 0;
 
   constructor(
@@ -205,10 +223,10 @@ export class Reference {
     return !this.planMayBeLost(policy, key, state);
   }
 
-  recordReset(policy: Policy, key: string, iso: string) {
+  recordReset(policy: Policy, key: string, iso: string, ok = true) {
     const id = pk(policy.policy, key);
     const list = this.resets.get(id) ?? [];
-    list.push({ seq: this.seq, t: this.now, iso });
+    list.push({ seq: this.seq, t: this.now, iso, ok });
     this.resets.set(id, list);
     this.changes.push({ policy: policy.policy, key, t: this.now, iso, plan: false });
   }
@@ -217,9 +235,10 @@ export class Reference {
     return this.resets.get(pk(policy.policy, key))?.at(-1);
   }
 
-  recordRefund(admissions: Admission[], iso: string) {
+  recordRefund(admissions: Admission[], iso: string, ok = true) {
     for (const a of admissions) {
       a.refunded = true;
+      if (!ok) a.refundUncertain = true;
       this.changes.push({ policy: a.policy.policy, key: a.key, t: this.now, iso, plan: false });
     }
   }
@@ -238,14 +257,20 @@ export class Reference {
     );
   }
 
-  /** Admissions the store counts for this key in the window ending now. */
+  /** Where this policy's window (or calendar period) holding now starts: admissions after it count. */
+  private since(policy: Policy): number {
+    return policy.period ? periodOf(policy.period, this.now).start - 1 : this.now - policy.windowMs;
+  }
+
+  /** Admissions the store counts for this key in the window (or period) ending now. */
   private counted(policy: Policy, key: string): number {
     const reset = this.lastReset(policy, key);
+    const since = this.since(policy);
     let sum = 0;
     for (const a of this.admissions) {
       if (a.policy.policy !== policy.policy || a.key !== key || a.refunded) continue;
       if (LOCAL_SOURCES.has(a.source)) continue;
-      if (a.t <= this.now - policy.windowMs || a.t > this.now) continue;
+      if (a.t <= since || a.t > this.now) continue;
       if (reset && a.seq < reset.seq) continue;
       // A lease granted before a reset may be spent for a while after it by the other isolates.
       if (
@@ -268,9 +293,10 @@ export class Reference {
     if (EXACT.has(policy.algorithm)) {
       const limit = this.limitOf(policy, key);
       if (sum > limit) {
+        const span = policy.period ? `the ${policy.period.unit}` : `${policy.windowMs} ms`;
         throw new Violation(
           "window",
-          `${sum} units admitted in ${policy.windowMs} ms at limit ${limit} (${policy.algorithm} ${policy.policy} ${key}) ${context}`,
+          `${sum} units admitted in ${span} at limit ${limit} (${policy.algorithm} ${policy.policy} ${key}) ${context}`,
         );
       }
       return;
@@ -283,6 +309,49 @@ export class Reference {
       throw new Violation(
         "window",
         `${sum} units admitted in ${policy.windowMs} ms, over twice the limit ${policy.limit} (${policy.algorithm} ${policy.policy} ${key}) ${context}`,
+      );
+    }
+  }
+
+  /**
+   * A calendar quota's answer from the store (or a denial it cached): its reset is the next
+   * period's start, and it denies only what the period has no room left for. The most the store
+   * may hold is what the model counts, unless a refund or reset of the key in this period failed
+   * (it may not have landed): then a denial is not judged.
+   */
+  checkPeriodAnswer(
+    policy: Policy,
+    key: string,
+    cost: number,
+    d: { allowed: boolean; source: string; reset: number; retryAfterMs: number },
+    iso: string,
+    context: string,
+  ) {
+    if (!policy.period || (d.source !== "redis" && d.source !== "cache")) return;
+    const { start, next } = periodOf(policy.period, this.now);
+    const what = `(${policy.policy} ${key}, ${policy.period.unit} from ${new Date(start).toISOString()})`;
+    if (
+      d.source === "redis" &&
+      (d.reset !== next || (!d.allowed && d.retryAfterMs !== next - this.now))
+    ) {
+      throw new Violation(
+        "period-reset",
+        `answered reset ${new Date(d.reset).toISOString()} retry ${d.retryAfterMs} ms, the next period starts ${new Date(next).toISOString()} ${what} ${context}`,
+      );
+    }
+    if (d.allowed) return;
+    if (d.source === "cache" && this.mayRememberStale(policy, key, iso)) return;
+    const failed = this.admissions.some(
+      (a) => a.policy === policy && a.key === key && a.refundUncertain && a.t >= start,
+    );
+    const resets = this.resets.get(pk(policy.policy, key)) ?? [];
+    if (failed || resets.some((r) => !r.ok && r.t >= start)) return;
+    const counted = this.counted(policy, key);
+    const limit = this.limitOf(policy, key);
+    if (counted + cost <= limit) {
+      throw new Violation(
+        "period-denial",
+        `denied ${cost} (${d.source}) with ${counted} of ${limit} counted in the period ${what} ${context}`,
       );
     }
   }

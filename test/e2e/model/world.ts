@@ -5,6 +5,7 @@
  * one (a redeploy); isolates 1 and 2 run the new config (three shards, `reshard`) throughout —
  * the premise docs/shards.md states, kept.
  */
+import { LONGEST_PERIOD_MS } from "../../../src/limiter/calendar-period";
 import { createLimiter } from "../../../src/limiter/create-limiter";
 import type { Limiter } from "../../../src/limiter/limiter-api";
 import type { NetworkBlocksOptions } from "../../../src/limiter/network-block-copies";
@@ -68,6 +69,52 @@ export const POLICIES: Record<string, Policy> = {
     failMode: "open",
   },
   conc: { policy: "conc", algorithm: "concurrency", limit: 3, windowMs: 15_000, failMode: "open" },
+  // Calendar quotas (docs/calendar-quotas.md), each meeting its own edge: a day in New York
+  // from 01:30 (a fall-back day repeats 01:30: the first one starts it; days of 23 and 25 hours),
+  // a week in Berlin from Sunday 02:30 (a spring-forward Sunday has no 02:30: 03:30 starts it),
+  // a month in UTC from the 31st (months of 28, 29, 30 and 31 days).
+  daily: {
+    policy: "daily",
+    algorithm: "calendar",
+    limit: 5,
+    windowMs: LONGEST_PERIOD_MS.day,
+    failMode: "closed",
+    period: {
+      unit: "day",
+      timezone: "America/New_York",
+      anchor: Date.parse("2030-01-01T01:30:00-05:00"),
+    },
+  },
+  weekly: {
+    policy: "weekly",
+    algorithm: "calendar",
+    limit: 6,
+    windowMs: LONGEST_PERIOD_MS.week,
+    failMode: "open",
+    period: {
+      unit: "week",
+      timezone: "Europe/Berlin",
+      anchor: Date.parse("2030-03-17T02:30:00+01:00"),
+    },
+  },
+  monthly: {
+    policy: "monthly",
+    algorithm: "calendar",
+    limit: 5,
+    windowMs: LONGEST_PERIOD_MS.month,
+    failMode: "closed",
+    period: { unit: "month", timezone: "UTC", anchor: Date.parse("2030-01-31T09:00:00Z") },
+  },
+  // A usage rule (docs/usage.md): its cost is a reservation (2, 4 or 6) a settle changes. On
+  // the weighted log only: a calendar rule takes no usage (docs/usage.md, "Not yet").
+  usage: {
+    policy: "usage",
+    algorithm: "sliding-log-weighted",
+    limit: 12,
+    windowMs: 10_000,
+    failMode: "open",
+    usage: true,
+  },
 };
 
 /** The feature that generates each policy's decisions. */
@@ -80,6 +127,10 @@ export const POLICY_FEATURE: Record<string, Feature> = {
   counter: "sliding-counter",
   bucket: "token-bucket",
   conc: "concurrency",
+  daily: "calendar",
+  weekly: "calendar",
+  monthly: "calendar",
+  usage: "usage",
 };
 
 export interface RunConfig {
@@ -110,6 +161,8 @@ export interface IdRecord {
   shards: (string | undefined)[];
   refunded: boolean;
   slots: string[];
+  /** A retry of it was denied: the id's record may replay that denial. */
+  retryDenied?: true;
 }
 
 export class World {
