@@ -213,6 +213,16 @@ export function parseConfig(
       'cannot be used during a "reshard": a moved key\'s quota would start afresh on its new shard (a second budget for the period)',
     );
   }
+  const usage = reshard ? result.output.rules.findIndex((rule) => rule.usage) : -1;
+  if (usage >= 0) {
+    // The transition reads a moved key's old shard for the request log only: a usage rule's
+    // weighted log (or counter) would start afresh on the new shard, a second budget for the
+    // window; and a settle on the old shard can still raise what it holds.
+    return invalid(
+      `rules[${usage}].usage`,
+      'cannot be used during a "reshard": a moved key\'s budget would start afresh on its new shard (a second budget for the window)',
+    );
+  }
   return ruleListIssue(result.output.rules) ?? { ok: true, value: result.output };
 }
 

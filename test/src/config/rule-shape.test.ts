@@ -173,6 +173,19 @@ describe("a calendar quota's fields are read, and refused, in the same words eve
 
 describe("a rule's usage (docs/usage.md)", () => {
   const rule = { name: "tokens", limit: 1_000_000_000_000, window: "1m", cost: 500 };
+
+  it("a reshard with a usage rule is refused, saying why; without one it is accepted", () => {
+    const config = (rules: unknown[]) => ({
+      shards: ["", "B"],
+      reshard: { from: [""], at: "2030-01-01T00:00:00Z" },
+      rules,
+    });
+    const usage = { ...rule, usage: { json: "usage.total_tokens" } };
+    expect(detail(parseConfig(config([{ name: "a", limit: 1, window: "1m" }, usage])))).toMatch(
+      /^rules\[1\]\.usage: cannot be used during a "reshard"/,
+    );
+    expect(parseConfig(config([{ name: "a", limit: 1, window: "1m" }])).ok).toBe(true);
+  });
   it("is read as a lower-cased header or JSON paths split, and counts in the weighted log", () => {
     const parsed = parseConfig({
       rules: [
