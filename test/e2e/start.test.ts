@@ -250,7 +250,12 @@ describe("npm start", () => {
     expect(instance.output().match(/cannot fetch Request\.cf/g)?.length ?? 0).toBeLessThanOrEqual(
       1,
     );
-    // Stopped first, so every request line wrangler had to print is in the output.
+    // wrangler prints its request lines on its own time (a busy machine, later): wait for the
+    // probe's, then stop, so every line it had to print is in the output.
+    const deadline = Date.now() + READY_MS;
+    while (loggedRequests(instance.output()).length === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     await stopAndCheck(instance, "SIGTERM");
     // This test sent nothing itself: every request in the log is npm start's own.
     const requests = loggedRequests(instance.output());
