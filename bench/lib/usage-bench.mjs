@@ -21,8 +21,9 @@
 //    round: time to first byte and both workerd processes' CPU per streamed response.
 // 3. Billed commands per request, admission and settle apart: a batch of streams held open 3 s,
 //    the bridge read once every admission is answered and again after every settle.
-// 4. Event streams without usage of 10, 40 and 160 MB: the serving workerd's resident memory while
-//    each passes, beside the plain rule's.
+// 4. Event streams without usage of 10, 40 and 160 MB through a workerd whose V8 heap is capped
+//    at 32 MB: each passes whole or the isolate ends; that workerd's resident memory as each
+//    passes, beside the plain rule's.
 import { rmSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import path from "node:path";
@@ -62,6 +63,8 @@ const COVERING = TOKENS.max;
 const SMALL = Math.round(TOKENS.median / 10) * 10;
 const STORE_TIMEOUT_MS = 2000;
 const BIG_BYTES = 10 * 1024 * 1024;
+/** Part 4's V8 heap cap (old space), MB: well under what the longest stream passes. */
+const HEAP_CAP_MB = 32;
 /** Part 3: every stream held open this long, so that no settle runs before the first read. */
 const HELD_MS = 3000;
 
@@ -129,6 +132,7 @@ export async function runUsageBench({
     heldBatches: quick ? 2 : 5,
     heldMs: HELD_MS,
     bigBytes: BIG_BYTES,
+    heapCapMb: HEAP_CAP_MB,
     bigLengths: quick ? [BIG_BYTES, BIG_BYTES * 4] : [BIG_BYTES, BIG_BYTES * 4, BIG_BYTES * 16],
     settleSlackMs: SETTLE_SLACK_MS,
     certainSettleMs: CERTAIN_SETTLE_MS,
@@ -213,7 +217,17 @@ export async function runUsageBench({
     progress(
       `4. event streams without usage: ${plan.bigLengths.map((b) => b / 1024 / 1024).join(", ")} MB`,
     );
-    const big = await bigStreams(rig, plan);
+    const capped = await serveWorker({
+      scriptPath: bundle,
+      bindings,
+      v8Flags: [`--max-old-space-size=${HEAP_CAP_MB}`],
+    });
+    cleanups.push(capped.dispose);
+    if (capped.pid === undefined) throw new Error("no workerd pid: cannot read its memory");
+    for (const rule of ["usage", "plain"]) {
+      await streamThrough([capped.url], 0, `/${rule}/warm?bytes=65536`, `warm-${rig.run}`);
+    }
+    const big = await bigStreams({ pid: capped.pid, url: capped.url, run: rig.run }, plan);
     for (const row of big) {
       progress(`   ${row.rule}: ${row.bytes} bytes, RSS +${row.growthKb} kB`);
     }
@@ -304,6 +318,11 @@ async function overloadRun(rig, { rule, cost, seconds }) {
     streams: records.length,
     incomplete: records.filter((r) => !r.completed).length,
     tokensServed: records.reduce((n, r) => n + r.tokens, 0),
+    // How late the origin may see an admission: the most from a request's sending to its arrival.
+    mostDelayMs: Math.max(
+      0,
+      ...[...byCustomer.values()].flatMap((streams) => streams.map((x) => x.arrival - x.sent)),
+    ),
     windows: allWindows(byCustomer, { windowMs: WINDOW_S * 1000, limit: LIMIT, cost }),
     share: {
       mean: shares.reduce((a, b) => a + b, 0) / Math.max(1, shares.length),
@@ -443,33 +462,45 @@ async function billedApart(rig, { heldBatches }) {
 }
 
 /**
- * Part 4: long event streams without usage through worker 1, its workerd's resident memory
- * sampled every 10 ms while each passes, its growth over the figure before it; the plain rule
- * beside each, at lengths that grow fourfold: what a stream keeps alive grows with its length,
- * the garbage V8 has not collected yet does not (it is bounded by the heap's own limits).
- * @param {Rig} rig
+ * Part 4: long event streams without usage through a third workerd whose V8 heap is capped at
+ * HEAP_CAP_MB (its other limits as workerd's), usage rule and plain rule at each length: V8's
+ * "heap out of memory" is fatal to workerd, so a stream passing whole says the heap held at most
+ * the cap of it (a fifth of 160 MB), not a share that grows with its length.
+ * Its resident memory is sampled every 10 ms while each passes: RSS also counts what the heap
+ * does not (ArrayBuffers' backing stores, workerd's own buffers, freed memory not given back).
+ * @param {{ pid: number, url: string, run: string }} capped
  * @param {{ bigLengths: number[] }} plan
  */
-async function bigStreams(rig, { bigLengths }) {
-  const { workers, pids } = rig;
-  const pid = /** @type {number} */ (pids[0]);
+async function bigStreams(capped, { bigLengths }) {
+  const { pid } = capped;
+  const rss = () => {
+    try {
+      return rssKbOf(pid);
+    } catch {
+      return Number.NaN; // the process ended
+    }
+  };
   const rows = [];
   for (const bytes of bigLengths) {
     for (const rule of ["usage", "plain"]) {
       await delay(200);
-      const baseKb = rssKbOf(pid);
+      const baseKb = rss();
       let peakKb = baseKb;
       const sampler = setInterval(() => {
-        peakKb = Math.max(peakKb, rssKbOf(pid));
+        peakKb = Math.max(peakKb, rss());
       }, 10);
-      const r = await streamThrough(workers, 0, `/${rule}/big?bytes=${bytes}`, `big-${rig.run}`);
+      const path = `/${rule}/big?bytes=${bytes}`;
+      const r = await streamThrough([capped.url], 0, path, `big-${capped.run}`);
       clearInterval(sampler);
-      peakKb = Math.max(peakKb, rssKbOf(pid));
+      const afterKb = rss();
+      peakKb = Math.max(peakKb, afterKb);
       rows.push({
         rule,
         sent: bytes,
         status: r.status,
         bytes: r.bytes,
+        whole: r.status === 200 && r.bytes >= bytes,
+        alive: Number.isFinite(afterKb),
         ms: r.totalMs,
         baseKb,
         peakKb,
