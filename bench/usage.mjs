@@ -185,6 +185,11 @@ export function usageMarkdown(r) {
         `${fixed(b.ms)} | ${b.baseKb} | ${b.growthKb} |`,
     ),
     "",
+    `The same ${(4 * plan.bigBytes) / MB} MB stream ${plan.bigRepeats} times in a row through that process, ` +
+      "its RSS after each over the figure before the first (kB): plain rule " +
+      `${(r.repeated.plain ?? []).map((n) => fixed(n)).join(", ")}; usage rule ` +
+      `${(r.repeated.usage ?? []).map((n) => fixed(n)).join(", ")}.`,
+    "",
   ];
   return lines.join("\n");
 }

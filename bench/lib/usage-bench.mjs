@@ -133,6 +133,7 @@ export async function runUsageBench({
     heldMs: HELD_MS,
     bigBytes: BIG_BYTES,
     heapCapMb: HEAP_CAP_MB,
+    bigRepeats: quick ? 4 : 8,
     bigLengths: quick ? [BIG_BYTES, BIG_BYTES * 4] : [BIG_BYTES, BIG_BYTES * 4, BIG_BYTES * 16],
     settleSlackMs: SETTLE_SLACK_MS,
     certainSettleMs: CERTAIN_SETTLE_MS,
@@ -227,10 +228,14 @@ export async function runUsageBench({
     for (const rule of ["usage", "plain"]) {
       await streamThrough([capped.url], 0, `/${rule}/warm?bytes=65536`, `warm-${rig.run}`);
     }
-    const big = await bigStreams({ pid: capped.pid, url: capped.url, run: rig.run }, plan);
+    const cappedRig = { pid: capped.pid, url: capped.url, run: rig.run };
+    const big = await bigStreams(cappedRig, plan);
     for (const row of big) {
       progress(`   ${row.rule}: ${row.bytes} bytes, RSS +${row.growthKb} kB`);
     }
+    progress(`   the 40 MB stream ${plan.bigRepeats} times in a row, each rule`);
+    const repeated = await repeatedStreams(cappedRig, plan);
+    progress(`   RSS after each, usage rule: ${repeated.usage?.join(", ")} kB`);
     load.after = loadavg();
 
     return {
@@ -242,6 +247,7 @@ export async function runUsageBench({
       side,
       billed,
       big,
+      repeated,
       seconds: (Date.now() - started) / 1000,
     };
   } finally {
@@ -509,4 +515,33 @@ async function bigStreams(capped, { bigLengths }) {
     }
   }
   return rows;
+}
+
+/**
+ * Part 4, again: the same 40 MB stream through the same capped workerd `times` times in a row,
+ * each rule; its resident memory after each over the figure before the first. Whether RSS keeps
+ * the memory a stream used or gives it back, and where it levels off.
+ * @param {{ pid: number, url: string, run: string }} capped
+ * @param {{ bigRepeats: number }} plan
+ */
+async function repeatedStreams(capped, { bigRepeats }) {
+  /** @type {Record<string, number[]>} */
+  const after = {};
+  for (const rule of ["plain", "usage"]) {
+    const base = rssKbOf(capped.pid);
+    const kb = [];
+    for (let i = 0; i < bigRepeats; i++) {
+      const r = await streamThrough(
+        [capped.url],
+        0,
+        `/${rule}/big?bytes=${BIG_BYTES * 4}`,
+        `rep-${capped.run}`,
+      );
+      kb.push(
+        r.status === 200 && r.bytes >= BIG_BYTES * 4 ? rssKbOf(capped.pid) - base : Number.NaN,
+      );
+    }
+    after[rule] = kb;
+  }
+  return after;
 }
