@@ -94,8 +94,8 @@ export function usageMarkdown(r) {
       `rules, so the same offered load. Rule: \`limit ${plan.limit}, window "${plan.windowSeconds}s", ` +
       'usage {"json": "usage.total_tokens"}`, key per customer. The windows: every rolling ' +
       `${plan.windowSeconds} s window (per customer) ending at an admission, each stream counted at its ` +
-      "arrival at the origin with the tokens its last event reported. The bound (docs/usage.md " +
-      '"How exact"): what the requests in flight when the window\'s last admission was decided used ' +
+      "arrival at the origin with the tokens its last event reported. " +
+      'The bound (docs/usage.md "How exact"): what the requests in flight when the window\'s last admission was decided used ' +
       `beyond their reservation (a request counts as in flight if its stream ended less than ` +
       `${plan.settleSlackMs} ms before that admission: its settle reaches the store after its end). ` +
       "Certainly past: the same check with no clock to fool it: the store decided each request between " +
