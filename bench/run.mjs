@@ -13,7 +13,8 @@
 //   limit-change  a full ring of 100 000 whose limit alternates (--baseline=<git ref> beside)
 //   shards        three capped databases, 1–3 shards and the anchor (bench/shards.mjs) ≈ 4 min
 //   concurrency   two workers on one store, a slow origin (bench/concurrency.mjs) ≈ 2 min
-// The full run measures the first four with the rest; the last four run only alone, and each
+//   usage         usage rules through two workers, an SSE origin (bench/usage.mjs) ≈ 5 min
+// The full run measures the first four with the rest; the last five run only alone, and each
 // replaces its own block of bench/results.md (the full run keeps those blocks as they are).
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -65,7 +66,9 @@ import {
   slowRegionMarkdown,
 } from "./lib/regions-bench.mjs";
 import { writeReport } from "./lib/report.mjs";
+import { runUsageBench } from "./lib/usage-bench.mjs";
 import { runShardsBench, writeShardsOutput } from "./shards.mjs";
+import { writeUsageOutput } from "./usage.mjs";
 
 const quick = process.argv.includes("--quick");
 const cpuOnly = process.argv.includes("--only=cpu");
@@ -76,6 +79,7 @@ const plansOnly = process.argv.includes("--only=plans");
 const limitChangeOnly = process.argv.includes("--only=limit-change");
 const shardsOnly = process.argv.includes("--only=shards");
 const concurrencyOnly = process.argv.includes("--only=concurrency");
+const usageOnly = process.argv.includes("--only=usage");
 /**
  * Knobs of the two modes: full ≈ 24 min, quick ≈ 7 min on a 2-core machine (the billed-commands
  * section ≈ 3 and 2 min of that).
@@ -268,6 +272,13 @@ try {
       `npm run bench -- --only=concurrency${quick ? " --quick" : ""}`,
       quick,
     );
+    await cleanup();
+    process.exit(0);
+  }
+  if (usageOnly) {
+    // Its own store, origin and build (bench/usage.mjs).
+    const usage = await runUsageBench({ quick, progress });
+    writeUsageOutput(usage, `npm run bench -- --only=usage${quick ? " --quick" : ""}`, quick);
     await cleanup();
     process.exit(0);
   }

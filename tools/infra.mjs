@@ -131,15 +131,17 @@ export function tempDir() {
 
 /**
  * One worker served by workerd alone on its own port (serve-workerd.mjs), as the edge runs it.
- * @param {{ scriptPath: string, bindings: Record<string, string>, inspector?: boolean }} options
- *   inspector: workerd's V8 inspector on too, its port returned (profiling only)
+ * @param {{ scriptPath: string, bindings: Record<string, string>, inspector?: boolean, v8Flags?: string[] }} options
+ *   inspector: workerd's V8 inspector on too, its port returned (profiling only); v8Flags: V8's
+ *   flags for the process (serve-workerd.mjs)
  * @returns {Promise<{ url: string, pid: number | undefined, inspectorPort: number | undefined, dispose: () => Promise<void> }>}
  */
-export async function serveWorker({ scriptPath, bindings, inspector }) {
+export async function serveWorker({ scriptPath, bindings, inspector, v8Flags }) {
   return serveWithWorkerd({
     scriptPath,
     bindings,
     inspector,
+    v8Flags,
     compatibilityDate: compatibilityDate(),
     compatibilityFlags: compatibilityFlags(),
   });

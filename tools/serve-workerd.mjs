@@ -40,9 +40,18 @@ function capnpText(value) {
  * (port 0: workerd picks a free one and says which on the control fd, so no other process can
  * take it between our choosing and its binding), and outbound fetches allowed to loopback and
  * private addresses (the bridge, a local origin), which workerd's default "internet" refuses.
- * @param {{ module: string, bindings: Record<string, string>, compatibilityDate: string, compatibilityFlags?: string[] | undefined }} o
+ * `v8Flags`: V8's own flags for the process (`--max-old-space-size=32`: a heap cap, so that what
+ * a worker keeps alive shows as the isolate's end rather than as resident memory that may be
+ * garbage).
+ * @param {{ module: string, bindings: Record<string, string>, compatibilityDate: string, compatibilityFlags?: string[] | undefined, v8Flags?: string[] | undefined }} o
  */
-export function workerdConfig({ module, bindings, compatibilityDate, compatibilityFlags }) {
+export function workerdConfig({
+  module,
+  bindings,
+  compatibilityDate,
+  compatibilityFlags,
+  v8Flags,
+}) {
   const vars = Object.entries(bindings)
     .map(([name, value]) => `(name = ${capnpText(name)}, text = ${capnpText(value)})`)
     .join(",\n        ");
@@ -61,6 +70,7 @@ const config :Workerd.Config = (
     (name = "net", network = (allow = ["public", "private"])),
   ],
   sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "main")],
+  v8Flags = [${(v8Flags ?? []).map(capnpText).join(", ")}],
 );
 `;
 }
@@ -68,8 +78,9 @@ const config :Workerd.Config = (
 /**
  * Serves `scriptPath` (a single-module bundle from `wrangler deploy --dry-run`) with workerd;
  * resolves once workerd says it listens (and its inspector, when asked for).
- * @param {{ scriptPath: string, bindings: Record<string, string>, compatibilityDate: string, compatibilityFlags?: string[] | undefined, inspector?: boolean | undefined }} options
- *   inspector: workerd's V8 inspector on too (profiles), on a port of its choosing
+ * @param {{ scriptPath: string, bindings: Record<string, string>, compatibilityDate: string, compatibilityFlags?: string[] | undefined, inspector?: boolean | undefined, v8Flags?: string[] | undefined }} options
+ *   inspector: workerd's V8 inspector on too (profiles), on a port of its choosing; v8Flags: see
+ *   workerdConfig
  * @returns {Promise<{ url: string, pid: number | undefined, inspectorPort: number | undefined, dispose: () => Promise<void> }>}
  */
 export async function serveWithWorkerd({
@@ -78,6 +89,7 @@ export async function serveWithWorkerd({
   compatibilityDate,
   compatibilityFlags,
   inspector,
+  v8Flags,
 }) {
   const dir = path.dirname(scriptPath);
   // One config per worker served (one bundle may be served twice, with other bindings).
@@ -89,6 +101,7 @@ export async function serveWithWorkerd({
       bindings,
       compatibilityDate,
       compatibilityFlags,
+      v8Flags,
     }),
   );
   const args = ["serve", config, "--control-fd=3"];

@@ -4,7 +4,7 @@
 // (git-ignored; --quick into bench/out/quick/), where bench/shards.mjs --faults also reads back
 // the throughput section it keeps.
 //
-// The full run measures most sections; four run alone, with their own databases and builds
+// The full run measures most sections; five run alone, with their own databases and builds
 // (`npm run bench -- --only=<name>`). bench/results.md keeps each of those as a block between
 // markers, so a full run rewrites its own sections and keeps the others' last figures, and a
 // section run alone replaces only its block.
@@ -36,6 +36,7 @@ export const ALONE_SECTIONS = /** @type {const} */ ({
   "regions-slow": "Regions: a slow region",
   shards: "Shards",
   concurrency: "Concurrency limits",
+  usage: "Usage limits",
 });
 
 /** @param {string} name */

@@ -45,7 +45,7 @@ function processCpuTicksMs(pid) {
  * Falls back to the ticks where schedstat is missing (a kernel without CONFIG_SCHEDSTATS).
  * @param {number} pid
  */
-function processCpuMs(pid) {
+export function processCpuMs(pid) {
   let ns = 0;
   try {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
