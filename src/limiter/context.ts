@@ -96,7 +96,7 @@ export function createLimiterContext(options: StoreLimiterOptions): LimiterConte
         ? undefined
         : (fallbackOption.limiter ?? createFallbackLimiter(fallbackOption)),
     fallbackFraction: fallbackOption === false ? 0 : (fallbackOption.fraction ?? 1),
-    localSlots: createLocalSlots(),
+    localSlots: options.localSlots ?? createLocalSlots(),
     breaker: createCircuitBreaker({
       // A probe is lost if it has not reported within twice the decision's own deadline.
       probeTimeoutMs: 2 * timeoutMs,

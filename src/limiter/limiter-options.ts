@@ -8,6 +8,7 @@ import type { BreakerEvent, CircuitBreakerOptions } from "./circuit-breaker";
 import type { DenialCache, DenialCacheOptions } from "./denial-cache";
 import type { FallbackLimiter, FallbackLimiterOptions } from "./fallback-limiter";
 import type { LeaseOptions } from "./leases/lease-sizing";
+import type { LocalSlots } from "./local-slots";
 import type { ReshardOptions, StoreShards } from "./shards/options";
 import type { FailMode, LimitRequest, MultiDecision, SettledUsage } from "./types";
 
@@ -159,6 +160,13 @@ export type StoreLimiterOptions = Omit<LimiterOptions, "store" | "reshard"> & {
    * (store/placement-fence.ts), for the calls no routed request carries (a lease's grant).
    */
   placementView?: ((t: number) => FenceView) | undefined;
+  /**
+   * A shard's limiter: the isolate's local concurrency slots, shared by every shard (as the
+   * fallback is). A moved key's degraded request may be decided on its old shard's path or its
+   * new one's: its slots in this isolate must be one count whichever took them.
+   * @default a table of this limiter's own
+   */
+  localSlots?: LocalSlots | undefined;
 };
 
 export interface RegionsOptions {

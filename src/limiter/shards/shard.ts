@@ -1,6 +1,7 @@
 /**
  * A sharded limiter's shards (docs/shards.md): one store limiter per shard, each with its own
- * store, capped breaker, clock policy and leases, all sharing one denial cache and one fallback.
+ * store, capped breaker, clock policy and leases, all sharing one denial cache, one fallback and
+ * one table of local concurrency slots.
  */
 import type { FenceView } from "../../store/placement-fence";
 import { type BreakerEvent, cappedCooldown } from "../circuit-breaker";
@@ -10,6 +11,7 @@ import { createDenialCache, type DenialCache } from "../denial-cache";
 import { createFallbackLimiter } from "../fallback-limiter";
 import type { Limiter } from "../limiter-api";
 import type { LimiterOptions, StoreLimiterOptions } from "../limiter-options";
+import { createLocalSlots } from "../local-slots";
 import type { ResolvedPolicy } from "../resolved-policy";
 import type { MultiDecision } from "../types";
 import type { ShardLayout } from "./options";
@@ -64,6 +66,10 @@ export function buildShards(
           ...fallbackOption,
           limiter: fallbackOption.limiter ?? createFallbackLimiter(fallbackOption),
         };
+  // One table of local concurrency slots too: a moved key's degraded request goes to its old
+  // shard's failure policy or its new shard's (whichever path failed), and its slots in this
+  // isolate are one count against its share either way.
+  const localSlots = createLocalSlots();
   const { store: _store, reshard: _reshard, onDecision: _onDecision, ...common } = options;
   const { onBreakerChange } = common;
   // A sick shard stops only its own keys: each shard's cool-down is capped, as a region
@@ -79,6 +85,7 @@ export function buildShards(
         placementView,
         denialCache,
         fallback,
+        localSlots,
         breaker,
         // Each shard's breaker says whose it is: one shard down is not the store down.
         ...(onBreakerChange
@@ -97,7 +104,7 @@ export function buildShards(
         fallback: fallback === false ? undefined : fallback.limiter,
         fallbackFraction: fallback === false ? 0 : (fallback.fraction ?? 1),
         breaker: shard.ctx.breaker,
-        localSlots: shard.ctx.localSlots,
+        localSlots,
       }),
   };
 }
