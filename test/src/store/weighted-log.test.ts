@@ -115,6 +115,30 @@ describe("the weighted log", () => {
       await evaluatePolicy(store, { ...day, cost: 960, memberId: "r2", now: T + 1 }),
     ).toMatchObject({ allowed: true, remaining: 0 });
   });
+
+  it("settles nothing of an entry that left the window, though its bytes are still there", async () => {
+    // An entry that left was taken off the sum with its units then: settling it afterwards
+    // would move the sum by units no entry in the window holds. Until 4 kB have left, its bytes
+    // (state r) stay where the admission put them: a settle that writes at the entry's place
+    // without knowing where the live entries start would charge it.
+    const policy = spec("left", 100, 60);
+    expect((await evaluatePolicy(store, { ...policy, memberId: "l1", now: T })).allowed).toBe(true);
+    expect(
+      await evaluatePolicy(store, { ...policy, cost: 10, memberId: "l2", now: T + 1_000 }),
+    ).toMatchObject({ allowed: true, remaining: 90 });
+    const before = (await redis.get<string>(policy.redisKey)) ?? "";
+    expect(before).toMatch(/^l1,\d{13},0000000000060,r;/);
+    expect(await settleIn([policy], "l1", [0])).toEqual({ status: "unknown", charged: [0] });
+    expect(await settleIn([policy], "l1", [100])).toEqual({ status: "unknown", charged: [0] });
+    expect(await redis.get<string>(policy.redisKey)).toBe(before);
+    // The sum is l2's 10 alone: 90 fit, one more does not.
+    expect(
+      await evaluatePolicy(store, { ...policy, cost: 90, memberId: "l3", now: T + 1_001 }),
+    ).toMatchObject({ allowed: true, remaining: 0 });
+    expect(
+      await evaluatePolicy(store, { ...policy, cost: 1, memberId: "l4", now: T + 1_002 }),
+    ).toMatchObject({ allowed: false });
+  });
 });
 
 describe("the weighted log's bound on admissions", () => {
