@@ -59,7 +59,12 @@ export function usageSettler(
       if (!valid) {
         return Promise.resolve({ status: "failed", policies: [], charged: [], error: REFUSED });
       }
-      done ??= settle(units);
+      // A settle the store did not take (`failed`: nothing is known to be charged) does not use
+      // up the request's one settle either: the app's next call, or the body's reading, retries.
+      done ??= settle(units).then((result) => {
+        if (result.status === "failed") done = undefined;
+        return result;
+      });
       return done;
     },
     get settled() {

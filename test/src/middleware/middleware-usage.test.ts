@@ -6,6 +6,7 @@ import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
 import { createLimiter, type RateLimitVariables, rateLimit } from "../../../src/index";
 import type { SettleOutcome } from "../../../src/limiter/types";
+import { faultScenario, storeAt } from "../../support/worker/fault-control";
 import { scopedPrefix, testStore } from "../../support/worker/redis";
 
 const prefix = scopedPrefix("mw-usage");
@@ -200,6 +201,35 @@ describe("the middleware settles usage rules", () => {
     expect(settled[1]).toBe(settled[0]);
     expect(remaining(res)).toBe(70);
     expect(remaining(await app.request("/none"))).toBe(60);
+  });
+
+  it("a settle the store did not take is not the request's one: the next call charges it", async () => {
+    const store = await faultScenario("forward");
+    const flaky = createLimiter({ store: storeAt(store.url, 2_000), prefix });
+    const outcomes: SettleOutcome[] = [];
+    const app = new Hono<{ Variables: RateLimitVariables }>();
+    app.use(
+      rateLimit({
+        limiter: flaky,
+        rules: { name: "tok-f", limit: 100, window: "1m", cost: 10, usage: { header: "x-u" } },
+        key: () => `f-${run}`,
+      }),
+    );
+    app.get("/", async (c) => {
+      const settle = c.get("rateLimit").settle as (units: number) => Promise<SettleOutcome>;
+      await store.set("error-500");
+      outcomes.push(await settle(30));
+      await store.set("forward");
+      outcomes.push(await settle(30));
+      outcomes.push(await settle(99));
+      return c.text("ok");
+    });
+    const res = await app.request("/");
+    expect(res.status).toBe(200);
+    expect(outcomes.map((o) => o.status)).toEqual(["failed", "settled", "settled"]);
+    expect(outcomes[1]).toMatchObject({ charged: [20] });
+    // Charged once: 30 of 100, whatever the calls after the one the store took.
+    expect(remaining(res)).toBe(70);
   });
 
   it("no usage read (no header, handler threw, a 5xx refundOn gives back): as without usage", async () => {
