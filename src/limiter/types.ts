@@ -242,7 +242,8 @@ export type SettleUnits = number | Readonly<Record<string, number>>;
  * back); "already-settled": it was settled before, nothing changed; "unknown": nothing to settle
  * (not a usage request, never admitted, refunded, out of every window, its window or period over,
  * or a day past its admission on one); "failed": the store
- * could not be asked (`error`), nothing is known to have changed.
+ * could not be asked (`error`), nothing is known to have changed (a request over several shards:
+ * `charged` holds what the shards that answered charged; a retry charges each part once).
  */
 export interface SettleOutcome {
   status: "settled" | "already-settled" | "unknown" | "failed";
