@@ -22,15 +22,9 @@ import {
   type Policy,
   Violation,
 } from "./reference";
+import { isCounted } from "./usage-count-reference";
 import { checkUsageWindows } from "./usage-reference";
-import {
-  BLOCKS_REFRESH_MS,
-  POLICIES,
-  POLICY_FEATURE,
-  SHARDS,
-  TIMEOUT_MS,
-  type World,
-} from "./world";
+import { BLOCKS_REFRESH_MS, POLICIES, policyOn, SHARDS, TIMEOUT_MS, type World } from "./world";
 
 type Step = fc.AsyncCommand<World, World, false>;
 
@@ -61,6 +55,8 @@ function request(w: World, part: Part): LimitRequest & { policy: string } {
   if (policy.period) r.period = policy.period;
   if (policy.lease) r.lease = true;
   if (policy.overrides) r.overrides = true;
+  // A fixed window or a period counts usage only when told (the weighted log always does).
+  if (policy.usage && policy.algorithm !== "sliding-log-weighted") r.usage = true;
   return r;
 }
 
@@ -71,12 +67,12 @@ function partsAllowed(w: World, parts: readonly Part[]): boolean {
   if (parts.length > 1 && !w.on("multi-policy")) return false;
   const seen = new Set<string>();
   for (const part of parts) {
-    if (!w.on(POLICY_FEATURE[part.p] as never)) return false;
+    if (!policyOn(w.features, part.p)) return false;
     if (part.c > 1 && !w.on("costs")) return false;
     if (part.p === "conc" && !w.reshardAllows("reshard×concurrency")) return false;
     // The config refuses a calendar rule during a reshard (docs/calendar-quotas.md).
     if (POLICIES[part.p]?.period && w.cfg.reshard) return false;
-    if (part.p === "usage" && !w.reshardAllows("reshard×usage")) return false;
+    if (POLICIES[part.p]?.usage && !w.reshardAllows("reshard×usage")) return false;
     const id = `${part.p}/${part.k}`;
     if (seen.has(id)) return false;
     seen.add(id);
@@ -354,9 +350,21 @@ class Release implements Step {
   }
 }
 
-/** Receipts a refund may pick: those of requests with an id only while that meeting is on. */
+/**
+ * Receipts a refund may pick: those of requests with an id only while that meeting is on; one
+ * whose window's or period's usage was settled (or may have been) only while refunds×usage-count
+ * is.
+ */
 function refundable(w: World) {
-  return w.receipts.filter((r) => r.id === undefined || w.on("refunds×request-ids"));
+  return w.receipts.filter(
+    (r) =>
+      (r.id === undefined || w.on("refunds×request-ids")) &&
+      (w.on("refunds×usage-count") ||
+        !r.admissions.some(
+          (a) =>
+            isCounted(a.policy) && (a.settled !== undefined || a.settleUncertain !== undefined),
+        )),
+  );
 }
 
 class Refund implements Step {
@@ -620,7 +628,8 @@ class ToInstant implements Step {
   }
 }
 
-const RATE = ["log", "ring", "plan", "lease", "fixed", "counter", "bucket", ...CALENDAR, "usage"];
+const USAGE = ["usage", "umonth", "ufixed"];
+const RATE = ["log", "ring", "plan", "lease", "fixed", "counter", "bucket", ...CALENDAR, ...USAGE];
 const PEEKABLE = ["log", "ring", "plan", "lease"];
 const iso = fc.integer({ min: 0, max: 2 });
 const key = fc.integer({ min: 0, max: 3 });
@@ -634,7 +643,7 @@ const ip = fc.integer({ min: 0, max: IPS.length - 1 });
  */
 export function steps(features: ReadonlySet<Feature>): fc.Arbitrary<Step>[] {
   const on = (f: Feature) => features.has(f);
-  const rate = RATE.filter((p) => on(POLICY_FEATURE[p] as Feature));
+  const rate = RATE.filter((p) => policyOn(features, p));
   const peekable = PEEKABLE.filter((p) => rate.includes(p));
   const cost = on("costs") ? fc.integer({ min: 1, max: 3 }) : fc.constant(1);
   const part = (names: string[]) => fc.record({ p: fc.constantFrom(...names), k: key, c: cost });
@@ -745,8 +754,10 @@ export function steps(features: ReadonlySet<Feature>): fc.Arbitrary<Step>[] {
       2,
       fc.tuple(iso, parts, fc.boolean()).map(([i, ps, id]) => new Decide(i, ps, id)),
     );
+    // A calendar usage rule's month is stepped to its edges too.
+    const edges = [...CALENDAR, ...rate.filter((p) => p === "umonth")];
     const edge = fc.tuple(
-      fc.constantFrom(...CALENDAR),
+      fc.constantFrom(...edges),
       fc.constantFrom(0, ...PERIODS_ON),
       fc.constantFrom(...EDGE_OFFSETS),
     );
@@ -758,7 +769,12 @@ export function steps(features: ReadonlySet<Feature>): fc.Arbitrary<Step>[] {
   if (on("usage")) {
     // A usage part, alone or beside any other (its receipt then settles the usage part only).
     const others = fc.array(part(any), { maxLength: on("multi-policy") ? 1 : 0 });
-    const reserve = fc.tuple(iso, part(["usage"]), others, fc.boolean());
+    const reserve = fc.tuple(
+      iso,
+      part(USAGE.filter((p) => rate.includes(p))),
+      others,
+      fc.boolean(),
+    );
     add(
       2,
       reserve.map(([i, u, ps, id]) => new Decide(i, [u, ...ps], id)),

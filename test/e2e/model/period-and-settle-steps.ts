@@ -5,8 +5,9 @@
  */
 import type fc from "fast-check";
 import { nextOffsetChange, nthStartAfter } from "./calendar-reference";
-import type { Policy } from "./reference";
-import { checkUsageWindows, expectSettle, recordSettle } from "./usage-reference";
+import type { Admission, Policy } from "./reference";
+import { isCounted } from "./usage-count-reference";
+import { checkUsageWindows, expectSettle, recordSettle, resetAfter } from "./usage-reference";
 import { POLICIES, type World } from "./world";
 
 type Step = fc.AsyncCommand<World, World, false>;
@@ -48,9 +49,19 @@ export class ToPeriodEdge implements Step {
   }
 }
 
-/** Receipts a settle may pick: those with a usage admission, or (`any`) every one. */
+/**
+ * Receipts a settle may pick: those with a usage admission, or (`any`) every one; one whose
+ * window's or period's usage was refunded or reset only while that meeting is on.
+ */
 function settleable(w: World, any: boolean) {
-  return w.receipts.filter((r) => any || r.admissions.some((a) => a.policy.usage));
+  const counted = (r: (typeof w.receipts)[number], why: (a: Admission) => boolean) =>
+    r.admissions.some((a) => isCounted(a.policy) && why(a));
+  return w.receipts.filter(
+    (r) =>
+      (any || r.admissions.some((a) => a.policy.usage)) &&
+      (w.on("refunds×usage-count") || !counted(r, (a) => a.refunded)) &&
+      (w.on("reset×usage-count") || !counted(r, (a) => resetAfter(w.ref, a) !== undefined)),
+  );
 }
 
 /**

@@ -281,7 +281,8 @@ export class Reference {
       ) {
         continue;
       }
-      sum += a.cost;
+      // A usage rule's settled units (the larger, when a settle's outcome is unknown).
+      sum += a.policy.usage ? Math.max(a.settled?.units ?? a.cost, a.settleUncertain ?? 0) : a.cost;
     }
     return sum;
   }

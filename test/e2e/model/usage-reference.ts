@@ -14,6 +14,7 @@
  * the larger units: laxer, never stricter, than the store.
  */
 import { type Admission, LOCAL_SOURCES, type Policy, type Reference, Violation } from "./reference";
+import { checkUsageCounts, countedOutcomes, isCounted } from "./usage-count-reference";
 
 export type SettleStatus = "settled" | "already-settled" | "unknown" | "failed";
 
@@ -25,22 +26,23 @@ const RANK: Record<SettleStatus, number> = {
 };
 
 /** The units an entry may hold now (the larger, when a settle's outcome is unknown). */
-function unitsOf(a: Admission): number {
+export function unitsOf(a: Admission): number {
   const settled = a.settled?.units ?? a.cost;
   return a.settleUncertain === undefined ? settled : Math.max(settled, a.settleUncertain);
 }
 
 /** Whether an entry was surely settled before step `seq`. */
-const settledBefore = (a: Admission, seq: number) =>
+export const settledBefore = (a: Admission, seq: number) =>
   a.settled !== undefined && a.settled.seq < seq && a.settleUncertain === undefined;
 
 /** Whether a reset of the key came after this admission (its entry is gone). */
-function resetAfter(ref: Reference, a: Admission): { ok: boolean } | undefined {
+export function resetAfter(ref: Reference, a: Admission): { ok: boolean } | undefined {
   return ref.resets.get(`${a.policy.policy}\u0000${a.key}`)?.find((r) => r.seq > a.seq);
 }
 
 /** The bound on every rolling window of a usage rule's key whose last admission is recent. */
 export function checkUsageWindows(ref: Reference, policy: Policy, key: string, context: string) {
+  if (isCounted(policy)) return checkUsageCounts(ref, policy, key, context);
   const live = ref.admissions.filter(
     (a) =>
       a.policy === policy &&
@@ -79,6 +81,7 @@ function outcomesOf(ref: Reference, a: Admission, realNow: number): Set<SettleSt
   // A shard that was out once may fail an isolate's next call on a connection the test's proxy
   // cut (the client's pool learns of it then): failed, nothing changed, as in an outage.
   if (!ref.shardHealthy(shard) || ref.wasOut.has(shard)) out.add("failed");
+  if (isCounted(a.policy)) return countedOutcomes(ref, a, realNow, out);
   const reset = resetAfter(ref, a);
   const gone = (a.refunded && !a.refundUncertain) || reset?.ok === true;
   // Its entry may be gone: refunded or reset (a failure may have landed), out of the window (it

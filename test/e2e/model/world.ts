@@ -105,8 +105,11 @@ export const POLICIES: Record<string, Policy> = {
     failMode: "closed",
     period: { unit: "month", timezone: "UTC", anchor: Date.parse("2030-01-31T09:00:00Z") },
   },
-  // A usage rule (docs/usage.md): its cost is a reservation (2, 4 or 6) a settle changes. On
-  // the weighted log only: a calendar rule takes no usage (docs/usage.md, "Not yet").
+  // Usage rules (docs/usage.md): a cost is a reservation (2, 4 or 6) a settle changes, once. On
+  // the weighted log; in a month in Sydney from the 30th at 23:30 (February: its last day; DST
+  // changes on its edges); in a fixed window (epoch-aligned). The last two keep one count per
+  // window or period, and a settle charges only the one its request was counted in, while it
+  // runs and within a day of the admission (usage-count-reference.ts).
   usage: {
     policy: "usage",
     algorithm: "sliding-log-weighted",
@@ -115,9 +118,30 @@ export const POLICIES: Record<string, Policy> = {
     failMode: "open",
     usage: true,
   },
+  umonth: {
+    policy: "umonth",
+    algorithm: "calendar",
+    limit: 12,
+    windowMs: LONGEST_PERIOD_MS.month,
+    failMode: "closed",
+    usage: true,
+    period: {
+      unit: "month",
+      timezone: "Australia/Sydney",
+      anchor: Date.parse("2030-01-30T23:30:00+11:00"),
+    },
+  },
+  ufixed: {
+    policy: "ufixed",
+    algorithm: "fixed-window",
+    limit: 12,
+    windowMs: 10_000,
+    failMode: "open",
+    usage: true,
+  },
 };
 
-/** The feature that generates each policy's decisions. */
+/** The feature that generates each policy's decisions (and every one of POLICY_MEETING's). */
 export const POLICY_FEATURE: Record<string, Feature> = {
   log: "sliding-log",
   ring: "sliding-log",
@@ -131,7 +155,21 @@ export const POLICY_FEATURE: Record<string, Feature> = {
   weekly: "calendar",
   monthly: "calendar",
   usage: "usage",
+  umonth: "usage",
+  ufixed: "usage",
 };
+
+/** A usage rule that counts in a period or a window: the algorithm and the meeting it needs. */
+const POLICY_MEETING: Record<string, Feature[]> = {
+  umonth: ["calendar", "usage×calendar"],
+  ufixed: ["fixed-window", "usage×fixed-window"],
+};
+
+/** Whether a run with these features generates this policy's decisions. */
+export function policyOn(features: ReadonlySet<Feature>, p: string): boolean {
+  const needs = [POLICY_FEATURE[p] as Feature, ...(POLICY_MEETING[p] ?? [])];
+  return needs.every((f) => features.has(f));
+}
 
 export interface RunConfig {
   reshard: boolean;
