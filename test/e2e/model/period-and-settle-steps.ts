@@ -7,7 +7,8 @@ import type fc from "fast-check";
 import { nextOffsetChange, nthStartAfter } from "./calendar-reference";
 import type { Admission, Policy } from "./reference";
 import { isCounted } from "./usage-count-reference";
-import { checkUsageWindows, expectSettle, recordSettle, resetAfter } from "./usage-reference";
+import { resetAfter } from "./usage-entries";
+import { checkUsageWindows, expectSettle, recordSettle } from "./usage-reference";
 import { POLICIES, type World } from "./world";
 
 type Step = fc.AsyncCommand<World, World, false>;

@@ -16,7 +16,7 @@
 import { MAX_SETTLE_AGE_MS } from "../../../src/store/caps";
 import { periodOf } from "./calendar-reference";
 import { type Admission, LOCAL_SOURCES, type Policy, type Reference, Violation } from "./reference";
-import { resetAfter, type SettleStatus, settledBefore, unitsOf } from "./usage-reference";
+import { resetAfter, type SettleStatus, settledBefore, unitsOf } from "./usage-entries";
 
 /** The caller clock's grace on every key's PX (scripts.ts GRACE). */
 const GRACE_MS = 1_000;

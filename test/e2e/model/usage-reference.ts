@@ -15,8 +15,7 @@
  */
 import { type Admission, LOCAL_SOURCES, type Policy, type Reference, Violation } from "./reference";
 import { checkUsageCounts, countedOutcomes, isCounted } from "./usage-count-reference";
-
-export type SettleStatus = "settled" | "already-settled" | "unknown" | "failed";
+import { resetAfter, type SettleStatus, settledBefore, unitsOf } from "./usage-entries";
 
 const RANK: Record<SettleStatus, number> = {
   failed: 3,
@@ -24,21 +23,6 @@ const RANK: Record<SettleStatus, number> = {
   "already-settled": 1,
   unknown: 0,
 };
-
-/** The units an entry may hold now (the larger, when a settle's outcome is unknown). */
-export function unitsOf(a: Admission): number {
-  const settled = a.settled?.units ?? a.cost;
-  return a.settleUncertain === undefined ? settled : Math.max(settled, a.settleUncertain);
-}
-
-/** Whether an entry was surely settled before step `seq`. */
-export const settledBefore = (a: Admission, seq: number) =>
-  a.settled !== undefined && a.settled.seq < seq && a.settleUncertain === undefined;
-
-/** Whether a reset of the key came after this admission (its entry is gone). */
-export function resetAfter(ref: Reference, a: Admission): { ok: boolean } | undefined {
-  return ref.resets.get(`${a.policy.policy}\u0000${a.key}`)?.find((r) => r.seq > a.seq);
-}
 
 /** The bound on every rolling window of a usage rule's key whose last admission is recent. */
 export function checkUsageWindows(ref: Reference, policy: Policy, key: string, context: string) {
