@@ -2,7 +2,8 @@
  * A model-based test of every feature at once (test/e2e/model/): seeded random sequences of
  * decisions of every algorithm with costs, concurrency acquire/release, calendar quotas (a day,
  * a week and a month in three zones, clock steps to their edges: month ends, DST changes), usage
- * rules and their settles, request ids and retries, refunds, peeks, resets, overrides, key and
+ * rules and their settles (on the weighted log, in a month and in a fixed window: the settle
+ * charges only the window or period its request was counted in), request ids and retries, refunds, peeks, resets, overrides, key and
  * network blocks, leases, a reshard instant (old and new configs side by side), a store that
  * goes down or hangs, and clock steps — the library over
  * three private redis-servers, each behind the REST bridge and a fault proxy, with the real

@@ -142,7 +142,7 @@ export const POLICIES: Record<string, Policy> = {
 };
 
 /** The feature that generates each policy's decisions (and every one of POLICY_MEETING's). */
-export const POLICY_FEATURE: Record<string, Feature> = {
+const POLICY_FEATURE: Record<string, Feature> = {
   log: "sliding-log",
   ring: "sliding-log",
   plan: "sliding-log",
