@@ -258,7 +258,7 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     expect(again).toEqual({ evalsha: 1, getrange: 1 });
   });
 
-  it("a monthly quota (calendar): admission 4, settle 5 (EVALSHA, TIME, GET, SET NX, SET), again 4", async () => {
+  it("a monthly quota (calendar): admission 4, settle 5 (EVALSHA, TIME, GET, SET NX, SET), again 5", async () => {
     const bridge = env.bridge as { url: string };
     const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
     const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
@@ -287,6 +287,7 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     const again = await counted(async () => {
       expect((await limiter.settle(receipt, 2_345)).status).toBe("already-settled");
     });
-    expect(again).toEqual({ evalsha: 1, time: 1, get: 1, set: 1 });
+    // The gate's GET tells a settle taken before (409) from a refund's (unknown).
+    expect(again).toEqual({ evalsha: 1, time: 1, get: 2, set: 1 });
   });
 });

@@ -68,23 +68,12 @@ export type Feature = (typeof FEATURES)[number];
  *   what a library caller that reshards gets; left out here until the transition reads the
  *   old shard's weighted log too.
  *
- * - refunds×usage-count: a fixed window's or a period's usage rule keeps one count, no entry per
- *   request, and its refund does not take the settle's once-gate. A settle after a refund gives
- *   the reservation back again, out of the other requests' units (decide(iso0, umonth/k0×3);
- *   decide(iso0, umonth/k0×3); refund(iso0, #0); settle(iso1, #0, 0×): settled, charged [-6],
- *   where docs/usage.md says unknown); a refund after a settle gives back the reservation, not
- *   what the settle left (decide ×2 of ufixed/k0×3; settle(iso1, #0, 0×); refund(iso0, #0);
- *   decide ×3: 18 units in the window at limit 12, reservations covering).
  * - reset×usage-count: a reset deletes the count, not the gates: a settle of a request admitted
  *   before the reset, once another is counted in the same window, takes its give-back from that
  *   one (decide(iso0, ufixed/k0×3); reset(iso0, ufixed/k0); decide(iso0, ufixed/k0×3);
  *   settle(iso0, #0, 0×): settled, charged [-6], expected unknown).
  */
-const KNOWN_BROKEN: readonly Feature[] = [
-  "reshard×usage",
-  "refunds×usage-count",
-  "reset×usage-count",
-];
+const KNOWN_BROKEN: readonly Feature[] = ["reshard×usage", "reset×usage-count"];
 
 function listed(raw: string | undefined): string[] {
   return (raw ?? "")
