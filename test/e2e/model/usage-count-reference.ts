@@ -1,6 +1,6 @@
 /**
- * The reference for usage rules that keep one count per window or period (docs/usage.md "Where
- * it counts", "How exact"): a fixed window (epoch-aligned) or a calendar period. A settle
+ * The reference for usage rules that keep one count per window or period (docs/usage.md, its
+ * "How exact"): a fixed window (epoch-aligned) or a calendar period. A settle
  * charges only the window or period its request was counted in, while that one runs and within
  * a day of the admission (MAX_SETTLE_AGE_MS), once (its once-gate); after either it charges
  * nothing and answers unknown, the reservation standing where it was counted.
