@@ -47,6 +47,7 @@ import {
   wranglerBundle,
 } from "../tools/infra.mjs";
 import { now, startSlowOrigin } from "../tools/slow-origin.mjs";
+import { quietStats } from "./lib/bridge-stats.mjs";
 import { LIMITER_TOKEN } from "./lib/load.mjs";
 import { outDir, publishAlone } from "./lib/output.mjs";
 
@@ -163,40 +164,6 @@ async function proxied(url, key) {
   const res = await fetch(url, { headers: { "x-client": key } });
   await res.arrayBuffer();
   return res;
-}
-
-/**
- * @typedef {object} BridgeCounters
- * @property {number} billedCommands
- * @property {number} requests
- * @property {number} scriptCalls
- * @property {number} countedScriptCalls
- * @property {number} waiting
- */
-
-/** @param {{ url: string, token: string }} bridge @returns {Promise<BridgeCounters>} */
-async function bridgeStats(bridge) {
-  const res = await fetch(`${bridge.url}/_bridge/stats`, {
-    headers: { authorization: `Bearer ${bridge.token}` },
-  });
-  if (!res.ok) throw new Error(`${bridge.url}/_bridge/stats answered ${res.status}`);
-  return /** @type {BridgeCounters} */ (await res.json());
-}
-
-/**
- * Waits until the bridge has seen no request for 300 ms (releases run after the response, off
- * the request path), then answers its counters.
- * @param {{ url: string, token: string }} bridge
- */
-async function quietStats(bridge) {
-  let last = await bridgeStats(bridge);
-  for (let i = 0; i < 50; i++) {
-    await delay(300);
-    const next = await bridgeStats(bridge);
-    if (next.requests === last.requests && next.waiting === 0) return next;
-    last = next;
-  }
-  return last;
 }
 
 /**

@@ -36,6 +36,7 @@ import {
   tempDir,
   wranglerBundle,
 } from "../tools/infra.mjs";
+import { bridgeStats } from "./lib/bridge-stats.mjs";
 import { buildBenchWorker } from "./lib/build-workers.mjs";
 import { startHangSwitch } from "./lib/hang-switch.mjs";
 import { LIMITER_TOKEN } from "./lib/load.mjs";
@@ -49,16 +50,6 @@ const LIMIT = 1000;
 const WINDOW = "1m";
 /** Longer than any wait in a full bridge queue, so no decision falls back while measured. */
 const TIMEOUT_MS = 10_000;
-
-/**
- * @typedef {object} BridgeCounters
- * @property {number} billedCommands
- * @property {number} requests
- * @property {number} scriptCalls
- * @property {number} countedScriptCalls
- * @property {number} scriptInnerCommands
- * @property {number} waiting
- */
 
 /**
  * @typedef {object} Run
@@ -99,19 +90,6 @@ const median = (values) => {
   const m = Math.floor(s.length / 2);
   return s.length % 2 ? (s[m] ?? Number.NaN) : ((s[m - 1] ?? 0) + (s[m] ?? 0)) / 2;
 };
-
-/**
- * A bridge's counters (GET /_bridge/stats).
- * @param {{ url: string, token: string }} bridge
- * @returns {Promise<BridgeCounters>}
- */
-async function bridgeStats(bridge) {
-  const res = await fetch(`${bridge.url}/_bridge/stats`, {
-    headers: { authorization: `Bearer ${bridge.token}` },
-  });
-  if (!res.ok) throw new Error(`${bridge.url}/_bridge/stats answered ${res.status}`);
-  return /** @type {BridgeCounters} */ (await res.json());
-}
 
 /**
  * The worker's store bindings for the first `count` shards, and its LIMITER_CONFIG: no "shards"

@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync } from "
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { freePort } from "./ports.mjs";
-import { spawnGroup, stopGroup } from "./process-group.mjs";
+import { spawnUntil, stopGroup } from "./process-group.mjs";
 import { startPrivateRedis as startRedisServer } from "./redis.mjs";
 import { serveWithWorkerd } from "./serve-workerd.mjs";
 
@@ -48,25 +48,14 @@ export async function startBridgeProcess(redisUrl, { maxCommandsPerSecond } = {}
   if (maxCommandsPerSecond !== undefined) {
     env.BRIDGE_MAX_COMMANDS_PER_SECOND = String(maxCommandsPerSecond);
   }
-  const child = spawnGroup(process.execPath, [path.join(ROOT, "bridge", "main.mjs")], {
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stdout?.on("data", (d) => {
-    output += d;
-  });
-  child.stderr?.on("data", (d) => {
-    output += d;
-  });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 200; i++) {
-    if (child.exitCode !== null) break;
-    if (/bridge on/i.test(output)) return { url, token, stop: () => stopGroup(child) };
-    await delay(50);
-  }
-  await stopGroup(child);
-  throw new Error(`the bridge did not start: ${output.trim()}`);
+  const { child } = await spawnUntil(
+    "the bridge",
+    process.execPath,
+    [path.join(ROOT, "bridge", "main.mjs")],
+    /bridge on/i,
+    { env },
+  );
+  return { url: `http://127.0.0.1:${port}`, token, stop: () => stopGroup(child) };
 }
 
 /**

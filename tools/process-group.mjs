@@ -84,3 +84,33 @@ export async function stopGroup(child, { signal = "SIGTERM", graceMs = 5000 } = 
   signalGroup(child, "SIGKILL");
   live.delete(child);
 }
+
+/**
+ * Spawns `command` as {@link spawnGroup} does and waits (up to 10 s) for a line of its output
+ * that `ready` matches: how the bridge and the test origins say they listen, and on which port.
+ * Stops the group and throws with its output when it exits or never says so.
+ * @param {string} what named in the error
+ * @param {string} command
+ * @param {readonly string[]} args
+ * @param {RegExp} ready
+ * @param {import("node:child_process").SpawnOptions} [options]
+ * @returns {Promise<{ child: ChildProcess, match: RegExpExecArray }>}
+ */
+export async function spawnUntil(what, command, args, ready, options = {}) {
+  const child = spawnGroup(command, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout?.on("data", (d) => {
+    output += d;
+  });
+  child.stderr?.on("data", (d) => {
+    output += d;
+  });
+  for (let i = 0; i < 200; i++) {
+    const match = ready.exec(output);
+    if (match) return { child, match };
+    if (child.exitCode !== null) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await stopGroup(child);
+  throw new Error(`${what} did not start: ${output.trim()}`);
+}

@@ -18,7 +18,7 @@
 //   startSlowOrigin()  spawns it; `node tools/slow-origin.mjs --serve` runs it here.
 import { createServer } from "node:http";
 import { pathToFileURL } from "node:url";
-import { spawnGroup, stopGroup } from "./process-group.mjs";
+import { spawnUntil, stopGroup } from "./process-group.mjs";
 
 /** @param {number} ms */
 const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -146,37 +146,24 @@ async function serveSlowOrigin(port = 0) {
  * @returns {Promise<{ url: string, stats: (key: string) => Promise<KeyStats>, mark: (key: string) => Promise<void>, stop: () => Promise<void> }>}
  */
 export async function startSlowOrigin() {
-  const child = spawnGroup(process.execPath, [import.meta.filename, "--serve"], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stdout?.on("data", (d) => {
-    output += d;
-  });
-  child.stderr?.on("data", (d) => {
-    output += d;
-  });
-  for (let i = 0; i < 200; i++) {
-    const port = /slow origin on (\d+)/.exec(output)?.[1];
-    if (port) {
-      const url = `http://127.0.0.1:${port}`;
-      return {
-        url,
-        stats: async (key) =>
-          /** @type {KeyStats} */ (
-            await (await fetch(`${url}/__stats?key=${encodeURIComponent(key)}`)).json()
-          ),
-        mark: async (key) => {
-          await (await fetch(`${url}/__mark?key=${encodeURIComponent(key)}`)).text();
-        },
-        stop: () => stopGroup(child),
-      };
-    }
-    if (child.exitCode !== null) break;
-    await delay(50);
-  }
-  await stopGroup(child);
-  throw new Error(`the slow origin did not start: ${output.trim()}`);
+  const { child, match } = await spawnUntil(
+    "the slow origin",
+    process.execPath,
+    [import.meta.filename, "--serve"],
+    /slow origin on (\d+)/,
+  );
+  const url = `http://127.0.0.1:${match[1]}`;
+  return {
+    url,
+    stats: async (key) =>
+      /** @type {KeyStats} */ (
+        await (await fetch(`${url}/__stats?key=${encodeURIComponent(key)}`)).json()
+      ),
+    mark: async (key) => {
+      await (await fetch(`${url}/__mark?key=${encodeURIComponent(key)}`)).text();
+    },
+    stop: () => stopGroup(child),
+  };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

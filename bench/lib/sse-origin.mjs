@@ -18,7 +18,7 @@
 //   startSseOrigin()  spawns it; `node bench/lib/sse-origin.mjs --serve` runs it here.
 import { createServer } from "node:http";
 import { pathToFileURL } from "node:url";
-import { spawnGroup, stopGroup } from "../../tools/process-group.mjs";
+import { spawnUntil, stopGroup } from "../../tools/process-group.mjs";
 
 /** An event every this many ms: an LLM's tokens arrive as a stream of small events. */
 export const EVENT_MS = 20;
@@ -133,35 +133,22 @@ async function serveSseOrigin() {
  * @returns {Promise<{ url: string, records: () => Promise<StreamRecord[]>, reset: () => Promise<void>, stop: () => Promise<void> }>}
  */
 export async function startSseOrigin() {
-  const child = spawnGroup(process.execPath, [import.meta.filename, "--serve"], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stdout?.on("data", (d) => {
-    output += d;
-  });
-  child.stderr?.on("data", (d) => {
-    output += d;
-  });
-  for (let i = 0; i < 200; i++) {
-    const port = /sse origin on (\d+)/.exec(output)?.[1];
-    if (port) {
-      const url = `http://127.0.0.1:${port}`;
-      return {
-        url,
-        records: async () =>
-          /** @type {StreamRecord[]} */ (await (await fetch(`${url}/__records`)).json()),
-        reset: async () => {
-          await (await fetch(`${url}/__reset`)).text();
-        },
-        stop: () => stopGroup(child),
-      };
-    }
-    if (child.exitCode !== null) break;
-    await delay(50);
-  }
-  await stopGroup(child);
-  throw new Error(`the SSE origin did not start: ${output.trim()}`);
+  const { child, match } = await spawnUntil(
+    "the SSE origin",
+    process.execPath,
+    [import.meta.filename, "--serve"],
+    /sse origin on (\d+)/,
+  );
+  const url = `http://127.0.0.1:${match[1]}`;
+  return {
+    url,
+    records: async () =>
+      /** @type {StreamRecord[]} */ (await (await fetch(`${url}/__records`)).json()),
+    reset: async () => {
+      await (await fetch(`${url}/__reset`)).text();
+    },
+    stop: () => stopGroup(child),
+  };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

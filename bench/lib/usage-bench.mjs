@@ -35,10 +35,11 @@ import {
   tempDir,
   wranglerBundle,
 } from "../../tools/infra.mjs";
+import { quietStats } from "./bridge-stats.mjs";
 import { LIMITER_TOKEN } from "./load.mjs";
 import { connectStats } from "./redis-stats.mjs";
 import { EVENT_MS, now, startSseOrigin } from "./sse-origin.mjs";
-import { quietStats, rssKbOf, streamThrough } from "./usage-client.mjs";
+import { rssKbOf, streamThrough } from "./usage-client.mjs";
 import {
   allWindows,
   CERTAIN_SETTLE_MS,

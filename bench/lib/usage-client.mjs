@@ -2,7 +2,6 @@
 // The usage section's client side: a streamed request through a worker, timed to its first body
 // byte and read to its end; the bridge's counters; a workerd process's resident memory.
 import { readFileSync } from "node:fs";
-import { delay } from "../../tools/infra.mjs";
 
 /**
  * @typedef {object} StreamResult
@@ -55,40 +54,6 @@ export async function streamThrough(workers, on, path, customer) {
     const endedAt = at();
     return { status: 0, sentAt, endedAt, ttfbMs, totalMs: endedAt - sentAt, bytes, worker: on };
   }
-}
-
-/**
- * @typedef {object} BridgeCounters
- * @property {number} billedCommands
- * @property {number} requests
- * @property {number} scriptCalls
- * @property {number} countedScriptCalls
- * @property {number} waiting
- */
-
-/** @param {{ url: string, token: string }} bridge @returns {Promise<BridgeCounters>} */
-async function bridgeStats(bridge) {
-  const res = await fetch(`${bridge.url}/_bridge/stats`, {
-    headers: { authorization: `Bearer ${bridge.token}` },
-  });
-  if (!res.ok) throw new Error(`${bridge.url}/_bridge/stats answered ${res.status}`);
-  return /** @type {BridgeCounters} */ (await res.json());
-}
-
-/**
- * The bridge's counters once it has seen no request for 300 ms (settles run after the response,
- * in the request's waitUntil).
- * @param {{ url: string, token: string }} bridge
- */
-export async function quietStats(bridge) {
-  let last = await bridgeStats(bridge);
-  for (let i = 0; i < 50; i++) {
-    await delay(300);
-    const next = await bridgeStats(bridge);
-    if (next.requests === last.requests && next.waiting === 0) return next;
-    last = next;
-  }
-  return last;
 }
 
 /** A process's resident memory now, in kB (VmRSS). @param {number} pid */
