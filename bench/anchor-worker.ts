@@ -2,8 +2,9 @@
 // worker/worker.ts, built and served the same way (wrangler deploy --dry-run, then workerd alone).
 // Bench-only; never deployed.
 //
-// Everything around the limiter is *our* HTTP layer (bearer check, body validation, headers), so
-// the two workers differ only in the limiter: the ratios measure limiter against limiter.
+// Everything around the limiter is *our* HTTP layer (body validation and headers from
+// edge-limiter/server, a token compare of the worker's kind), so the two workers differ only in
+// the limiter: the ratios measure limiter against limiter.
 //
 // Configured as @upstash/ratelimit's README recommends for Workers: the Ratelimit instances (and
 // so their ephemeralCache maps) live at module scope, created lazily on first use; the Redis
@@ -13,9 +14,7 @@
 
 import { MultiRegionRatelimit, Ratelimit } from "@upstash/ratelimit";
 import { Redis } from "@upstash/redis/cloudflare";
-import { parseCheckBody } from "../src/http/check-request";
-import { rateLimitHeaders } from "../src/http/rate-limit-headers";
-import { bearerTokenMatches } from "../worker/bearer-token";
+import { parseCheckBody, rateLimitHeaders } from "edge-limiter/server";
 
 interface AnchorEnv {
   UPSTASH_REDIS_REST_URL: string;
@@ -79,6 +78,21 @@ function limiterFor(env: AnchorEnv, algorithm: Algorithm, limit: number, windowM
   return limiter;
 }
 
+/**
+ * The token compared as our worker compares it, in kind and cost: every presented code unit read,
+ * no early exit. Its own few lines, not the worker's module: the bench imports the library only
+ * as a deployment would, and never the worker.
+ */
+function tokenMatches(header: string, token: string): boolean {
+  const expected = `Bearer ${token}`;
+  // An unset token matches nothing (not a bare "Bearer ").
+  let diff = (header.length ^ expected.length) | (token === "" ? 1 : 0);
+  for (let i = 0; i < header.length; i++) {
+    diff |= header.charCodeAt(i) ^ expected.charCodeAt(i % expected.length);
+  }
+  return diff === 0;
+}
+
 function json(body: unknown, status: number, headers: Headers = new Headers()): Response {
   headers.set("Content-Type", "application/json");
   return new Response(JSON.stringify(body), { status, headers });
@@ -90,9 +104,7 @@ export default {
     if (request.method !== "POST" || url.pathname !== "/check") {
       return json({ title: "Not Found" }, 404);
     }
-    if (
-      !(await bearerTokenMatches(request.headers.get("Authorization") ?? "", env.LIMITER_TOKEN))
-    ) {
+    if (!tokenMatches(request.headers.get("Authorization") ?? "", env.LIMITER_TOKEN)) {
       return json({ title: "Unauthorized" }, 401);
     }
     let body: unknown;

@@ -7,6 +7,8 @@
  * - `createRules`: what a surface decides with (matching, keys, the /check contract, the
  *   pipeline in front of an origin);
  * - `readJsonBody` and `problemResponse`: a request's JSON body, the problem+json answer;
+ * - `parseCheckBody` and `rateLimitHeaders`: the /check body read strictly, and the standard
+ *   RateLimit headers for decisions, for a /check of your own without the rule set's answer;
  * - `describeStoreError`: a store error's cause, and the lines the default log writes.
  * The limiter, the store client and analytics come from `edge-limiter` (index.ts).
  */
@@ -17,9 +19,14 @@ export {
 } from "./config/limiter-config";
 export type { RuleConfig } from "./config/rule-schema";
 export type { Validated } from "./config/validation";
-export type { CheckRequest } from "./http/check-request";
+export {
+  type AddressGrouping,
+  type CheckRequest,
+  parseCheckBody,
+} from "./http/check-request";
 export { type JsonBody, type JsonBodyOptions, readJsonBody } from "./http/json-body";
 export { type Problem, problemResponse } from "./http/problem";
+export { type HeaderDecision, rateLimitHeaders } from "./http/rate-limit-headers";
 export type { ReleaseRequest } from "./http/release-request";
 export {
   createRules,

@@ -104,6 +104,11 @@ function refused(field: string, issues: readonly v.BaseIssue<unknown>[]) {
  * For a rule keyed on "ip", a key that is an IP address is grouped as the proxy groups it
  * ("2001:db8:1:2::5" → "2001:db8:1:2::/64"), so /check and the proxy share one log; any other
  * key (an already grouped "2001:db8:1:2::/64", a caller's own id) is used as given.
+ *
+ * @example
+ * ```ts
+ * const check = parseCheckBody(await request.json(), new Map([[rule.name, rule]]));
+ * ```
  */
 export function parseCheckBody(
   body: unknown,

@@ -83,7 +83,7 @@ export async function runLimited(exchange: LimitedExchange): Promise<Response> {
     exchange.onRefundFailed,
   );
   const read = settler
-    ? await settleFromResponse(settler, exchange.rules, response, exchange)
+    ? await settleFromResponse(settler, response, exchange)
     : { response, reading: false };
   // The body as the client gets it (holding the slots until it has been delivered), then the
   // headers, which keep that body. A body read for its usage is wrapped even without slots, as

@@ -25,6 +25,13 @@ export type HeaderDecision = Pick<
  *   RateLimit: "api";r=42;t=17
  * plus Retry-After (whole seconds, rounded up: never earlier than capacity frees) on a denial.
  * Every surface (proxy, /check, middleware) sets its headers here and nowhere else.
+ *
+ * @example
+ * ```ts
+ * const decision = await limiter.limit({ policy: "api", key, limit: 100, windowMs: 60_000 });
+ * const headers = rateLimitHeaders([decision]);
+ * return new Response(null, { status: decision.allowed ? 204 : 429, headers });
+ * ```
  */
 export function rateLimitHeaders(
   decisions: readonly HeaderDecision[],

@@ -17,6 +17,39 @@ export interface UsageSettler {
   /** One figure for every usage rule (what an app reports), or one per rule by name. */
   settle(units: SettleUnits): Promise<SettleOutcome>;
   readonly settled: boolean;
+  /** The request's usage rules, each with its spec's identity: what settleFromResponse reads. */
+  readonly usage: readonly UsageRule[];
+}
+
+/** A usage rule and its spec; `id` is the same for equal specs, which share one reading. */
+interface UsageRule {
+  rule: RuleConfig;
+  spec: UsageSpec;
+  id: string;
+}
+
+// A spec's identity, taken once per spec object, not per request: a configuration's specs live
+// as long as it does (a middleware rule's per-request copy keeps its rule's spec object).
+const specIds = new WeakMap<UsageSpec, string>();
+
+function specId(spec: UsageSpec): string {
+  let id = specIds.get(spec);
+  if (id === undefined) {
+    id = JSON.stringify(spec);
+    specIds.set(spec, id);
+  }
+  return id;
+}
+
+/** The usage rules among a request's rules; undefined, with nothing built, when there are none. */
+function usageRules(rules: readonly RuleConfig[]): UsageRule[] | undefined {
+  let found: UsageRule[] | undefined;
+  for (const rule of rules) {
+    if (!rule.usage) continue;
+    found ??= [];
+    found.push({ rule, spec: rule.usage, id: specId(rule.usage) });
+  }
+  return found;
 }
 
 const REFUSED = `usage ${USAGE_RANGE}`;
@@ -35,7 +68,9 @@ export function usageSettler(
   limiter: Limiter,
 ): UsageSettler | undefined {
   const receipts = outcome.receipts;
-  if (!outcome.allowed || !receipts || !rules.some((rule) => rule.usage)) return undefined;
+  if (!outcome.allowed || !receipts) return undefined;
+  const usage = usageRules(rules);
+  if (!usage) return undefined;
   let done: Promise<SettleOutcome> | undefined;
   const settle = async (units: SettleUnits): Promise<SettleOutcome> => {
     const outcomes = await Promise.all(receipts.map((receipt) => limiter.settle(receipt, units)));
@@ -70,6 +105,7 @@ export function usageSettler(
     get settled() {
       return done !== undefined;
     },
+    usage,
   };
 }
 
@@ -104,7 +140,6 @@ export interface SettlingResponse {
  */
 export async function settleFromResponse(
   settler: UsageSettler,
-  rules: readonly RuleConfig[],
   response: Response,
   context: { signal?: AbortSignal | undefined; waitUntil?: WaitUntil | undefined },
 ): Promise<SettlingResponse> {
@@ -112,33 +147,37 @@ export async function settleFromResponse(
   // A usage rule that gives a 5xx back was refunded whole (refundOnServerError): nothing to read
   // for it. The others are charged what the answer reports, 5xx or not.
   const refunded = (rule: RuleConfig) => response.status >= 500 && rule.refundOn === "5xx";
-  const skipped = rules.some((rule) => rule.usage && refunded(rule));
-  const specs = new Map<string, { spec: UsageSpec; rules: string[] }>();
-  for (const rule of rules) {
-    if (!rule.usage || refunded(rule)) continue;
-    const id = JSON.stringify(rule.usage);
-    const group = specs.get(id) ?? { spec: rule.usage, rules: [] };
-    group.rules.push(rule.name);
-    specs.set(id, group);
-  }
+  // One reading per distinct spec, in the order the rules name them, each passing the body on to
+  // the next, with the names of the rules it charges.
+  const groups: { id: string; names: string[]; usage: Promise<number | undefined> }[] = [];
+  let skipped = false;
   let passing = response;
-  const readings: Promise<number | undefined>[] = [];
-  for (const { spec } of specs.values()) {
-    const reading = readUsage(passing, spec, { signal: context.signal });
-    passing = reading.response;
-    readings.push(reading.usage);
+  for (const { rule, spec, id } of settler.usage) {
+    if (refunded(rule)) {
+      skipped = true;
+      continue;
+    }
+    let group = groups.find((g) => g.id === id);
+    if (!group) {
+      const reading = readUsage(passing, spec, { signal: context.signal });
+      passing = reading.response;
+      group = { id, names: [], usage: reading.usage };
+      groups.push(group);
+    }
+    group.names.push(rule.name);
   }
-  const groups = [...specs.values()];
   // Never rejects: a failed settle leaves the reservations standing, as a store down does.
-  const settling = Promise.all(readings).then(
+  const settling = Promise.all(groups.map((group) => group.usage)).then(
     async (read) => {
+      // One figure for every usage rule, unless some were skipped or read differently.
       if (groups.length === 1 && !skipped) {
         if (read[0] !== undefined) await settler.settle(read[0]);
         return;
       }
       const perRule: Record<string, number> = {};
-      read.forEach((units, i) => {
-        for (const name of groups[i]?.rules ?? []) if (units !== undefined) perRule[name] = units;
+      groups.forEach(({ names }, i) => {
+        const units = read[i];
+        if (units !== undefined) for (const name of names) perRule[name] = units;
       });
       if (Object.keys(perRule).length > 0) await settler.settle(perRule);
     },

@@ -50,15 +50,24 @@ export function splitPerRequest<E extends HonoEnv>(
   return { inputs, dynamic };
 }
 
+// A rule's limit bounds, built once per rule (the parsed rule outlives every request it limits),
+// not once per request.
+const limitBounds = new WeakMap<RuleConfig, ReturnType<typeof integerIn>>();
+
+function boundsOf(rule: RuleConfig): ReturnType<typeof integerIn> {
+  let bounds = limitBounds.get(rule);
+  if (!bounds) {
+    // A usage rule's limit is in units (tokens): up to 10¹² on a window or a period too.
+    const max = maxLimitOf(rule.algorithm, rule.usage);
+    bounds = integerIn(1, max, limitRange(rule.algorithm, rule.usage));
+    limitBounds.set(rule, bounds);
+  }
+  return bounds;
+}
+
 /** Why a request's value is out of bounds: the field and the reason; undefined when fine. */
 function issueOf(rule: RuleConfig, limit: unknown, cost: unknown): [string, string] | undefined {
-  // A usage rule's limit is in units (tokens): up to 10¹² on a window or a period too.
-  const bounds = integerIn(
-    1,
-    maxLimitOf(rule.algorithm, rule.usage),
-    limitRange(rule.algorithm, rule.usage),
-  );
-  const limitOk = v.safeParse(bounds, limit);
+  const limitOk = v.safeParse(boundsOf(rule), limit);
   if (!limitOk.success) {
     return ["limit", `returned ${String(limit)}: ${limitOk.issues[0]?.message ?? "invalid"}`];
   }

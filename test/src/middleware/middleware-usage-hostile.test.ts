@@ -95,6 +95,23 @@ describe("the middleware's settle against careless apps", () => {
     expect(Number(tokensLeft ?? remaining(next))).toBe(1_000 - 700 - 100);
   });
 
+  // Rules whose specs are equal (two objects) share one reading, which charges each of them
+  // beside a rule that reads another spec; a 5xx gives back the one with refundOn whole while
+  // its twin is charged what the 5xx reports.
+  it("twin specs: one reading charges both; on a 5xx only the twin without refundOn", async () => {
+    const header = { ...tokens("twin-h"), usage: { header: "x-usage" } };
+    const twins = [tokens("twin-a", { refundOn: "5xx" }), tokens("twin-b"), header];
+    const left = (res: Response) =>
+      [...(res.headers.get("RateLimit") ?? "").matchAll(/;r=(\d+)/g)].map((m) => Number(m[1]));
+    const { app } = appWith(twins, `twins-${run}`);
+    await settledAfter(app, "/json/7");
+    // No x-usage header: that rule's reservation stands.
+    expect(left(await app.request("/none"))).toEqual([1_000 - 7 - 100, 1_000 - 7 - 100, 800]);
+    const other = appWith(twins, `twins-5xx-${run}`).app;
+    expect((await settledAfter(other, "/down/700")).status).toBe(503);
+    expect(left(await other.request("/none"))).toEqual([1_000 - 100, 1_000 - 700 - 100, 800]);
+  });
+
   // BUG (low-medium): a body compressed inside the rate limiter (compress() registered after
   // it) is scanned as gzip bytes: no usage is read and the reservation stands, silently
   // (test/src/http/usage-hostile.test.ts shows the reader's side). Left failing.

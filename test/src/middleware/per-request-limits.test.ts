@@ -79,4 +79,28 @@ describe("per-request limits and costs in the middleware", () => {
     const after = await run(app, { "X-Key": key, "X-Units": "1" }, 3);
     expect(after.map((r) => r.status)).toEqual([200, 200, 429]);
   });
+
+  it("holds each rule's returned limit to its own bounds: a usage rule's, then a request rule's", async () => {
+    const app = new Hono<Env>();
+    app.use(
+      rateLimit<Env>({
+        rules: [
+          // Units (tokens): a limit up to 10¹².
+          { name: "mixed-tokens", window: "1m", limit: () => 1_000_000, usage: { header: "x-u" } },
+          { name: "mixed-requests", window: "1m", limit: (c) => Number(c.req.header("X-Limit")) },
+        ],
+        key: (c) => c.req.header("X-Key"),
+        store: { url, token },
+        limiterOptions: { prefix },
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    const key = `mixed-${crypto.randomUUID()}`;
+    const fine = await app.request("/", { headers: { "X-Key": key, "X-Limit": "10" } });
+    expect(fine.status).toBe(200);
+    // What the usage rule may return, the request rule may not (its limit is up to 100 000).
+    const over = await app.request("/", { headers: { "X-Key": key, "X-Limit": "1000000" } });
+    expect(over.status).toBe(503);
+    expect(((await over.json()) as { field: string }).field).toBe("rules[mixed-requests].limit");
+  });
 });
