@@ -10,6 +10,7 @@ import type { LimitRequest } from "../../../../src/limiter/types";
 import { storageKey } from "../../../../src/store/keys";
 import { storeAt } from "../../../support/worker/fault-control";
 import { shardPrefix, shardRedis, shardUrls } from "../../../support/worker/shard-stores";
+import { logHeader } from "../../../support/worker/weighted-layout";
 
 const prefix = shardPrefix("shard-settle");
 // An array of stores: shards named by position.
@@ -34,8 +35,8 @@ const usage = (policy: string, key: string): LimitRequest => ({
 /** The units a weighted log holds (its header's sum) on the named shard. */
 async function sumOn(shard: string, policy: string, key: string): Promise<number> {
   const at = redis[names.indexOf(shard)];
-  const value = await at?.get<string>(storageKey(prefix, policy, key, "sliding-log-weighted"));
-  return Number(/\|W(\d{16})\d{40}$/.exec(value ?? "")?.[1] ?? 0);
+  if (!at) return 0;
+  return (await logHeader(at, storageKey(prefix, policy, key, "sliding-log-weighted"))).sum;
 }
 
 /** Two client keys the placement puts on two different shards. */
