@@ -31,7 +31,8 @@ local WLS = ALG['sliding-log-weighted']
 local function wl_undo(p, u)
   local a = wl_ops({}, 'SET', u.ua, u.digits)
   a[#a + 1], a[#a + 2], a[#a + 3], a[#a + 4] = 'SET', 'u8', int((u.ua + 13) * 8), u.state
-  a[#a + 1], a[#a + 2], a[#a + 3], a[#a + 4] = 'INCRBY', 'i64', 112, int(-u.delta)
+  -- 0 - delta: -delta of 0 prints '-0', which Redis refuses as an integer.
+  a[#a + 1], a[#a + 2], a[#a + 3], a[#a + 4] = 'INCRBY', 'i64', 112, int(0 - u.delta)
   redis.call('BITFIELD', p.key, unpack(a))
 end
 
