@@ -1,4 +1,4 @@
-import { WL_CODEC, WL_FIND } from "./weighted-log-codec.lua";
+import { WL_CODEC } from "./weighted-log-codec.lua";
 import { WL_SETTLE } from "./weighted-settle.lua";
 
 /**

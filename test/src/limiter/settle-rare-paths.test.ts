@@ -10,12 +10,7 @@ import type { LimitRequest, RefundReceipt } from "../../../src/limiter/types";
 import { storageKey } from "../../../src/store/keys";
 import { manualClock } from "../../support/worker/fault-control";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
-import {
-  HEADER_BYTES,
-  logEntries,
-  logHeader,
-  v1Log,
-} from "../../support/worker/weighted-layout";
+import { HEADER_BYTES, logEntries, logHeader, v1Log } from "../../support/worker/weighted-layout";
 
 const prefix = scopedPrefix("settle-rare");
 const clock = manualClock();
@@ -184,25 +179,25 @@ describe("settle of a weighted log off its fast path", () => {
       offsets: [-1],
     });
     // On v1: a settle and a refund rewrite it in place (still v1).
-    expect(await limiter.settle((of("v1a", 100)), 150)).toMatchObject({
+    expect(await limiter.settle(of("v1a", 100), 150)).toMatchObject({
       status: "settled",
       charged: [50],
     });
-    expect(await limiter.refund((of("v1b", 200)))).toMatchObject({ refunded: true });
+    expect(await limiter.refund(of("v1b", 200))).toMatchObject({ refunded: true });
     expect((await logHeader(redis, keyOf("v1"))).magic).toBe(false);
     // An admission writes it whole as v2: 150 + 300 + 40 held.
     const next = await admit("v1", 40);
     expect((await logHeader(redis, keyOf("v1"))).magic).toBe(true);
     expect((await logHeader(redis, keyOf("v1"))).sum).toBe(490);
     // Its entries settle exactly once after the conversion, old and new.
-    expect(await limiter.settle((of("v1c", 300)), 0)).toMatchObject({
+    expect(await limiter.settle(of("v1c", 300), 0)).toMatchObject({
       status: "settled",
       charged: [-300],
     });
-    expect(await limiter.settle((of("v1a", 100)), 0)).toMatchObject({
+    expect(await limiter.settle(of("v1a", 100), 0)).toMatchObject({
       status: "already-settled",
     });
-    expect(await limiter.settle((of("v1b", 200)), 0)).toMatchObject({
+    expect(await limiter.settle(of("v1b", 200), 0)).toMatchObject({
       status: "unknown",
     });
     expect(await limiter.settle(next, 10)).toMatchObject({ status: "settled", charged: [-30] });

@@ -19,7 +19,8 @@ export interface LogHeader {
 /** A v2 log's header, read as the scripts read it. */
 export async function logHeader(redis: Redis, key: string): Promise<LogHeader> {
   // One BITFIELD as the scripts send it (the client's auto-pipeline refuses its builder).
-  const read = "return redis.call('BITFIELD', KEYS[1], 'GET', 'u16', 0, 'GET', 'u32', 16, 'GET', 'u32', 48, 'GET', 'u32', 80, 'GET', 'i64', 112)";
+  const read =
+    "return redis.call('BITFIELD', KEYS[1], 'GET', 'u16', 0, 'GET', 'u32', 16, 'GET', 'u32', 48, 'GET', 'u32', 80, 'GET', 'i64', 112)";
   const [magic, start, end, n, sum] = (await redis.eval(read, [key], [])) as number[];
   return { magic: magic === MAGIC, start: start ?? 0, end: end ?? 0, n: n ?? 0, sum: sum ?? 0 };
 }

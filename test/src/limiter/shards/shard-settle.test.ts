@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { openReceipt, sealReceipt } from "../../../../src/http/usage-receipt";
 import { createLimiter } from "../../../../src/limiter/create-limiter";
+import type { CountedReceipt } from "../../../../src/limiter/receipt-state";
 import type { LimitRequest } from "../../../../src/limiter/types";
 import { storageKey } from "../../../../src/store/keys";
 import { storeAt } from "../../../support/worker/fault-control";
@@ -77,6 +78,12 @@ describe("settle on a sharded limiter", () => {
     const opened = await openReceipt(sealed as string, "s");
     if (!opened) throw new Error("the sealed receipt did not open");
     expect(await openReceipt(sealed as string, "another secret")).toBeUndefined();
+    // Each shard's part keeps where its entry went: its settle is one BITFIELD there.
+    const counted = decided.receipt as unknown as CountedReceipt;
+    expect(opened.parts?.map((part) => part.receipt.offsets)).toEqual(
+      counted.parts?.map((part) => part.receipt.offsets),
+    );
+    expect(opened.parts?.every((part) => (part.receipt.offsets?.[0] ?? -1) >= 0)).toBe(true);
     const outcome = await limiter.settle(opened, 40);
     expect(outcome.status).toBe("settled");
     expect(outcome.charged).toEqual([-60, -60]);
