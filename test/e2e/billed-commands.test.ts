@@ -281,6 +281,60 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     expect(settle).toEqual({ evalsha: 1, bitfield: 1 });
   });
 
+  it("a settle off its fast path (caller's clock): each rare path counted", async () => {
+    const bridge = env.bridge as { url: string };
+    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
+    let t = Date.now();
+    const limiter = lib.createLimiter({
+      store,
+      prefix: `billed${run++}`,
+      clock: "caller",
+      now: () => t,
+    });
+    const admit = async (key: string) => (await limiter.limitAll([{ ...tokens, key }])).receipt;
+    await limiter.settle(await admit("warm"), 1);
+    await limiter.refund(await admit("warm"));
+    // Refunded: the BITFIELD, then the one writing back.
+    const refunded = await admit("refunded");
+    await limiter.refund(refunded);
+    const afterRefund = await counted(async () => {
+      expect((await limiter.settle(refunded, 1)).status).toBe("unknown");
+    });
+    expect(afterRefund).toEqual({ evalsha: 1, bitfield: 2 });
+    // Reset: the BITFIELD made the key again, without a TTL: DEL.
+    const reset = await admit("reset");
+    await limiter.reset({ ...tokens, key: "reset" });
+    const afterReset = await counted(async () => {
+      expect((await limiter.settle(reset, 1)).status).toBe("unknown");
+    });
+    expect(afterReset).toEqual({ evalsha: 1, bitfield: 1, del: 1 });
+    // A receipt from before offsets: the search, then the entry written in place.
+    const { offsets: _, ...old } = await admit("old");
+    const oldSettle = await counted(async () => {
+      expect((await limiter.settle(old, 1)).status).toBe("settled");
+    });
+    expect(oldSettle).toEqual({ evalsha: 1, getrange: 1, bitfield: 1 });
+    // Left the window (its bytes still there): the BITFIELD and the one writing back.
+    const left = await admit("left");
+    t += 61_000;
+    await admit("left");
+    const afterLeft = await counted(async () => {
+      expect((await limiter.settle(left, 1)).status).toBe("unknown");
+    });
+    expect(afterLeft).toEqual({ evalsha: 1, bitfield: 2 });
+    // Moved by a compaction past where the receipt says: written back, cut back, searched,
+    // written in place.
+    for (let i = 0; i < 120; i++) await admit("moved");
+    t += 1_000;
+    const moved = await admit("moved");
+    t += 59_500;
+    await admit("moved");
+    const afterMove = await counted(async () => {
+      expect((await limiter.settle(moved, 1)).status).toBe("settled");
+    });
+    expect(afterMove).toEqual({ evalsha: 1, bitfield: 3, getrange: 2, set: 1 });
+  });
+
   it("a monthly quota (calendar): admission 4, settle 5 (EVALSHA, TIME, GET, SET NX, SET), again 5", async () => {
     const bridge = env.bridge as { url: string };
     const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });

@@ -12,15 +12,17 @@ import { WL_FIND } from "./weighted-log-codec.lua";
  * settle an entry that left the window: its bytes stay until a compaction), it is this request's,
  * reserved (`r`) and holds the reservation. A prompt settle: EVALSHA + BITFIELD, 2 billed.
  *
- * Otherwise a second BITFIELD writes back every old value (a settle again: 3 billed, 409), and:
+ * Otherwise (billed counts: test/e2e/billed-commands.test.ts) a second BITFIELD writes back
+ * every old value (a settle again: 3 billed, 409), and:
  * - the key was absent (magic 0: a reset, or the log expired): the BITFIELD made it, without a
- *   TTL: DEL (3);
+ *   TTL: DEL instead of the write-back (3);
  * - the write went past the entries (the log shrank: a compaction, a reset and new entries): the
  *   string is cut back to them, GETRANGE + SET … KEEPTTL (5 before the slow path);
  * - the entry left the window, or was refunded: unknown (3);
- * - anything else (a compaction moved it, a v1 log, a receipt without offsets): the slow path,
- *   the member searched back from the newest entry (GETRANGE of the last 8 kB, one more for the
- *   header of a longer log), then patched in place: one BITFIELD (v2), one SETRANGE (v1).
+ * - anything else (a compaction moved it, a v1 log): the slow path, as for a receipt without an
+ *   offset: the member searched back from the newest entry (GETRANGE of the last 8 kB, one more
+ *   for the header of a longer log), then patched in place: one BITFIELD (v2), one SETRANGE
+ *   (v1). A compaction's move: 7 in all; no offset: 3.
  */
 export const WL_SETTLE = `
 if REFUNDS then
