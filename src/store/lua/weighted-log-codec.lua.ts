@@ -19,6 +19,8 @@ export const WL_CODEC = `
 local WL_MAX = ${MAX_WEIGHTED_ENTRIES}
 -- The most units the log's sum holds: below 2^53 (exact in Lua's doubles).
 local WL_SUM_MAX = 9000000000000000
+-- The most units one entry holds: its 13 digits (usage is capped far below, caps.ts).
+local WL_UNITS_MAX = 9999999999999
 local WL_MAGIC = string.char(254, 87)
 -- The magic as BITFIELD GET u16 0 reads it.
 local WL_MAGIC_U16 = 65111

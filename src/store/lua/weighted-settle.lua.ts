@@ -104,6 +104,8 @@ end
 -- The request's live entry: found (p.already when settled before; p.done when the fast path
 -- settled it already), or nil.
 WLS.settleFind = function(p, now)
+  -- An entry's units are 13 digits written in place: more would overwrite the entry's comma.
+  p.used = math.min(p.used, WL_UNITS_MAX)
   if p.off then
     local fast = wl_fast(p)
     if fast == 'gone' then return nil end
@@ -121,6 +123,7 @@ end
 WLS.settleWrite = function(p, used)
   if p.done then return p.charge end
   local e = p.e
+  used = math.min(used, WL_UNITS_MAX)
   -- The sum stays exact in a double (< 2^53): a charge past WL_SUM_MAX is cut to what fits. A
   -- log that full denies every request anyway (limits are at most 10^12), and what leaves the
   -- window later is what was written: the sum stays true.
