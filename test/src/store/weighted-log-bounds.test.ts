@@ -1,4 +1,4 @@
-// The weighted log's trailer at the bounds usage settles can reach, on the real store through
+// The weighted log's sum at the bounds usage settles can reach, on the real store through
 // the bridge, on the caller's clock (a fake one: every time below is chosen, none waited for).
 import { describe, expect, it } from "vitest";
 import { MAX_USAGE_LIMIT, MAX_WEIGHTED_ENTRIES } from "../../../src/store/caps";
@@ -28,7 +28,8 @@ describe("the weighted log's sum", () => {
       windowMs: 60_000,
       cost: 1,
     };
-    // What MAX_WEIGHTED_ENTRIES − 1 admissions settled at 10¹² leave, and one more in flight.
+    // What MAX_WEIGHTED_ENTRIES − 1 admissions settled at 10¹² leave, and one more in flight,
+    // in the v1 layout (its 16-digit sum: the bound was set for it); the settle searches it.
     const settled = Array.from(
       { length: MAX_WEIGHTED_ENTRIES - 1 },
       (_, i) => `e${i},${pad(T + i, 13)},${pad(MAX_USAGE_LIMIT, 13)},s;`,

@@ -147,7 +147,8 @@ describe("the weighted log", () => {
 describe("the weighted log's bound on admissions", () => {
   it("holds at most MAX_WEIGHTED_ENTRIES admissions in its window, whatever units are left", async () => {
     const policy = spec("entries", 1_000_000_000_000, 1, 60_000);
-    // A full log as admissions would leave it: one a ms from T, 1 unit each.
+    // A full log as admissions would leave it: one a ms from T, 1 unit each, in the v1 layout
+    // (text trailer) a log written before the header holds: read, then written whole as v2.
     const pad = (x: number, width: number) => String(x).padStart(width, "0");
     const entries = Array.from({ length: MAX_WEIGHTED_ENTRIES }, (_, i) => {
       return `e${i},${pad(T + i, 13)},${pad(1, 13)},r;`;
@@ -177,7 +178,8 @@ describe("a weighted log longer than one read", () => {
   it("walks, trims, compacts and settles past the first and last 8 kB exactly", async () => {
     const policy = spec("long", 1_000, 1, 60_000);
     const pad = (x: number, width: number) => String(x).padStart(width, "0");
-    // 1 000 entries of 1 unit (~47 kB): one a ms from T.
+    // 1 000 entries of 1 unit (~47 kB): one a ms from T, in the v1 layout (read as it is, and
+    // written whole as v2 by its first admission).
     const body = Array.from(
       { length: 1_000 },
       (_, i) => `m${pad(i, 4)},${pad(T + i, 13)},${pad(1, 13)},r;`,
