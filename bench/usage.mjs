@@ -84,7 +84,7 @@ export function usageMarkdown(r) {
     `| overdraw with a small reservation (cost ${small.cost}) | worst ${small.windows.worstOverdraw} (bound there ${small.windows.worstBound}); windows past their bound: ${small.windows.overBound} by the origin's clock, ${small.windows.certainlyPast} certainly | ${verdict(small.windows.certainlyPast === 0)} (within the bound) |`,
     `| time to first byte p50, usage rule − plain rule | ${fixed(ttfbGap, 2)} ms (${fixed(side.usage.ttfbP50, 2)} vs ${fixed(side.plain.ttfbP50, 2)}) | ${verdict(ttfbGap <= 1)} (≤ 1 ms) |`,
     `| event streams without usage up to ${longest / MB} MB through a V8 heap capped at ${plan.heapCapMb} MB | ${big.filter((b) => b.rule === "usage" && b.whole).length} of ${big.filter((b) => b.rule === "usage").length} passed whole; RSS growth ${u10?.growthKb ?? "–"} kB at ${plan.bigBytes / MB} MB, ${uLong?.growthKb ?? "–"} kB at ${longest / MB} MB (plain rule ${p10?.growthKb ?? "–"}, ${pLong?.growthKb ?? "–"} kB) | ${verdict(constant)} (the heap constant); RSS: see below |`,
-    `| billed commands per settle | ${fixed(usageBilled?.settle ?? Number.NaN, 2)} (admission ${fixed(usageBilled?.admission ?? Number.NaN, 2)}) | ${verdict((usageBilled?.settle ?? 99) <= 2)} (≤ 2; 3 by design) |`,
+    `| billed commands per settle | ${fixed(usageBilled?.settle ?? Number.NaN, 2)} (admission ${fixed(usageBilled?.admission ?? Number.NaN, 2)}) | ${verdict((usageBilled?.settle ?? 99) <= 2)} (≤ 2) |`,
     "",
     `### Overload: ${plan.customers} customers at ${plan.overload}× their budget`,
     "",

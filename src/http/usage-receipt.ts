@@ -34,9 +34,11 @@ type Rule = [
   limit: number,
   windowMs: number,
   cost: number,
-  // Absent: the weighted log. "f": a fixed window. A calendar period: its unit, zone and anchor,
-  // and the start and end of the period the request was counted in.
+  // Absent: the weighted log (a receipt from before offsets); a number: the weighted log, where
+  // its entry went (its settle writes there). "f": a fixed window. A calendar period: its unit,
+  // zone and anchor, and the start and end of the period the request was counted in.
   counted?:
+    | number
     | "f"
     | [unit: PeriodUnit, timezone: string, anchor: number | null, start: number, end: number],
 ];
@@ -84,11 +86,13 @@ function collect(receipt: CountedReceipt, shard: string, into: Sealed): void {
     return;
   }
   const rules: Rule[] = [];
-  for (const p of receipt.resolved) {
+  for (const [i, p] of receipt.resolved.entries()) {
     if (!isUsagePolicy(p)) continue;
     let key = into.k.indexOf(p.clientKey);
     if (key < 0) key = into.k.push(p.clientKey) - 1;
     const rule: Rule = [p.name, key, p.limit, p.windowMs, p.cost];
+    const offset = receipt.offsets?.[i] ?? -1;
+    if (p.algorithm === "sliding-log-weighted" && offset >= 0) rule.push(offset);
     if (p.algorithm === "fixed-window") rule.push("f");
     if (p.algorithm === "calendar" && p.period) {
       const { unit, timezone, anchor } = p.period;
@@ -149,12 +153,13 @@ export async function openReceipt(
       policies: [],
       costs: [],
       resolved: [],
+      offsets: [],
       ...(shard ? { shard } : {}),
     };
     for (const [name, key, limit, windowMs, cost, counted] of rules) {
       const clientKey = sealed.k[key] as string;
       const algorithm: Algorithm =
-        counted === undefined
+        counted === undefined || typeof counted === "number"
           ? "sliding-log-weighted"
           : counted === "f"
             ? "fixed-window"
@@ -188,7 +193,8 @@ export async function openReceipt(
         // Built by the limiter that settles it, from its own prefix.
         redisKey: "",
       };
-      if (counted !== undefined) policy.usage = true;
+      if (counted !== undefined && typeof counted !== "number") policy.usage = true;
+      (part.offsets as number[]).push(typeof counted === "number" ? counted : -1);
       if (Array.isArray(counted) && period) {
         policy.period = period;
         policy.periodStarts = [counted[3], counted[4]];

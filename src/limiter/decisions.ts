@@ -282,6 +282,7 @@ export function fromEvaluation(
       at: answer.now,
     };
     if (requestId !== undefined) receipt.requestId = requestId;
+    if (answer.offsets) receipt.offsets = answer.offsets;
     decided.receipt = receipt;
   }
   return decided;

@@ -22,6 +22,12 @@ export interface CountedReceipt extends RefundReceipt {
    * key), parallel to `policies`.
    */
   resolved: readonly ResolvedPolicy[];
+  /**
+   * Parallel to `resolved`: where each weighted log's entry went (store/evaluate.ts offsets; -1
+   * for another algorithm). A settle writes there at once; without it (a receipt from before
+   * offsets) it searches the log.
+   */
+  offsets?: readonly number[];
   /** For a request paid from leases, where each policy's units came from. */
   leased?: readonly LeaseSpend[];
   /** For a request paid from regional leases, which region and leases paid. */

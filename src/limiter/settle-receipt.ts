@@ -64,9 +64,15 @@ export async function settleReceipt(
   const refused = receiptIssue(receipt, undefined);
   if (refused) return failed(String(refused));
   const counted = receipt as CountedReceipt;
-  const usage = counted.resolved.filter(
-    (policy) => isUsagePolicy(policy) && (!perRule || Object.hasOwn(perRule, policy.name)),
+  const picked = counted.resolved.flatMap((policy, i) =>
+    isUsagePolicy(policy) && (!perRule || Object.hasOwn(perRule, policy.name)) ? [i] : [],
   );
+  const usage = picked.map((i) => counted.resolved[i] as ResolvedPolicy);
+  // A receipt comes back from a caller: an offset that is not one is none (the script bounds it).
+  const offsets = picked.map((i) => {
+    const offset = Array.isArray(counted.offsets) ? counted.offsets[i] : undefined;
+    return Number.isSafeInteger(offset) ? (offset as number) : -1;
+  });
   const policies = usage.map((policy) => policy.name);
   if (usage.length === 0) return { status: "unknown", policies, charged: [] };
   if (ctx.breaker.state === "open") return failed("circuit open");
@@ -83,6 +89,7 @@ export async function settleReceipt(
           memberId: counted.memberId,
           at: counted.at,
           units: used,
+          offsets,
           now,
         }),
       ),

@@ -65,6 +65,11 @@ export interface EvaluateAnswer {
    */
   policies: PolicyAnswer[];
   /**
+   * An admission with a weighted-log policy: per policy, where its entry went among the log's
+   * entries (-1: not a weighted log). Its settle writes there (lua/weighted-settle.lua.ts).
+   */
+  offsets?: number[];
+  /**
    * Set when the request id's record was decided with other parameters than this call's: nothing
    * was decided or counted (`allowed` false, `policies` empty). See RecordConflict.
    */
@@ -149,7 +154,8 @@ export async function evaluate(client: ScriptClient, call: ScriptCall): Promise<
     const fenced = fenceRefusalOf(reply);
     if (fenced) return fencedAnswer(fenced);
   }
-  return parseReply(reply, policies.length, ahead, marks, plans);
+  const logs = policies.some((policy) => policy.algorithm === "sliding-log-weighted");
+  return parseReply(reply, policies.length, ahead, marks, plans, logs);
 }
 
 /** The single-algorithm script when the policies share one (shorter EVAL text), else the mixed one. */
@@ -166,6 +172,7 @@ export function parseReply(
   ahead: number,
   marks: boolean,
   plans: boolean,
+  logs = false,
 ): EvaluateAnswer {
   if (Array.isArray(reply) && reply.length === 5 && reply[0] === -1) return conflictAnswer(reply);
   if (plans && Array.isArray(reply) && reply.length === 4 && reply[0] === -2) {
@@ -179,11 +186,13 @@ export function parseReply(
   // A replay ends with the member id its record was decided under.
   const replay = Array.isArray(reply) && reply[2] === 1 ? 1 : 0;
   const limits = numbers + strings + (plans ? n : 0);
+  // An admission's weighted-log offsets end it (a replay's member id in their place).
+  const offsets = logs && !replay && Array.isArray(reply) && reply[0] === 1 ? n : 0;
   if (
     !Array.isArray(reply) ||
-    reply.length !== limits + replay ||
+    reply.length !== limits + replay + offsets ||
     !reply.every((value, i) =>
-      (i < numbers || i >= numbers + strings) && i < limits
+      (i < numbers || i >= numbers + strings) && i < limits + offsets
         ? typeof value === "number" && Number.isFinite(value)
         : typeof value === "string",
     )
@@ -216,6 +225,7 @@ export function parseReply(
   };
   if (marks) answer.resetMarks = (reply as unknown[]).slice(numbers, numbers + n) as string[];
   if (replay) answer.member = reply[limits] as string;
+  if (offsets) answer.offsets = values.slice(limits, limits + n);
   if (plans) {
     for (let i = 0; i < n; i++) {
       (policies[i] as PolicyAnswer).limit = at(numbers + strings + i);

@@ -23,6 +23,11 @@ export interface SettleCall extends ScriptCall {
   at: number;
   /** The units the request used, per policy (rules may read their usage differently): integers ≥ 0. */
   units: readonly number[];
+  /**
+   * Per policy, where the admission put its weighted-log entry (evaluate.ts offsets), -1 for
+   * unknown: the script then searches the log. @default all -1
+   */
+  offsets?: readonly number[];
 }
 
 const STATUS: Record<number, SettleStatus> = { 0: "unknown", 1: "settled", 2: "already-settled" };
@@ -35,6 +40,7 @@ export async function settle(client: ScriptClient, call: SettleCall): Promise<Se
   const { keys, args } = scriptInputs("settle", call, [call.at]);
   // What each policy's request used, after the policies (settle-driver.lua.ts).
   args.push(...call.units);
+  args.push(...call.policies.map((_, i) => call.offsets?.[i] ?? -1));
   // A fixed window or a period keeps a count, no entry of the request: a key per request gates
   // it, beside the first such policy's key (its shard, its hash slot).
   const counted = call.policies.find((policy) => policy.algorithm !== "sliding-log-weighted");

@@ -234,28 +234,105 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     algorithm: "sliding-log-weighted",
   };
 
-  it("admission 4 (EVALSHA, TIME, GETRANGE, SETRANGE), settle 3 (EVALSHA, GETRANGE, SETRANGE), again 2", async () => {
+  it("admission 4 (EVALSHA, TIME, GETRANGE, BITFIELD), settle 2 (EVALSHA, BITFIELD), again 3", async () => {
     const bridge = env.bridge as { url: string };
     const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
     const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
     // Scripts loaded first: a NOSCRIPT's EVAL is no part of a shape.
     const warm = await limiter.limitAll([{ ...tokens, key: "warm" }]);
     await limiter.settle(warm.receipt, 1);
-    // A key that already holds entries: the admission reads and rewrites its log.
+    // A key that already holds entries: the admission reads the header and appends.
     await limiter.limitAll([{ ...tokens, key: "a" }]);
     let receipt: unknown;
     const admission = await counted(async () => {
       receipt = (await limiter.limitAll([{ ...tokens, key: "a" }])).receipt;
     });
-    expect(admission).toEqual({ evalsha: 1, time: 1, getrange: 1, setrange: 1 });
+    expect(admission).toEqual({ evalsha: 1, time: 1, getrange: 1, bitfield: 1 });
+    // The receipt names where the entry went: one BITFIELD reads, checks and writes it.
     const settle = await counted(async () => {
       expect((await limiter.settle(receipt, 2_345)).status).toBe("settled");
     });
-    expect(settle).toEqual({ evalsha: 1, getrange: 1, setrange: 1 });
+    expect(settle).toEqual({ evalsha: 1, bitfield: 1 });
+    // Settled before: what the BITFIELD wrote is written back (a second BITFIELD), 409.
     const again = await counted(async () => {
       expect((await limiter.settle(receipt, 2_345)).status).toBe("already-settled");
     });
-    expect(again).toEqual({ evalsha: 1, getrange: 1 });
+    expect(again).toEqual({ evalsha: 1, bitfield: 2 });
+  });
+
+  it("a log past 8 kB: admission still 4, settle still 2", async () => {
+    const bridge = env.bridge as { url: string };
+    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
+    const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
+    const warm = await limiter.limitAll([{ ...tokens, key: "warm" }]);
+    await limiter.settle(warm.receipt, 1);
+    // ~45 bytes an entry: 250 entries are ~11 kB, the header and the oldest in the first 8 kB.
+    for (let i = 0; i < 250; i++) await limiter.limitAll([{ ...tokens, key: "long" }]);
+    const length = Number(env.cli("STRLEN", `billed${run - 1}:tokens/sliding-log-weighted:{long}`));
+    expect(length).toBeGreaterThan(8_192);
+    let receipt: unknown;
+    const admission = await counted(async () => {
+      receipt = (await limiter.limitAll([{ ...tokens, key: "long" }])).receipt;
+    });
+    expect(admission).toEqual({ evalsha: 1, time: 1, getrange: 1, bitfield: 1 });
+    const settle = await counted(async () => {
+      expect((await limiter.settle(receipt, 1)).status).toBe("settled");
+    });
+    expect(settle).toEqual({ evalsha: 1, bitfield: 1 });
+  });
+
+  it("a settle off its fast path (caller's clock): each rare path counted", async () => {
+    const bridge = env.bridge as { url: string };
+    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
+    let t = Date.now();
+    const limiter = lib.createLimiter({
+      store,
+      prefix: `billed${run++}`,
+      clock: "caller",
+      now: () => t,
+    });
+    const admit = async (key: string) => (await limiter.limitAll([{ ...tokens, key }])).receipt;
+    await limiter.settle(await admit("warm"), 1);
+    await limiter.refund(await admit("warm"));
+    // Refunded: the BITFIELD, then the one writing back.
+    const refunded = await admit("refunded");
+    await limiter.refund(refunded);
+    const afterRefund = await counted(async () => {
+      expect((await limiter.settle(refunded, 1)).status).toBe("unknown");
+    });
+    expect(afterRefund).toEqual({ evalsha: 1, bitfield: 2 });
+    // Reset: the BITFIELD made the key again, without a TTL: DEL.
+    const reset = await admit("reset");
+    await limiter.reset({ ...tokens, key: "reset" });
+    const afterReset = await counted(async () => {
+      expect((await limiter.settle(reset, 1)).status).toBe("unknown");
+    });
+    expect(afterReset).toEqual({ evalsha: 1, bitfield: 1, del: 1 });
+    // A receipt from before offsets: the search, then the entry written in place.
+    const { offsets: _, ...old } = await admit("old");
+    const oldSettle = await counted(async () => {
+      expect((await limiter.settle(old, 1)).status).toBe("settled");
+    });
+    expect(oldSettle).toEqual({ evalsha: 1, getrange: 1, bitfield: 1 });
+    // Left the window (its bytes still there): the BITFIELD and the one writing back.
+    const left = await admit("left");
+    t += 61_000;
+    await admit("left");
+    const afterLeft = await counted(async () => {
+      expect((await limiter.settle(left, 1)).status).toBe("unknown");
+    });
+    expect(afterLeft).toEqual({ evalsha: 1, bitfield: 2 });
+    // Moved by a compaction past where the receipt says: written back, cut back, searched,
+    // written in place.
+    for (let i = 0; i < 120; i++) await admit("moved");
+    t += 1_000;
+    const moved = await admit("moved");
+    t += 59_500;
+    await admit("moved");
+    const afterMove = await counted(async () => {
+      expect((await limiter.settle(moved, 1)).status).toBe("settled");
+    });
+    expect(afterMove).toEqual({ evalsha: 1, bitfield: 3, getrange: 2, set: 1 });
   });
 
   it("a monthly quota (calendar): admission 4, settle 5 (EVALSHA, TIME, GET, SET NX, SET), again 5", async () => {

@@ -117,7 +117,8 @@ ${REQUEST_RECORDS_LUA}`;
  * not replayed either, nor decided: the reply is {-1, policy (1-based), field (1 algorithm, 2 limit, 3 window ms, 4 cost),
  * recorded value, asked value} and nothing is counted or written. Commands: one MGET (the record
  * and the marks), + SET … PX of the record. A replay's reply ends with one more value: the
- * member id a call with a concurrency policy was decided under (its slot), else ''.
+ * member id a call with a concurrency policy was decided under (its slot), else ''. An
+ * admission (not a replay) with a weighted-log policy ends with n offsets (see the end).
  */
 const EVALUATE_DRIVER = `${FENCE_LUA}${CALENDAR_PLANS_LUA}
 local now = clock(ARGV[1])
@@ -240,7 +241,15 @@ elseif ARGV[4] == '2' then
   local got = redis.call('MGET', unpack(KEYS, n + 1, 2 * n))
   for i = 1, n do out[#out + 1] = got[i] or '' end
 end
-return withLimits(out)
+out = withLimits(out)
+-- An admission with a weighted log ends with where each policy's entry went (-1: not a log's):
+-- its settle writes there (weighted-settle.lua.ts).
+local offsets = false
+for i = 1, n do offsets = offsets or (all and ps[i].alg.offsets) end
+if offsets then
+  for i = 1, n do out[#out + 1] = ps[i].offset or -1 end
+end
+return out
 `;
 
 const FRAGMENTS: Record<Algorithm, string> = {

@@ -2,7 +2,7 @@
  * The settle script's driver, composed in scripts.ts with the fragments of the algorithms a
  * usage rule counts in (the prelude's `policies` and `clock` are in scope).
  */
-import { MAX_SETTLE_AGE_MS } from "../caps";
+import { MAX_SETTLE_AGE_MS, MAX_WEIGHTED_ENTRIES } from "../caps";
 
 /**
  * What one admitted request reserved in its usage rules becomes what it used, once.
@@ -18,9 +18,13 @@ import { MAX_SETTLE_AGE_MS } from "../caps";
  *             reservation), as evaluated
  * ARGV[6 + 4n..] per policy, the units it used (rules may read their usage differently):
  *             integers ≥ 0
+ * ARGV[6 + 5n..] per policy, where the admission put its weighted-log entry (the evaluate
+ *             reply's offset), or -1: unknown (a receipt from before offsets; not a log)
  *
  * Per policy, found: the weighted log's entry still in its log (sliding-log-weighted's
- * settleFind); a fixed window's or a period's count, still the one the request was counted in
+ * settleFind: with an offset it settles it there and then, as the rest of this call would, and
+ * takes it back, settleUndo, when the call ends in 2 or a gate taken: nothing written, as
+ * below); a fixed window's or a period's count, still the one the request was counted in
  * and still running at now (and now within MAX_SETTLE_AGE_MS of the admission). Then, all or
  * nothing: nothing found → status 0 (unknown: never admitted, refunded, or out of its windows
  * and periods), nothing written; an entry settled already, or the once-gate already taken
@@ -45,9 +49,12 @@ import { MAX_SETTLE_AGE_MS } from "../caps";
  * A settle of a window or period that has ended changes nothing a decision reads again, so it
  * charges nothing (its budget is the next one's).
  *
- * Redis commands: per weighted log GETRANGE + SETRANGE (weighted-log.lua.ts); with a fixed window
- * or a period, TIME (the Redis clock only) + SET NX (the gate) + per policy GET + SET KEEPTTL.
- * One calendar usage rule: EVALSHA + TIME + GET + SET NX + SET (5; 4 on the caller's clock).
+ * Redis commands: per weighted log one BITFIELD when the receipt names its entry's offset and
+ * the entry is still there, one more to take it back (settled before: 409; another policy's
+ * refusal), else GETRANGE + BITFIELD (weighted-settle.lua.ts lists the rare paths); with a fixed
+ * window or a period, TIME (the Redis clock only) + SET NX (the gate) + per policy GET + SET
+ * KEEPTTL. One weighted log: EVALSHA + BITFIELD (2; again, 3). One calendar usage rule: EVALSHA
+ * + TIME + GET + SET NX + SET (5; 4 on the caller's clock).
  */
 export const SETTLE_DRIVER = `
 local SETTLE_AGE_MAX = ${MAX_SETTLE_AGE_MS}
@@ -62,9 +69,14 @@ end
 local ps, err = policies(n, 5, ARGV[2], at)
 if not ps then return redis.error_reply(err) end
 local out, found, any, already, now, gateEnds = { 0 }, {}, false, false, nil, nil
+-- Past the log's longest: an offset no admission wrote (a BITFIELD there would grow the string).
+local offMax = ${MAX_WEIGHTED_ENTRIES * 160}
 for i = 1, n do
   out[i + 1] = 0
   local p = ps[i]
+  local off = tonumber(ARGV[5 + 5 * n + i])
+  if off and off >= 0 and off <= offMax and off == math.floor(off) then p.off = off end
+  p.used = used[i]
   if p.alg.settleGated then
     found[i] = p.alg.settleFind(p, nil)
     if found[i] and p.already then already = true end
@@ -80,7 +92,14 @@ for i = 1, n do
   if found[i] then any = true end
 end
 if not any then return out end
+-- What a fast path wrote goes when the call settles nothing.
+local function undo()
+  for i = 1, n do
+    if ps[i].alg.settleUndo then ps[i].alg.settleUndo(ps[i]) end
+  end
+end
 if already then
+  undo()
   out[1] = 2
   return out
 end
@@ -88,6 +107,7 @@ if gateEnds then
   local ttl = math.min(gateEnds, at + SETTLE_AGE_MAX) - now + GRACE
   if not redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', ttl) then
     -- Taken by a settle (again: 409), or by a refund (refund-gate.ts: nothing left to settle).
+    undo()
     if redis.call('GET', KEYS[n + 1]) == 'r' then return out end
     out[1] = 2
     return out

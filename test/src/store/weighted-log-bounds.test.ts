@@ -1,12 +1,13 @@
-// The weighted log's trailer at the bounds usage settles can reach, on the real store through
+// The weighted log's sum at the bounds usage settles can reach, on the real store through
 // the bridge, on the caller's clock (a fake one: every time below is chosen, none waited for).
 import { describe, expect, it } from "vitest";
 import { MAX_USAGE_LIMIT, MAX_WEIGHTED_ENTRIES } from "../../../src/store/caps";
-import { evaluatePolicy } from "../../../src/store/evaluate";
+import { evaluate, evaluatePolicy } from "../../../src/store/evaluate";
 import { storageKey } from "../../../src/store/keys";
 import type { StorePolicy } from "../../../src/store/script-inputs";
 import { settle } from "../../../src/store/settle";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
+import { logHeader } from "../../support/worker/weighted-layout";
 
 const T = 1_700_000_000_000;
 const redis = testRedis();
@@ -27,7 +28,8 @@ describe("the weighted log's sum", () => {
       windowMs: 60_000,
       cost: 1,
     };
-    // What MAX_WEIGHTED_ENTRIES − 1 admissions settled at 10¹² leave, and one more in flight.
+    // What MAX_WEIGHTED_ENTRIES − 1 admissions settled at 10¹² leave, and one more in flight,
+    // in the v1 layout (its 16-digit sum: the bound was set for it); the settle searches it.
     const settled = Array.from(
       { length: MAX_WEIGHTED_ENTRIES - 1 },
       (_, i) => `e${i},${pad(T + i, 13)},${pad(MAX_USAGE_LIMIT, 13)},s;`,
@@ -56,6 +58,43 @@ describe("the weighted log's sum", () => {
       ).toEqual({ status: "settled", charged: [0] });
       const after = await evaluatePolicy(store, { ...policy, memberId: "probe2", now: T + 20_001 });
       expect(after.allowed).toBe(false);
+    } finally {
+      await redis.del(policy.redisKey);
+    }
+  });
+
+  it("cuts a settle at its offset (one BITFIELD) to what the sum holds, too", async () => {
+    const policy: StorePolicy = {
+      redisKey: storageKey(prefix, "fast-sum", "client", "sliding-log-weighted"),
+      algorithm: "sliding-log-weighted",
+      limit: MAX_USAGE_LIMIT,
+      windowMs: 60_000,
+      cost: 1,
+    };
+    try {
+      const admitted = await evaluate(store, { policies: [policy], memberId: "fast", now: T });
+      expect(admitted.allowed).toBe(true);
+      const offsets = admitted.offsets ?? [];
+      expect(offsets).toEqual([0]);
+      // The sum 100 units short of what it holds (9·10¹⁵), as settled entries would leave it.
+      const full = 9_000_000_000_000_000;
+      await redis.eval(
+        "return redis.call('BITFIELD', KEYS[1], 'SET', 'i64', 112, ARGV[1])",
+        [policy.redisKey],
+        [String(full - 100)],
+      );
+      const answer = await settle(store, {
+        policies: [policy],
+        memberId: "fast",
+        units: [MAX_USAGE_LIMIT],
+        offsets,
+        at: T,
+      });
+      expect(answer).toEqual({ status: "settled", charged: [100] });
+      expect((await logHeader(redis, policy.redisKey)).sum).toBe(full);
+      expect(await redis.getrange(policy.redisKey, 30, -1)).toMatch(
+        /^fast,\d{13},0000000000101,s;$/,
+      );
     } finally {
       await redis.del(policy.redisKey);
     }

@@ -8,16 +8,17 @@ import { refund } from "../../../src/store/refund";
 import type { StorePolicy } from "../../../src/store/script-inputs";
 import { settle } from "../../../src/store/settle";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
+import { logEntries, logHeader } from "../../support/worker/weighted-layout";
 
 const T = 1_700_000_000_000;
 const redis = testRedis();
 const prefix = scopedPrefix("wlog");
 const store = testStore(10_000);
 
-/** The sum and count a weighted log's trailer holds. */
-function trailerOf(value: string): { sum: number; n: number } {
-  const match = /\|W(\d{16})(\d{6})\d{34}$/.exec(value);
-  return { sum: Number(match?.[1]), n: Number(match?.[2]) };
+/** The sum and count a weighted log's header holds. */
+async function sumOf(key: string): Promise<{ sum: number; n: number }> {
+  const { sum, n } = await logHeader(redis, key);
+  return { sum, n };
 }
 
 /** Settle on the weighted logs (their settle reads no clock and no `at`). */
@@ -51,8 +52,8 @@ describe("the weighted log", () => {
       allowed: true,
       remaining: 0,
     });
-    // One entry per admission in the window, whatever its units: the trailer counts 2.
-    expect(trailerOf((await redis.get<string>(policy.redisKey)) ?? "")).toMatchObject({ n: 2 });
+    // One entry per admission in the window, whatever its units: the header counts 2.
+    expect(await sumOf(policy.redisKey)).toMatchObject({ n: 2 });
   });
 
   it("settle charges the difference, even past the limit, or gives it back, once", async () => {
@@ -126,11 +127,13 @@ describe("the weighted log", () => {
     expect(
       await evaluatePolicy(store, { ...policy, cost: 10, memberId: "l2", now: T + 1_000 }),
     ).toMatchObject({ allowed: true, remaining: 90 });
-    const before = (await redis.get<string>(policy.redisKey)) ?? "";
+    const before = await logEntries(redis, policy.redisKey);
     expect(before).toMatch(/^l1,\d{13},0000000000060,r;/);
+    const header = await logHeader(redis, policy.redisKey);
     expect(await settleIn([policy], "l1", [0])).toEqual({ status: "unknown", charged: [0] });
     expect(await settleIn([policy], "l1", [100])).toEqual({ status: "unknown", charged: [0] });
-    expect(await redis.get<string>(policy.redisKey)).toBe(before);
+    expect(await logEntries(redis, policy.redisKey)).toBe(before);
+    expect(await logHeader(redis, policy.redisKey)).toEqual(header);
     // The sum is l2's 10 alone: 90 fit, one more does not.
     expect(
       await evaluatePolicy(store, { ...policy, cost: 90, memberId: "l3", now: T + 1_001 }),
@@ -144,7 +147,8 @@ describe("the weighted log", () => {
 describe("the weighted log's bound on admissions", () => {
   it("holds at most MAX_WEIGHTED_ENTRIES admissions in its window, whatever units are left", async () => {
     const policy = spec("entries", 1_000_000_000_000, 1, 60_000);
-    // A full log as admissions would leave it: one a ms from T, 1 unit each.
+    // A full log as admissions would leave it: one a ms from T, 1 unit each, in the v1 layout
+    // (text trailer) a log written before the header holds: read, then written whole as v2.
     const pad = (x: number, width: number) => String(x).padStart(width, "0");
     const entries = Array.from({ length: MAX_WEIGHTED_ENTRIES }, (_, i) => {
       return `e${i},${pad(T + i, 13)},${pad(1, 13)},r;`;
@@ -163,7 +167,7 @@ describe("the weighted log's bound on admissions", () => {
     expect(later.allowed).toBe(true);
     expect(await settleIn([policy], "y", [7])).toMatchObject({ charged: [6] });
     // The first admission left; y's entry came, with its settled 7 units.
-    expect(trailerOf((await redis.get<string>(policy.redisKey)) ?? "")).toEqual({
+    expect(await sumOf(policy.redisKey)).toEqual({
       sum: MAX_WEIGHTED_ENTRIES - 1 + 7,
       n: MAX_WEIGHTED_ENTRIES,
     });
@@ -174,7 +178,8 @@ describe("a weighted log longer than one read", () => {
   it("walks, trims, compacts and settles past the first and last 8 kB exactly", async () => {
     const policy = spec("long", 1_000, 1, 60_000);
     const pad = (x: number, width: number) => String(x).padStart(width, "0");
-    // 1 000 entries of 1 unit (~47 kB): one a ms from T.
+    // 1 000 entries of 1 unit (~47 kB): one a ms from T, in the v1 layout (read as it is, and
+    // written whole as v2 by its first admission).
     const body = Array.from(
       { length: 1_000 },
       (_, i) => `m${pad(i, 4)},${pad(T + i, 13)},${pad(1, 13)},r;`,
@@ -198,7 +203,7 @@ describe("a weighted log longer than one read", () => {
       now: T + 60_300,
     });
     expect(later).toMatchObject({ allowed: true, remaining: 1 });
-    expect(trailerOf((await redis.get<string>(policy.redisKey)) ?? "")).toEqual({
+    expect(await sumOf(policy.redisKey)).toEqual({
       sum: 999,
       n: 700,
     });

@@ -11,6 +11,7 @@ import type { StorePolicy } from "../../../src/store/script-inputs";
 import { settle } from "../../../src/store/settle";
 import { prng } from "../../support/worker/prng";
 import { scopedPrefix, testRedis, testStore } from "../../support/worker/redis";
+import { logHeader } from "../../support/worker/weighted-layout";
 
 const T = 1_700_000_000_000;
 const LIMIT = 2_000;
@@ -121,8 +122,7 @@ describe("reserve, then settle: the bound on every rolling window", () => {
     // window, each at its reported units.
     const last = Math.max(...requests.filter((r) => r.admitted).map((r) => r.at));
     const live = requests.filter((r) => r.admitted && r.at > last - WINDOW);
-    const stored = (await redis.get<string>(policy.redisKey)) ?? "";
-    expect(Number(/\|W(\d{16})\d{40}$/.exec(stored)?.[1])).toBe(
+    expect((await logHeader(redis, policy.redisKey)).sum).toBe(
       live.reduce((sum, r) => sum + r.used, 0),
     );
   });

@@ -6,10 +6,12 @@
 import { describe, expect, it } from "vitest";
 import { openReceipt, sealReceipt } from "../../../../src/http/usage-receipt";
 import { createLimiter } from "../../../../src/limiter/create-limiter";
+import type { CountedReceipt } from "../../../../src/limiter/receipt-state";
 import type { LimitRequest } from "../../../../src/limiter/types";
 import { storageKey } from "../../../../src/store/keys";
 import { storeAt } from "../../../support/worker/fault-control";
 import { shardPrefix, shardRedis, shardUrls } from "../../../support/worker/shard-stores";
+import { logHeader } from "../../../support/worker/weighted-layout";
 
 const prefix = shardPrefix("shard-settle");
 // An array of stores: shards named by position.
@@ -34,8 +36,8 @@ const usage = (policy: string, key: string): LimitRequest => ({
 /** The units a weighted log holds (its header's sum) on the named shard. */
 async function sumOn(shard: string, policy: string, key: string): Promise<number> {
   const at = redis[names.indexOf(shard)];
-  const value = await at?.get<string>(storageKey(prefix, policy, key, "sliding-log-weighted"));
-  return Number(/\|W(\d{16})\d{40}$/.exec(value ?? "")?.[1] ?? 0);
+  if (!at) return 0;
+  return (await logHeader(at, storageKey(prefix, policy, key, "sliding-log-weighted"))).sum;
 }
 
 /** Two client keys the placement puts on two different shards. */
@@ -76,6 +78,12 @@ describe("settle on a sharded limiter", () => {
     const opened = await openReceipt(sealed as string, "s");
     if (!opened) throw new Error("the sealed receipt did not open");
     expect(await openReceipt(sealed as string, "another secret")).toBeUndefined();
+    // Each shard's part keeps where its entry went: its settle is one BITFIELD there.
+    const counted = decided.receipt as unknown as CountedReceipt;
+    expect(opened.parts?.map((part) => part.receipt.offsets)).toEqual(
+      counted.parts?.map((part) => part.receipt.offsets),
+    );
+    expect(opened.parts?.every((part) => (part.receipt.offsets?.[0] ?? -1) >= 0)).toBe(true);
     const outcome = await limiter.settle(opened, 40);
     expect(outcome.status).toBe("settled");
     expect(outcome.charged).toEqual([-60, -60]);
