@@ -217,16 +217,37 @@ describe("keys, TTLs and scripts", () => {
   it("recovers from SCRIPT FLUSH: NOSCRIPT falls back to EVAL once, which loads the script", async () => {
     const counted = counting(testStore(5_000));
     const limiter = createLimiter({ store: counted.store, prefix, denialCache: false });
-    const ask = () => limiter.limit({ policy: "flush", key: "client", limit: 3, windowMs: 60_000 });
+    const limit = 25;
+    const ask = () => limiter.limit({ policy: "flush", key: "client", limit, windowMs: 60_000 });
     expect((await ask()).allowed).toBe(true);
-    await redis.scriptFlush();
-    const evalsBefore = counted.evals();
-    const afterFlush = await ask();
-    expect(afterFlush).toMatchObject({ allowed: true, remaining: 1, source: "redis" });
-    expect(counted.evals() - evalsBefore).toBe(1);
+    let asked = 1;
+    let fellBack = false;
+    // The store is shared: another test's EVAL may load the script again between our flush and
+    // our call, which then meets no NOSCRIPT. Flush again until one of ours does.
+    for (let round = 0; round < 20 && !fellBack; round++) {
+      await redis.scriptFlush();
+      const evalsBefore = counted.evals();
+      const afterFlush = await ask();
+      asked++;
+      expect(afterFlush).toMatchObject({
+        allowed: true,
+        remaining: limit - asked,
+        source: "redis",
+      });
+      // Once at most: one NOSCRIPT, one EVAL.
+      expect(counted.evals() - evalsBefore).toBeLessThanOrEqual(1);
+      fellBack = counted.evals() - evalsBefore === 1;
+    }
+    expect(fellBack).toBe(true);
     // The EVAL loaded it: the SHA the runner sends is known again, so EVALSHA hits from now on.
     expect(await redis.scriptExists(await scriptSha(EVALUATE_SCRIPTS["sliding-log"]))).toEqual([1]);
-    expect(await ask()).toMatchObject({ allowed: true, remaining: 0, source: "redis" });
+    while (asked < limit) {
+      expect(await ask()).toMatchObject({
+        allowed: true,
+        remaining: limit - ++asked,
+        source: "redis",
+      });
+    }
     expect(await ask()).toMatchObject({ allowed: false, source: "redis" });
   });
 
