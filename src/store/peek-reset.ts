@@ -8,6 +8,7 @@ import { type Algorithm, isLogAlgorithm } from "./algorithm";
 import { storePolicyIssue } from "./caps";
 import type { PolicyAnswer } from "./evaluate";
 import { POLICY_NAME, RECORD_TTL_MAX_MS, resetMarkKey, storageKey } from "./keys";
+import { RESET_TOMBSTONE, STAMPED_COUNTS, TOMBSTONE_LIFE_MS } from "./lua/count-stamp.lua";
 import { PEEK_SCRIPT } from "./lua/peek.lua";
 import { DEFAULT_UNIT_COST, PolicyBoundsError } from "./script-inputs";
 import {
@@ -110,7 +111,11 @@ export async function peekQuota(client: QuotaClient, request: PeekRequest): Prom
  * cannot be found without SCAN, so the reset writes a fresh random mark next to the key instead
  * (kept RECORD_TTL_MAX_MS, as long as any record): a record that finds a mark it was not written
  * under is not replayed (lua/scripts.ts readRecord). One script, so both happen or neither.
- * Commands: UNLINK + SET. True if the key existed.
+ * A fixed window's or a period's count is replaced by a tombstone (lua/count-stamp.lua.ts): the
+ * count the next admission starts is stamped, so a settle or refund of a request admitted before
+ * the reset moves nothing of it. No count there, no tombstone: nothing admitted to guard against.
+ * Commands: UNLINK + SET (a count's: SET … GET of the tombstone + SET). True if the key existed
+ * (a tombstone is none).
  */
 export async function resetQuota(client: ScriptClient, key: QuotaKey): Promise<boolean> {
   const policyKey = storageKey(key.prefix, key.policy, key.key, key.algorithm);
@@ -118,6 +123,7 @@ export async function resetQuota(client: ScriptClient, key: QuotaKey): Promise<b
   const existed = await runScript<unknown>(client, RESET_SCRIPT, keys, [
     crypto.randomUUID(),
     RECORD_TTL_MAX_MS,
+    key.algorithm !== undefined && STAMPED_COUNTS.has(key.algorithm) ? TOMBSTONE_LIFE_MS : "",
   ]);
   if (typeof existed !== "number") {
     throw new StoreReplyError(`unexpected reset reply: ${JSON.stringify(existed)}`);
@@ -125,9 +131,18 @@ export async function resetQuota(client: ScriptClient, key: QuotaKey): Promise<b
   return existed > 0;
 }
 
-// KEYS[1] the policy key, KEYS[2] its reset mark; ARGV[1] the new mark, ARGV[2] its TTL (ms).
+// KEYS[1] the policy key, KEYS[2] its reset mark; ARGV[1] the new mark, ARGV[2] its TTL (ms),
+// ARGV[3] the tombstone's TTL (ms), or "" for none.
 const RESET_SCRIPT = `#!lua flags=allow-key-locking
-local existed = redis.call('UNLINK', KEYS[1])
+local existed
+if ARGV[3] ~= '' then
+  -- A count is a short string: overwritten in place (XX: no count, no admission to guard
+  -- against), and a tombstone there before is no count.
+  local old = redis.call('SET', KEYS[1], '${RESET_TOMBSTONE}', 'XX', 'PX', ARGV[3], 'GET')
+  existed = (old and old ~= '${RESET_TOMBSTONE}') and 1 or 0
+else
+  existed = redis.call('UNLINK', KEYS[1])
+end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 return existed
 `;

@@ -367,4 +367,35 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     // The gate's GET tells a settle taken before (409) from a refund's (unknown).
     expect(again).toEqual({ evalsha: 1, time: 1, get: 2, set: 1 });
   });
+
+  it("a refund of a monthly quota's count: 4 (EVALSHA, SET NX of the gate, GET, SET), after a settle 2", async () => {
+    const bridge = env.bridge as { url: string };
+    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
+    const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
+    const month = {
+      policy: "tokens-month",
+      limit: 5_000_000,
+      windowMs: 0,
+      cost: 4_000,
+      algorithm: "calendar",
+      period: { unit: "month", timezone: "UTC" },
+      usage: true,
+    };
+    // Both scripts loaded first.
+    await limiter.refund((await limiter.limitAll([{ ...month, key: "warm" }])).receipt);
+    await limiter.settle((await limiter.limitAll([{ ...month, key: "warm" }])).receipt, 1);
+    const first = (await limiter.limitAll([{ ...month, key: "a" }])).receipt;
+    const refunded = await counted(async () => {
+      expect(await limiter.refund(first)).toEqual({ refunded: true, units: [4_000] });
+    });
+    // The gate taken in the refund's own script: no call before it.
+    expect(refunded).toEqual({ evalsha: 1, set: 2, get: 1 });
+    const settled = (await limiter.limitAll([{ ...month, key: "a" }])).receipt;
+    await limiter.settle(settled, 1_000);
+    const late = await counted(async () => {
+      expect(await limiter.refund(settled)).toEqual({ refunded: false, units: [0] });
+    });
+    // The gate's SET NX refused: the count is not read.
+    expect(late).toEqual({ evalsha: 1, set: 1 });
+  });
 });

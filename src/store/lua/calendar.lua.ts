@@ -22,6 +22,9 @@
  * period's end plus CAL_MARGIN (and GRACE on the caller's clock), so a refund arriving just after
  * the boundary still finds its period.
  *
+ * After a reset the count is reborn stamped, as fixed-window's (count-stamp.lua.ts): a refund or a
+ * settle of a request admitted before that birth finds nothing to give back or charge.
+ *
  * Redis commands: as fixed-window. check = GET; commit = SET … PX. Allowed: 2; denied: 1. Refund:
  * GET, SET KEEPTTL, only while the stored period is the one the request was counted in; a usage
  * rule's settle (settle-driver.lua.ts) the same, with a signed amount, while that period runs.
@@ -39,41 +42,55 @@ local function cal_period(p, at)
   return nil
 end
 
--- p.start, p.ends: the period counted in; p.own: the value is that period's (refundable).
+-- A stored value: start, last admission, count, birth stamp (count-stamp.lua.ts) or nil.
+local function cal_parse(value)
+  local s, t, count, born = string.match(value, '^(%-?%d+):(%-?%d+):(%d+)(.*)$')
+  if not s or (born ~= '' and not string.match(born, STAMPED)) then return nil end
+  return s, t, count, born ~= '' and born or nil
+end
+
+-- p.start, p.ends: the period counted in; p.own: the value is that period's (refundable); p.born:
+-- its birth stamp, kept by every write of it.
 local function cal_load(p, now, adopt)
   local start, ends = cal_period(p, now)
   if not start then
     error({err = 'calendar period: the store clock (' .. now .. ') is outside the periods sent'})
   end
   p.start, p.ends = start, ends
-  p.count, p.own, p.t = 0, false, nil
+  p.count, p.own, p.t, p.born = 0, false, nil, nil
   local value = redis.call('GET', p.key)
   if not value then return end
-  local s, t, count = string.match(value, '^(%-?%d+):(%-?%d+):(%d+)$')
+  if value == RESET_TOMBSTONE then
+    if adopt then p.born = ':' .. int(now) .. ':' .. p.member end
+    return
+  end
+  local s, t, count, born = cal_parse(value)
   if not s then return end
   s, t, count = tonumber(s), tonumber(t), tonumber(count)
   if s == start then
-    p.count, p.own, p.t = count, true, t
+    p.count, p.own, p.t, p.born = count, true, t, born
   elseif adopt and s > start and cal_period(p, s) == s then
     -- A later period of these (only a faster caller clock can have written it): count there
     -- too, and never write this older one over it.
     local _, ends = cal_period(p, s)
-    p.start, p.ends, p.count, p.own, p.t = s, ends, count, true, t
+    p.start, p.ends, p.count, p.own, p.t, p.born = s, ends, count, true, t, born
   elseif adopt and t >= start then
     p.count = count
   end
 end
 
--- Whether the stored value is the period the request was counted in (p.at's): that period's
--- end, the value read into p.s, p.t, p.count; nil when it is not.
+-- Whether the stored value is the period the request was counted in (p.at's), and a count that
+-- held the request (born before it, count-stamp.lua.ts): that period's end, the value read into
+-- p.s, p.t, p.count, p.born; nil when it is not.
 local function cal_own(p)
   local start, ends = cal_period(p, p.at)
   if not start then return nil end
   local value = redis.call('GET', p.key)
   if not value then return nil end
-  local s, t, count = string.match(value, '^(%-?%d+):(%-?%d+):(%d+)$')
+  local s, t, count, born = cal_parse(value)
   if not s or tonumber(s) ~= start then return nil end
-  p.s, p.t, p.count = s, t, tonumber(count)
+  if born and not held_since(born, p) then return nil end
+  p.s, p.t, p.count, p.born = s, t, tonumber(count), born
   return ends
 end
 
@@ -82,7 +99,8 @@ end
 local function cal_give(p, units)
   if units > p.count then units = p.count end
   if units == 0 then return 0 end
-  redis.call('SET', p.key, p.s .. ':' .. p.t .. ':' .. int(p.count - units), 'KEEPTTL')
+  redis.call('SET', p.key,
+    p.s .. ':' .. p.t .. ':' .. int(p.count - units) .. (p.born or ''), 'KEEPTTL')
   return units
 end
 
@@ -104,7 +122,7 @@ ALG['calendar'] = {
   commit = function(p, now)
     p.count = p.count + p.cost
     local t = math.max(now, p.t or now, p.start)
-    redis.call('SET', p.key, p.start .. ':' .. t .. ':' .. int(p.count), 'PX',
+    redis.call('SET', p.key, p.start .. ':' .. t .. ':' .. int(p.count) .. (p.born or ''), 'PX',
       p.ends - now + CAL_MARGIN + GRACE)
   end,
   report = function(p, now, committed)

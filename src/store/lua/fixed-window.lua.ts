@@ -32,6 +32,10 @@
  * rollout, the index is an earlier window — nothing — or one far ahead, counted conservatively:
  * either way no wait beyond this rule's window).
  *
+ * After a reset (its tombstone, count-stamp.lua.ts) the count is reborn with a stamp
+ * `:<born>:<member>` after the count, which every write keeps; a refund or a settle of a request
+ * admitted before that birth finds nothing to give back or charge.
+ *
  * Redis commands: check = GET; commit = SET … PX. Allowed: 2; denied: 1. Refund: GET, SET KEEPTTL
  * (only of this rule's own window; a value the other version wrote gives back nothing). A usage
  * rule's settle (settle-driver.lua.ts): the same GET and SET KEEPTTL with a signed amount.
@@ -42,8 +46,10 @@
  */
 export const FIXED_WINDOW_LUA = `
 local function fw_parse(value, window, now)
-  local t, w, count = string.match(value, '^(%-?%d+):(%d+):(%d+)$')
-  if t then return tonumber(t), tonumber(w), tonumber(count) end
+  local t, w, count, born = string.match(value, '^(%-?%d+):(%d+):(%d+)(.*)$')
+  if t and (born == '' or string.match(born, STAMPED)) then
+    return tonumber(t), tonumber(w), tonumber(count), born ~= '' and born or nil
+  end
   local idx
   idx, count = string.match(value, '^(%-?%d+):(%d+)$')
   if not idx then return nil end
@@ -51,20 +57,27 @@ local function fw_parse(value, window, now)
   return math.max(start, math.min(now, start + window - 1)), window, tonumber(count)
 end
 
--- p.start: the window counted in; p.own: the value is this rule's window (refundable).
+-- p.start: the window counted in; p.own: the value is this rule's window (refundable); p.born:
+-- its birth stamp (count-stamp.lua.ts), kept by every write of it. Without \`adopt\` (a refund, a
+-- settle: \`now\` is the request's admission) a count born after it is not the request's.
 local function fw_load(p, now, adopt)
   local window = p.window
   p.start = math.floor(now / window) * window
-  p.count, p.own, p.t = 0, false, nil
+  p.count, p.own, p.t, p.born = 0, false, nil, nil
   local value = redis.call('GET', p.key)
   if not value then return end
-  local t, w, count = fw_parse(value, window, now)
+  if value == RESET_TOMBSTONE then
+    if adopt then p.born = ':' .. int(now) .. ':' .. p.member end
+    return
+  end
+  local t, w, count, born = fw_parse(value, window, now)
   if not t then return end
   local start = math.floor(t / w) * w
   if w == window and start == p.start then
-    p.count, p.own, p.t = count, true, t
+    p.count, p.own, p.t, p.born = count, true, t, born
+    if not adopt and born and not held_since(born, p) then p.own = false end
   elseif adopt and w == window and start > p.start and start <= now + GRACE then
-    p.start, p.count, p.own, p.t = start, count, true, t
+    p.start, p.count, p.own, p.t, p.born = start, count, true, t, born
   elseif adopt and t >= p.start then
     p.count = count
   end
@@ -75,7 +88,8 @@ end
 local function fw_give(p, units)
   if units > p.count then units = p.count end
   if units == 0 then return 0 end
-  redis.call('SET', p.key, int(p.t) .. ':' .. p.window .. ':' .. int(p.count - units), 'KEEPTTL')
+  redis.call('SET', p.key,
+    int(p.t) .. ':' .. p.window .. ':' .. int(p.count - units) .. (p.born or ''), 'KEEPTTL')
   return units
 end
 
@@ -87,7 +101,7 @@ ALG['fixed-window'] = {
   commit = function(p, now)
     p.count = p.count + p.cost
     local t = math.floor(math.max(now, p.start, p.t or now))
-    redis.call('SET', p.key, t .. ':' .. p.window .. ':' .. int(p.count), 'PX',
+    redis.call('SET', p.key, t .. ':' .. p.window .. ':' .. int(p.count) .. (p.born or ''), 'PX',
       p.start + p.window - now + GRACE)
   end,
   report = function(p, now, committed)

@@ -10,6 +10,7 @@ import { CALENDAR_LUA } from "./calendar.lua";
 import { CALENDAR_PLANS_LUA } from "./calendar-plans.lua";
 import { CLOCK_LUA } from "./clock.lua";
 import { CONCURRENCY_LUA } from "./concurrency.lua";
+import { COUNT_STAMP_LUA, STAMPED_COUNTS } from "./count-stamp.lua";
 import { FIXED_WINDOW_LUA } from "./fixed-window.lua";
 import { foldConstants } from "./fold-constants";
 import { FENCE_LUA } from "./placement-fence.lua";
@@ -270,8 +271,12 @@ const FRAGMENTS: Record<Algorithm, string> = {
 function compose(algorithms: readonly Algorithm[], driver: string, refunds: boolean): string {
   // The log's ring codec, once per script that holds the log.
   const codec = algorithms.some(isLogAlgorithm) ? RING_CODEC_LUA : "";
+  // A count's birth stamp, once per script that holds a count a reset leaves a tombstone for.
+  const stamp = algorithms.some((name) => STAMPED_COUNTS.has(name)) ? COUNT_STAMP_LUA : "";
   const fragments = algorithms.map((name) => FRAGMENTS[name]).join("");
-  return foldConstants(`${PRELUDE}local REFUNDS = ${refunds}\n${codec}${fragments}${driver}`);
+  return foldConstants(
+    `${PRELUDE}local REFUNDS = ${refunds}\n${codec}${stamp}${fragments}${driver}`,
+  );
 }
 
 /**

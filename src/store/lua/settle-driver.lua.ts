@@ -106,7 +106,7 @@ end
 if gateEnds then
   local ttl = math.min(gateEnds, at + SETTLE_AGE_MAX) - now + GRACE
   if not redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', ttl) then
-    -- Taken by a settle (again: 409), or by a refund (refund-gate.ts: nothing left to settle).
+    -- Taken by a settle (again: 409), or by a refund (refund-driver.lua.ts: nothing to settle).
     undo()
     if redis.call('GET', KEYS[n + 1]) == 'r' then return out end
     out[1] = 2

@@ -67,13 +67,8 @@ export type Feature = (typeof FEATURES)[number];
  *   config now refuses a usage rule during a reshard (as a period rule), and docs/usage.md says
  *   what a library caller that reshards gets; left out here until the transition reads the
  *   old shard's weighted log too.
- *
- * - reset×usage-count: a reset deletes the count, not the gates: a settle of a request admitted
- *   before the reset, once another is counted in the same window, takes its give-back from that
- *   one (decide(iso0, ufixed/k0×3); reset(iso0, ufixed/k0); decide(iso0, ufixed/k0×3);
- *   settle(iso0, #0, 0×): settled, charged [-6], expected unknown).
  */
-const KNOWN_BROKEN: readonly Feature[] = ["reshard×usage", "reset×usage-count"];
+const KNOWN_BROKEN: readonly Feature[] = ["reshard×usage"];
 
 function listed(raw: string | undefined): string[] {
   return (raw ?? "")

@@ -113,7 +113,7 @@ export function countedOutcomes(
     .get(bucketOf(a.policy, a.t).start)
     ?.at(-1) as Admission;
   const lapsed = realNow > lapsesAt(latest, end);
-  if (a.refunded || reset !== undefined || lapsed) out.add("unknown");
+  if (a.refunded || reset !== undefined || lapsed || rebornBeside(ref, a)) out.add("unknown");
   if (gone) {
     if (wasSettled) out.add("already-settled");
     return out;
@@ -121,4 +121,23 @@ export function countedOutcomes(
   if (wasSettled) out.add("already-settled");
   if (a.settled === undefined || a.settleUncertain !== undefined) out.add("settled");
   return out;
+}
+
+/**
+ * Whether the count `a` was counted in may have been started after a reset (one that found a
+ * count) by another admission in the same millisecond as `a` (lua/count-stamp.lua.ts): its stamp
+ * cannot tell `a` from an admission before the reset, so `a`'s settle changes nothing (its
+ * reservation stands).
+ */
+function rebornBeside(ref: Reference, a: Admission): boolean {
+  const reset = ref.resets
+    .get(`${a.policy.policy}\u0000${a.key}`)
+    ?.filter((r) => r.seq < a.seq)
+    .at(-1);
+  if (!reset) return false;
+  const first = ref.admissions.find(
+    (e) =>
+      e.policy === a.policy && e.key === a.key && e.seq > reset.seq && !LOCAL_SOURCES.has(e.source),
+  );
+  return first !== undefined && first !== a && first.t === a.t;
 }
