@@ -27,6 +27,8 @@ const FEATURES = [
   "peek",
   "reset",
   "overrides",
+  // a calendar key's own anchor (an override's), set and removed
+  "anchors",
   "key-blocks",
   "network-blocks",
   "leases",
@@ -51,6 +53,11 @@ const FEATURES = [
   // a refund, a reset of such a rule's request and its settle, both ways round
   "refunds×usage-count",
   "reset×usage-count",
+  // a key's own limit (an anchor's override) below a calendar request's cost
+  "anchors×below-cost",
+  // docs/calendar-quotas.md's promise across a key's anchor change: units admitted since the new
+  // period's start count in it (off: only those admitted since the change are judged)
+  "anchor-mid-period",
 ] as const;
 
 export type Feature = (typeof FEATURES)[number];
@@ -72,8 +79,27 @@ export type Feature = (typeof FEATURES)[number];
  *   before the reset, once another is counted in the same window, takes its give-back from that
  *   one (decide(iso0, ufixed/k0×3); reset(iso0, ufixed/k0); decide(iso0, ufixed/k0×3);
  *   settle(iso0, #0, 0×): settled, charged [-6], expected unknown).
+ *
+ * - anchors×below-cost: a calendar key whose override's limit is below the request's cost is
+ *   denied with `reset` now + the longest period sent and a retry that long (the decision
+ *   script's answer for any algorithm), not the next period's start docs/calendar-quotas.md
+ *   promises (anchor(iso0, daily/k3, 2030-01-31T23:30:00-05:00, 1); decide(iso0, daily/k3×2):
+ *   reset in 24 h, the next day starts at 03:30 UTC). Left out: the anchor step's limits are
+ *   then at least the largest cost.
+ *
+ * - anchor-mid-period: a key's anchor moved back across one of the old anchor's period starts
+ *   loses the units of the old period before it: the store keeps one count per key, the last
+ *   period's (decide(iso0, monthly/k0×3); clock to monthly start 1 +1; decide(iso0,
+ *   monthly/k0×3); anchor(iso0, monthly/k0, 2030-01-01T00:00:00Z, 5); decide(iso0,
+ *   monthly/k0×1): 7 units in the month from March 1 at limit 5). Left out: in the period that
+ *   holds a change only the units admitted since the change are judged (never over the limit).
  */
-const KNOWN_BROKEN: readonly Feature[] = ["reshard×usage", "reset×usage-count"];
+const KNOWN_BROKEN: readonly Feature[] = [
+  "reshard×usage",
+  "reset×usage-count",
+  "anchors×below-cost",
+  "anchor-mid-period",
+];
 
 function listed(raw: string | undefined): string[] {
   return (raw ?? "")
