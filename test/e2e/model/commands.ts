@@ -355,12 +355,13 @@ class Release implements Step {
 /**
  * Receipts a refund may pick: those of requests with an id only while that meeting is on; one
  * whose window's or period's usage was settled (or may have been) only while refunds×usage-count
- * is.
+ * is; one refunded before (or tried) only while refund-again is.
  */
 function refundable(w: World) {
   return w.receipts.filter(
     (r) =>
       (r.id === undefined || w.on("refunds×request-ids")) &&
+      (w.on("refund-again") || !r.admissions.some((a) => a.refunded)) &&
       (w.on("refunds×usage-count") ||
         !r.admissions.some(
           (a) =>

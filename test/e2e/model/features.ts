@@ -53,6 +53,8 @@ const FEATURES = [
   // a refund, a reset of such a rule's request and its settle, both ways round
   "refunds×usage-count",
   "reset×usage-count",
+  // a receipt refunded again (a caller repeating a refund, or retrying one that failed)
+  "refund-again",
   // a key's own limit (an anchor's override) below a calendar request's cost
   "anchors×below-cost",
   // docs/calendar-quotas.md's promise across a key's anchor change: units admitted since the new
@@ -93,12 +95,19 @@ export type Feature = (typeof FEATURES)[number];
  *   monthly/k0×3); anchor(iso0, monthly/k0, 2030-01-01T00:00:00Z, 5); decide(iso0,
  *   monthly/k0×1): 7 units in the month from March 1 at limit 5). Left out: in the period that
  *   holds a change only the units admitted since the change are judged (never over the limit).
+ *
+ * - refund-again: a receipt refunded a second time gives its units back a second time (no gate
+ *   but a usage count's remembers a refund): the log cuts out another slot of the same instant,
+ *   a calendar count loses the cost again (burst(daily/k1×1 ×3); decide(iso0, daily/k1×1);
+ *   refund(iso0, #0); refund(iso0, #0); decide(iso0, daily/k1×3): 6 units in the day at limit
+ *   5; the same on log/k0 in 10 s). Left out: a refund picks a receipt not refunded yet.
  */
 const KNOWN_BROKEN: readonly Feature[] = [
   "reshard×usage",
   "reset×usage-count",
   "anchors×below-cost",
   "anchor-mid-period",
+  "refund-again",
 ];
 
 function listed(raw: string | undefined): string[] {
