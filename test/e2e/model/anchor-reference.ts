@@ -10,8 +10,8 @@
  * period that holds the change (the new anchor's) it may count more than the model does (an old
  * period's units from before the new start, carried because its last admission is after it).
  * Denials there are not judged; what is judged is docs/calendar-quotas.md's promise that units
- * admitted since the new period's start still count in it, or (its gate, features.ts
- * `anchors×mid-period`) only the units admitted since the change.
+ * admitted since the new period's start still count in it (features.ts `anchor-mid-period`),
+ * or, with that left out, only the units admitted since the change (never over the limit).
  */
 import type { CalendarPeriod } from "../../../src/limiter/calendar-period";
 import { periodOf } from "./calendar-reference";

@@ -11,9 +11,9 @@ type Step = fc.AsyncCommand<World, World, false>;
 
 /**
  * Anchors as a caller gives them (ISO-8601 with an offset, or Unix ms), each read in the rule's
- * zone: a month's end (the 31st, 23:30 in New York), New York's spring-forward hour (02:30 there
- * on a Sunday), Berlin's (a Tuesday 02:30 there; the 29th: February's is its last day), midnight
- * UTC on the 1st, and an instant with seconds, as ms.
+ * zone: 23:30 on the 31st in New York (a month's end; the 1st in Berlin and UTC); Sunday 02:30 in
+ * New York (the hour its spring-forward day skips); the 29th at 01:30 UTC (February: its last
+ * day), a Tuesday 02:30 in Berlin; midnight UTC on the 1st; an instant with seconds and ms.
  */
 export const ANCHORS: readonly (string | number)[] = [
   "2030-01-31T23:30:00-05:00",

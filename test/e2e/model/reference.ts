@@ -121,7 +121,7 @@ export class Reference {
   readonly anchors = new KeyAnchors();
   /**
    * A key's anchor changed in its current period: judge the units since that period's start
-   * (docs/calendar-quotas.md), or (false: the anchors×mid-period gate) only those since the change.
+   * (docs/calendar-quotas.md), or (false: anchor-mid-period off) only those since the change.
    */
   sinceNewStart = true;
   operations = 0;
