@@ -91,10 +91,11 @@ export type Feature = (typeof FEATURES)[number];
  *
  * - anchor-mid-period: a key's anchor moved back across one of the old anchor's period starts
  *   loses the units of the old period before it: the store keeps one count per key, the last
- *   period's (decide(iso0, monthly/k0×3); clock to monthly start 1 +1; decide(iso0,
- *   monthly/k0×3); anchor(iso0, monthly/k0, 2030-01-01T00:00:00Z, 5); decide(iso0,
- *   monthly/k0×1): 7 units in the month from March 1 at limit 5). Left out: in the period that
- *   holds a change only the units admitted since the change are judged (never over the limit).
+ *   period's (decide(iso0, monthly/k3×1); clock to monthly start 1 +1; decide(iso0,
+ *   monthly/k3×2); anchor(iso0, monthly/k3, 2030-01-31T23:30:00-05:00, 5); decide(iso0,
+ *   monthly/k3×3): 6 units in the month from March 1, 04:30 UTC at limit 5). Left out: in the
+ *   period that holds a change only the units admitted since the change are judged (never over
+ *   the limit).
  *
  * - refund-again: a receipt refunded a second time gives its units back a second time (no gate
  *   but a usage count's remembers a refund): the log cuts out another slot of the same instant,
