@@ -3,15 +3,20 @@
  * decisions of every algorithm with costs, concurrency acquire/release, calendar quotas (a day,
  * a week and a month in three zones, clock steps to their edges: month ends, DST changes), usage
  * rules and their settles (on the weighted log, in a month and in a fixed window: the settle
- * charges only the window or period its request was counted in), request ids and retries, refunds, peeks, resets, overrides, key and
- * network blocks, leases, a reshard instant (old and new configs side by side), a store that
- * goes down or hangs, and clock steps — the library over
+ * charges only the window or period its request was counted in), request ids and retries, refunds,
+ * peeks of every rule (a log's answer against the check right after it; a calendar or usage
+ * rule's: not peeked, nothing counted), resets, overrides, a calendar key's own anchor (an
+ * override's, set and removed: the reference's periods follow it), key and network blocks,
+ * leases, a reshard instant (old and new configs side by side), a store that goes down or hangs,
+ * and clock steps (to a rule's or a key's own period edges too) — the library over
  * three private redis-servers, each behind the REST bridge and a fault proxy, with the real
  * @upstash/redis client on a manual clock (the caller clock). The reference model checks the
  * promises (reference.ts); fast-check shrinks a failing sequence.
  *
- * Regional leases are not generated: their proof needs the region's clock to advance at the
- * rate of home's (docs/regions.md), which a manual clock that jumps cannot give.
+ * Not generated: regional leases (their proof needs the region's clock to advance at the rate of
+ * home's, docs/regions.md, which a manual clock that jumps cannot give); a usage rule's own anchor
+ * (the calendar usage rule's periods are the rule's: usage-count-reference.ts does not follow an
+ * override's); calendar rules and their anchors in a run that reshards (the config refuses them).
  *
  * MODEL_SEED, MODEL_RUNS, MODEL_STEPS change the run; MODEL_OFF / MODEL_ON / MODEL_ONLY the
  * features (features.ts). MODEL_REPORT=<file> writes the figures as JSON (`npm run fuzz` reads

@@ -4,8 +4,10 @@
  * promise broken. A step whose feature is switched off (features.ts) is skipped by `check`.
  */
 import fc from "fast-check";
+import type { Peek as PeekAnswer } from "../../../src/limiter/peek";
 import type { ResetRequest } from "../../../src/limiter/reset";
 import type { LimitRequest, MultiDecision } from "../../../src/limiter/types";
+import { ANCHORS, Anchor, parseAnchor } from "./anchor-steps";
 import type { Feature } from "./features";
 import {
   CALENDAR,
@@ -353,12 +355,13 @@ class Release implements Step {
 /**
  * Receipts a refund may pick: those of requests with an id only while that meeting is on; one
  * whose window's or period's usage was settled (or may have been) only while refunds×usage-count
- * is.
+ * is; one refunded before (or tried) only while refund-again is.
  */
 function refundable(w: World) {
   return w.receipts.filter(
     (r) =>
       (r.id === undefined || w.on("refunds×request-ids")) &&
+      (w.on("refund-again") || !r.admissions.some((a) => a.refunded)) &&
       (w.on("refunds×usage-count") ||
         !r.admissions.some(
           (a) =>
@@ -403,10 +406,29 @@ class Peek implements Step {
   async run(w: World) {
     const isolate = w.isolate(this.iso);
     const r = request(w, this.part);
-    const peek = await isolate.limiter.peek(r).catch(() => undefined);
+    let peek: PeekAnswer | undefined;
+    let failed = "";
+    try {
+      peek = await isolate.limiter.peek(r);
+    } catch (error) {
+      failed = String(error);
+    }
     const d = await isolate.limiter.limitAll([r]);
     const source = d.decisions[0]?.source ?? "?";
     const policy = policyOf(r);
+    // The log is peeked (or the call fails with its store); any other algorithm is answered as
+    // not peeked, naming it, before the store is asked: never an error, and nothing counted (the
+    // check right after is judged as any: a calendar rule's denial with room left is one).
+    const wrong =
+      policy.algorithm === "sliding-log"
+        ? peek?.peeked === false
+        : peek === undefined || peek.peeked || peek.algorithm !== policy.algorithm;
+    if (wrong) {
+      throw new Violation(
+        "peek",
+        `a ${policy.algorithm} rule's peek answered ${failed || JSON.stringify(peek)} (${this})`,
+      );
+    }
     if (
       peek?.peeked &&
       peek.allowed &&
@@ -630,7 +652,8 @@ class ToInstant implements Step {
 
 const USAGE = ["usage", "umonth", "ufixed"];
 const RATE = ["log", "ring", "plan", "lease", "fixed", "counter", "bucket", ...CALENDAR, ...USAGE];
-const PEEKABLE = ["log", "ring", "plan", "lease"];
+/** Peeked: the logs (peeked), and the calendar and usage rules (answered as not peeked). */
+const PEEKABLE = ["log", "ring", "plan", "lease", ...CALENDAR, ...USAGE];
 const iso = fc.integer({ min: 0, max: 2 });
 const key = fc.integer({ min: 0, max: 3 });
 const pick = fc.nat({ max: 1_000 });
@@ -710,6 +733,17 @@ export function steps(features: ReadonlySet<Feature>): fc.Arbitrary<Step>[] {
       fc.tuple(iso, key, limit).map(([i, k, l]) => new Override(i, k, l)),
     );
   }
+  const anchored = CALENDAR.filter((p) => rate.includes(p));
+  if (on("anchors") && anchored.length > 0) {
+    const anchor = fc.option(fc.nat({ max: ANCHORS.length - 1 }), { nil: undefined, freq: 4 });
+    // The largest cost is 3: a limit below it only with anchors×below-cost (features.ts).
+    const limit = fc.integer({ min: on("anchors×below-cost") ? 1 : 3, max: 8 });
+    const set = fc.tuple(iso, fc.constantFrom(...anchored), key, anchor, limit);
+    add(
+      2,
+      set.map(([i, p, k, a, l]) => new Anchor(i, p, k, a, l)),
+    );
+  }
   if (on("key-blocks")) {
     add(
       1,
@@ -760,10 +794,12 @@ export function steps(features: ReadonlySet<Feature>): fc.Arbitrary<Step>[] {
       fc.constantFrom(...edges),
       fc.constantFrom(0, ...PERIODS_ON),
       fc.constantFrom(...EDGE_OFFSETS),
+      // A key's own period's edges too, once anchors are set (the same as the rule's without).
+      on("anchors") ? fc.option(key, { nil: undefined }) : fc.constant(undefined),
     );
     add(
       2,
-      edge.map(([p, n, o]) => new ToPeriodEdge(p, n, o)),
+      edge.map(([p, n, o, k]) => new ToPeriodEdge(p, n, o, p === "umonth" ? undefined : k)),
     );
   }
   if (on("usage")) {
@@ -851,7 +887,7 @@ export function parseStep(text: string): Step {
         return new NetCheck(isoOf(args[0]), IPS.indexOf(args[1] ?? ""));
     }
   }
-  const own = parsePeriodOrSettle(text.trim());
+  const own = parsePeriodOrSettle(text.trim()) ?? parseAnchor(text.trim());
   if (own) return own;
   const store = /^store ([A-C]) (up|down|hang)$/.exec(text.trim());
   if (store) {

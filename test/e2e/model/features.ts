@@ -27,6 +27,8 @@ const FEATURES = [
   "peek",
   "reset",
   "overrides",
+  // a calendar key's own anchor (an override's), set and removed
+  "anchors",
   "key-blocks",
   "network-blocks",
   "leases",
@@ -51,6 +53,13 @@ const FEATURES = [
   // a refund, a reset of such a rule's request and its settle, both ways round
   "refunds×usage-count",
   "reset×usage-count",
+  // a receipt refunded again (a caller repeating a refund, or retrying one that failed)
+  "refund-again",
+  // a key's own limit (an anchor's override) below a calendar request's cost
+  "anchors×below-cost",
+  // docs/calendar-quotas.md's promise across a key's anchor change: units admitted since the new
+  // period's start count in it (off: only those admitted since the change are judged)
+  "anchor-mid-period",
 ] as const;
 
 export type Feature = (typeof FEATURES)[number];
@@ -67,8 +76,34 @@ export type Feature = (typeof FEATURES)[number];
  *   config now refuses a usage rule during a reshard (as a period rule), and docs/usage.md says
  *   what a library caller that reshards gets; left out here until the transition reads the
  *   old shard's weighted log too.
+ *
+ * - anchors×below-cost: a calendar key whose override's limit is below the request's cost is
+ *   denied with `reset` now + the longest period sent and a retry that long (the decision
+ *   script's answer for any algorithm), not the next period's start docs/calendar-quotas.md
+ *   promises (anchor(iso0, daily/k3, 2030-01-31T23:30:00-05:00, 1); decide(iso0, daily/k3×2):
+ *   reset in 24 h, the next day starts at 03:30 UTC). Left out: the anchor step's limits are
+ *   then at least the largest cost.
+ *
+ * - anchor-mid-period: a key's anchor moved back across one of the old anchor's period starts
+ *   loses the units of the old period before it: the store keeps one count per key, the last
+ *   period's (decide(iso0, monthly/k3×1); clock to monthly start 1 +1; decide(iso0,
+ *   monthly/k3×2); anchor(iso0, monthly/k3, 2030-01-31T23:30:00-05:00, 5); decide(iso0,
+ *   monthly/k3×3): 6 units in the month from March 1, 04:30 UTC at limit 5). Left out: in the
+ *   period that holds a change only the units admitted since the change are judged (never over
+ *   the limit).
+ *
+ * - refund-again: a receipt refunded a second time gives its units back a second time (no gate
+ *   but a usage count's remembers a refund): the log cuts out another slot of the same instant,
+ *   a calendar count loses the cost again (burst(daily/k1×1 ×3); decide(iso0, daily/k1×1);
+ *   refund(iso0, #0); refund(iso0, #0); decide(iso0, daily/k1×3): 6 units in the day at limit
+ *   5; the same on log/k0 in 10 s). Left out: a refund picks a receipt not refunded yet.
  */
-const KNOWN_BROKEN: readonly Feature[] = ["reshard×usage"];
+const KNOWN_BROKEN: readonly Feature[] = [
+  "reshard×usage",
+  "anchors×below-cost",
+  "anchor-mid-period",
+  "refund-again",
+];
 
 function listed(raw: string | undefined): string[] {
   return (raw ?? "")

@@ -20,15 +20,21 @@ export const PERIODS_ON = [1, 1, 1, 2, 12, 24];
 /** Where around the edge it lands: its last millisecond, first, and a little either side. */
 export const EDGE_OFFSETS = [-1_000, -1, 0, 1, 5_000];
 
-/** A clock step to `offset` ms from a period's edge: `n` starts on, or (n = 0) a DST change. */
+/**
+ * A clock step to `offset` ms from a period's edge: `n` starts on, or (n = 0) a DST change; the
+ * rule's period, or key `k`'s (on its own anchor, when its override gives one).
+ */
 export class ToPeriodEdge implements Step {
   constructor(
     readonly p: string,
     readonly n: number,
     readonly offset: number,
+    readonly k?: number,
   ) {}
   private target(w: World): number | undefined {
-    const period = (POLICIES[this.p] as Policy).period;
+    const policy = POLICIES[this.p] as Policy;
+    const period =
+      this.k === undefined ? policy.period : w.ref.periodOf(policy, w.keys[this.k] as string);
     if (!period) return undefined;
     const edge =
       this.n === 0
@@ -46,7 +52,8 @@ export class ToPeriodEdge implements Step {
   }
   toString() {
     const sign = this.offset >= 0 ? "+" : "";
-    return `clock to ${this.p} ${this.n === 0 ? "dst" : `start ${this.n}`} ${sign}${this.offset}`;
+    const key = this.k === undefined ? "" : `/k${this.k}`;
+    return `clock to ${this.p}${key} ${this.n === 0 ? "dst" : `start ${this.n}`} ${sign}${this.offset}`;
   }
 }
 
@@ -113,8 +120,11 @@ export class Settle implements Step {
 
 /** A step of this file from its `toString()`, or undefined. */
 export function parsePeriodOrSettle(text: string): Step | undefined {
-  const edge = /^clock to ([a-z]+) (?:start (\d+)|dst) ([+-]\d+)$/.exec(text);
-  if (edge) return new ToPeriodEdge(edge[1] as string, Number(edge[2] ?? 0), Number(edge[3]));
+  const edge = /^clock to ([a-z]+)(?:\/k(\d+))? (?:start (\d+)|dst) ([+-]\d+)$/.exec(text);
+  if (edge) {
+    const k = edge[2] === undefined ? undefined : Number(edge[2]);
+    return new ToPeriodEdge(edge[1] as string, Number(edge[3] ?? 0), Number(edge[4]), k);
+  }
   const settle = /^settle\(iso(\d), #(\d+), ([\d.]+)×(, twice)?(, any)?\)$/.exec(text);
   if (settle) {
     return new Settle(

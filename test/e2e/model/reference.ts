@@ -9,6 +9,7 @@
  */
 import type { CalendarPeriod } from "../../../src/limiter/calendar-period";
 import type { Algorithm } from "../../../src/store/algorithm";
+import { KeyAnchors } from "./anchor-reference";
 import { periodOf } from "./calendar-reference";
 
 /** A step's answer that breaks a promise: the property, and what was seen. */
@@ -116,6 +117,13 @@ export class Reference {
   readonly faults = new Map<string, { mode: string; since: number }>();
   /** Shards that were down or hung at some point of the run. */
   readonly wasOut = new Set<string>();
+  /** Calendar keys' own anchors (their overrides'). */
+  readonly anchors = new KeyAnchors();
+  /**
+   * A key's anchor changed in its current period: judge the units since that period's start
+   * (docs/calendar-quotas.md), or (false: anchor-mid-period off) only those since the change.
+   */
+  sinceNewStart = true;
   operations = 0;
 
   constructor(
@@ -257,20 +265,29 @@ export class Reference {
     );
   }
 
-  /** Where this policy's window (or calendar period) holding now starts: admissions after it count. */
-  private since(policy: Policy): number {
-    return policy.period ? periodOf(policy.period, this.now).start - 1 : this.now - policy.windowMs;
+  /** The key's calendar period: the rule's, on the key's own anchor when it has one. */
+  periodOf(policy: Policy, key: string): CalendarPeriod | undefined {
+    return policy.period && this.anchors.periodFor(policy.period, policy.policy, key);
   }
 
-  /** Admissions the store counts for this key in the window (or period) ending now. */
-  private counted(policy: Policy, key: string): number {
+  /** Where this key's window (or calendar period) holding now starts: admissions after it count. */
+  private since(policy: Policy, key: string): number {
+    const period = this.periodOf(policy, key);
+    return period ? periodOf(period, this.now).start - 1 : this.now - policy.windowMs;
+  }
+
+  /**
+   * Admissions the store counts for this key in the window (or period) ending now (`afterSeq`:
+   * only those decided after that step).
+   */
+  private counted(policy: Policy, key: string, afterSeq = 0): number {
     const reset = this.lastReset(policy, key);
-    const since = this.since(policy);
+    const since = this.since(policy, key);
     let sum = 0;
     for (const a of this.admissions) {
       if (a.policy.policy !== policy.policy || a.key !== key || a.refunded) continue;
       if (LOCAL_SOURCES.has(a.source)) continue;
-      if (a.t <= since || a.t > this.now) continue;
+      if (a.t <= since || a.t > this.now || a.seq <= afterSeq) continue;
       if (reset && a.seq < reset.seq) continue;
       // A lease granted before a reset may be spent for a while after it by the other isolates.
       if (
@@ -290,7 +307,12 @@ export class Reference {
   /** Never more than the limit admitted in a rolling window (checked when one is admitted). */
   checkWindow(policy: Policy, key: string, context: string) {
     if (policy.algorithm === "concurrency") return this.checkInFlight(policy, key, context);
-    const sum = this.counted(policy, key);
+    if (policy.period && this.anchors.unknown(policy.policy, key)) return;
+    const changed =
+      policy.period && !this.sinceNewStart
+        ? this.anchors.changedIn(policy.period, policy.policy, key, this.now)
+        : undefined;
+    const sum = this.counted(policy, key, changed?.seq);
     if (EXACT.has(policy.algorithm)) {
       const limit = this.limitOf(policy, key);
       if (sum > limit) {
@@ -328,9 +350,11 @@ export class Reference {
     iso: string,
     context: string,
   ) {
-    if (!policy.period || (d.source !== "redis" && d.source !== "cache")) return;
-    const { start, next } = periodOf(policy.period, this.now);
-    const what = `(${policy.policy} ${key}, ${policy.period.unit} from ${new Date(start).toISOString()})`;
+    const period = this.periodOf(policy, key);
+    if (!period || (d.source !== "redis" && d.source !== "cache")) return;
+    if (this.anchors.unknown(policy.policy, key)) return;
+    const { start, next } = periodOf(period, this.now);
+    const what = `(${policy.policy} ${key}, ${period.unit} from ${new Date(start).toISOString()})`;
     if (
       d.source === "redis" &&
       (d.reset !== next || (!d.allowed && d.retryAfterMs !== next - this.now))
@@ -342,6 +366,11 @@ export class Reference {
     }
     if (d.allowed) return;
     if (d.source === "cache" && this.mayRememberStale(policy, key, iso)) return;
+    // The store's one count may carry units of the old anchor's period from before this one's
+    // start (its last admission is after it): more than the model counts, so not judged.
+    if (this.anchors.changedIn(policy.period as CalendarPeriod, policy.policy, key, this.now)) {
+      return;
+    }
     const failed = this.admissions.some(
       (a) => a.policy === policy && a.key === key && a.refundUncertain && a.t >= start,
     );

@@ -72,10 +72,12 @@ export const POLICIES: Record<string, Policy> = {
   // Calendar quotas (docs/calendar-quotas.md), each meeting its own edge: a day in New York
   // from 01:30 (a fall-back day repeats 01:30: the first one starts it; days of 23 and 25 hours),
   // a week in Berlin from Sunday 02:30 (a spring-forward Sunday has no 02:30: 03:30 starts it),
-  // a month in UTC from the 31st (months of 28, 29, 30 and 31 days).
+  // a month in UTC from the 31st (months of 28, 29, 30 and 31 days). Each with overrides: a key's
+  // own limit and anchor (anchor-steps.ts).
   daily: {
     policy: "daily",
     algorithm: "calendar",
+    overrides: true,
     limit: 5,
     windowMs: LONGEST_PERIOD_MS.day,
     failMode: "closed",
@@ -88,6 +90,7 @@ export const POLICIES: Record<string, Policy> = {
   weekly: {
     policy: "weekly",
     algorithm: "calendar",
+    overrides: true,
     limit: 6,
     windowMs: LONGEST_PERIOD_MS.week,
     failMode: "open",
@@ -100,6 +103,7 @@ export const POLICIES: Record<string, Policy> = {
   monthly: {
     policy: "monthly",
     algorithm: "calendar",
+    overrides: true,
     limit: 5,
     windowMs: LONGEST_PERIOD_MS.month,
     failMode: "closed",
@@ -241,6 +245,7 @@ export class World {
             moved: (key) => this.placement.shardOf(key, at) !== this.placement.shardOf(key, at - 1),
           },
     );
+    this.ref.sinceNewStart = !features.has("anchors") || features.has("anchor-mid-period");
     for (const store of stores) store.proxy.set("up");
   }
 
