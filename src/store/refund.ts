@@ -26,7 +26,7 @@ export interface RefundCall extends ScriptCall {
 }
 
 /** The request's once-gate, and where the call's policies stand in the request. */
-export interface RefundGate {
+interface RefundGate {
   /**
    * keys.ts settleGateKey beside the request's first usage count's key (the key its settle
    * takes), or its first policy's: the same hash slot as the call's keys.

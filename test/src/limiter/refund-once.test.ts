@@ -98,7 +98,7 @@ describe("a receipt refunded again gives nothing back", () => {
 
   it("partial refunds: each policy gives back once, a whole refund after them only the rest", async () => {
     const key = newKey();
-    const [ring, fixed] = [FAMILIES[0], FAMILIES[1]] as const;
+    const [ring, fixed] = FAMILIES as [(typeof FAMILIES)[number], (typeof FAMILIES)[number]];
     const receipt = await admit([ring.rule(key, 2), fixed.rule(key, 2)]);
     await admit([ring.rule(key, 2), fixed.rule(key, 2)]);
     const ringName = ring.rule(key, 1).policy;
