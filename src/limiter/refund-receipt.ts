@@ -3,7 +3,7 @@
  * policies or the named ones), and stop this isolate denying from claims the refund makes false.
  */
 import { settleGateKey } from "../store/keys";
-import { keepsUsageCount, refund } from "../store/refund";
+import { keepsUsageCount, refund, refundGateLife } from "../store/refund";
 import { withinDeadline } from "../store/script-runner";
 import { capacityFreed, type LimiterContext } from "./context";
 import type { CountedReceipt } from "./receipt-state";
@@ -19,9 +19,10 @@ export async function refundReceipt(
       ? receipt.resolved
       : receipt.resolved.filter((policy) => only.includes(policy.name));
   if (asked.length === 0) return { refunded: false, units: [] };
-  // A usage count is given back only if no settle came first: the script takes the gate the
-  // settle takes, beside the first such policy of the request (as settle.ts names it).
-  const gated = receipt.resolved.find(keepsUsageCount);
+  // Each policy gives back once, and a usage count only if no settle came first: the script
+  // takes the request's gate, the one its settle takes beside its first usage count (as
+  // settle.ts names it), else beside its first policy.
+  const beside = receipt.resolved.find(keepsUsageCount) ?? receipt.resolved[0];
   // This isolate must not go on denying from a claim the refund just made false. (Other
   // isolates may, until their entry expires: at most the Retry-After they announced.) Again
   // when it ends: an answer that arrived in between may have been remembered. A count a settle
@@ -37,7 +38,7 @@ export async function refundReceipt(
   // so a retry within the window replays the original admission (and counts nowhere).
   const whole = asked.length === receipt.resolved.length;
   try {
-    return await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
+    const answer = await withinDeadline(ctx.store, ctx.timeoutMs, (store) =>
       ctx.clock.run(store, (client, now) =>
         refund(client, {
           policies: asked,
@@ -45,10 +46,18 @@ export async function refundReceipt(
           at: receipt.at,
           now,
           requestId: whole ? receipt.requestId : undefined,
-          gateKey: gated ? settleGateKey(gated.redisKey, receipt.memberId) : undefined,
+          gate: beside && {
+            key: settleGateKey(beside.redisKey, receipt.memberId),
+            indices: asked.map((policy) => receipt.resolved.indexOf(policy)),
+            size: receipt.resolved.length,
+            lifeMs: refundGateLife(receipt.resolved),
+          },
         }),
       ),
     );
+    const outcome: RefundOutcome = { refunded: answer.refunded, units: answer.units };
+    if (answer.again === true) outcome.alreadyRefunded = true;
+    return outcome;
   } catch (error) {
     ctx.onStoreError?.(error);
     return { refunded: false, units: [], error: String(error) };

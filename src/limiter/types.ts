@@ -229,6 +229,11 @@ export interface RefundOutcome {
   refunded: boolean;
   /** Units given back per refunded policy, in the order asked. */
   units: number[];
+  /**
+   * Set when every policy asked was refunded before (a retried refund): nothing was given back
+   * again, `refunded` is false.
+   */
+  alreadyRefunded?: true;
   /** Set when the store could not be asked or failed. */
   error?: string;
 }

@@ -3,6 +3,7 @@
  * a receipt calls it; see limiter/refund-receipt.ts).
  */
 import { USAGE_ALGORITHMS } from "./algorithm";
+import { MAX_SETTLE_AGE_MS } from "./caps";
 import { REFUND_SCRIPT } from "./lua/scripts";
 import { type ScriptCall, type StorePolicy, scriptInputs } from "./script-inputs";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
@@ -17,11 +18,40 @@ export interface RefundCall extends ScriptCall {
    */
   requestId?: string | undefined;
   /**
-   * The request's once-gate (keys.ts settleGateKey, beside its first usage count's key: the key
-   * its settle takes), when any policy keepsUsageCount. The refund takes it in the same script;
-   * taken before (by a settle), those policies give back nothing.
+   * The request's once-gate (refund-driver.lua.ts): taken in the same script, it makes a second
+   * refund of the same policies give back nothing, and a refund and a settle of a usage count
+   * one or the other.
    */
-  gateKey?: string | undefined;
+  gate?: RefundGate | undefined;
+}
+
+/** The request's once-gate, and where the call's policies stand in the request. */
+interface RefundGate {
+  /**
+   * keys.ts settleGateKey beside the request's first usage count's key (the key its settle
+   * takes), or its first policy's: the same hash slot as the call's keys.
+   */
+  key: string;
+  /** Per policy of the call, its index in the request (0-based). */
+  indices: number[];
+  /** How many policies the request has. */
+  size: number;
+  /** How long the gate lives, in ms (refundGateLife). */
+  lifeMs: number;
+}
+
+/**
+ * How long a request's gate must live: while a refund could still give anything back, the
+ * longest window of the request's policies (twice it: a sliding counter's previous window still
+ * counts), and a usage count's until no settle finds it (a day); at most that day (plus a minute
+ * for clocks apart) either way. Of the request's policies, not one call's: the same for every
+ * refund of it, so a later one never shortens it.
+ */
+export function refundGateLife(policies: readonly StorePolicy[]): number {
+  const cap = MAX_SETTLE_AGE_MS + 60_000;
+  if (policies.some(keepsUsageCount)) return cap;
+  const longest = Math.max(0, ...policies.map((policy) => policy.windowMs));
+  return Math.min(cap, 2 * longest + 60_000);
 }
 
 /**
@@ -40,6 +70,8 @@ export function keepsUsageCount(policy: StorePolicy): boolean {
 export interface RefundAnswer {
   /** False when a request id was given and there was nothing (left) to refund. */
   refunded: boolean;
+  /** Every policy asked was refunded before (the gate's flags): nothing given back again. */
+  again?: true;
   /** Units given back, per policy. */
   units: number[];
 }
@@ -47,29 +79,33 @@ export interface RefundAnswer {
 /**
  * Give back what one admitted request consumed, in one script call.
  *
- * - sliding-log: exact — removes exactly the request's members (`<memberId>.<n>`) that are still
- *   in the window; idempotent by construction.
+ * - sliding-log: exact — cuts out the request's slots (its time) that are still in the window.
  * - fixed-window / sliding-counter: best effort — takes `cost` off the window the request was
  *   counted in while that window still counts (current, or previous for the counter); never
  *   below zero. Without a request id nothing proves the request was admitted or not yet refunded:
  *   refund each admitted request once.
  * - token-bucket: best effort — lowers the bucket's debt by `cost` tokens, never above full.
  *
- * - a usage rule's count (keepsUsageCount): as fixed-window, once the script has taken the
- *   request's once-gate (`gateKey`); a settle took it first: nothing (lua/refund-driver.lua.ts).
+ * - a usage rule's count (keepsUsageCount): as fixed-window; a settle came first: nothing.
+ *
+ * With the request's `gate`, each policy gives back once: a refund again gives nothing and
+ * answers `again` (lua/refund-driver.lua.ts).
  *
  * Redis commands: sliding-log ZREM (one per 500 units); fixed-window and sliding-counter GET +
  * SET (+ TIME for the counter); token-bucket TIME + GET + SET (or DEL); with a request id MGET
- * (the record and the reset marks) + DEL of the record; with a usage count, SET … NX PX of the
- * gate (refused: that alone for the counts).
+ * (the record and the reset marks) + DEL of the record; with the gate, GET + SET … PX of it (a
+ * refund again, or of counts a settle took: the GET alone).
  */
 export async function refund(client: ScriptClient, call: RefundCall): Promise<RefundAnswer> {
   const { keys, args } = scriptInputs("refund", call, [call.at]);
-  const counts = call.policies.map((policy) => (keepsUsageCount(policy) ? "1" : "0")).join("");
-  if (call.gateKey !== undefined && counts.includes("1")) {
+  const gate = call.gate;
+  if (gate !== undefined) {
+    const counts = call.policies.map((policy) => (keepsUsageCount(policy) ? "1" : "0")).join("");
+    const at = gate.indices.map((index) => index + 1).join(",");
     // The gate section before the fingerprint, which stays ARGV's last (request-records.lua.ts).
-    args.splice(call.requestId === undefined ? args.length : args.length - 1, 0, "g", counts);
-    keys.push(call.gateKey);
+    const section = ["g", counts, at, String(gate.size), String(gate.lifeMs)];
+    args.splice(call.requestId === undefined ? args.length : args.length - 1, 0, ...section);
+    keys.push(gate.key);
   }
   const reply = await runScript<unknown>(client, REFUND_SCRIPT, keys, args);
   if (
@@ -80,5 +116,7 @@ export async function refund(client: ScriptClient, call: RefundCall): Promise<Re
     throw new StoreReplyError(`unexpected refund reply: ${JSON.stringify(reply)}`);
   }
   const [refunded, ...units] = reply as number[];
-  return { refunded: refunded === 1, units };
+  const answer: RefundAnswer = { refunded: refunded === 1, units };
+  if (refunded === 2) answer.again = true;
+  return answer;
 }

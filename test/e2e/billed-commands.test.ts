@@ -368,7 +368,7 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     expect(again).toEqual({ evalsha: 1, time: 1, get: 2, set: 1 });
   });
 
-  it("a refund of a monthly quota's count: 4 (EVALSHA, SET NX of the gate, GET, SET), after a settle 2", async () => {
+  it("a refund of a monthly quota's count: 5 (EVALSHA, GET + SET of the gate, GET, SET), after a settle 2", async () => {
     const bridge = env.bridge as { url: string };
     const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
     const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
@@ -388,14 +388,38 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     const refunded = await counted(async () => {
       expect(await limiter.refund(first)).toEqual({ refunded: true, units: [4_000] });
     });
-    // The gate taken in the refund's own script: no call before it.
-    expect(refunded).toEqual({ evalsha: 1, set: 2, get: 1 });
+    // The gate read and taken in the refund's own script: no call before it.
+    expect(refunded).toEqual({ evalsha: 1, set: 2, get: 2 });
     const settled = (await limiter.limitAll([{ ...month, key: "a" }])).receipt;
     await limiter.settle(settled, 1_000);
     const late = await counted(async () => {
       expect(await limiter.refund(settled)).toEqual({ refunded: false, units: [0] });
     });
-    // The gate's SET NX refused: the count is not read.
-    expect(late).toEqual({ evalsha: 1, set: 1 });
+    // The gate's GET says settled: the count is not read.
+    expect(late).toEqual({ evalsha: 1, get: 1 });
+  });
+
+  it("a refund of a plain sliding-log request: 6 (EVALSHA, GET + SET of the gate, GETRANGE, 2 SETRANGE), again 2", async () => {
+    const bridge = env.bridge as { url: string };
+    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
+    const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
+    const rule = { policy: "plain", limit: 100, windowMs: 60_000 };
+    // The refund script loaded first.
+    await limiter.refund((await limiter.limitAll([{ ...rule, key: "warm" }])).receipt);
+    const receipt = (await limiter.limitAll([{ ...rule, key: "a" }])).receipt;
+    const refunded = await counted(async () => {
+      expect(await limiter.refund(receipt)).toEqual({ refunded: true, units: [1] });
+    });
+    // The ring: its slots from the request's on, and the header (the gap moved back past it).
+    expect(refunded).toEqual({ evalsha: 1, get: 1, set: 1, getrange: 1, setrange: 2 });
+    // Again: the gate's GET says refunded, the ring is not read.
+    const again = await counted(async () => {
+      expect(await limiter.refund(receipt)).toEqual({
+        refunded: false,
+        units: [0],
+        alreadyRefunded: true,
+      });
+    });
+    expect(again).toEqual({ evalsha: 1, get: 1 });
   });
 });

@@ -290,6 +290,34 @@ describe("refunds", () => {
     expect((await refunding(`/status/200`, { headers: ip(5) })).status).toBe(429);
   });
 
+  it("proxy: each request's 5xx is given back once, by its own gate, a retried id's too", async () => {
+    const once = workerWith({
+      LIMITER_CONFIG: JSON.stringify({
+        prefix,
+        requestIdHeaders: ["Idempotency-Key"],
+        rules: [
+          {
+            name: "once-5xx",
+            match: { path: "/status/*" },
+            limit: 1,
+            window: "1m",
+            refundOn: "5xx",
+          },
+        ],
+      }),
+    });
+    const headers = { ...ip(6), "Idempotency-Key": `once-${run}` };
+    // Refunded, its record deleted: the retry is decided afresh, and its 5xx given back too
+    // (another decision, another gate: not "already refunded").
+    expect((await once(`/status/503`, { headers })).status).toBe(503);
+    expect((await once(`/status/503`, { headers })).status).toBe(503);
+    const key = storageKey(prefix, "once-5xx", "203.0.113.6");
+    expect(await logCount(redis, key)).toBe(0);
+    expect(await redis.keys(`${key}:settled:*`)).toHaveLength(2);
+    expect((await once(`/status/200`, { headers: ip(6) })).status).toBe(200);
+    expect((await once(`/status/200`, { headers: ip(6) })).status).toBe(429);
+  });
+
   it("middleware: refunds after next() when the app answers 5xx", async () => {
     const limiter = createLimiter({
       store: testStore(2_000),

@@ -51,6 +51,10 @@ export async function refundParts(
     refunded: answered.some((outcome) => outcome.refunded),
     units,
   };
+  // Already refunded only if every part was: a part that gave back, or failed, says otherwise.
+  if (answered.length > 0 && answered.every((outcome) => outcome.alreadyRefunded === true)) {
+    result.alreadyRefunded = true;
+  }
   const failed = answered.find((outcome) => outcome.error !== undefined);
   if (failed?.error !== undefined) result.error = failed.error;
   return result;

@@ -106,11 +106,19 @@ end
 if gateEnds then
   local ttl = math.min(gateEnds, at + SETTLE_AGE_MAX) - now + GRACE
   if not redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', ttl) then
-    -- Taken by a settle (again: 409), or by a refund (refund-driver.lua.ts: nothing to settle).
-    undo()
-    if redis.call('GET', KEYS[n + 1]) == 'r' then return out end
-    out[1] = 2
-    return out
+    -- Taken by a settle (again: 409), or by a refund (refund-driver.lua.ts): one that gave a
+    -- count back ("r…") leaves nothing to settle; one of other policies only ("p…") leaves the
+    -- counts as they were, and the gate, now the settle's, keeps the refund's flags and life.
+    local taken = redis.call('GET', KEYS[n + 1]) or ''
+    local head = string.sub(taken, 1, 1)
+    if head == 'p' then
+      redis.call('SET', KEYS[n + 1], '1' .. string.sub(taken, 2), 'KEEPTTL')
+    else
+      undo()
+      if head == 'r' then return out end
+      out[1] = 2
+      return out
+    end
   end
 end
 out[1] = 1

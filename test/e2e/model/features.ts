@@ -91,18 +91,11 @@ export type Feature = (typeof FEATURES)[number];
  *   monthly/k3×3): 6 units in the month from March 1, 04:30 UTC at limit 5). Left out: in the
  *   period that holds a change only the units admitted since the change are judged (never over
  *   the limit).
- *
- * - refund-again: a receipt refunded a second time gives its units back a second time (no gate
- *   but a usage count's remembers a refund): the log cuts out another slot of the same instant,
- *   a calendar count loses the cost again (burst(daily/k1×1 ×3); decide(iso0, daily/k1×1);
- *   refund(iso0, #0); refund(iso0, #0); decide(iso0, daily/k1×3): 6 units in the day at limit
- *   5; the same on log/k0 in 10 s). Left out: a refund picks a receipt not refunded yet.
  */
 const KNOWN_BROKEN: readonly Feature[] = [
   "reshard×usage",
   "anchors×below-cost",
   "anchor-mid-period",
-  "refund-again",
 ];
 
 function listed(raw: string | undefined): string[] {

@@ -24,7 +24,7 @@ const perMinute = (key: string, cost = 50): LimitRequest => ({
   algorithm: "fixed-window",
   usage: true,
 });
-// A plain rule beside it: no usage, so no gate (its refund is a refund as any).
+// A plain rule beside it: no usage (its refund is a refund as any, once, by the same gate).
 const plain = (key: string): LimitRequest => ({
   policy: "per-minute",
   key,
@@ -60,7 +60,8 @@ describe("a refund of a usage count", () => {
       storageKey(prefix, "tokens-minute", key, "fixed-window"),
       receipt.memberId,
     );
-    expect(await redis.get<string>(gate)).toBe("r");
+    // "r": a count given back (a settle answers unknown); its one policy flagged refunded.
+    expect(await redis.get<string>(gate)).toBe("r1");
     expect(await limiter.settle(receipt, 0)).toMatchObject({ status: "unknown", charged: [0] });
     expect(await countOf(key)).toBe("0");
   });
@@ -95,7 +96,11 @@ describe("a refund of a usage count", () => {
     const key = newKey();
     const receipt = await admit([perMinute(key), plain(key)], `rid-${key}`);
     expect(await limiter.refund(receipt)).toEqual({ refunded: true, units: [50, 3] });
-    expect(await limiter.refund(receipt)).toEqual({ refunded: false, units: [0, 0] });
+    expect(await limiter.refund(receipt)).toEqual({
+      refunded: false,
+      units: [0, 0],
+      alreadyRefunded: true,
+    });
     expect(await countOf(key)).toBe("0");
     expect(await limiter.settle(receipt, 0)).toMatchObject({ status: "unknown" });
     const retry = await limiter.limitAll([perMinute(key), plain(key)], { requestId: `rid-${key}` });
@@ -103,14 +108,31 @@ describe("a refund of a usage count", () => {
     expect(await countOf(key)).toBe("50");
   });
 
-  it("of the plain rule alone takes no gate: the count's settle still charges", async () => {
+  it("of the plain rule alone leaves the count to its settle, and gives back once", async () => {
     const key = newKey();
     const receipt = await admit([perMinute(key), plain(key)]);
+    const gate = settleGateKey(
+      storageKey(prefix, "tokens-minute", key, "fixed-window"),
+      receipt.memberId,
+    );
     expect(await limiter.refund(receipt, { policies: ["per-minute"] })).toEqual({
       refunded: true,
       units: [3],
     });
+    // "p": refunded in part, no count given back; the plain rule (second) flagged.
+    expect(await redis.get<string>(gate)).toBe("p01");
     expect(await limiter.settle(receipt, 10)).toMatchObject({ status: "settled", charged: [-40] });
     expect(await countOf(key)).toBe("10");
+    // The settle's now, the refund's flag kept: neither part gives back again.
+    // (The client reads "101" as JSON: a number.)
+    expect(String(await redis.get(gate))).toBe("101");
+    expect(await limiter.refund(receipt)).toEqual({
+      refunded: false,
+      units: [0, 0],
+      alreadyRefunded: true,
+    });
+    expect(await limiter.settle(receipt, 10)).toMatchObject({ status: "already-settled" });
+    expect(await countOf(key)).toBe("10");
+    expect(await countOf(key, "per-minute")).toBe("0");
   });
 });
