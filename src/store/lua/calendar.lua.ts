@@ -131,6 +131,13 @@ ALG['calendar'] = {
     if p.allowed then return remaining, p.ends, 0 end
     return remaining, p.ends, p.ends - now
   end,
+  -- A limit below the cost (a key's override): no period admits it, and the answer still names
+  -- the next period's start, as every denial here does.
+  overReset = function(p, now)
+    local _, ends = cal_period(p, now)
+    if not ends then return now + p.window, p.window end
+    return ends, ends - now
+  end,
   refund = REFUNDS and function(p, now)
     -- The units come off the period the request was counted in (p.at), if it is still the stored
     -- one; a refund after the next period began gives back nothing (that budget is fresh).

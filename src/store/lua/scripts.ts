@@ -220,7 +220,11 @@ local longestWait = -1
 for i = 1, n do
   local p = ps[i]
   local remaining, reset, wait = 0, now + p.window, p.window
-  if not p.over then remaining, reset, wait = p.alg.report(p, now, all) end
+  if not p.over then
+    remaining, reset, wait = p.alg.report(p, now, all)
+  elseif p.alg.overReset then
+    reset, wait = p.alg.overReset(p, now)
+  end
   out[#out + 1] = p.allowed and 1 or 0
   out[#out + 1] = remaining
   out[#out + 1] = reset

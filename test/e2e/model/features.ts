@@ -77,13 +77,6 @@ export type Feature = (typeof FEATURES)[number];
  *   what a library caller that reshards gets; left out here until the transition reads the
  *   old shard's weighted log too.
  *
- * - anchors×below-cost: a calendar key whose override's limit is below the request's cost is
- *   denied with `reset` now + the longest period sent and a retry that long (the decision
- *   script's answer for any algorithm), not the next period's start docs/calendar-quotas.md
- *   promises (anchor(iso0, daily/k3, 2030-01-31T23:30:00-05:00, 1); decide(iso0, daily/k3×2):
- *   reset in 24 h, the next day starts at 03:30 UTC). Left out: the anchor step's limits are
- *   then at least the largest cost.
- *
  * - anchor-mid-period: a key's anchor moved back across one of the old anchor's period starts
  *   loses the units of the old period before it: the store keeps one count per key, the last
  *   period's (decide(iso0, monthly/k3×1); clock to monthly start 1 +1; decide(iso0,
@@ -92,11 +85,7 @@ export type Feature = (typeof FEATURES)[number];
  *   period that holds a change only the units admitted since the change are judged (never over
  *   the limit).
  */
-const KNOWN_BROKEN: readonly Feature[] = [
-  "reshard×usage",
-  "anchors×below-cost",
-  "anchor-mid-period",
-];
+const KNOWN_BROKEN: readonly Feature[] = ["reshard×usage", "anchor-mid-period"];
 
 function listed(raw: string | undefined): string[] {
   return (raw ?? "")
