@@ -17,6 +17,7 @@ import { conflicted, denied, fromCache, fromEvaluation, notAsked } from "./decis
 import { createDegradedPath } from "./degraded";
 import { inFlightOf } from "./in-flight";
 import { createKeyBlocks } from "./key-blocks";
+import { refundLeasedOnce } from "./lease-refund-once";
 import { createLimiterLeases } from "./leases/isolate-leases";
 import { createRegionBooks } from "./leases/isolate-leases-in-region";
 import type { Limiter } from "./limiter-api";
@@ -289,9 +290,8 @@ export function buildStoreLimiter(options: StoreLimiterOptions): {
       const counted = receipt as CountedReceipt;
       const only = refundOptions?.policies;
       const paidInRegion = regionBooks?.paid(counted);
-      if (paidInRegion) return paidInRegion.refund(counted, only);
-      if (counted.leased && leases) return leases.refund(counted, only);
-      if (counted.regional && regional) return regional.refund(counted, only);
+      const via = paidInRegion ?? (counted.leased && leases) ?? (counted.regional && regional);
+      if (via) return refundLeasedOnce(counted, only, (rest) => via.refund(counted, rest));
       return refundReceipt(ctx, counted, only);
     },
     settle: reportedSettle(ctx, options.onSettle),

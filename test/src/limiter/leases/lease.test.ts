@@ -111,6 +111,12 @@ describe.each(LOG_LAYOUTS)("leases on the %s layout", (layout) => {
     // A refund of a request the lease paid goes back into the live lease (no store call) ...
     const refunded = await one.limiter.refund(spent[0]?.receipt as never);
     expect(refunded).toEqual({ refunded: true, units: [1] });
+    // ... once: the same receipt again gives nothing back (the count below would be one short).
+    expect(await one.limiter.refund(spent[0]?.receipt as never)).toEqual({
+      refunded: false,
+      units: [0],
+      alreadyRefunded: true,
+    });
     (uses.find((use) => use.source === "lease") as Use).refunded = true;
     await one.settle();
     // ... and every unspent unit leaves the log when the leases end: exactly the admitted remain.
