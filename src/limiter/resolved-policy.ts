@@ -197,6 +197,9 @@ export function withStorageKeys(policies: readonly ResolvedPolicy[], prefix: str
  * one): the PolicyBoundsError a refund answers with, or undefined. Before the store, so a
  * tampered receipt is never a store failure.
  */
+/** What a receipt's member id may hold: the limiter's ids, never a log's separators. */
+const MEMBER_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
 export function receiptIssue(
   receipt: RefundReceipt,
   only: readonly string[] | undefined,
@@ -208,7 +211,9 @@ export function receiptIssue(
     resolved?: readonly ResolvedPolicy[];
     leased?: unknown;
   };
-  if (typeof memberId !== "string" || memberId.length === 0 || !Array.isArray(resolved)) {
+  // A member id is the limiter's own (base64url and base36): a log's separators in one would
+  // let a hand-made receipt's search match across entries and patch the wrong one.
+  if (typeof memberId !== "string" || !MEMBER_ID.test(memberId) || !Array.isArray(resolved)) {
     return new PolicyBoundsError("refund", 0, "policy", "is not a receipt limitAll returned");
   }
   if (typeof at !== "number" || !Number.isSafeInteger(at) || at < 0) {

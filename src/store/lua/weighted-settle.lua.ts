@@ -93,11 +93,13 @@ local function wl_fast(p)
   return nil
 end
 
--- Exact: the request's entry keeps its place with 0 units (state x), its units off the sum.
+-- Exact: the request's entry keeps its place with 0 units (state x), its units off the sum. A
+-- settled entry gives nothing back: the settle charged what the request used, final, as a
+-- usage count's refund after its settle (refund-driver.lua.ts).
 WLS.refund = function(p, now)
   local v = wl_open(p.key, true)
   local at, t, u, state, nxt = wl_find(v, p.member)
-  if not at or state == 'x' then return 0 end
+  if not at or state ~= 'r' then return 0 end
   wl_patch(v, at, nxt, p.member, t, 0, 'x', v.sum - u)
   return u
 end

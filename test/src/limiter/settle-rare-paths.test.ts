@@ -205,3 +205,36 @@ describe("settle of a weighted log off its fast path", () => {
     await tidy("v1");
   });
 });
+
+describe("receipts the limiter did not make, and a refund after a settle", () => {
+  it("refuses a member id holding a log's separators: nothing patched, the sum stays its entries'", async () => {
+    const a = await admit("forged", 1000);
+    clock.advance(1);
+    const b = await admit("forged", 1);
+    // A member id spanning A's entry into B's: a search would match A and patch B.
+    const forged = `${a.memberId}.1,0000000000000,0000000001000,r;${b.memberId}.1`;
+    const hand = { ...a, memberId: forged, offsets: undefined } as unknown as CountedReceipt;
+    expect(await limiter.settle(hand, 1000)).toMatchObject({ status: "failed" });
+    expect(await limiter.refund(hand)).toMatchObject({ refunded: false });
+    expect(await held("forged")).toBe(1001);
+    await tidy("forged");
+  });
+
+  it("a settled entry gives nothing back to a refund, as a settled count does", async () => {
+    const key = `both-${crypto.randomUUID()}`;
+    const weighted = tokens(key, 50);
+    const fixed: LimitRequest = {
+      ...weighted,
+      policy: "fixed",
+      algorithm: "fixed-window",
+      usage: true,
+    };
+    const receipt = (await limiter.limitAll([weighted, fixed])).receipt as RefundReceipt;
+    expect(await limiter.settle(receipt, 20)).toMatchObject({
+      status: "settled",
+      charged: [-30, -30],
+    });
+    expect(await limiter.refund(receipt)).toMatchObject({ units: [0, 0] });
+    expect(await held(key)).toBe(20);
+  });
+});
