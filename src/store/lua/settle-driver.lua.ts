@@ -71,25 +71,31 @@ if not ps then return redis.error_reply(err) end
 local out, found, any, already, now, gateEnds = { 0 }, {}, false, false, nil, nil
 -- Past the log's longest: an offset no admission wrote (a BITFIELD there would grow the string).
 local offMax = ${MAX_WEIGHTED_ENTRIES * 160}
-for i = 1, n do
-  out[i + 1] = 0
-  local p = ps[i]
-  local off = tonumber(ARGV[5 + 5 * n + i])
-  if off and off >= 0 and off <= offMax and off == math.floor(off) then p.off = off end
-  p.used = used[i]
-  if p.alg.settleGated then
-    found[i] = p.alg.settleFind(p, nil)
-    if found[i] and p.already then already = true end
-  else
-    if now == nil then now = clock(ARGV[1]) end
-    -- Too late to settle: its gate may be gone, and the reservation stands.
-    local ends = now < at + SETTLE_AGE_MAX and p.alg.settleFind(p, now)
-    if ends then
-      found[i] = true
-      if gateEnds == nil or ends > gateEnds then gateEnds = ends end
+-- The counts first (the clock, their reads), the logs after: a log's fast path writes as it
+-- finds, and an error raised after a write (TIME refused) would leave it written (Redis does not
+-- undo a script's writes), its retry answered 409 and the counts never settled.
+for pass = 1, 2 do
+  for i = 1, n do
+    local p = ps[i]
+    if pass == 1 and not p.alg.settleGated then
+      out[i + 1] = 0
+      if now == nil then now = clock(ARGV[1]) end
+      -- Too late to settle: its gate may be gone, and the reservation stands.
+      local ends = now < at + SETTLE_AGE_MAX and p.alg.settleFind(p, now)
+      if ends then
+        found[i] = true
+        if gateEnds == nil or ends > gateEnds then gateEnds = ends end
+      end
+    elseif pass == 2 and p.alg.settleGated then
+      out[i + 1] = 0
+      local off = tonumber(ARGV[5 + 5 * n + i])
+      if off and off >= 0 and off <= offMax and off == math.floor(off) then p.off = off end
+      p.used = used[i]
+      found[i] = p.alg.settleFind(p, nil)
+      if found[i] and p.already then already = true end
     end
+    if found[i] then any = true end
   end
-  if found[i] then any = true end
 end
 if not any then return out end
 -- What a fast path wrote goes when the call settles nothing.
