@@ -4,6 +4,7 @@
  */
 import { USAGE_ALGORITHMS } from "./algorithm";
 import { MAX_SETTLE_AGE_MS } from "./caps";
+import { settleGateKey } from "./keys";
 import { REFUND_SCRIPT } from "./lua/scripts";
 import { type ScriptCall, type StorePolicy, scriptInputs } from "./script-inputs";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
@@ -64,6 +65,19 @@ export function keepsUsageCount(policy: StorePolicy): boolean {
     policy.algorithm !== "sliding-log-weighted" &&
     USAGE_ALGORITHMS.has(policy.algorithm)
   );
+}
+
+/**
+ * The request's once-gate: beside its first usage count's key, else its first policy's. Named
+ * from all the request's policies, never one call's: a settle or a refund of some of them must
+ * find the gate every other settle and refund of the same request takes.
+ */
+export function requestGateKey(
+  request: readonly StorePolicy[],
+  memberId: string,
+): string | undefined {
+  const beside = request.find(keepsUsageCount) ?? request[0];
+  return beside && settleGateKey(beside.redisKey, memberId);
 }
 
 /** What the refund script answers. */
