@@ -44,12 +44,15 @@ export async function refundReceipt(
           at: receipt.at,
           now,
           requestId: whole ? receipt.requestId : undefined,
-          gate: gateKey === undefined ? undefined : {
-            key: gateKey,
-            indices: asked.map((policy) => receipt.resolved.indexOf(policy)),
-            size: receipt.resolved.length,
-            lifeMs: refundGateLife(receipt.resolved),
-          },
+          gate:
+            gateKey === undefined
+              ? undefined
+              : {
+                  key: gateKey,
+                  indices: asked.map((policy) => receipt.resolved.indexOf(policy)),
+                  size: receipt.resolved.length,
+                  lifeMs: refundGateLife(receipt.resolved),
+                },
         }),
       ),
     );
