@@ -12,6 +12,18 @@ import type { RefundOutcome } from "./types";
 /** Per receipt, the policies already given back (or being given back) through a lease. */
 const givenBack = new WeakMap<CountedReceipt, Set<string>>();
 
+/** A copy the limiter made of a receipt (refundsAs), to the receipt it stands for. */
+const copyOf = new WeakMap<CountedReceipt, CountedReceipt>();
+
+/**
+ * `copy` gives back as `original` does: what either gave back, neither gives again. For a copy
+ * the limiter itself makes (a sharded refund drops a part's request id for a partial refund),
+ * so a refund repeated, in part or whole, still finds what was given back.
+ */
+export function refundsAs(copy: CountedReceipt, original: CountedReceipt): void {
+  copyOf.set(copy, copyOf.get(original) ?? original);
+}
+
 export async function refundLeasedOnce(
   receipt: CountedReceipt,
   only: readonly string[] | undefined,
@@ -20,10 +32,11 @@ export async function refundLeasedOnce(
   const asked = receipt.resolved
     .map((policy) => policy.name)
     .filter((name) => only === undefined || only.includes(name));
-  let done = givenBack.get(receipt);
+  const own = copyOf.get(receipt) ?? receipt;
+  let done = givenBack.get(own);
   if (!done) {
     done = new Set();
-    givenBack.set(receipt, done);
+    givenBack.set(own, done);
   }
   const rest = asked.filter((name) => !done.has(name));
   if (asked.length > 0 && rest.length === 0) {

@@ -2,8 +2,7 @@
  * The limiter's refund: give back what an admitted request consumed, from its receipt (all its
  * policies or the named ones), and stop this isolate denying from claims the refund makes false.
  */
-import { settleGateKey } from "../store/keys";
-import { keepsUsageCount, refund, refundGateLife } from "../store/refund";
+import { refund, refundGateLife, requestGateKey } from "../store/refund";
 import { withinDeadline } from "../store/script-runner";
 import { capacityFreed, type LimiterContext } from "./context";
 import type { CountedReceipt } from "./receipt-state";
@@ -20,9 +19,8 @@ export async function refundReceipt(
       : receipt.resolved.filter((policy) => only.includes(policy.name));
   if (asked.length === 0) return { refunded: false, units: [] };
   // Each policy gives back once, and a usage count only if no settle came first: the script
-  // takes the request's gate, the one its settle takes beside its first usage count (as
-  // settle.ts names it), else beside its first policy.
-  const beside = receipt.resolved.find(keepsUsageCount) ?? receipt.resolved[0];
+  // takes the request's gate, the one its settle takes (requestGateKey, both name it).
+  const gateKey = requestGateKey(receipt.resolved, receipt.memberId);
   // This isolate must not go on denying from a claim the refund just made false. (Other
   // isolates may, until their entry expires: at most the Retry-After they announced.) Again
   // when it ends: an answer that arrived in between may have been remembered. A count a settle
@@ -46,12 +44,15 @@ export async function refundReceipt(
           at: receipt.at,
           now,
           requestId: whole ? receipt.requestId : undefined,
-          gate: beside && {
-            key: settleGateKey(beside.redisKey, receipt.memberId),
-            indices: asked.map((policy) => receipt.resolved.indexOf(policy)),
-            size: receipt.resolved.length,
-            lifeMs: refundGateLife(receipt.resolved),
-          },
+          gate:
+            gateKey === undefined
+              ? undefined
+              : {
+                  key: gateKey,
+                  indices: asked.map((policy) => receipt.resolved.indexOf(policy)),
+                  size: receipt.resolved.length,
+                  lifeMs: refundGateLife(receipt.resolved),
+                },
         }),
       ),
     );

@@ -90,6 +90,7 @@ export async function settleReceipt(
           at: counted.at,
           units: used,
           offsets,
+          request: counted.resolved,
           now,
         }),
       ),

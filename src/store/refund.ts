@@ -4,6 +4,7 @@
  */
 import { USAGE_ALGORITHMS } from "./algorithm";
 import { MAX_SETTLE_AGE_MS } from "./caps";
+import { settleGateKey } from "./keys";
 import { REFUND_SCRIPT } from "./lua/scripts";
 import { type ScriptCall, type StorePolicy, scriptInputs } from "./script-inputs";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
@@ -58,12 +59,25 @@ export function refundGateLife(policies: readonly StorePolicy[]): number {
  * A usage rule's policy that keeps a count (a fixed window, a period), no entry per request: its
  * refund and its settle are one or the other, by the request's once-gate.
  */
-export function keepsUsageCount(policy: StorePolicy): boolean {
+function keepsUsageCount(policy: StorePolicy): boolean {
   return (
     policy.usage === true &&
     policy.algorithm !== "sliding-log-weighted" &&
     USAGE_ALGORITHMS.has(policy.algorithm)
   );
+}
+
+/**
+ * The request's once-gate: beside its first usage count's key, else its first policy's. Named
+ * from all the request's policies, never one call's: a settle or a refund of some of them must
+ * find the gate every other settle and refund of the same request takes.
+ */
+export function requestGateKey(
+  request: readonly StorePolicy[],
+  memberId: string,
+): string | undefined {
+  const beside = request.find(keepsUsageCount) ?? request[0];
+  return beside && settleGateKey(beside.redisKey, memberId);
 }
 
 /** What the refund script answers. */
@@ -91,8 +105,11 @@ export interface RefundAnswer {
  * With the request's `gate`, each policy gives back once: a refund again gives nothing and
  * answers `again` (lua/refund-driver.lua.ts).
  *
- * Redis commands: sliding-log ZREM (one per 500 units); fixed-window and sliding-counter GET +
- * SET (+ TIME for the counter); token-bucket TIME + GET + SET (or DEL); with a request id MGET
+ * A refund more than MAX_SETTLE_AGE_MS after `at` (on `now`, the clock it runs on) gives
+ * nothing back: past that the gate and a reset's tombstone may be gone.
+ *
+ * Redis commands: TIME (the store's clock; read after the gate); sliding-log ZREM (one per 500
+ * units); fixed-window and sliding-counter GET + SET; token-bucket GET + SET (or DEL); with a request id MGET
  * (the record and the reset marks) + DEL of the record; with the gate, GET + SET … PX of it (a
  * refund again, or of counts a settle took: the GET alone).
  */

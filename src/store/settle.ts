@@ -3,9 +3,9 @@
  * log, a fixed window, a calendar period) becomes what it used, once (limiter/settle-receipt.ts
  * calls it; the script and the bound it keeps are in lua/settle-driver.lua.ts).
  */
-import { settleGateKey } from "./keys";
 import { SETTLE_SCRIPT } from "./lua/scripts";
-import { type ScriptCall, scriptInputs } from "./script-inputs";
+import { requestGateKey } from "./refund";
+import { type ScriptCall, type StorePolicy, scriptInputs } from "./script-inputs";
 import { runScript, type ScriptClient, StoreReplyError } from "./script-runner";
 
 /** How a settle ended: charged now, charged before (nothing written), or nothing to charge. */
@@ -28,6 +28,12 @@ export interface SettleCall extends ScriptCall {
    * unknown: the script then searches the log. @default all -1
    */
   offsets?: readonly number[];
+  /**
+   * All the request's policies (the receipt's), when the call settles only some: the once-gate
+   * is named from them (refund.ts requestGateKey), as every refund of the request names it.
+   * @default policies
+   */
+  request?: readonly StorePolicy[];
 }
 
 const STATUS: Record<number, SettleStatus> = { 0: "unknown", 1: "settled", 2: "already-settled" };
@@ -42,9 +48,10 @@ export async function settle(client: ScriptClient, call: SettleCall): Promise<Se
   args.push(...call.units);
   args.push(...call.policies.map((_, i) => call.offsets?.[i] ?? -1));
   // A fixed window or a period keeps a count, no entry of the request: a key per request gates
-  // it, beside the first such policy's key (its shard, its hash slot).
-  const counted = call.policies.find((policy) => policy.algorithm !== "sliding-log-weighted");
-  if (counted) keys.push(settleGateKey(counted.redisKey, call.memberId));
+  // it, the one its refunds take, whichever of its rules this call settles.
+  const counted = call.policies.some((policy) => policy.algorithm !== "sliding-log-weighted");
+  const gate = counted && requestGateKey(call.request ?? call.policies, call.memberId);
+  if (gate) keys.push(gate);
   const reply = await runScript<unknown>(client, SETTLE_SCRIPT, keys, args);
   const status = Array.isArray(reply) ? STATUS[reply[0] as number] : undefined;
   if (

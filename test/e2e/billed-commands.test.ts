@@ -368,7 +368,7 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     expect(again).toEqual({ evalsha: 1, time: 1, get: 2, set: 1 });
   });
 
-  it("a refund of a monthly quota's count: 5 (EVALSHA, GET + SET of the gate, GET, SET), after a settle 2", async () => {
+  it("a refund of a monthly quota's count: 6 (EVALSHA, GET + SET of the gate, TIME, GET, SET), after a settle 2", async () => {
     const bridge = env.bridge as { url: string };
     const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
     const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
@@ -388,8 +388,9 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     const refunded = await counted(async () => {
       expect(await limiter.refund(first)).toEqual({ refunded: true, units: [4_000] });
     });
-    // The gate read and taken in the refund's own script: no call before it.
-    expect(refunded).toEqual({ evalsha: 1, set: 2, get: 2 });
+    // The gate read and taken in the refund's own script: no call before it. The clock: a
+    // refund too long after its admission gives nothing back.
+    expect(refunded).toEqual({ evalsha: 1, set: 2, get: 2, time: 1 });
     const settled = (await limiter.limitAll([{ ...month, key: "a" }])).receipt;
     await limiter.settle(settled, 1_000);
     const late = await counted(async () => {
@@ -399,7 +400,7 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     expect(late).toEqual({ evalsha: 1, get: 1 });
   });
 
-  it("a refund of a plain sliding-log request: 6 (EVALSHA, GET + SET of the gate, GETRANGE, 2 SETRANGE), again 2", async () => {
+  it("a refund of a plain sliding-log request: 7 (EVALSHA, GET + SET of the gate, TIME, GETRANGE, 2 SETRANGE), again 2", async () => {
     const bridge = env.bridge as { url: string };
     const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
     const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
@@ -411,7 +412,7 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
       expect(await limiter.refund(receipt)).toEqual({ refunded: true, units: [1] });
     });
     // The ring: its slots from the request's on, and the header (the gap moved back past it).
-    expect(refunded).toEqual({ evalsha: 1, get: 1, set: 1, getrange: 1, setrange: 2 });
+    expect(refunded).toEqual({ evalsha: 1, get: 1, set: 1, time: 1, getrange: 1, setrange: 2 });
     // Again: the gate's GET says refunded, the ring is not read.
     const again = await counted(async () => {
       expect(await limiter.refund(receipt)).toEqual({

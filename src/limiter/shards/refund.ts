@@ -2,6 +2,7 @@
  * A sharded limiter's refund (docs/shards.md): each part of a receipt given back on the shard
  * that counted it, and the outcomes put back together in the receipt's order.
  */
+import { refundsAs } from "../lease-refund-once";
 import type { Limiter } from "../limiter-api";
 import type { CountedReceipt } from "../receipt-state";
 import type { RefundOutcome } from "../types";
@@ -27,7 +28,11 @@ export async function refundParts(
         return { refunded: false, units: [], error: `no shard ${JSON.stringify(part?.shard)}` };
       }
       const given: CountedReceipt = partial ? { ...part.receipt } : part.receipt;
-      if (partial) delete given.requestId;
+      if (partial) {
+        delete given.requestId;
+        // What a lease paid gives back once per receipt object: the copy counts as its part.
+        refundsAs(given, part.receipt);
+      }
       return limiter.refund(given, picked === undefined ? undefined : { policies: picked });
     }),
   );

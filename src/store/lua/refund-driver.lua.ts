@@ -1,3 +1,5 @@
+import { MAX_SETTLE_AGE_MS } from "../caps";
+
 /**
  * The refund script's driver, composed with every algorithm's fragment in scripts.ts (the
  * prelude's `policies` and `records` are in scope).
@@ -39,6 +41,10 @@
  * With a request-id record, the refund happens only if the record exists, says "admitted" and
  * no policy was reset since (the reset already forgot the request), and the record is deleted: a
  * retry of the request is decided (and counted) afresh.
+ * A refund more than MAX_SETTLE_AGE_MS after the admission (ARGV[5]), on the clock this call
+ * runs on, gives nothing back, whatever the algorithm (as a settle charges nothing then): the
+ * gate and a reset's tombstone live about that long, and after them a refund of a weekly window,
+ * a month or a bucket could give back again, or from counts that are not the request's.
  * Returns {refunded (0|1|2: already refunded), then units given back per policy}.
  *
  * Redis commands of the gate: GET + SET … PX (when something is given back); a refund again,
@@ -89,6 +95,10 @@ if ARGV[g] == 'g' then
   end
   gate = { counts = counts, at = at, head = head, flags = flags, life = tonumber(ARGV[g + 4]) }
 end
+-- Too old to give back: nothing left proves it was not given back before (the gate, a reset's
+-- tombstone live about that long). Read after the gate: a refund again reads nothing more.
+local now = clock(ARGV[1])
+if now > tonumber(ARGV[5]) + ${MAX_SETTLE_AGE_MS} then return out end
 if mode == '2' then
   -- A reset since the evaluation (a mark it did not see) deleted what it counted: whatever the
   -- log holds now is another request's, even at the very same time, and stays.
@@ -122,12 +132,10 @@ if gate then
   end
   redis.call('SET', KEYS[#KEYS], head .. flags, 'PX', gate.life)
 end
-local now = nil
 out[1] = 1
 for i = 1, n do
   local p = ps[i]
   if not skip[i] then
-    if now == nil and p.alg.refundReadsClock then now = clock(ARGV[1]) end
     out[i + 1] = p.alg.refund(p, now)
   end
 end

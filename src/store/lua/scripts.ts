@@ -30,8 +30,8 @@ import { WEIGHTED_LOG_LUA } from "./weighted-log.lua";
  *   check(p, now)              reads state, sets p.allowed (this policy alone would admit)
  *   commit(p, now)             consumes p.cost (only called when every policy admits)
  *   report(p, now) → remaining, reset, retryAfterMs (after commit, or as nothing were consumed)
- *   refund(p, now) → units     gives back what a request consumed
- *   refundReadsClock           true if refund needs `now` (the Redis clock is read only then)
+ *   refund(p, now) → units     gives back what a request consumed (`now`: the refund's clock,
+ *                              read by every refund for its age bound)
  *   settleFind(p, now), settleWrite(p, used), settleGated: a usage rule's settle
  *                              (settle-driver.lua.ts), for the algorithms a usage rule counts in
  *

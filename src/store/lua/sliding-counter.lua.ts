@@ -115,8 +115,6 @@ local function sc_store(p, t, ...)
 end
 
 ALG['sliding-counter'] = {
-  -- Refund reads the clock (the Redis one unless the caller passed its own).
-  refundReadsClock = true,
   check = function(p, now)
     sc_load(p, now)
     local window = p.window

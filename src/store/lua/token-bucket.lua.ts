@@ -64,8 +64,6 @@ local function tb_store(p, now)
 end
 
 ALG['token-bucket'] = {
-  -- Refund reads the clock (the Redis one unless the caller passed its own).
-  refundReadsClock = true,
   check = function(p, now)
     tb_load(p, now)
     p.allowed = p.debt + p.cost * p.window <= p.limit * p.window

@@ -31,11 +31,18 @@ describe("refund", () => {
       ] as const) {
         expect((await evaluatePolicy(store, { ...policy, memberId, now })).allowed).toBe(true);
       }
-      const back = await refund(store, { policies: [policy], memberId: "m2", at: T + 100 });
+      const back = await refund(store, {
+        policies: [policy],
+        memberId: "m2",
+        at: T + 100,
+        now: T + 100,
+      });
       expect(back).toEqual({ refunded: true, units: [2] });
       expect((await readLog(redis, policy.redisKey)).times).toEqual([T, T, T + 200, T + 200]);
       // Exact: a second refund of the same request gives back nothing.
-      expect(await refund(store, { policies: [policy], memberId: "m2", at: T + 100 })).toEqual({
+      expect(
+        await refund(store, { policies: [policy], memberId: "m2", at: T + 100, now: T + 100 }),
+      ).toEqual({
         refunded: true,
         units: [0],
       });
@@ -54,7 +61,9 @@ describe("refund", () => {
     expect((await evaluatePolicy(store, { ...policy, memberId: "a", now: T + 10 })).allowed).toBe(
       true,
     );
-    expect(await refund(store, { policies: [policy], memberId: "a", at: T + 10 })).toMatchObject({
+    expect(
+      await refund(store, { policies: [policy], memberId: "a", at: T + 10, now: T + 10 }),
+    ).toMatchObject({
       units: [6],
     });
     expect(
@@ -64,7 +73,9 @@ describe("refund", () => {
       remaining: 0,
     });
     // A request of the previous window: its window no longer counts, nothing to give back.
-    expect(await refund(store, { policies: [policy], memberId: "old", at: T - 10 })).toMatchObject({
+    expect(
+      await refund(store, { policies: [policy], memberId: "old", at: T - 10, now: T - 10 }),
+    ).toMatchObject({
       units: [0],
     });
     expect(

@@ -66,6 +66,7 @@ describe("the ring against a reference model (random costs, clocks, refunds, lim
               ],
               memberId: victim.id,
               at: victim.at,
+              now: victim.at,
             });
             // Exact: all its units, while it is still inside the window (a unit that left it is
             // gone from the log's count either way).
@@ -180,6 +181,7 @@ describe("out-of-order times (the caller's clock across isolates, lease stamps)"
         policies: [{ ...policy, cost: 5 }],
         memberId: `lease-${layout}`,
         at: lease.stamp,
+        now: lease.stamp,
       });
       expect(back.units, layout).toEqual([5]);
       const after = await evaluatePolicy(store, {

@@ -89,7 +89,9 @@ describe("the weighted log", () => {
       status: "unknown",
       charged: [0],
     });
-    expect(await refund(store, { policies: [policy], memberId: "m3", at: T + 30 })).toEqual({
+    expect(
+      await refund(store, { policies: [policy], memberId: "m3", at: T + 30, now: T + 30 }),
+    ).toEqual({
       refunded: true,
       units: [2],
     });

@@ -73,7 +73,8 @@ function refundOf(
     refundScript,
     1,
     key,
-    "",
+    // The caller's clock, the admission's: a refund reads it (its age bound), no TIME.
+    at,
     member,
     1,
     0,
