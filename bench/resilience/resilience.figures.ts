@@ -4,10 +4,7 @@
 // measurements). See vitest.config.ts next to this file for the command.
 import { performance } from "node:perf_hooks";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
-import { createLimiter } from "../../src/limiter/create-limiter";
-import type { LimiterOptions } from "../../src/limiter/limiter-options";
-import type { ScriptClient } from "../../src/store/script-runner";
-import { createStoreClient } from "../../src/store/upstash-client";
+import { createLimiter, createStoreClient, type LimiterOptions } from "../../src/index";
 import { type FaultServer, startFaultServer } from "../../tools/fault-servers";
 
 let faults: FaultServer;
@@ -38,7 +35,8 @@ async function scenario(mode: string, delayMs = 0) {
 function counted(url: string, timeoutMs: number) {
   const client = createStoreClient({ url, token: inject("bridgeToken"), timeoutMs });
   let calls = 0;
-  const store: ScriptClient = {
+  // What a limiter asks of its store: script calls, counted.
+  const store: Pick<typeof client, "evalsha" | "eval"> = {
     evalsha: (sha, keys, args) => {
       calls++;
       return client.evalsha(sha, keys, args);
