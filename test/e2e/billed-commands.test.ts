@@ -233,11 +233,28 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
     cost: 1_000,
     algorithm: "sliding-log-weighted",
   };
+  const month = {
+    policy: "tokens-month",
+    limit: 5_000_000,
+    windowMs: 0,
+    cost: 4_000,
+    algorithm: "calendar",
+    period: { unit: "month", timezone: "UTC" },
+    usage: true,
+  };
+  /** A limiter of its own prefix on the bridge, on the Redis clock. */
+  const freshLimiter = () =>
+    lib.createLimiter({
+      store: lib.createStoreClient({
+        url: (env.bridge as { url: string }).url,
+        token: env.token,
+        timeoutMs: 5_000,
+      }),
+      prefix: `billed${run++}`,
+    });
 
   it("admission 4 (EVALSHA, TIME, GETRANGE, BITFIELD), settle 2 (EVALSHA, BITFIELD), again 3", async () => {
-    const bridge = env.bridge as { url: string };
-    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
-    const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
+    const limiter = freshLimiter();
     // Scripts loaded first: a NOSCRIPT's EVAL is no part of a shape.
     const warm = await limiter.limitAll([{ ...tokens, key: "warm" }]);
     await limiter.settle(warm.receipt, 1);
@@ -261,9 +278,7 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
   });
 
   it("a log past 8 kB: admission still 4, settle still 2", async () => {
-    const bridge = env.bridge as { url: string };
-    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
-    const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
+    const limiter = freshLimiter();
     const warm = await limiter.limitAll([{ ...tokens, key: "warm" }]);
     await limiter.settle(warm.receipt, 1);
     // ~45 bytes an entry: 250 entries are ~11 kB, the header and the oldest in the first 8 kB.
@@ -336,18 +351,7 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
   });
 
   it("a monthly quota (calendar): admission 4, settle 5 (EVALSHA, TIME, GET, SET NX, SET), again 5", async () => {
-    const bridge = env.bridge as { url: string };
-    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
-    const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
-    const month = {
-      policy: "tokens-month",
-      limit: 5_000_000,
-      windowMs: 0,
-      cost: 4_000,
-      algorithm: "calendar",
-      period: { unit: "month", timezone: "UTC" },
-      usage: true,
-    };
+    const limiter = freshLimiter();
     const warm = await limiter.limitAll([{ ...month, key: "warm" }]);
     await limiter.settle(warm.receipt, 1);
     await limiter.limitAll([{ ...month, key: "a" }]);
@@ -369,18 +373,7 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
   });
 
   it("a refund of a monthly quota's count: 6 (EVALSHA, GET + SET of the gate, TIME, GET, SET), after a settle 2", async () => {
-    const bridge = env.bridge as { url: string };
-    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
-    const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
-    const month = {
-      policy: "tokens-month",
-      limit: 5_000_000,
-      windowMs: 0,
-      cost: 4_000,
-      algorithm: "calendar",
-      period: { unit: "month", timezone: "UTC" },
-      usage: true,
-    };
+    const limiter = freshLimiter();
     // Both scripts loaded first.
     await limiter.refund((await limiter.limitAll([{ ...month, key: "warm" }])).receipt);
     await limiter.settle((await limiter.limitAll([{ ...month, key: "warm" }])).receipt, 1);
@@ -401,9 +394,7 @@ describe("billed commands of a usage request (docs/usage.md): admission, then se
   });
 
   it("a refund of a plain sliding-log request: 7 (EVALSHA, GET + SET of the gate, TIME, GETRANGE, 2 SETRANGE), again 2", async () => {
-    const bridge = env.bridge as { url: string };
-    const store = lib.createStoreClient({ url: bridge.url, token: env.token, timeoutMs: 5_000 });
-    const limiter = lib.createLimiter({ store, prefix: `billed${run++}` });
+    const limiter = freshLimiter();
     const rule = { policy: "plain", limit: 100, windowMs: 60_000 };
     // The refund script loaded first.
     await limiter.refund((await limiter.limitAll([{ ...rule, key: "warm" }])).receipt);
