@@ -63,7 +63,7 @@ export const MAX_WEIGHTED_ENTRIES = 10_000;
 /**
  * The most units one call may write to rings (sliding-log), summed over its ring policies, each
  * counted up to its limit (a cost above it is a denial that writes nothing): 4 bytes a unit, one
- * string command, ~8 ms of Redis at 100 000 (`node bench/measure/caps.mjs`; 16 policies of
+ * string command, ~8 ms of Redis at 100 000 (`node bench/measure/caps-bench.mjs`; 16 policies of
  * 1 000 took 1.5 ms).
  */
 export const MAX_RING_COST = 100_000;

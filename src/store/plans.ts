@@ -42,7 +42,7 @@ export const PAGE_BYTES = 512 * 1024;
 
 /**
  * Most network blocks: every isolate holds them all. At the cap a read is ~211 KiB and the copy
- * ~3.1 MiB of heap (`node --expose-gc bench/measure/network-blocks.mjs`).
+ * ~3.1 MiB of heap (`node --expose-gc bench/measure/network-blocks-bench.mjs`).
  */
 export const MAX_NETWORK_BLOCKS = 10_000;
 

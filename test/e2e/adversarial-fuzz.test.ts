@@ -29,7 +29,7 @@ import {
 } from "../support/redis-probe.js";
 
 // The documented bounds. src/store/caps.ts exports no constant for Redis time or key bytes, so
-// they are written here from its measured figures (`node bench/measure/caps.mjs`), with room:
+// they are written here from its measured figures (`node bench/measure/caps-bench.mjs`), with room:
 // - one call: at most the most a legitimate call does, a full 100 000-unit ring write (~8 ms of
 //   Redis idle, 12–30 ms with the suite running beside it), times CALL_SLACK: the fuzz's first
 //   step is that write, so the bound is measured in the same run and on the same machine as

@@ -5,7 +5,7 @@
 // N live entries (each request settled just after the others were admitted, newest first), and a
 // calendar usage rule (a count and a once-gate).
 //
-//   node bench/measure/settle.mjs [settles=300]
+//   node bench/measure/settle-bench.mjs [settles=300]
 //
 // Needs redis-server and redis-cli on PATH.
 import { measureEnv } from "../../tools/measure-env.mjs";

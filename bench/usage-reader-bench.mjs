@@ -5,7 +5,7 @@
 // streamed response, and the time a first chunk takes to reach the consumer, in-process and
 // through a loopback HTTP origin. Contenders alternate within every repetition; medians reported.
 //
-//   node bench/usage-reader.mjs [--reps=N] [--trials=N]
+//   node bench/usage-reader-bench.mjs [--reps=N] [--trials=N]
 import { createServer } from "node:http";
 import { cpuUsage } from "node:process";
 import { tempDir } from "../tools/infra.mjs";

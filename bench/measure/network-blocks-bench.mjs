@@ -5,7 +5,7 @@
 // request looks up one network per length of its family). Also the bytes of the read itself (what
 // each refresh carries from the store). Node only; no Redis.
 //
-//   node --expose-gc bench/measure/network-blocks.mjs [src dir, default ./src]
+//   node --expose-gc bench/measure/network-blocks-bench.mjs [src dir, default ./src]
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";

@@ -4,10 +4,10 @@
 //     Redis runs nothing else meanwhile), for one policy and for 16 policies in one call;
 //   - MEMORY USAGE (SAMPLES 0) of a log full to its limit.
 //
-//   node bench/measure/caps.mjs
-//   node bench/measure/caps.mjs --switch   one key switched between limits
-//   node bench/measure/caps.mjs --refund   a ring refund's cost against its admission's
-//   node bench/measure/caps.mjs --growth   a ring's MEMORY USAGE as writes grow it
+//   node bench/measure/caps-bench.mjs
+//   node bench/measure/caps-bench.mjs --switch   one key switched between limits
+//   node bench/measure/caps-bench.mjs --refund   a ring refund's cost against its admission's
+//   node bench/measure/caps-bench.mjs --growth   a ring's MEMORY USAGE as writes grow it
 //
 // The real composed script (src/store/lua/scripts.ts) on a private redis-server, so the figures
 // see only this traffic. Members are shaped like the limiter's (12-char isolate id + counter).
