@@ -48,8 +48,8 @@ import { MAX_SETTLE_AGE_MS } from "../caps";
  * Returns {refunded (0|1|2: already refunded), then units given back per policy}.
  *
  * Redis commands of the gate: GET + SET … PX (when something is given back); a refund again,
- * the GET alone. A usage count's refund: GET + SET of the gate + GET + SET KEEPTTL of the count
- * (with the EVALSHA, 5); after a settle, the gate's GET alone (2).
+ * the GET alone. A usage count's refund: GET + SET of the gate + TIME (the Redis clock only) +
+ * GET + SET KEEPTTL of the count (with the EVALSHA, 6); after a settle, the gate's GET alone (2).
  */
 export const REFUND_DRIVER = `
 local n = tonumber(ARGV[3])
