@@ -103,7 +103,15 @@ describe("POST /check/settle", () => {
       [{ receipt }, "usage"],
       [{ usage: 5 }, "receipt"],
       [{ receipt: 42, usage: 5 }, "receipt"],
-      [{ receipt: `${receipt.slice(0, -2)}xx`, usage: 5 }, "receipt"],
+      // One character of the MAC changed, well inside it: its last one carries bits a decoder
+      // may drop, so "…xx" at the end can seal the same bytes.
+      [
+        {
+          receipt: `${receipt.slice(0, -5)}${receipt.at(-5) === "A" ? "B" : "A"}${receipt.slice(-4)}`,
+          usage: 5,
+        },
+        "receipt",
+      ],
       [{ receipt: "nope", usage: 5 }, "receipt"],
       [{ receipt, usage: 5, extra: 1 }, "extra"],
       [[receipt], "body"],
